@@ -32,7 +32,7 @@ build_kube() {
   gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   # k8s.io/kubernetes requires every staging module at v0.0.0 and replaces them with local paths;
   # those replaces do not apply to us, so pin each to the matching published version.
-  grep -oE '^\s*k8s\.io/[a-z0-9./-]+ v0\.0\.0' "$gomod" | awk '{print $1}' | sort -u | while read -r m; do
+  grep -oE '^\s*k8s\.io/[a-z0-9./-]+ v0\.0\.0$' "$gomod" | awk '{print $1}' | sort -u | while read -r m; do
     go mod edit -replace "$m=$m@$staging_ver"
   done
   go get "k8s.io/kubernetes@$K8S_VERSION" >/dev/null
