@@ -1,1 +1,147 @@
-fn main(){}
+//! The `wasmop` command line: `run` plugins against a cluster, `inspect` a plugin.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
+use wasmop::controller::ControllerSettings;
+use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
+
+/// Runs Kubernetes controllers as sandboxed WebAssembly plugins.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "WASMOP_LOG_FORMAT")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run plugins against the cluster of the current kubeconfig (KUBECONFIG, ~/.kube/config or
+    /// in-cluster). Log verbosity follows RUST_LOG (default: info).
+    Run(RunArgs),
+    /// Print what a plugin's describe() returns.
+    Inspect {
+        /// The plugin file.
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Yaml)]
+        output: Output,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// A plugin file; repeat for more.
+    #[arg(long = "plugin", value_name = "FILE.wasm")]
+    plugins: Vec<PathBuf>,
+    /// A directory: every *.wasm file in it is a plugin.
+    #[arg(long = "plugins", value_name = "DIR")]
+    plugin_dir: Option<PathBuf>,
+    /// Only watch and reconcile objects in this namespace.
+    #[arg(long, short, env = "WASMOP_NAMESPACE")]
+    namespace: Option<String>,
+    /// Concurrent reconciles per plugin (different objects; one object never runs twice at once).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    max_concurrent_reconciles: u16,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct RuntimeArgs {
+    /// Wall-clock limit of one call into a plugin, e.g. 5s or 500ms.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    deadline: Duration,
+    /// Memory limit of one plugin instance, in MiB.
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    memory_limit_mib: usize,
+    /// Directory for compiled plugins (default: the user cache directory).
+    #[arg(long, env = "WASMOP_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile plugins every time instead of using the on-disk cache.
+    #[arg(long)]
+    no_cache: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Output {
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+impl RuntimeArgs {
+    fn runtime(&self) -> anyhow::Result<Runtime> {
+        let cache_dir = if self.no_cache {
+            None
+        } else {
+            self.cache_dir.clone().or_else(|| {
+                directories::ProjectDirs::from("dev", "wasmop", "wasmop").map(|d| d.cache_dir().join("modules"))
+            })
+        };
+        let limits = Limits { deadline: self.deadline, memory_bytes: self.memory_limit_mib << 20 };
+        Ok(Runtime::new(RuntimeConfig { cache_dir, limits })?)
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format);
+    match cli.command {
+        Command::Inspect { file, output, runtime } => {
+            let module = runtime.runtime()?.load(&file)?;
+            let text = match output {
+                Output::Json => serde_json::to_string_pretty(module.config())?,
+                Output::Yaml => serde_yaml::to_string(module.config())?,
+            };
+            println!("{text}");
+            Ok(())
+        }
+        Command::Run(args) => run(args).await,
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let mut files = args.plugins.clone();
+    if let Some(dir) = &args.plugin_dir {
+        files.extend(wasmop::host::plugin_files(dir)?);
+    }
+    let runtime = args.runtime.runtime()?;
+    let modules = wasmop::host::load_all(&runtime, &files)?;
+    let client = kube::Client::try_default().await.context("cannot build a Kubernetes client from the kubeconfig")?;
+    let shutdown = CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            tracing::info!("shutting down: finishing reconciles in flight");
+            on_signal.cancel();
+        }
+    });
+    let settings =
+        ControllerSettings { namespace: args.namespace, max_concurrent: args.max_concurrent_reconciles.into() };
+    wasmop::host::run(client, modules, settings, shutdown).await;
+    Ok(())
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

@@ -1,0 +1,39 @@
+# wasmop: the two commands are `make run` and `make test`. Everything else is a step of those.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+CARGO ?= cargo
+CLUSTER_DIR ?= target/cluster
+TEST_CLUSTER_DIR ?= target/test-cluster
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: help run test build plugins control-plane cluster cluster-down lint unit-tests integration-tests
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+run: build plugins ## Run the host with the webpage plugin against your cluster (or a local control plane)
+	@tests/testbed/run-local.sh "$(CLUSTER_DIR)"
+
+test: lint plugins control-plane ## Install what is missing, build everything, run unit and integration tests
+	@tests/testbed/run-tests.sh "$(TEST_CLUSTER_DIR)"
+
+build: ## Build the host (release)
+	$(CARGO) build --release -p wasmop
+
+plugins: ## Build every plugin to plugins/dist/<name>.wasm
+	@tests/testbed/build-plugins.sh
+
+control-plane: ## Build kube-apiserver, kube-controller-manager and etcd into the cache (once)
+	@tests/testbed/build-control-plane.sh >/dev/null
+
+cluster: control-plane ## Start a local control plane in the background; kubeconfig in target/cluster/kubeconfig
+	@tests/testbed/cluster.sh up "$(CLUSTER_DIR)"
+
+cluster-down: ## Stop the processes `make cluster` started
+	@tests/testbed/cluster.sh down "$(CLUSTER_DIR)"
+
+lint: ## rustfmt and clippy, warnings are errors
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -1,0 +1,74 @@
+//! Exponential backoff for failed reconciles (JOSDK `GenericRetry`).
+
+use std::time::Duration;
+
+/// How failed reconciles are retried.
+///
+/// Attempt 0 is the first run; attempt `n` (1-based retries) waits
+/// `initial_interval * multiplier^(n-1)`, capped at `max_interval`. After `max_attempts`
+/// retries the object is only reconciled again on a new event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first failure before giving up.
+    pub max_attempts: u32,
+    /// Delay before the first retry.
+    pub initial_interval: Duration,
+    /// Factor applied to the delay after each failed retry.
+    pub multiplier: f64,
+    /// Upper bound on any delay.
+    pub max_interval: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// JOSDK's defaults: 5 attempts, 2 s initial interval, multiplier 1.5; capped at 5 minutes.
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            initial_interval: Duration::from_millis(2000),
+            multiplier: 1.5,
+            max_interval: Duration::from_secs(300),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay before retry number `attempt` (1 for the first retry).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let exponent = attempt.saturating_sub(1).min(i32::MAX as u32) as i32;
+        let millis = self.initial_interval.as_millis() as f64 * self.multiplier.powi(exponent);
+        let capped = millis.min(self.max_interval.as_millis() as f64);
+        Duration::from_millis(capped.max(0.0) as u64)
+    }
+
+    /// Whether a failure of `attempt` would not be retried.
+    pub fn is_last(&self, attempt: u32) -> bool {
+        attempt >= self.max_attempts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_grow_by_the_multiplier_from_the_initial_interval() {
+        let p = RetryPolicy::default();
+        let delays: Vec<u64> = (1..=4).map(|n| p.delay(n).as_millis() as u64).collect();
+        assert_eq!(delays, vec![2000, 3000, 4500, 6750]);
+    }
+
+    #[test]
+    fn delays_are_capped_at_the_max_interval() {
+        let p = RetryPolicy { max_interval: Duration::from_secs(4), ..RetryPolicy::default() };
+        assert_eq!(p.delay(3), Duration::from_secs(4));
+        assert_eq!(p.delay(40), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn the_attempt_equal_to_max_attempts_is_the_last() {
+        let p = RetryPolicy { max_attempts: 2, ..RetryPolicy::default() };
+        assert!(!p.is_last(0));
+        assert!(!p.is_last(1));
+        assert!(p.is_last(2));
+    }
+}

@@ -1,0 +1,99 @@
+//! Errors of loading a plugin and of calling into one.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::limits::MemoryLimitExceeded;
+
+/// Why a file could not become a running plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The wasm engine could not be set up.
+    #[error("cannot set up the wasm engine: {0}")]
+    EngineSetupFailed(String),
+    /// The file could not be read.
+    #[error("cannot read plugin {}: {source}", path.display())]
+    ReadFailed {
+        /// The plugin file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not a valid WebAssembly component.
+    #[error("{} is not a valid WebAssembly component: {reason}", path.display())]
+    CompileFailed {
+        /// The plugin file.
+        path: PathBuf,
+        /// The compiler's message.
+        reason: String,
+    },
+    /// The component does not export the reconciler interface.
+    #[error("{} is not a wasmop plugin: it does not export wasmop:plugin/reconciler", path.display())]
+    NotAPlugin {
+        /// The plugin file.
+        path: PathBuf,
+    },
+    /// The component was built against a contract version this host does not support.
+    #[error("{} was built against contract wasmop:plugin@{found}, but this host supports wasmop:plugin@{supported}", path.display())]
+    ContractMismatch {
+        /// The plugin file.
+        path: PathBuf,
+        /// The version the plugin exports.
+        found: String,
+        /// The version the host implements.
+        supported: &'static str,
+    },
+    /// The component imports something the host does not provide.
+    #[error("{} cannot be linked: {reason}", path.display())]
+    LinkFailed {
+        /// The plugin file.
+        path: PathBuf,
+        /// The linker's message.
+        reason: String,
+    },
+    /// `describe()` trapped.
+    #[error("{}: describe() failed: {source}", path.display())]
+    DescribeFailed {
+        /// The plugin file.
+        path: PathBuf,
+        /// What went wrong in the call.
+        #[source]
+        source: CallError,
+    },
+    /// `describe()` returned an unusable configuration.
+    #[error("{}: invalid plugin configuration: {reason}", path.display())]
+    InvalidConfig {
+        /// The plugin file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl LoadError {
+    pub(crate) fn engine(err: wasmtime::Error) -> Self {
+        Self::EngineSetupFailed(format!("{err:#}"))
+    }
+}
+
+/// Why a call into a plugin did not return a value. These are traps or setup failures, never
+/// errors the plugin returned on purpose.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The call ran past its deadline and was interrupted.
+    #[error("deadline of {0:?} exceeded; the call was interrupted")]
+    DeadlineExceeded(Duration),
+    /// The plugin tried to grow its memory past the cap.
+    #[error(transparent)]
+    MemoryLimitExceeded(#[from] MemoryLimitExceeded),
+    /// The plugin panicked.
+    #[error("plugin panicked: {0}")]
+    Panicked(String),
+    /// Any other trap.
+    #[error("plugin trapped: {0}")]
+    Trapped(String),
+    /// A fresh instance could not be created.
+    #[error("cannot instantiate plugin: {0}")]
+    InstantiateFailed(String),
+}

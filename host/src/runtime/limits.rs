@@ -1,0 +1,60 @@
+//! Per-call resource limits: the epoch deadline and the memory cap.
+
+use std::time::Duration;
+
+/// Limits applied to every call into a plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock budget of one call (enforced by epoch interruption).
+    pub deadline: Duration,
+    /// Maximum linear memory of one instance, in bytes.
+    pub memory_bytes: usize,
+}
+
+impl Default for Limits {
+    /// 5 s per call and 64 MiB of memory.
+    fn default() -> Self {
+        Self { deadline: Duration::from_secs(5), memory_bytes: 64 << 20 }
+    }
+}
+
+/// The memory cap a plugin ran into.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("memory limit of {} MiB exceeded: the plugin asked for {} MiB", limit >> 20, requested >> 20)]
+pub struct MemoryLimitExceeded {
+    /// The cap in bytes.
+    pub limit: usize,
+    /// The size the plugin tried to grow to, in bytes.
+    pub requested: usize,
+}
+
+/// Enforces [`Limits::memory_bytes`] and remembers whether the cap was hit.
+#[derive(Debug)]
+pub(crate) struct MemoryLimiter {
+    limit: usize,
+    pub(crate) exceeded: Option<MemoryLimitExceeded>,
+}
+
+/// Table elements allowed per instance; far above what compiled Rust needs.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+impl MemoryLimiter {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self { limit, exceeded: None }
+    }
+}
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            let exceeded = MemoryLimitExceeded { limit: self.limit, requested: desired };
+            self.exceeded = Some(exceeded);
+            return Err(exceeded.into());
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}

@@ -1,0 +1,218 @@
+//! A loaded plugin: its configuration and a pre-linked instance factory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::{Engine, Store, Trap};
+
+use super::EPOCH_TICK;
+use super::bindings::PluginPre;
+use super::bindings::wasmop::plugin::types::{Outcome, PluginConfig, ReconcileError, ReconcileRequest};
+use super::error::{CallError, LoadError};
+use super::limits::Limits;
+use super::sandbox::{CacheReader, NoCache, Sandbox};
+
+/// What `reconcile` returned: an outcome or the plugin's own error.
+pub type GuestResult = Result<Outcome, ReconcileError>;
+
+/// A compiled, linked and described plugin, ready to be called any number of times.
+pub struct Module {
+    path: PathBuf,
+    digest: String,
+    config: PluginConfig,
+    instances: Instances,
+}
+
+/// Makes a fresh sandboxed instance per call.
+struct Instances {
+    pre: PluginPre<Sandbox>,
+    engine: Engine,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Module")
+            .field("path", &self.path)
+            .field("digest", &self.digest)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Module {
+    /// Calls `describe()` on a fresh instance and validates the answer.
+    pub(crate) fn describe(
+        path: &Path,
+        digest: String,
+        pre: PluginPre<Sandbox>,
+        engine: Engine,
+        limits: Limits,
+    ) -> Result<Self, LoadError> {
+        let instances = Instances { pre, engine, limits };
+        let config = instances
+            .call("describe", Arc::new(NoCache), |plugin, store| plugin.wasmop_plugin_reconciler().call_describe(store))
+            .map_err(|source| LoadError::DescribeFailed { path: path.into(), source })?;
+        validate(&config).map_err(|reason| LoadError::InvalidConfig { path: path.into(), reason })?;
+        Ok(Self { path: path.into(), digest, config, instances })
+    }
+
+    /// The plugin's own configuration, as `describe()` returned it.
+    pub fn config(&self) -> &PluginConfig {
+        &self.config
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The sha256 of the module's bytes, hex encoded.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Where the module was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Overrides the per-call limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.instances.limits = limits;
+        self
+    }
+
+    /// Runs `reconcile` in a fresh sandbox that reads from `cache`. Blocks the thread for up
+    /// to the deadline: call it from a blocking-capable context.
+    pub fn reconcile(&self, cache: Arc<dyn CacheReader>, request: &ReconcileRequest) -> Result<GuestResult, CallError> {
+        self.instances.call(&self.config.name, cache, |plugin, store| {
+            plugin.wasmop_plugin_reconciler().call_reconcile(store, request)
+        })
+    }
+}
+
+impl Instances {
+    fn call<R>(
+        &self,
+        plugin: &str,
+        cache: Arc<dyn CacheReader>,
+        f: impl FnOnce(&super::bindings::Plugin, &mut Store<Sandbox>) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache));
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(self.limits.deadline.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64);
+        store.epoch_deadline_trap();
+        let result = match self.pre.instantiate(&mut store) {
+            Ok(plugin) => f(&plugin, &mut store).map_err(|e| self.classify(&store, e)),
+            Err(e) => Err(match self.classify(&store, e) {
+                CallError::Trapped(msg) => CallError::InstantiateFailed(msg),
+                other => other,
+            }),
+        };
+        forward_output(plugin, &store);
+        result
+    }
+
+    /// Turns a wasmtime error into the cause a user can act on.
+    fn classify(&self, store: &Store<Sandbox>, err: wasmtime::Error) -> CallError {
+        if let Some(exceeded) = store.data().limiter.exceeded {
+            return CallError::MemoryLimitExceeded(exceeded);
+        }
+        if let Some(Trap::Interrupt) = err.downcast_ref::<Trap>() {
+            return CallError::DeadlineExceeded(self.limits.deadline);
+        }
+        let stderr = String::from_utf8_lossy(&store.data().stderr.contents()).into_owned();
+        if let Some(message) = panic_message(&stderr) {
+            return CallError::Panicked(message);
+        }
+        CallError::Trapped(format!("{err:#}"))
+    }
+}
+
+/// Extracts the message of a Rust panic from the guest's stderr.
+fn panic_message(stderr: &str) -> Option<String> {
+    let (_, after) = stderr.split_once("panicked at ")?;
+    let (location, rest) = after.split_once(":\n").unwrap_or((after, ""));
+    let message = rest.lines().next().unwrap_or("").trim();
+    Some(if message.is_empty() {
+        format!("at {}", location.trim())
+    } else {
+        format!("{message} (at {})", location.trim())
+    })
+}
+
+/// Writes what the guest printed to the host log.
+fn forward_output(plugin: &str, store: &Store<Sandbox>) {
+    for (stream, pipe) in [("stdout", &store.data().stdout), ("stderr", &store.data().stderr)] {
+        let bytes = pipe.contents();
+        for line in String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()) {
+            tracing::info!(target: "wasmop::plugin", plugin, stream, "{line}");
+        }
+    }
+}
+
+#[cfg(test)]
+fn minimal_config() -> PluginConfig {
+    use super::bindings::wasmop::plugin::types::KindRef;
+    PluginConfig {
+        name: String::new(),
+        primary: KindRef {
+            group: String::new(),
+            version: String::new(),
+            kind: String::new(),
+            plural: None,
+            namespaced: true,
+        },
+        label_selector: None,
+        generation_aware: true,
+        retry: None,
+        max_reconcile_interval_ms: None,
+    }
+}
+
+/// Checks what `describe()` returned before the host relies on it.
+fn validate(config: &PluginConfig) -> Result<(), String> {
+    let is_dns_label = |s: &str| {
+        !s.is_empty() && s.len() <= 63 && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    if !is_dns_label(&config.name) {
+        return Err(format!(
+            "name {:?} must be a DNS label (lower case letters, digits and '-', at most 63)",
+            config.name
+        ));
+    }
+    if config.primary.version.is_empty() || config.primary.kind.is_empty() {
+        return Err("primary kind needs a version and a kind".into());
+    }
+    if let Some(retry) = &config.retry
+        && !(retry.multiplier.is_finite() && retry.multiplier >= 1.0)
+    {
+        return Err(format!("retry multiplier {} must be a finite number >= 1", retry.multiplier));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_message_is_taken_from_rust_panic_output() {
+        let stderr = "\nthread '<unnamed>' panicked at src/lib.rs:12:5:\nfixture-panic: panicking on purpose\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(panic_message(stderr).as_deref(), Some("fixture-panic: panicking on purpose (at src/lib.rs:12:5)"));
+        assert_eq!(panic_message("some other output"), None);
+    }
+
+    #[test]
+    fn config_names_must_be_dns_labels() {
+        let mut config = minimal_config();
+        config.primary.version = "v1".into();
+        config.primary.kind = "WebPage".into();
+        config.name = "Web Page".into();
+        assert!(validate(&config).unwrap_err().contains("DNS label"));
+        config.name = "webpage".into();
+        assert_eq!(validate(&config), Ok(()));
+    }
+}

@@ -1,0 +1,110 @@
+//! The per-call store data: WASI with nothing granted, the memory limiter, captured output and
+//! the host imports (`wasmop:plugin/host`), which read only the host's caches.
+
+use std::sync::Arc;
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::wasmop::plugin::{host, types};
+use super::limits::MemoryLimiter;
+
+/// Bytes of stdout/stderr kept per call; the rest is dropped.
+const OUTPUT_CAPACITY: usize = 64 << 10;
+
+/// Read access to cached objects, as the guest's `get` and `list` imports see it.
+pub trait CacheReader: Send + Sync {
+    /// One object as JSON, `Ok(None)` when absent, `Err` when the kind is not watched.
+    fn get(&self, kind: &types::KindRef, namespace: Option<&str>, name: &str) -> Result<Option<String>, String>;
+    /// Objects of a kind as JSON, optionally in one namespace and matching a label selector.
+    fn list(
+        &self,
+        kind: &types::KindRef,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Vec<String>, String>;
+}
+
+/// A reader with nothing in it: what `describe()` sees.
+pub(crate) struct NoCache;
+
+impl CacheReader for NoCache {
+    fn get(&self, kind: &types::KindRef, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
+        Err(format!("no cache is available during describe() (asked for {})", kind.kind))
+    }
+    fn list(&self, kind: &types::KindRef, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
+        Err(format!("no cache is available during describe() (asked for {})", kind.kind))
+    }
+}
+
+/// Store data for one call into a plugin.
+pub(crate) struct Sandbox {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) stdout: MemoryOutputPipe,
+    pub(crate) stderr: MemoryOutputPipe,
+    cache: Arc<dyn CacheReader>,
+}
+
+impl Sandbox {
+    pub(crate) fn new(memory_limit: usize, cache: Arc<dyn CacheReader>) -> Self {
+        let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        // No preopened directories, no environment, no arguments, no network: WASI is linked so
+        // that any component loads, but it grants nothing except clocks and randomness.
+        let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        Self { wasi, table: ResourceTable::new(), limiter: MemoryLimiter::new(memory_limit), stdout, stderr, cache }
+    }
+}
+
+impl WasiView for Sandbox {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl types::Host for Sandbox {}
+
+impl host::Host for Sandbox {
+    fn log(&mut self, level: types::LogLevel, message: String, fields: Vec<(String, String)>) {
+        use types::LogLevel;
+        let fields = Fields(&fields);
+        match level {
+            LogLevel::Trace => tracing::trace!(target: "wasmop::plugin", %fields, "{message}"),
+            LogLevel::Debug => tracing::debug!(target: "wasmop::plugin", %fields, "{message}"),
+            LogLevel::Info => tracing::info!(target: "wasmop::plugin", %fields, "{message}"),
+            LogLevel::Warn => tracing::warn!(target: "wasmop::plugin", %fields, "{message}"),
+            LogLevel::Error => tracing::error!(target: "wasmop::plugin", %fields, "{message}"),
+        }
+    }
+
+    fn get(&mut self, kind: types::KindRef, namespace: Option<String>, name: String) -> Result<Option<String>, String> {
+        self.cache.get(&kind, namespace.as_deref(), &name)
+    }
+
+    fn list(
+        &mut self,
+        kind: types::KindRef,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, String> {
+        self.cache.list(&kind, namespace.as_deref(), label_selector.as_deref())
+    }
+}
+
+/// Guest log fields rendered as `k=v` pairs.
+struct Fields<'a>(&'a [(String, String)]);
+
+impl std::fmt::Display for Fields<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{k}={v}")?;
+        }
+        Ok(())
+    }
+}
