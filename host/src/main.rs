@@ -126,15 +126,23 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            tracing::info!("shutting down: finishing reconciles in flight");
-            on_signal.cancel();
-        }
+        shutdown_signal().await;
+        tracing::info!("shutting down: finishing reconciles in flight");
+        on_signal.cancel();
     });
     let settings =
         ControllerSettings { namespace: args.namespace, max_concurrent: args.max_concurrent_reconciles.into() };
     wasmop::host::run(client, modules, settings, shutdown).await;
     Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM (what Kubernetes sends a pod).
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }
 
 fn init_tracing(format: LogFormat) {

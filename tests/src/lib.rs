@@ -1,0 +1,158 @@
+//! Test bed for wasmop's integration tests: one real control plane per test run, one namespace
+//! per test, the compiled plugins, and the host running in-process.
+//!
+//! The control plane is the one named by `WASMOP_TEST_KUBECONFIG` (set by `make test`, or by a
+//! user pointing at kind/k3d), else one started here with `tests/testbed/cluster.sh`, which
+//! stops it when this process exits.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, Config, ResourceExt};
+use serde::Deserialize as _;
+use tokio_util::sync::CancellationToken;
+use wasmop::controller::ControllerSettings;
+use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
+
+/// The workspace root.
+pub fn workspace_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the workspace root")
+}
+
+/// The kubeconfig of the shared control plane, starting one on first use.
+pub fn kubeconfig() -> &'static Path {
+    static KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
+    KUBECONFIG.get_or_init(|| {
+        if let Some(path) = std::env::var_os("WASMOP_TEST_KUBECONFIG") {
+            return PathBuf::from(path);
+        }
+        let dir = workspace_root().join("target/test-cluster");
+        let out = std::process::Command::new(workspace_root().join("tests/testbed/cluster.sh"))
+            .arg("up")
+            .arg(&dir)
+            .arg("--watch-pid")
+            .arg(std::process::id().to_string())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("running tests/testbed/cluster.sh");
+        assert!(out.status.success(), "cannot start the test control plane (see the output above)");
+        let stdout = String::from_utf8(out.stdout).expect("utf-8 output");
+        PathBuf::from(stdout.lines().last().expect("cluster.sh prints the kubeconfig path").trim())
+    })
+}
+
+/// A client for the shared control plane.
+pub async fn client() -> anyhow::Result<Client> {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig())?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// A namespace of its own for one test.
+pub async fn namespace(client: &Client, test: &str) -> anyhow::Result<String> {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("{}-{}-{n}", test.replace('_', "-"), std::process::id());
+    let ns: Namespace = serde_json::from_value(serde_json::json!({ "metadata": { "name": name } }))?;
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+    Ok(name)
+}
+
+/// Applies every document of a YAML file with server-side apply, into `namespace` when the
+/// documents are namespaced and name none; waits for CRDs to be established.
+pub async fn apply_file(client: &Client, path: &Path, namespace: Option<&str>) -> anyhow::Result<Vec<DynamicObject>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut applied = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = serde_json::Value::deserialize(doc)?;
+        if value.is_null() {
+            continue;
+        }
+        applied.push(apply(client, value, namespace).await?);
+    }
+    Ok(applied)
+}
+
+/// Server-side applies one object given as JSON.
+pub async fn apply(client: &Client, value: serde_json::Value, namespace: Option<&str>) -> anyhow::Result<DynamicObject> {
+    let mut object: DynamicObject = serde_json::from_value(value)?;
+    let types = object.types.clone().context("object without apiVersion/kind")?;
+    let gvk = kube::api::GroupVersionKind::try_from(&types)?;
+    let (resource, caps) = kube::discovery::pinned_kind(client, &gvk).await?;
+    let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
+        let ns = object.metadata.namespace.clone().or(namespace.map(String::from)).context("namespaced object without namespace")?;
+        object.metadata.namespace = Some(ns.clone());
+        Api::namespaced_with(client.clone(), &ns, &resource)
+    } else {
+        Api::all_with(client.clone(), &resource)
+    };
+    let name = object.name_any();
+    let applied = api.patch(&name, &PatchParams::apply("wasmop-tests").force(), &Patch::Apply(&object)).await?;
+    if types.kind == "CustomResourceDefinition" {
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        within(Duration::from_secs(30), &format!("CRD {name} established"), await_condition(crds, &name, conditions::is_crd_established()))
+            .await??;
+    }
+    Ok(applied)
+}
+
+/// Awaits `future`, failing with `what` after `limit`.
+pub async fn within<F: std::future::Future>(limit: Duration, what: &str, future: F) -> anyhow::Result<F::Output> {
+    match tokio::time::timeout(limit, future).await {
+        Ok(output) => Ok(output),
+        Err(_) => bail!("timed out after {limit:?} waiting for {what}"),
+    }
+}
+
+/// The path of a compiled plugin in `plugins/dist`.
+pub fn plugin(name: &str) -> PathBuf {
+    let path = workspace_root().join("plugins/dist").join(format!("{name}.wasm"));
+    assert!(path.exists(), "{} is missing: run `make plugins` first", path.display());
+    path
+}
+
+/// A runtime with test-sized limits and a compile cache under `target/`.
+pub fn runtime(limits: Limits) -> anyhow::Result<Runtime> {
+    let cache_dir = Some(workspace_root().join("target/wasmop-test-cache"));
+    Ok(Runtime::new(RuntimeConfig { cache_dir, limits })?)
+}
+
+/// A host running in-process on one namespace; stops when dropped.
+pub struct RunningHost {
+    shutdown: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningHost {
+    /// Loads `plugins` (names in `plugins/dist`) and runs them against `namespace`.
+    pub fn start(client: &Client, namespace: &str, plugins: &[&str], limits: Limits) -> anyhow::Result<Self> {
+        let runtime = runtime(limits)?;
+        let files: Vec<PathBuf> = plugins.iter().map(|p| plugin(p)).collect();
+        let modules = wasmop::host::load_all(&runtime, &files)?;
+        let shutdown = CancellationToken::new();
+        let settings = ControllerSettings { namespace: Some(namespace.to_string()), max_concurrent: 4 };
+        let task = tokio::spawn(wasmop::host::run(client.clone(), modules, settings, shutdown.clone()));
+        Ok(Self { shutdown, task: Some(task) })
+    }
+
+    /// Stops the host and waits for reconciles in flight.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for RunningHost {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}

@@ -1,0 +1,143 @@
+//! The sandbox without a cluster: loading, describe(), reconcile() and every way a plugin can
+//! misbehave, on the compiled plugins in `plugins/dist`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmop::runtime::bindings::wasmop::plugin::types::{KindRef, ReconcileError, ReconcileRequest};
+use wasmop::runtime::{CacheReader, CallError, Limits, LoadError};
+use wasmop_tests::{plugin, runtime};
+
+/// A cache that holds nothing and refuses no kind.
+struct EmptyCache;
+
+impl CacheReader for EmptyCache {
+    fn get(&self, _: &KindRef, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+    fn list(&self, _: &KindRef, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
+}
+
+fn limits() -> Limits {
+    Limits { deadline: Duration::from_millis(300), memory_bytes: 64 << 20 }
+}
+
+fn request(object: serde_json::Value) -> ReconcileRequest {
+    ReconcileRequest { object: object.to_string(), attempt: 0, last_attempt: false }
+}
+
+fn webpage(generation: i64) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage",
+        "metadata": { "name": "hello", "namespace": "default", "generation": generation },
+        "spec": { "html": "<h1>hi</h1>" }
+    })
+}
+
+fn config_map() -> serde_json::Value {
+    serde_json::json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "c", "namespace": "default" } })
+}
+
+#[test]
+fn webpage_describes_its_primary_kind() {
+    let module = runtime(limits()).unwrap().load(&plugin("webpage")).unwrap();
+    let config = module.config();
+    assert_eq!(config.name, "webpage");
+    assert_eq!((config.primary.group.as_str(), config.primary.version.as_str(), config.primary.kind.as_str()), ("sample.wasmop.dev", "v1", "WebPage"));
+    assert!(config.primary.namespaced);
+    assert!(config.generation_aware);
+    assert_eq!(module.digest().len(), 64);
+}
+
+#[test]
+fn webpage_returns_a_ready_status_for_the_observed_generation() {
+    let module = runtime(limits()).unwrap().load(&plugin("webpage")).unwrap();
+    let outcome = module.reconcile(Arc::new(EmptyCache), &request(webpage(7))).unwrap().unwrap();
+    let status: serde_json::Value = serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap();
+    assert_eq!(status["observedGeneration"], 7);
+    let ready = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
+    assert_eq!(ready["status"], "True");
+}
+
+#[test]
+fn a_primary_that_does_not_match_the_plugin_type_is_an_invalid_error() {
+    let module = runtime(limits()).unwrap().load(&plugin("webpage")).unwrap();
+    let mut object = webpage(1);
+    object["spec"] = serde_json::json!({ "html": 42 });
+    match module.reconcile(Arc::new(EmptyCache), &request(object)).unwrap() {
+        Err(ReconcileError::Invalid(message)) => assert!(message.contains("html") || message.contains("string"), "{message}"),
+        other => panic!("expected an invalid-resource error, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_endless_loop_is_stopped_by_the_deadline() {
+    let module = runtime(limits()).unwrap().load(&plugin("fixture-loop")).unwrap();
+    let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).unwrap_err();
+    assert!(matches!(err, CallError::DeadlineExceeded(d) if d == Duration::from_millis(300)), "{err:?}");
+    assert!(err.to_string().contains("deadline"), "{err}");
+}
+
+#[test]
+fn a_1_gib_allocation_is_stopped_by_the_memory_cap() {
+    let module = runtime(limits()).unwrap().load(&plugin("fixture-alloc")).unwrap();
+    let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).unwrap_err();
+    match &err {
+        CallError::MemoryLimitExceeded(e) => assert_eq!(e.limit, 64 << 20),
+        other => panic!("expected the memory cap, got {other:?}"),
+    }
+    assert!(err.to_string().contains("memory limit of 64 MiB exceeded"), "{err}");
+}
+
+#[test]
+fn a_panic_is_reported_with_its_message() {
+    let module = runtime(limits()).unwrap().load(&plugin("fixture-panic")).unwrap();
+    let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).unwrap_err();
+    assert!(matches!(err, CallError::Panicked(_)), "{err:?}");
+    assert!(err.to_string().contains("fixture-panic: panicking on purpose"), "{err}");
+}
+
+#[test]
+fn a_module_is_usable_again_after_a_trap() {
+    let module = runtime(limits()).unwrap().load(&plugin("fixture-panic")).unwrap();
+    for _ in 0..3 {
+        assert!(matches!(module.reconcile(Arc::new(EmptyCache), &request(config_map())), Err(CallError::Panicked(_))));
+    }
+}
+
+#[test]
+fn a_file_that_is_not_wasm_is_refused_naming_the_file() {
+    let dir = std::env::temp_dir().join(format!("wasmop-runtime-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("broken.wasm");
+    std::fs::write(&path, b"this is not wasm").unwrap();
+    let err = runtime(limits()).unwrap().load(&path).unwrap_err();
+    assert!(matches!(err, LoadError::CompileFailed { .. }), "{err:?}");
+    assert!(err.to_string().contains("broken.wasm"), "{err}");
+}
+
+#[test]
+fn a_plugin_built_against_another_contract_version_is_refused() {
+    let bytes = std::fs::read(plugin("webpage")).unwrap();
+    let from = b"wasmop:plugin/reconciler@0.1.0";
+    let to = b"wasmop:plugin/reconciler@9.9.9";
+    let mut patched = bytes.clone();
+    let mut replaced = 0;
+    let mut i = 0;
+    while i + from.len() <= patched.len() {
+        if &patched[i..i + from.len()] == from {
+            patched[i..i + from.len()].copy_from_slice(to);
+            replaced += 1;
+        }
+        i += 1;
+    }
+    assert!(replaced > 0, "the component names its exported interface");
+    let err = runtime(limits()).unwrap().load_bytes(std::path::Path::new("future.wasm"), &patched).unwrap_err();
+    match &err {
+        LoadError::ContractMismatch { found, .. } => assert_eq!(found, "9.9.9"),
+        other => panic!("expected a contract mismatch, got {other:?}"),
+    }
+    assert!(err.to_string().contains("wasmop:plugin@9.9.9"), "{err}");
+}
