@@ -138,7 +138,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 /// Resolves on Ctrl-C or SIGTERM (what Kubernetes sends a pod).
 async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("installing a SIGTERM handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}

@@ -81,13 +81,22 @@ pub async fn apply_file(client: &Client, path: &Path, namespace: Option<&str>) -
 }
 
 /// Server-side applies one object given as JSON.
-pub async fn apply(client: &Client, value: serde_json::Value, namespace: Option<&str>) -> anyhow::Result<DynamicObject> {
+pub async fn apply(
+    client: &Client,
+    value: serde_json::Value,
+    namespace: Option<&str>,
+) -> anyhow::Result<DynamicObject> {
     let mut object: DynamicObject = serde_json::from_value(value)?;
     let types = object.types.clone().context("object without apiVersion/kind")?;
     let gvk = kube::api::GroupVersionKind::try_from(&types)?;
     let (resource, caps) = kube::discovery::pinned_kind(client, &gvk).await?;
     let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
-        let ns = object.metadata.namespace.clone().or(namespace.map(String::from)).context("namespaced object without namespace")?;
+        let ns = object
+            .metadata
+            .namespace
+            .clone()
+            .or(namespace.map(String::from))
+            .context("namespaced object without namespace")?;
         object.metadata.namespace = Some(ns.clone());
         Api::namespaced_with(client.clone(), &ns, &resource)
     } else {
@@ -97,8 +106,12 @@ pub async fn apply(client: &Client, value: serde_json::Value, namespace: Option<
     let applied = api.patch(&name, &PatchParams::apply("wasmop-tests").force(), &Patch::Apply(&object)).await?;
     if types.kind == "CustomResourceDefinition" {
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        within(Duration::from_secs(30), &format!("CRD {name} established"), await_condition(crds, &name, conditions::is_crd_established()))
-            .await??;
+        within(
+            Duration::from_secs(30),
+            &format!("CRD {name} established"),
+            await_condition(crds, &name, conditions::is_crd_established()),
+        )
+        .await??;
     }
     Ok(applied)
 }

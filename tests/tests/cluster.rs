@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use wasmop::runtime::Limits;
@@ -76,12 +78,14 @@ async fn webpage_is_reconciled_on_create_and_on_spec_change_and_deleted_cleanly(
     let api = webpages(&client, &ns);
 
     api.create(&PostParams::default(), &webpage("hello", "<h1>one</h1>")).await?;
-    within(WAIT, "hello Ready at generation 1", await_condition(api.clone(), "hello", ready_for_current_generation)).await??;
+    within(WAIT, "hello Ready at generation 1", await_condition(api.clone(), "hello", ready_for_current_generation))
+        .await??;
 
     let patch = serde_json::json!({ "spec": { "html": "<h1>two</h1>" } });
     let patched = api.patch("hello", &PatchParams::default(), &Patch::Merge(&patch)).await?;
     assert_eq!(patched.metadata.generation, Some(2));
-    within(WAIT, "hello Ready at generation 2", await_condition(api.clone(), "hello", ready_for_current_generation)).await??;
+    within(WAIT, "hello Ready at generation 2", await_condition(api.clone(), "hello", ready_for_current_generation))
+        .await??;
 
     let uid = api.get("hello").await?.uid().expect("uid");
     api.delete("hello", &DeleteParams::default()).await?;
@@ -125,7 +129,8 @@ async fn misbehaving_plugins_fail_with_their_cause_while_a_good_plugin_keeps_wor
     // The host is still serving the good plugin after all those traps.
     let patch = serde_json::json!({ "spec": { "html": "<p>still fine</p>" } });
     api.patch("good", &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    within(WAIT, "good Ready at generation 2", await_condition(api.clone(), "good", ready_for_current_generation)).await??;
+    within(WAIT, "good Ready at generation 2", await_condition(api.clone(), "good", ready_for_current_generation))
+        .await??;
     host.stop().await;
     Ok(())
 }

@@ -45,7 +45,10 @@ fn webpage_describes_its_primary_kind() {
     let module = runtime(limits()).unwrap().load(&plugin("webpage")).unwrap();
     let config = module.config();
     assert_eq!(config.name, "webpage");
-    assert_eq!((config.primary.group.as_str(), config.primary.version.as_str(), config.primary.kind.as_str()), ("sample.wasmop.dev", "v1", "WebPage"));
+    assert_eq!(
+        (config.primary.group.as_str(), config.primary.version.as_str(), config.primary.kind.as_str()),
+        ("sample.wasmop.dev", "v1", "WebPage")
+    );
     assert!(config.primary.namespaced);
     assert!(config.generation_aware);
     assert_eq!(module.digest().len(), 64);
@@ -67,7 +70,9 @@ fn a_primary_that_does_not_match_the_plugin_type_is_an_invalid_error() {
     let mut object = webpage(1);
     object["spec"] = serde_json::json!({ "html": 42 });
     match module.reconcile(Arc::new(EmptyCache), &request(object)).unwrap() {
-        Err(ReconcileError::Invalid(message)) => assert!(message.contains("html") || message.contains("string"), "{message}"),
+        Err(ReconcileError::Invalid(message)) => {
+            assert!(message.contains("html") || message.contains("string"), "{message}")
+        }
         other => panic!("expected an invalid-resource error, got {other:?}"),
     }
 }

@@ -67,7 +67,10 @@ fn deserialize(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
 fn store(path: &Path, component: &Component) -> std::io::Result<()> {
     let dir = path.parent().expect("artifact paths have a parent");
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
+    // Unique per writer, so concurrent compiles of one module never share a temporary file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{}-{n}.tmp", std::process::id()));
     let bytes = component.serialize().map_err(|e| std::io::Error::other(e.to_string()))?;
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)?;

@@ -1,0 +1,706 @@
+//! Native unit tests for plugins: a fake host and a way to run a [`Reconciler`] against it.
+//!
+//! [`FakeHost`] holds the objects that [`Context::get`](crate::Context::get) and
+//! [`Context::list`](crate::Context::list) see and records the plugin's logs. Its `reconcile`
+//! methods run the plugin's code natively, through the same decode and check steps as the
+//! component export, and return a [`Run`] to inspect. Nothing here calls the host imports, so it
+//! works under a plain `cargo test`.
+//!
+//! ```
+//! use wasmop_guest::serde_json::{json, Value};
+//! use wasmop_guest::testing::FakeHost;
+//! use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+//!
+//! struct CountKeys;
+//!
+//! impl Reconciler for CountKeys {
+//!     type Primary = Value;
+//!
+//!     fn config() -> Config {
+//!         Config::new("count-keys", Kind::namespaced("", "v1", "ConfigMap"))
+//!     }
+//!
+//!     fn reconcile(cm: Value, ctx: &Context) -> Result<Outcome, Error> {
+//!         let keys = cm["data"].as_object().map_or(0, |data| data.len());
+//!         ctx.info(format!("{keys} keys"));
+//!         Ok(Outcome::done().status(json!({ "keys": keys })))
+//!     }
+//! }
+//!
+//! let run = FakeHost::new().reconcile::<CountKeys>(&json!({
+//!     "metadata": { "name": "settings", "namespace": "default" },
+//!     "data": { "a": "1", "b": "2" },
+//! }));
+//! assert_eq!(run.status(), Some(&json!({ "keys": 2 })));
+//! assert_eq!(run.logs()[0].message, "2 keys");
+//! ```
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::context::Host;
+use crate::{Context, Error, Event, Kind, Level, Outcome, Reconciler};
+
+/// A stand-in for the wasmop host: objects by kind for the plugin to read, failures to inject,
+/// and a record of what the plugin logged.
+///
+/// ```
+/// use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
+/// use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+/// use wasmop_guest::serde_json::json;
+/// use wasmop_guest::testing::FakeHost;
+/// use wasmop_guest::Kind;
+///
+/// let settings = ConfigMap {
+///     metadata: ObjectMeta {
+///         name: Some("settings".into()),
+///         namespace: Some("default".into()),
+///         ..ObjectMeta::default()
+///     },
+///     ..ConfigMap::default()
+/// };
+/// let host = FakeHost::new()
+///     .with(&Kind::of::<ConfigMap>(), &settings)
+///     .with(
+///         &Kind::namespaced("example.com", "v1", "Widget"),
+///         &json!({ "metadata": { "name": "w", "namespace": "default" } }),
+///     );
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct FakeHost {
+    objects: Vec<(Kind, Value)>,
+    failures: Vec<(Kind, String)>,
+}
+
+impl FakeHost {
+    /// An empty host: every `get` finds nothing, every `list` is empty.
+    ///
+    /// ```
+    /// let host = wasmop_guest::testing::FakeHost::new();
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an object of kind `kind`: a typed object (e.g. a `k8s_openapi` type) or a
+    /// [`serde_json::Value`]. Its `metadata.name` and `metadata.namespace` are what `get` and
+    /// `list` match on. Panics if it does not serialize to a JSON object.
+    ///
+    /// ```
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// use wasmop_guest::Kind;
+    ///
+    /// let mut host = FakeHost::new();
+    /// host.insert(
+    ///     &Kind::namespaced("", "v1", "Secret"),
+    ///     &json!({ "metadata": { "name": "db", "namespace": "default" } }),
+    /// );
+    /// ```
+    pub fn insert(&mut self, kind: &Kind, object: &impl Serialize) -> &mut Self {
+        let object = serde_json::to_value(object)
+            .unwrap_or_else(|e| panic!("FakeHost::insert: the {kind} does not serialize: {e}"));
+        assert!(object.is_object(), "FakeHost::insert: a {kind} must be a JSON object, got {object}");
+        self.objects.push((kind.clone(), object));
+        self
+    }
+
+    /// Adds an object given as JSON text. Panics if the text is not a JSON object.
+    ///
+    /// ```
+    /// use wasmop_guest::testing::FakeHost;
+    /// use wasmop_guest::Kind;
+    ///
+    /// let mut host = FakeHost::new();
+    /// host.insert_json(
+    ///     &Kind::namespaced("", "v1", "ConfigMap"),
+    ///     r#"{"metadata": {"name": "settings", "namespace": "default"}}"#,
+    /// );
+    /// ```
+    pub fn insert_json(&mut self, kind: &Kind, json: &str) -> &mut Self {
+        let object: Value =
+            serde_json::from_str(json).unwrap_or_else(|e| panic!("FakeHost::insert_json: not JSON: {e}"));
+        self.insert(kind, &object)
+    }
+
+    /// [`FakeHost::insert`], builder style.
+    ///
+    /// ```
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// use wasmop_guest::Kind;
+    ///
+    /// let host = FakeHost::new().with(
+    ///     &Kind::cluster("", "v1", "Namespace"),
+    ///     &json!({ "metadata": { "name": "default" } }),
+    /// );
+    /// ```
+    #[must_use]
+    pub fn with(mut self, kind: &Kind, object: &impl Serialize) -> Self {
+        self.insert(kind, object);
+        self
+    }
+
+    /// Makes every `get` and `list` of `kind` fail with `message`, as the real host does for a
+    /// kind it does not watch. The plugin sees [`Error::Transient`].
+    ///
+    /// ```
+    /// use wasmop_guest::testing::FakeHost;
+    /// use wasmop_guest::Kind;
+    ///
+    /// let host = FakeHost::new().failing(&Kind::namespaced("", "v1", "Secret"), "not watched");
+    /// ```
+    #[must_use]
+    pub fn failing(mut self, kind: &Kind, message: impl Into<String>) -> Self {
+        self.failures.push((kind.clone(), message.into()));
+        self
+    }
+
+    /// Runs `R` on `primary` (a typed object or a [`serde_json::Value`]) as a first attempt that
+    /// is not the last.
+    ///
+    /// The primary goes through JSON as it does in the component, so a primary that does not fit
+    /// `R::Primary` gives [`Error::Invalid`].
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// # struct Noop;
+    /// # impl Reconciler for Noop {
+    /// #     type Primary = wasmop_guest::serde_json::Value;
+    /// #     fn config() -> Config { Config::new("noop", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #     fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    /// # }
+    ///
+    /// let run = FakeHost::new().reconcile::<Noop>(&json!({ "metadata": { "name": "a" } }));
+    /// assert!(run.result().is_ok());
+    /// ```
+    pub fn reconcile<R: Reconciler>(&self, primary: &impl Serialize) -> Run {
+        self.reconcile_attempt::<R>(primary, 0, false)
+    }
+
+    /// Runs `R` on `primary` as attempt number `attempt` (0 for the first), which is the last one
+    /// when `last_attempt` is true.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// # struct Noop;
+    /// # impl Reconciler for Noop {
+    /// #     type Primary = wasmop_guest::serde_json::Value;
+    /// #     fn config() -> Config { Config::new("noop", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #     fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    /// # }
+    ///
+    /// let run = FakeHost::new().reconcile_attempt::<Noop>(&json!({}), 5, true);
+    /// ```
+    pub fn reconcile_attempt<R: Reconciler>(&self, primary: &impl Serialize, attempt: u32, last_attempt: bool) -> Run {
+        let json = serde_json::to_string(primary)
+            .unwrap_or_else(|e| panic!("FakeHost::reconcile: the primary does not serialize: {e}"));
+        self.reconcile_json::<R>(&json, attempt, last_attempt)
+    }
+
+    /// Runs `R` on a primary given as JSON text, exactly as the host passes it.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::testing::FakeHost;
+    /// # struct Strict;
+    /// # impl Reconciler for Strict {
+    /// #     type Primary = wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
+    /// #     fn config() -> Config { Config::new("strict", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #     fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    /// # }
+    ///
+    /// let run = FakeHost::new().reconcile_json::<Strict>(r#"{"data": 42}"#, 0, false);
+    /// assert!(matches!(run.error(), Error::Invalid(_)));
+    /// ```
+    pub fn reconcile_json<R: Reconciler>(&self, json: &str, attempt: u32, last_attempt: bool) -> Run {
+        let logs = Rc::new(RefCell::new(Vec::new()));
+        let backend =
+            Backend { objects: self.objects.clone(), failures: self.failures.clone(), logs: Rc::clone(&logs) };
+        let ctx = Context::new(Box::new(backend), attempt, last_attempt);
+        let result = crate::run::<R>(json, &ctx);
+        drop(ctx);
+        let logs = logs.take();
+        Run { result, logs }
+    }
+}
+
+/// The host a [`Context`] talks to in a test run: a copy of the [`FakeHost`]'s objects and a
+/// shared log record.
+struct Backend {
+    objects: Vec<(Kind, Value)>,
+    failures: Vec<(Kind, String)>,
+    logs: Rc<RefCell<Vec<LogLine>>>,
+}
+
+impl Backend {
+    fn fail(&self, kind: &Kind) -> Result<(), String> {
+        match self.failures.iter().find(|(failing, _)| failing.same_type(kind)) {
+            Some((_, message)) => Err(message.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn of_kind<'a>(&'a self, kind: &'a Kind) -> impl Iterator<Item = &'a Value> + 'a {
+        self.objects.iter().filter(move |(k, _)| k.same_type(kind)).map(|(_, object)| object)
+    }
+}
+
+impl Host for Backend {
+    fn log(&self, level: Level, message: &str, fields: &[(&str, &str)]) {
+        // Shown by the test harness when the test fails.
+        eprintln!("[plugin {level:?}] {message} {fields:?}");
+        self.logs.borrow_mut().push(LogLine {
+            level,
+            message: message.to_owned(),
+            fields: fields.iter().map(|(key, value)| ((*key).to_owned(), (*value).to_owned())).collect(),
+        });
+    }
+
+    fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
+        self.fail(kind)?;
+        Ok(self
+            .of_kind(kind)
+            .find(|object| meta_str(object, "name") == Some(name) && meta_str(object, "namespace") == namespace)
+            .map(Value::to_string))
+    }
+
+    fn list(&self, kind: &Kind, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
+        self.fail(kind)?;
+        let selector = label_selector.map(Selector::parse).transpose()?;
+        Ok(self
+            .of_kind(kind)
+            .filter(|object| namespace.is_none() || meta_str(object, "namespace") == namespace)
+            .filter(|object| selector.as_ref().is_none_or(|selector| selector.matches(&object["metadata"]["labels"])))
+            .map(Value::to_string)
+            .collect())
+    }
+}
+
+fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object["metadata"][field].as_str()
+}
+
+/// A parsed Kubernetes label selector: every requirement must hold.
+struct Selector(Vec<Requirement>);
+
+enum Requirement {
+    Exists(String),
+    NotExists(String),
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+}
+
+impl Selector {
+    fn parse(text: &str) -> Result<Self, String> {
+        let mut terms = Vec::new();
+        let (mut depth, mut start) = (0_i32, 0);
+        for (i, c) in text.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    terms.push(&text[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        terms.push(&text[start..]);
+        terms
+            .into_iter()
+            .map(str::trim)
+            .filter(|term| !term.is_empty())
+            .map(|term| Requirement::parse(term).ok_or_else(|| format!("invalid label selector {text:?} at {term:?}")))
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+
+    fn matches(&self, labels: &Value) -> bool {
+        self.0.iter().all(|requirement| {
+            let label = |key: &str| labels[key].as_str();
+            match requirement {
+                Requirement::Exists(key) => label(key).is_some(),
+                Requirement::NotExists(key) => label(key).is_none(),
+                Requirement::Equals(key, value) => label(key) == Some(value),
+                Requirement::NotEquals(key, value) => label(key) != Some(value),
+                Requirement::In(key, values) => label(key).is_some_and(|l| values.iter().any(|v| v == l)),
+                Requirement::NotIn(key, values) => !label(key).is_some_and(|l| values.iter().any(|v| v == l)),
+            }
+        })
+    }
+}
+
+impl Requirement {
+    fn parse(term: &str) -> Option<Self> {
+        let key = |s: &str| {
+            let key = s.trim();
+            (!key.is_empty() && is_label_text(key)).then(|| key.to_owned())
+        };
+        let value = |s: &str| Some(s.trim()).filter(|v| is_label_text(v)).map(str::to_owned);
+        if let Some(open) = term.find('(') {
+            let inner = term[open + 1..].strip_suffix(')')?;
+            let values = inner.split(',').map(value).collect::<Option<Vec<_>>>()?;
+            let (name, op) = term[..open].trim().split_once(char::is_whitespace)?;
+            let name = key(name)?;
+            return match op.trim() {
+                "in" => Some(Self::In(name, values)),
+                "notin" => Some(Self::NotIn(name, values)),
+                _ => None,
+            };
+        }
+        if let Some(name) = term.strip_prefix('!') {
+            return Some(Self::NotExists(key(name)?));
+        }
+        if let Some((name, v)) = term.split_once("!=") {
+            return Some(Self::NotEquals(key(name)?, value(v)?));
+        }
+        if let Some((name, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            return Some(Self::Equals(key(name)?, value(v)?));
+        }
+        Some(Self::Exists(key(term)?))
+    }
+}
+
+/// Characters allowed in label keys (with their prefix) and values.
+fn is_label_text(text: &str) -> bool {
+    text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}
+
+/// One line the plugin logged through its [`Context`].
+///
+/// ```
+/// # use wasmop_guest::testing::Run;
+/// use wasmop_guest::Level;
+///
+/// fn warnings(run: &Run) -> Vec<&str> {
+///     run.logs().iter().filter(|l| l.level == Level::Warn).map(|l| l.message.as_str()).collect()
+/// }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogLine {
+    /// Severity.
+    pub level: Level,
+    /// The message.
+    pub message: String,
+    /// Structured fields, in the order given.
+    pub fields: Vec<(String, String)>,
+}
+
+/// The result of one test reconcile, with accessors for what the host would do with it.
+///
+/// The accessors for a successful outcome panic, naming the error, when the reconcile failed;
+/// [`Run::error`] panics when it succeeded.
+///
+/// ```
+/// use std::time::Duration;
+/// use wasmop_guest::testing::Run;
+///
+/// fn check(run: &Run) {
+///     assert_eq!(run.reschedule_after(), Some(Duration::from_secs(60)));
+///     assert!(run.events().is_empty());
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Run {
+    result: Result<Outcome, Error>,
+    logs: Vec<LogLine>,
+}
+
+impl Run {
+    /// What `reconcile` returned, after the SDK's checks.
+    ///
+    /// ```
+    /// # fn f(run: &wasmop_guest::testing::Run) {
+    /// assert!(run.result().is_ok());
+    /// # }
+    /// ```
+    pub fn result(&self) -> &Result<Outcome, Error> {
+        &self.result
+    }
+
+    /// What `reconcile` returned, by value.
+    ///
+    /// ```
+    /// # fn f(run: wasmop_guest::testing::Run) {
+    /// let outcome = run.into_result().expect("reconcile succeeds");
+    /// # }
+    /// ```
+    pub fn into_result(self) -> Result<Outcome, Error> {
+        self.result
+    }
+
+    /// The outcome; panics if the reconcile failed.
+    ///
+    /// ```
+    /// # fn f(run: &wasmop_guest::testing::Run) {
+    /// let outcome = run.outcome();
+    /// # }
+    /// ```
+    pub fn outcome(&self) -> &Outcome {
+        match &self.result {
+            Ok(outcome) => outcome,
+            Err(e) => panic!("the reconcile failed: {e}"),
+        }
+    }
+
+    /// The error; panics if the reconcile succeeded.
+    ///
+    /// ```
+    /// # fn f(run: &wasmop_guest::testing::Run) {
+    /// assert!(matches!(run.error(), wasmop_guest::Error::Transient(_)));
+    /// # }
+    /// ```
+    pub fn error(&self) -> &Error {
+        match &self.result {
+            Ok(outcome) => panic!("the reconcile succeeded: {outcome:?}"),
+            Err(e) => e,
+        }
+    }
+
+    /// The status the host would merge into `.status`, if any.
+    ///
+    /// ```
+    /// # fn f(run: &wasmop_guest::testing::Run) {
+    /// assert_eq!(run.status().unwrap()["phase"], "Running");
+    /// # }
+    /// ```
+    pub fn status(&self) -> Option<&Value> {
+        self.outcome().status.as_ref()
+    }
+
+    /// The status decoded as `T`; panics if there is none or it does not decode.
+    ///
+    /// ```
+    /// # fn f(run: &wasmop_guest::testing::Run) {
+    /// #[derive(serde::Deserialize)]
+    /// struct Status {
+    ///     phase: String,
+    /// }
+    /// assert_eq!(run.status_as::<Status>().phase, "Running");
+    /// # }
+    /// ```
+    pub fn status_as<T: DeserializeOwned>(&self) -> T {
+        let status = self.status().expect("the outcome has no status");
+        serde_json::from_value(status.clone())
+            .unwrap_or_else(|e| panic!("the status does not decode as {}: {e}: {status}", std::any::type_name::<T>()))
+    }
+
+    /// When the host would reconcile again unless an event comes first.
+    ///
+    /// ```
+    /// # fn f(run: &wasmop_guest::testing::Run) {
+    /// assert_eq!(run.reschedule_after(), None);
+    /// # }
+    /// ```
+    pub fn reschedule_after(&self) -> Option<Duration> {
+        self.outcome().reschedule_after
+    }
+
+    /// The events the host would record on the primary.
+    ///
+    /// ```
+    /// # fn f(run: &wasmop_guest::testing::Run) {
+    /// assert_eq!(run.events()[0].reason, "Ready");
+    /// # }
+    /// ```
+    pub fn events(&self) -> &[Event] {
+        &self.outcome().events
+    }
+
+    /// What the plugin logged, in order; available whether or not the reconcile failed.
+    ///
+    /// ```
+    /// # fn f(run: &wasmop_guest::testing::Run) {
+    /// assert!(run.logs().iter().any(|line| line.message.contains("reconciling")));
+    /// # }
+    /// ```
+    pub fn logs(&self) -> &[LogLine] {
+        &self.logs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+    use crate::{Config, EventType};
+
+    /// Reads the ConfigMap named in the primary's `data.target` and reports what it found.
+    struct Lookup;
+
+    impl Reconciler for Lookup {
+        type Primary = ConfigMap;
+
+        fn config() -> Config {
+            Config::new("lookup", Kind::of::<ConfigMap>())
+        }
+
+        fn reconcile(primary: ConfigMap, ctx: &Context) -> Result<Outcome, Error> {
+            let data = primary.data.unwrap_or_default();
+            let namespace = primary.metadata.namespace.as_deref();
+            let kind = Kind::of::<ConfigMap>();
+            let found: Option<ConfigMap> = ctx.get(&kind, namespace, &data["target"])?;
+            let labelled: Vec<Value> = ctx.list(&kind, None, data.get("selector").map(String::as_str))?;
+            ctx.log(Level::Warn, "looked", &[("attempt", &ctx.attempt().to_string())]);
+            let mut outcome = Outcome::done()
+                .status(json!({ "found": found.is_some(), "labelled": labelled.len() }))
+                .reschedule_after(Duration::from_secs(ctx.attempt().into()));
+            if ctx.is_last_attempt() {
+                outcome = outcome.event(Event::warning("Last", "Lookup").note("last attempt"));
+            }
+            Ok(outcome)
+        }
+    }
+
+    fn config_map(name: &str, labels: Value, data: Value) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": { "name": name, "namespace": "default", "labels": labels },
+            "data": data,
+        })
+    }
+
+    fn host() -> FakeHost {
+        let kind = Kind::of::<ConfigMap>();
+        let typed = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("typed".into()),
+                namespace: Some("default".into()),
+                labels: Some([("app".to_owned(), "web".to_owned())].into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        let mut host = FakeHost::new().with(&kind, &typed);
+        host.insert_json(&kind, &config_map("json", json!({ "app": "db", "tier": "back" }), json!({})).to_string());
+        host.insert(&kind, &json!({ "metadata": { "name": "other-ns", "namespace": "kube-system" } }));
+        host
+    }
+
+    #[test]
+    fn reads_the_fake_cache_and_reports_the_outcome() {
+        let primary = config_map("p", json!({}), json!({ "target": "typed", "selector": "app" }));
+        let run = host().reconcile_attempt::<Lookup>(&primary, 3, true);
+        assert_eq!(run.status(), Some(&json!({ "found": true, "labelled": 2 })));
+        assert_eq!(run.reschedule_after(), Some(Duration::from_secs(3)));
+        assert_eq!(run.events().len(), 1);
+        assert_eq!(run.events()[0].event_type, EventType::Warning);
+        assert_eq!(run.logs()[0].level, Level::Warn);
+        assert_eq!(run.logs()[0].fields, [("attempt".to_owned(), "3".to_owned())]);
+    }
+
+    #[test]
+    fn get_matches_namespace_and_name() {
+        let primary = config_map("p", json!({}), json!({ "target": "other-ns" }));
+        let run = host().reconcile::<Lookup>(&primary);
+        #[derive(Deserialize)]
+        struct Status {
+            found: bool,
+            labelled: usize,
+        }
+        let status: Status = run.status_as();
+        assert!(!status.found, "other-ns lives in kube-system");
+        assert_eq!(status.labelled, 3, "no selector, all namespaces");
+        assert!(run.events().is_empty());
+    }
+
+    #[test]
+    fn label_selectors() {
+        let labels = json!({ "app": "web", "tier": "front" });
+        let matches = |selector: &str| Selector::parse(selector).unwrap().matches(&labels);
+        assert!(matches("app=web"));
+        assert!(matches("app==web,tier"));
+        assert!(matches("app in (web, db), tier notin (back)"));
+        assert!(matches("!missing,app!=db"));
+        assert!(matches(""));
+        assert!(!matches("app=db"));
+        assert!(!matches("app notin (web)"));
+        assert!(!matches("missing in (x)"));
+        assert!(!matches("!app"));
+        assert!(Selector::parse("app in web)").is_err());
+        assert!(Selector::parse("app=a b").is_err());
+        assert!(Selector::parse("app in (web").is_err());
+        assert!(Selector::parse("wasmop.dev/fixture=loop").is_ok());
+    }
+
+    #[test]
+    fn failing_kind_gives_transient() {
+        let primary = config_map("p", json!({}), json!({ "target": "typed" }));
+        let run = host().failing(&Kind::of::<ConfigMap>(), "not watched").reconcile::<Lookup>(&primary);
+        assert!(
+            matches!(run.error(), Error::Transient(m) if m.contains("not watched") && m.contains("v1/ConfigMap default/typed")),
+            "{:?}",
+            run.error()
+        );
+    }
+
+    #[test]
+    fn cached_object_of_the_wrong_shape_gives_permanent() {
+        let kind = Kind::of::<ConfigMap>();
+        let host =
+            FakeHost::new().with(&kind, &json!({ "metadata": { "name": "bad", "namespace": "default" }, "data": 1 }));
+        let primary = config_map("p", json!({}), json!({ "target": "bad" }));
+        let run = host.reconcile::<Lookup>(&primary);
+        assert!(matches!(run.error(), Error::Permanent(m) if m.contains("ConfigMap")), "{:?}", run.error());
+    }
+
+    #[test]
+    fn invalid_primary_names_the_type() {
+        let run = FakeHost::new().reconcile_json::<Lookup>(r#"{"data": 42}"#, 0, false);
+        match run.error() {
+            Error::Invalid(message) => {
+                assert!(message.contains("k8s_openapi"), "{message}");
+                assert!(message.contains("ConfigMap"), "{message}");
+            }
+            other => panic!("expected invalid, got {other:?}"),
+        }
+        let run = FakeHost::new().reconcile_json::<Lookup>("not json", 0, false);
+        assert!(matches!(run.error(), Error::Invalid(_)));
+    }
+
+    struct BadStatus;
+
+    impl Reconciler for BadStatus {
+        type Primary = Value;
+
+        fn config() -> Config {
+            Config::new("bad-status", Kind::namespaced("", "v1", "ConfigMap"))
+        }
+
+        fn reconcile(_: Value, _: &Context) -> Result<Outcome, Error> {
+            Ok(Outcome::done().status(vec![1, 2]))
+        }
+    }
+
+    #[test]
+    fn non_object_status_is_permanent() {
+        let run = FakeHost::new().reconcile::<BadStatus>(&json!({}));
+        assert!(matches!(run.error(), Error::Permanent(m) if m.contains("JSON object")));
+    }
+
+    #[test]
+    #[should_panic(expected = "the reconcile failed: invalid")]
+    fn outcome_accessors_panic_on_error() {
+        let _ = FakeHost::new().reconcile_json::<Lookup>("[]", 0, false).status();
+    }
+}
