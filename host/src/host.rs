@@ -7,8 +7,11 @@ use std::sync::Arc;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{self, ControllerSettings};
+use tokio::sync::Semaphore;
+
+use crate::controller;
 use crate::runtime::{LoadError, Module, Runtime};
+use crate::settings::{Defaults, HostConfig, resolve};
 
 /// Errors of starting the host.
 #[derive(Debug, thiserror::Error)]
@@ -72,12 +75,26 @@ pub fn load_all(runtime: &Runtime, files: &[PathBuf]) -> Result<Vec<Arc<Module>>
     Ok(modules)
 }
 
+/// How the host runs its plugins.
+#[derive(Debug, Clone)]
+pub struct HostSettings {
+    /// Deployment-time overrides per plugin.
+    pub config: HostConfig,
+    /// What applies where neither a plugin nor its overrides say.
+    pub defaults: Defaults,
+    /// Reconciles in flight across all plugins.
+    pub max_concurrent_reconciles: usize,
+}
+
 /// Runs a controller per module until `shutdown` fires.
-pub async fn run(client: Client, modules: Vec<Arc<Module>>, settings: ControllerSettings, shutdown: CancellationToken) {
+pub async fn run(client: Client, modules: Vec<Arc<Module>>, settings: HostSettings, shutdown: CancellationToken) {
+    let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
     let mut controllers = tokio::task::JoinSet::new();
     for module in modules {
-        tracing::info!(plugin = module.name(), digest = module.digest(), path = %module.path().display(), "plugin loaded");
-        controllers.spawn(controller::run(module, client.clone(), settings.clone(), shutdown.clone()));
+        let overrides = settings.config.plugins.get(module.name()).cloned().unwrap_or_default();
+        let resolved = resolve(module.config(), &overrides, &settings.defaults);
+        tracing::info!(plugin = module.name(), digest = module.digest(), path = %module.path().display(), ?resolved, "plugin loaded");
+        controllers.spawn(controller::run(module, client.clone(), resolved, Some(global.clone()), shutdown.clone()));
     }
     while let Some(done) = controllers.join_next().await {
         if let Err(err) = done {

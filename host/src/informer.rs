@@ -47,13 +47,22 @@ pub async fn resolve(client: &Client, kind: &KindRef) -> Result<ApiResource, Inf
     })
 }
 
-/// A watch of one kind, optionally in one namespace and filtered by a label selector, with
-/// managed fields trimmed before objects enter the store.
+/// Server-side selectors of a watch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Selectors<'a> {
+    /// Label selector, Kubernetes syntax.
+    pub labels: Option<&'a str>,
+    /// Field selector, Kubernetes syntax.
+    pub fields: Option<&'a str>,
+}
+
+/// A watch of one kind, optionally in one namespace and filtered by selectors, with managed
+/// fields trimmed before objects enter the store.
 pub fn watch(
     client: Client,
     resource: &ApiResource,
     namespace: Option<&str>,
-    label_selector: Option<&str>,
+    selectors: Selectors<'_>,
 ) -> (Store<DynamicObject>, impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send + 'static)
 {
     let api: Api<DynamicObject> = match namespace {
@@ -61,8 +70,11 @@ pub fn watch(
         None => Api::all_with(client, resource),
     };
     let mut config = watcher::Config::default();
-    if let Some(selector) = label_selector {
-        config = config.labels(selector);
+    if let Some(labels) = selectors.labels {
+        config = config.labels(labels);
+    }
+    if let Some(fields) = selectors.fields {
+        config = config.fields(fields);
     }
     let writer = Writer::new(resource.clone());
     let store = writer.as_reader();

@@ -6,8 +6,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
-use wasmop::controller::ControllerSettings;
+use wasmop::host::HostSettings;
 use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
+use wasmop::settings::{Defaults, HostConfig};
 
 /// Runs Kubernetes controllers as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -45,12 +46,19 @@ struct RunArgs {
     /// A directory: every *.wasm file in it is a plugin.
     #[arg(long = "plugins", value_name = "DIR")]
     plugin_dir: Option<PathBuf>,
-    /// Only watch and reconcile objects in this namespace.
+    /// Only watch and reconcile objects in this namespace (a plugin's override wins).
     #[arg(long, short, env = "WASMOP_NAMESPACE")]
     namespace: Option<String>,
-    /// Concurrent reconciles per plugin (different objects; one object never runs twice at once).
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    /// Reconciles in flight across all plugins; plugins share them first come, first served.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
     max_concurrent_reconciles: u16,
+    /// Reconciles in flight per plugin when neither the plugin nor its overrides say (one
+    /// object never runs twice at once).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    plugin_concurrency: u16,
+    /// YAML file of deployment-time overrides per plugin (see the README).
+    #[arg(long, value_name = "FILE", env = "WASMOP_CONFIG")]
+    config: Option<PathBuf>,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -120,6 +128,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.plugin_dir {
         files.extend(wasmop::host::plugin_files(dir)?);
     }
+    let config = args.config.as_deref().map(HostConfig::read).transpose()?.unwrap_or_default();
     let runtime = args.runtime.runtime()?;
     let modules = wasmop::host::load_all(&runtime, &files)?;
     let client = kube::Client::try_default().await.context("cannot build a Kubernetes client from the kubeconfig")?;
@@ -130,8 +139,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::info!("shutting down: finishing reconciles in flight");
         on_signal.cancel();
     });
-    let settings =
-        ControllerSettings { namespace: args.namespace, max_concurrent: args.max_concurrent_reconciles.into() };
+    let settings = HostSettings {
+        config,
+        defaults: Defaults { namespace: args.namespace, max_concurrent_reconciles: args.plugin_concurrency.into() },
+        max_concurrent_reconciles: args.max_concurrent_reconciles.into(),
+    };
     wasmop::host::run(client, modules, settings, shutdown).await;
     Ok(())
 }

@@ -17,6 +17,8 @@ pub struct RetryPolicy {
     pub multiplier: f64,
     /// Upper bound on any delay.
     pub max_interval: Duration,
+    /// Random spread of each delay as a fraction (0.1 = +-10%); 0 turns jitter off.
+    pub jitter: f64,
 }
 
 impl Default for RetryPolicy {
@@ -27,6 +29,7 @@ impl Default for RetryPolicy {
             initial_interval: Duration::from_millis(2000),
             multiplier: 1.5,
             max_interval: Duration::from_secs(300),
+            jitter: 0.0,
         }
     }
 }
@@ -38,6 +41,16 @@ impl RetryPolicy {
         let millis = self.initial_interval.as_millis() as f64 * self.multiplier.powi(exponent);
         let capped = millis.min(self.max_interval.as_millis() as f64);
         Duration::from_millis(capped.max(0.0) as u64)
+    }
+
+    /// [`RetryPolicy::delay`] spread by the jitter; `unit` is a random number in `[0, 1)`.
+    pub fn jittered_delay(&self, attempt: u32, unit: f64) -> Duration {
+        let delay = self.delay(attempt);
+        let jitter = self.jitter.clamp(0.0, 1.0);
+        if jitter == 0.0 {
+            return delay;
+        }
+        delay.mul_f64(1.0 + jitter * (2.0 * unit.clamp(0.0, 1.0) - 1.0))
     }
 
     /// Whether a failure of `attempt` would not be retried.
@@ -62,6 +75,15 @@ mod tests {
         let p = RetryPolicy { max_interval: Duration::from_secs(4), ..RetryPolicy::default() };
         assert_eq!(p.delay(3), Duration::from_secs(4));
         assert_eq!(p.delay(40), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn jitter_spreads_delays_within_its_fraction() {
+        let p = RetryPolicy { jitter: 0.1, ..RetryPolicy::default() };
+        assert_eq!(p.jittered_delay(1, 0.0), Duration::from_millis(1800));
+        assert_eq!(p.jittered_delay(1, 0.5), Duration::from_millis(2000));
+        assert!(p.jittered_delay(1, 0.999) < Duration::from_millis(2200));
+        assert_eq!(RetryPolicy::default().jittered_delay(1, 0.0), Duration::from_millis(2000));
     }
 
     #[test]

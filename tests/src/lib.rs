@@ -18,8 +18,9 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config, ResourceExt};
 use serde::Deserialize as _;
 use tokio_util::sync::CancellationToken;
-use wasmop::controller::ControllerSettings;
+use wasmop::host::HostSettings;
 use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
+use wasmop::settings::{Defaults, HostConfig};
 
 /// The workspace root.
 pub fn workspace_root() -> &'static Path {
@@ -146,11 +147,30 @@ pub struct RunningHost {
 impl RunningHost {
     /// Loads `plugins` (names in `plugins/dist`) and runs them against `namespace`.
     pub fn start(client: &Client, namespace: &str, plugins: &[&str], limits: Limits) -> anyhow::Result<Self> {
+        Self::start_with(client, namespace, plugins, limits, HostConfig::default())
+    }
+
+    /// Like [`RunningHost::start`] with deployment-time overrides given as YAML.
+    pub fn start_with_yaml(client: &Client, namespace: &str, plugins: &[&str], yaml: &str) -> anyhow::Result<Self> {
+        Self::start_with(client, namespace, plugins, Limits::default(), serde_yaml::from_str(yaml)?)
+    }
+
+    fn start_with(
+        client: &Client,
+        namespace: &str,
+        plugins: &[&str],
+        limits: Limits,
+        config: HostConfig,
+    ) -> anyhow::Result<Self> {
         let runtime = runtime(limits)?;
         let files: Vec<PathBuf> = plugins.iter().map(|p| plugin(p)).collect();
         let modules = wasmop::host::load_all(&runtime, &files)?;
         let shutdown = CancellationToken::new();
-        let settings = ControllerSettings { namespace: Some(namespace.to_string()), max_concurrent: 4 };
+        let settings = HostSettings {
+            config,
+            defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4 },
+            max_concurrent_reconciles: 16,
+        };
         let task = tokio::spawn(wasmop::host::run(client.clone(), modules, settings, shutdown.clone()));
         Ok(Self { shutdown, task: Some(task) })
     }

@@ -10,36 +10,34 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::Client;
 use kube::runtime::watcher;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-pub use filter::ChangeFilter;
+pub use filter::{ChangeFilter, Filters};
 
 use crate::informer::{self, WatchedCache};
 use crate::object::ObjectKey;
-use crate::retry::RetryPolicy;
 use crate::runtime::Module;
-use crate::runtime::bindings::wasmop::plugin::types::PluginConfig;
-use crate::scheduler::{self, Settings};
+use crate::scheduler::{self, Priority, Settings};
+use crate::settings::Resolved;
 use crate::writer::Writer;
 use reconcile::Reconciler;
 
 /// How long to wait before asking the API server again about a kind it does not serve.
 const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
 
-/// The default maximum reconciliation interval (JOSDK: 10 hours).
-pub const DEFAULT_MAX_RECONCILE_INTERVAL: Duration = Duration::from_secs(10 * 3600);
+/// How long an initial-list or resync reconcile yields to live changes before it alternates.
+const BACKGROUND_AGING: Duration = Duration::from_secs(5);
 
-/// Deployment-time settings of a controller.
-#[derive(Debug, Clone)]
-pub struct ControllerSettings {
-    /// Watch only this namespace; `None` watches all.
-    pub namespace: Option<String>,
-    /// Concurrent reconciles of this plugin.
-    pub max_concurrent: usize,
-}
-
-/// Runs the controller of `module` until `shutdown` fires; reconciles in flight then finish.
-pub async fn run(module: Arc<Module>, client: Client, settings: ControllerSettings, shutdown: CancellationToken) {
+/// Runs the controller of `module` with its effective `settings` until `shutdown` fires;
+/// reconciles in flight then finish. Runs hold a permit of `global` while in flight.
+pub async fn run(
+    module: Arc<Module>,
+    client: Client,
+    settings: Resolved,
+    global: Option<Arc<Semaphore>>,
+    shutdown: CancellationToken,
+) {
     let config = module.config().clone();
     let plugin = config.name.clone();
     let resource = loop {
@@ -54,22 +52,29 @@ pub async fn run(module: Arc<Module>, client: Client, settings: ControllerSettin
             }
         }
     };
-    let (store, events) =
-        informer::watch(client.clone(), &resource, settings.namespace.as_deref(), config.label_selector.as_deref());
+    let selectors =
+        informer::Selectors { labels: settings.label_selector.as_deref(), fields: settings.field_selector.as_deref() };
+    let (store, events) = informer::watch(client.clone(), &resource, settings.namespace.as_deref(), selectors);
     let reconciler = Arc::new(Reconciler {
         module: module.clone(),
         cache: WatchedCache::new(vec![(config.primary.clone(), resource.clone(), store.clone())]),
         writer: Writer::new(client, resource.clone(), &plugin),
         resource,
         store,
-        max_interval: max_interval(&config),
     });
     let (handle, inbox) = scheduler::channel();
-    let scheduler_settings = Settings { max_concurrent: settings.max_concurrent, retry: retry_policy(&config) };
+    let scheduler_settings = Settings {
+        max_concurrent: settings.max_concurrent,
+        global,
+        retry: settings.retry.clone(),
+        max_interval: settings.max_interval,
+        rate_limit: settings.rate_limit,
+        aging: BACKGROUND_AGING,
+    };
     let scheduler = tokio::spawn(scheduler::run(inbox, scheduler_settings, move |run| reconciler.clone().run(run)));
 
     tracing::info!(plugin, kind = %config.primary.kind, namespace = ?settings.namespace, "controller started");
-    let mut filter = ChangeFilter::new(config.generation_aware);
+    let mut filter = ChangeFilter::new(settings.filters.clone());
     let mut events = std::pin::pin!(events);
     loop {
         let event = tokio::select! {
@@ -77,11 +82,19 @@ pub async fn run(module: Arc<Module>, client: Client, settings: ControllerSettin
             _ = shutdown.cancelled() => break,
         };
         match event {
-            Some(Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object))) => {
+            Some(Ok(watcher::Event::Apply(object))) => {
                 if let Some(key) = ObjectKey::of(&object)
                     && filter.admit(&key, &object.metadata)
                 {
-                    handle.trigger(key);
+                    handle.trigger_with(key, Priority::Live);
+                }
+            }
+            // The initial list (and re-lists after a watch restart) must not starve live changes.
+            Some(Ok(watcher::Event::InitApply(object))) => {
+                if let Some(key) = ObjectKey::of(&object)
+                    && filter.admit(&key, &object.metadata)
+                {
+                    handle.trigger_with(key, Priority::Background);
                 }
             }
             Some(Ok(watcher::Event::Delete(object))) => {
@@ -101,24 +114,4 @@ pub async fn run(module: Arc<Module>, client: Client, settings: ControllerSettin
         tracing::error!(plugin, %err, "scheduler stopped abnormally");
     }
     tracing::info!(plugin, "controller stopped");
-}
-
-fn retry_policy(config: &PluginConfig) -> RetryPolicy {
-    match &config.retry {
-        Some(r) => RetryPolicy {
-            max_attempts: r.max_attempts,
-            initial_interval: Duration::from_millis(r.initial_interval_ms),
-            multiplier: r.multiplier,
-            max_interval: Duration::from_millis(r.max_interval_ms),
-        },
-        None => RetryPolicy::default(),
-    }
-}
-
-fn max_interval(config: &PluginConfig) -> Option<Duration> {
-    match config.max_reconcile_interval_ms {
-        None => Some(DEFAULT_MAX_RECONCILE_INTERVAL),
-        Some(0) => None,
-        Some(ms) => Some(Duration::from_millis(ms)),
-    }
 }

@@ -12,7 +12,7 @@ use tracing::Instrument;
 use crate::informer::WatchedCache;
 use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::{self, Outcome, ReconcileError, ReconcileRequest};
-use crate::runtime::{CacheReader, Module};
+use crate::runtime::{CacheReader, CallError, Module};
 use crate::scheduler::{Run, Verdict};
 use crate::writer::Writer;
 
@@ -23,8 +23,6 @@ pub(crate) struct Reconciler {
     pub(crate) store: Store<DynamicObject>,
     pub(crate) cache: Arc<WatchedCache>,
     pub(crate) writer: Writer,
-    /// Reconcile at least this often; `None` is off.
-    pub(crate) max_interval: Option<Duration>,
 }
 
 impl Reconciler {
@@ -58,34 +56,75 @@ impl Reconciler {
 
     async fn reconcile(&self, run: Run<ObjectKey>, object: Arc<DynamicObject>) -> Verdict {
         let request = match serde_json::to_string(&*object) {
-            Ok(json) => ReconcileRequest { object: json, attempt: run.attempt, last_attempt: run.last_attempt },
+            Ok(json) => {
+                Arc::new(ReconcileRequest { object: json, attempt: run.attempt, last_attempt: run.last_attempt })
+            }
             Err(err) => {
                 tracing::error!(object = %run.key, %err, "cannot serialize the primary");
                 return Verdict::Failed { retry: false };
             }
         };
+        let started = std::time::Instant::now();
+        let called = self.call(request.clone(), |module, cache, request| module.reconcile(cache, request)).await;
+        let elapsed = started.elapsed();
+        let (error, reason, retry) = match called {
+            Ok(Ok(outcome)) => {
+                tracing::debug!(?elapsed, "plugin returned");
+                return self.apply(&run.key, &object, outcome).await;
+            }
+            Ok(Err(error)) => {
+                let (reason, retry) = match &error {
+                    ReconcileError::Transient(_) => ("ReconcileFailed", true),
+                    ReconcileError::Permanent(_) => ("ReconcileFailed", false),
+                    ReconcileError::Invalid(_) => ("InvalidResource", false),
+                };
+                (error, reason, retry)
+            }
+            // Traps (deadline, memory, panic) are transient: the next attempt gets a fresh sandbox.
+            Err(trap) => (ReconcileError::Transient(trap), "ReconcileFailed", true),
+        };
+        let message = match &error {
+            ReconcileError::Transient(m) | ReconcileError::Permanent(m) | ReconcileError::Invalid(m) => m.clone(),
+        };
+        tracing::warn!(object = %run.key, reason, retry, ?elapsed, "reconcile failed: {message}");
+        let note = format!("reconcile of {} failed: {message}", run.key);
+        self.writer.publish(&object, EventType::Warning, reason, "Reconcile", Some(note)).await;
+        if !retry || run.last_attempt {
+            self.update_error_status(&run.key, request, error).await;
+        }
+        Verdict::Failed { retry }
+    }
+
+    /// Runs a plugin export on the blocking pool, inside the current span. A trap or a failed
+    /// task becomes an error message.
+    async fn call<R: Send + 'static>(
+        &self,
+        request: Arc<ReconcileRequest>,
+        f: impl FnOnce(&Module, Arc<dyn CacheReader>, &ReconcileRequest) -> Result<R, CallError> + Send + 'static,
+    ) -> Result<R, String> {
         let module = self.module.clone();
         let cache: Arc<dyn CacheReader> = self.cache.clone();
         let span = tracing::Span::current();
-        let started = std::time::Instant::now();
-        let called = tokio::task::spawn_blocking(move || span.in_scope(|| module.reconcile(cache, &request))).await;
-        let elapsed = started.elapsed();
-        let outcome = match called {
-            Ok(Ok(Ok(outcome))) => outcome,
-            Ok(Ok(Err(error))) => return self.plugin_failed(&run.key, &object, error).await,
-            Ok(Err(trap)) => {
-                tracing::error!(object = %run.key, error = %trap, ?elapsed, "reconcile failed in the sandbox");
-                let note = format!("reconcile of {} failed: {trap}", run.key);
-                self.writer.publish(&object, EventType::Warning, "ReconcileFailed", "Reconcile", Some(note)).await;
-                return Verdict::Failed { retry: true };
+        match tokio::task::spawn_blocking(move || span.in_scope(|| f(&module, cache, &request))).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(trap)) => Err(trap.to_string()),
+            Err(join) => Err(format!("the reconcile task failed: {join}")),
+        }
+    }
+
+    /// No retry follows a failure: let the plugin put the error on the status
+    /// (JOSDK's ErrorStatusHandler).
+    async fn update_error_status(&self, key: &ObjectKey, request: Arc<ReconcileRequest>, error: ReconcileError) {
+        match self.call(request, move |module, cache, request| module.update_error_status(cache, request, &error)).await
+        {
+            Ok(Some(status)) => {
+                if let Err(err) = self.writer.patch_status(key, &status).await {
+                    tracing::warn!(object = %key, %err, "cannot write the error status");
+                }
             }
-            Err(join) => {
-                tracing::error!(object = %run.key, error = %join, "reconcile task failed");
-                return Verdict::Failed { retry: true };
-            }
-        };
-        tracing::debug!(?elapsed, "plugin returned");
-        self.apply(&run.key, &object, outcome).await
+            Ok(None) => {}
+            Err(err) => tracing::warn!(object = %key, %err, "update-error-status failed"),
+        }
     }
 
     /// Carries out a successful outcome.
@@ -103,24 +142,8 @@ impl Reconciler {
             };
             self.writer.publish(object, type_, &event.reason, &event.action, event.note).await;
         }
-        let requested = outcome.reschedule_after_ms.map(Duration::from_millis);
-        let requeue_after = match (requested, self.max_interval) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let requeue_after = outcome.reschedule_after_ms.map(Duration::from_millis);
         tracing::info!(?requeue_after, "reconciled");
         Verdict::Done { requeue_after }
-    }
-
-    /// Reports an error the plugin returned.
-    async fn plugin_failed(&self, key: &ObjectKey, object: &DynamicObject, error: ReconcileError) -> Verdict {
-        let (reason, message, retry) = match error {
-            ReconcileError::Transient(m) => ("ReconcileFailed", m, true),
-            ReconcileError::Permanent(m) => ("ReconcileFailed", m, false),
-            ReconcileError::Invalid(m) => ("InvalidResource", m, false),
-        };
-        tracing::warn!(object = %key, reason, retry, "plugin returned an error: {message}");
-        self.writer.publish(object, EventType::Warning, reason, "Reconcile", Some(message)).await;
-        Verdict::Failed { retry }
     }
 }

@@ -93,6 +93,21 @@ impl Module {
     }
 }
 
+impl Module {
+    /// Runs `update-error-status` after a failure no retry will follow; returns the status to
+    /// merge, if the plugin gives one.
+    pub fn update_error_status(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &ReconcileRequest,
+        error: &ReconcileError,
+    ) -> Result<Option<String>, CallError> {
+        self.instances.call(&self.config.name, cache, |plugin, store| {
+            plugin.wasmop_plugin_reconciler().call_update_error_status(store, request, error)
+        })
+    }
+}
+
 impl Instances {
     fn call<R>(
         &self,
@@ -166,9 +181,19 @@ fn minimal_config() -> PluginConfig {
             namespaced: true,
         },
         label_selector: None,
+        field_selector: None,
+        filters: super::bindings::wasmop::plugin::types::EventFilters {
+            on_create: true,
+            on_update: true,
+            on_delete: true,
+            on_annotation_change: false,
+            on_label_change: false,
+        },
         generation_aware: true,
         retry: None,
         max_reconcile_interval_ms: None,
+        rate_limit: None,
+        max_concurrent_reconciles: None,
     }
 }
 

@@ -4,14 +4,22 @@
 //! equal keys at the same time. It knows nothing of Kubernetes or wasm: keys are any
 //! `Hash + Eq + Clone` value and the action is any future returning a [`Verdict`].
 //!
-//! Guarantees:
+//! Guarantees (each has a unit test named after it in `tests.rs`):
 //! - at most one run per key at any time;
-//! - different keys run concurrently, up to [`Settings::max_concurrent`];
+//! - different keys run concurrently, up to [`Settings::max_concurrent`] per scheduler and the
+//!   permits of a [`Settings::global`] semaphore shared by all schedulers; waiting schedulers get
+//!   permits first come, first served, so one busy scheduler cannot starve another;
 //! - triggers that arrive while a key runs cause exactly one follow-up run after it;
 //! - a requeue (reschedule) runs after its delay unless a trigger comes first, which runs at once
-//!   and replaces it;
+//!   and replaces it; after every run the [`Settings::max_interval`] timer is armed anew;
 //! - a retryable failure is retried with the [`RetryPolicy`] backoff; the run knows its attempt
-//!   number and whether it is the last attempt; success resets the attempt count.
+//!   number and whether it is the last attempt; success resets retries and earlier reschedules;
+//!   a trigger during a pending retry runs at once and does not count as an attempt; after the
+//!   last attempt a trigger still runs, still marked last attempt;
+//! - with a [`RateLimit`], a key runs at most `max_reconciles` times in any `period`; excess runs
+//!   are postponed, never dropped, whatever caused them;
+//! - [`Priority::Background`] triggers (initial lists, resyncs) yield to live ones, but age: one
+//!   that waited [`Settings::aging`] alternates with live runs, so every key runs.
 
 mod state;
 
@@ -19,9 +27,13 @@ use std::future::Future;
 use std::hash::Hash;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
+use crate::ratelimit::RateLimit;
 use crate::retry::RetryPolicy;
 use state::State;
 
@@ -51,17 +63,49 @@ pub enum Verdict {
     },
 }
 
+/// How urgent a trigger is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// A live change: runs before background work.
+    Live,
+    /// Initial lists and periodic resyncs: yield to live changes until they age.
+    Background,
+}
+
 /// Scheduler settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Maximum number of runs in flight at once (at least 1).
+    /// Maximum number of runs of this scheduler in flight at once (at least 1).
     pub max_concurrent: usize,
+    /// Permits shared with other schedulers; a run holds one while in flight.
+    pub global: Option<Arc<Semaphore>>,
     /// Backoff for failed runs.
     pub retry: RetryPolicy,
+    /// Run every key at least this long after its last run; `None` turns it off.
+    pub max_interval: Option<Duration>,
+    /// Per-key rate limit; `None` turns it off.
+    pub rate_limit: Option<RateLimit>,
+    /// How long a background trigger waits before it alternates with live ones.
+    pub aging: Duration,
+}
+
+impl Default for Settings {
+    /// 16 concurrent runs, no shared permits, default retries, no maximum interval, no rate
+    /// limit, background triggers age after 5 s.
+    fn default() -> Self {
+        Self {
+            max_concurrent: 16,
+            global: None,
+            retry: RetryPolicy::default(),
+            max_interval: None,
+            rate_limit: None,
+            aging: Duration::from_secs(5),
+        }
+    }
 }
 
 enum Command<K> {
-    Trigger(K),
+    Trigger(K, Priority),
     Forget(K),
 }
 
@@ -81,17 +125,22 @@ impl<K> Clone for Handle<K> {
 impl<K> std::fmt::Debug for Command<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Command::Trigger(_) => "Trigger",
+            Command::Trigger(..) => "Trigger",
             Command::Forget(_) => "Forget",
         })
     }
 }
 
 impl<K> Handle<K> {
-    /// Asks for a run of `key` as soon as possible (an event happened).
+    /// Asks for a run of `key` as soon as possible (a live event happened).
     pub fn trigger(&self, key: K) {
+        self.trigger_with(key, Priority::Live);
+    }
+
+    /// Asks for a run of `key` with the given priority.
+    pub fn trigger_with(&self, key: K, priority: Priority) {
         // A closed scheduler is shutting down: nothing left to run the key.
-        let _ = self.tx.send(Command::Trigger(key));
+        let _ = self.tx.send(Command::Trigger(key, priority));
     }
 
     /// Drops everything pending for `key` (the object is gone). A run in flight finishes.
@@ -123,27 +172,58 @@ where
     Fut: Future<Output = Verdict> + Send + 'static,
 {
     let max_concurrent = settings.max_concurrent.max(1);
-    let mut state: State<K> = State::new(settings.retry);
+    let global = settings.global.clone();
+    let mut state: State<K> = State::new(settings);
     let mut in_flight: JoinSet<Verdict> = JoinSet::new();
     let mut keys_in_flight = std::collections::HashMap::new();
+    // The wait for a shared permit survives loop turns, so this scheduler keeps its place in
+    // the semaphore's first-come-first-served queue.
+    let mut permit_wait: Option<PermitWait> = None;
+    let mut permit: Option<OwnedSemaphorePermit> = None;
     let mut inbox_open = true;
     loop {
-        while in_flight.len() < max_concurrent {
+        while in_flight.len() < max_concurrent && state.has_ready() {
+            if let Some(semaphore) = &global
+                && permit.is_none()
+            {
+                match semaphore.clone().try_acquire_owned() {
+                    Ok(p) if permit_wait.is_none() => permit = Some(p),
+                    _ => {
+                        permit_wait.get_or_insert_with(|| Box::pin(semaphore.clone().acquire_owned()));
+                        break;
+                    }
+                }
+            }
             let Some(next) = state.start_next() else { break };
             let key = next.key.clone();
-            let handle = in_flight.spawn(action(next));
+            let held = permit.take();
+            let run = action(next);
+            let handle = in_flight.spawn(async move {
+                let verdict = run.await;
+                drop(held);
+                verdict
+            });
             keys_in_flight.insert(handle.id(), key);
+        }
+        // A permit with nothing left to start goes back to the other schedulers.
+        if !state.has_ready() {
+            permit = None;
+            permit_wait = None;
         }
         if !inbox_open && in_flight.is_empty() {
             return;
         }
         tokio::select! {
             command = inbox.rx.recv(), if inbox_open => match command {
-                Some(Command::Trigger(key)) => state.trigger(key),
+                Some(Command::Trigger(key, priority)) => state.trigger(key, priority),
                 Some(Command::Forget(key)) => state.forget(&key),
                 None => inbox_open = false,
             },
             Some(key) = state.next_expired() => state.timer_fired(key),
+            acquired = async { permit_wait.as_mut().expect("guarded by the branch condition").await }, if permit_wait.is_some() => {
+                permit_wait = None;
+                permit = acquired.ok();
+            }
             Some(joined) = in_flight.join_next_with_id(), if !in_flight.is_empty() => {
                 let (id, verdict) = match joined {
                     Ok((id, verdict)) => (id, verdict),
@@ -156,6 +236,9 @@ where
         }
     }
 }
+
+/// A pending acquisition of a shared permit.
+type PermitWait = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, tokio::sync::AcquireError>> + Send>>;
 
 #[cfg(test)]
 mod tests;

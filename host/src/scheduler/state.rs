@@ -5,64 +5,110 @@ use std::future::poll_fn;
 use std::hash::Hash;
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
-use super::{Run, Verdict};
-use crate::retry::RetryPolicy;
+use super::{Priority, Run, Settings, Verdict};
+use crate::ratelimit::Window;
+
+/// Why a run happens; decides how a failure counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// A change of the object (or any trigger from outside).
+    Event,
+    /// A retry after a failure.
+    Retry,
+    /// A reschedule from the outcome or the maximum reconciliation interval.
+    Timer,
+}
 
 /// Where a key is in its life cycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Nothing to do now; a timer may be pending.
     Idle,
-    /// Waiting in the ready queue for a free slot.
-    Ready,
+    /// Waiting in a ready queue for a free slot.
+    Ready(Priority),
     /// A run is in flight; `rerun` records a trigger that arrived meanwhile.
-    Running { rerun: bool },
+    Running { rerun: Option<Priority> },
+}
+
+/// What a pending timer will do when it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pending {
+    cause: Cause,
+    priority: Priority,
 }
 
 #[derive(Debug)]
 struct Entry {
     phase: Phase,
-    /// Failed attempts since the last success.
-    attempt: u32,
-    timer: Option<delay_queue::Key>,
+    /// Why the queued or running run happens.
+    cause: Cause,
+    /// Failed attempts counted since the last success.
+    failures: u32,
+    timer: Option<(delay_queue::Key, Pending)>,
+    window: Window,
     /// The key was forgotten while running: drop it when the run finishes.
     forgotten: bool,
 }
 
-/// Per-key phases, the ready queue and the timers.
+impl Entry {
+    fn new() -> Self {
+        Self {
+            phase: Phase::Idle,
+            cause: Cause::Event,
+            failures: 0,
+            timer: None,
+            window: Window::default(),
+            forgotten: false,
+        }
+    }
+}
+
+/// Per-key phases, the two ready queues and the timers.
 pub(super) struct State<K> {
     entries: HashMap<K, Entry>,
-    ready: VecDeque<K>,
+    live: VecDeque<K>,
+    background: VecDeque<(K, Instant)>,
+    /// The last run taken was an aged background item: prefer live next.
+    served_aged: bool,
     timers: DelayQueue<K>,
-    retry: RetryPolicy,
+    settings: Settings,
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
-    pub(super) fn new(retry: RetryPolicy) -> Self {
-        Self { entries: HashMap::new(), ready: VecDeque::new(), timers: DelayQueue::new(), retry }
+    pub(super) fn new(settings: Settings) -> Self {
+        Self {
+            entries: HashMap::new(),
+            live: VecDeque::new(),
+            background: VecDeque::new(),
+            served_aged: false,
+            timers: DelayQueue::new(),
+            settings,
+        }
     }
 
-    /// An event for `key`: run it now, or once more after the run in flight.
-    pub(super) fn trigger(&mut self, key: K) {
-        let entry = self.entries.entry(key.clone()).or_insert(Entry {
-            phase: Phase::Idle,
-            attempt: 0,
-            timer: None,
-            forgotten: false,
-        });
+    /// An event for `key`: run it now (subject to the rate limit), or once more after the run
+    /// in flight. A trigger replaces any pending retry or reschedule.
+    pub(super) fn trigger(&mut self, key: K, priority: Priority) {
+        let entry = self.entries.entry(key.clone()).or_insert_with(Entry::new);
         entry.forgotten = false;
         match entry.phase {
-            Phase::Idle => {
-                if let Some(timer) = entry.timer.take() {
-                    self.timers.remove(&timer);
-                }
-                entry.phase = Phase::Ready;
-                self.ready.push_back(key);
+            Phase::Idle => self.make_ready(key, Cause::Event, priority),
+            Phase::Ready(Priority::Background) if priority == Priority::Live => {
+                entry.phase = Phase::Ready(Priority::Live);
+                entry.cause = Cause::Event;
+                self.live.push_back(key);
             }
-            Phase::Ready => {}
-            Phase::Running { .. } => entry.phase = Phase::Running { rerun: true },
+            Phase::Ready(_) => entry.cause = Cause::Event,
+            Phase::Running { rerun } => {
+                let promoted = match rerun {
+                    Some(Priority::Live) => Priority::Live,
+                    _ => priority,
+                };
+                entry.phase = Phase::Running { rerun: Some(promoted) };
+            }
         }
     }
 
@@ -71,28 +117,50 @@ impl<K: Clone + Eq + Hash> State<K> {
         let Some(entry) = self.entries.get_mut(key) else { return };
         if let Phase::Running { .. } = entry.phase {
             entry.forgotten = true;
-            entry.phase = Phase::Running { rerun: false };
+            entry.phase = Phase::Running { rerun: None };
             return;
         }
-        if let Some(timer) = entry.timer.take() {
+        if let Some((timer, _)) = entry.timer.take() {
             self.timers.remove(&timer);
         }
-        // A stale copy may stay in the ready queue; `start_next` skips it.
+        // Stale copies may stay in the ready queues; `start_next` skips them.
         self.entries.remove(key);
     }
 
+    /// Whether a run could start now.
+    pub(super) fn has_ready(&self) -> bool {
+        !self.live.is_empty() || !self.background.is_empty()
+    }
+
     /// Takes the next ready key and marks it running.
+    ///
+    /// Live triggers go first; a background item (initial list, resync) that has waited longer
+    /// than [`Settings::aging`] is taken next, alternating with live ones, so neither starves.
     pub(super) fn start_next(&mut self) -> Option<Run<K>> {
-        while let Some(key) = self.ready.pop_front() {
+        let now = Instant::now();
+        loop {
+            let aged =
+                self.background.front().is_some_and(|(_, since)| now.duration_since(*since) >= self.settings.aging);
+            let take_background = self.live.is_empty() || (aged && !self.served_aged);
+            let (key, priority) = if take_background {
+                let (key, _) = self.background.pop_front()?;
+                self.served_aged = aged;
+                (key, Priority::Background)
+            } else {
+                self.served_aged = false;
+                (self.live.pop_front()?, Priority::Live)
+            };
             let Some(entry) = self.entries.get_mut(&key) else { continue };
-            if entry.phase != Phase::Ready {
+            if entry.phase != Phase::Ready(priority) {
                 continue;
             }
-            entry.phase = Phase::Running { rerun: false };
-            let attempt = entry.attempt;
-            return Some(Run { key, attempt, last_attempt: self.retry.is_last(attempt) });
+            entry.phase = Phase::Running { rerun: None };
+            if let Some(limit) = &self.settings.rate_limit {
+                entry.window.record(limit, now);
+            }
+            let attempt = entry.failures;
+            return Some(Run { key, attempt, last_attempt: self.settings.retry.is_last(attempt) });
         }
-        None
     }
 
     /// Records the end of a run and plans the next one.
@@ -102,34 +170,45 @@ impl<K: Clone + Eq + Hash> State<K> {
             self.entries.remove(&key);
             return;
         }
-        let rerun = matches!(entry.phase, Phase::Running { rerun: true });
+        let Phase::Running { rerun } = entry.phase else { return };
         entry.phase = Phase::Idle;
-        let delay = match verdict {
+        let retry = &self.settings.retry;
+        let next = match verdict {
             Verdict::Done { requeue_after } => {
-                entry.attempt = 0;
-                requeue_after
+                entry.failures = 0;
+                match (requeue_after, self.settings.max_interval) {
+                    (Some(requeue), Some(max)) if max < requeue => Some((max, Cause::Timer, Priority::Background)),
+                    (Some(requeue), _) => Some((requeue, Cause::Timer, Priority::Live)),
+                    (None, Some(max)) => Some((max, Cause::Timer, Priority::Background)),
+                    (None, None) => None,
+                }
             }
-            Verdict::Failed { retry: true } if !self.retry.is_last(entry.attempt) => {
-                entry.attempt += 1;
-                Some(self.retry.delay(entry.attempt))
+            Verdict::Failed { retry: true } if !retry.is_last(entry.failures) => {
+                // An event run during a retry sequence does not count as an attempt, so spurious
+                // events cannot inflate the backoff.
+                if entry.cause == Cause::Retry || entry.failures == 0 {
+                    entry.failures += 1;
+                }
+                let delay = retry.jittered_delay(entry.failures, fastrand::f64());
+                Some((delay, Cause::Retry, Priority::Live))
             }
-            Verdict::Failed { .. } => None,
+            // No retry follows: only a new event or the maximum interval runs it again.
+            Verdict::Failed { .. } => self.settings.max_interval.map(|max| (max, Cause::Timer, Priority::Background)),
         };
-        if rerun {
+        if let Some(priority) = rerun {
             // An event arrived during the run: it goes first and replaces any timer.
-            self.trigger(key);
-        } else if let Some(delay) = delay {
-            self.set_timer(key, delay);
+            self.make_ready(key, Cause::Event, priority);
+        } else if let Some((delay, cause, priority)) = next {
+            self.set_timer(key, delay, Pending { cause, priority });
         }
     }
 
     /// A timer for `key` expired.
     pub(super) fn timer_fired(&mut self, key: K) {
         let Some(entry) = self.entries.get_mut(&key) else { return };
-        entry.timer = None;
+        let Some((_, pending)) = entry.timer.take() else { return };
         if entry.phase == Phase::Idle {
-            entry.phase = Phase::Ready;
-            self.ready.push_back(key);
+            self.make_ready(key, pending.cause, pending.priority);
         }
     }
 
@@ -138,11 +217,32 @@ impl<K: Clone + Eq + Hash> State<K> {
         poll_fn(|cx| self.timers.poll_expired(cx)).await.map(|expired| expired.into_inner())
     }
 
-    fn set_timer(&mut self, key: K, delay: Duration) {
+    /// Queues an idle key, or postpones it while its rate limit is used up.
+    fn make_ready(&mut self, key: K, cause: Cause, priority: Priority) {
         let Some(entry) = self.entries.get_mut(&key) else { return };
-        if let Some(old) = entry.timer.take() {
+        if let Some((timer, _)) = entry.timer.take() {
+            self.timers.remove(&timer);
+        }
+        let now = Instant::now();
+        if let Some(limit) = &self.settings.rate_limit
+            && let Some(at) = entry.window.next_allowed(limit, now)
+        {
+            self.set_timer(key, at - now, Pending { cause, priority });
+            return;
+        }
+        entry.cause = cause;
+        entry.phase = Phase::Ready(priority);
+        match priority {
+            Priority::Live => self.live.push_back(key),
+            Priority::Background => self.background.push_back((key, now)),
+        }
+    }
+
+    fn set_timer(&mut self, key: K, delay: Duration, pending: Pending) {
+        let Some(entry) = self.entries.get_mut(&key) else { return };
+        if let Some((old, _)) = entry.timer.take() {
             self.timers.remove(&old);
         }
-        entry.timer = Some(self.timers.insert(key, delay));
+        entry.timer = Some((self.timers.insert(key, delay), pending));
     }
 }

@@ -19,6 +19,10 @@ struct Log {
     max_in_flight: usize,
 }
 
+fn settings(max_concurrent: usize, retry: RetryPolicy) -> Settings {
+    Settings { max_concurrent, retry, ..Settings::default() }
+}
+
 /// Starts a scheduler whose action sleeps `work` and then returns `verdict(run, n)`, where `n`
 /// counts earlier runs of the same key.
 fn start<V>(
@@ -30,12 +34,24 @@ fn start<V>(
 where
     V: Fn(&Run<&'static str>, usize) -> Verdict + Send + Sync + 'static,
 {
+    start_with(settings(max_concurrent, retry), work, verdict, Arc::new(Mutex::new(Log::default())))
+}
+
+/// Like [`start`] with full settings, recording into `log` (which schedulers may share).
+fn start_with<V>(
+    settings: Settings,
+    work: Duration,
+    verdict: V,
+    log: Arc<Mutex<Log>>,
+) -> (Handle<&'static str>, Arc<Mutex<Log>>)
+where
+    V: Fn(&Run<&'static str>, usize) -> Verdict + Send + Sync + 'static,
+{
     let (handle, inbox) = channel();
-    let log = Arc::new(Mutex::new(Log::default()));
     let verdict = Arc::new(verdict);
     let t0 = Instant::now();
     let shared = log.clone();
-    tokio::spawn(run(inbox, Settings { max_concurrent, retry }, move |r: Run<&'static str>| {
+    tokio::spawn(run(inbox, settings, move |r: Run<&'static str>| {
         let log = shared.clone();
         let verdict = verdict.clone();
         async move {
@@ -63,6 +79,14 @@ fn done() -> Verdict {
 
 fn times(log: &Arc<Mutex<Log>>, key: &str) -> Vec<u64> {
     log.lock().unwrap().runs.iter().filter(|r| r.0 == key).map(|r| r.1).collect()
+}
+
+fn runs(log: &Arc<Mutex<Log>>, key: &str) -> Vec<(u64, u32, bool)> {
+    log.lock().unwrap().runs.iter().filter(|r| r.0 == key).map(|r| (r.1, r.2, r.3)).collect()
+}
+
+fn fail() -> Verdict {
+    Verdict::Failed { retry: true }
 }
 
 #[tokio::test(start_paused = true)]
@@ -214,4 +238,228 @@ async fn a_panicking_run_is_retried_and_does_not_stop_the_scheduler() {
     sleep(Duration::from_secs(10)).await;
     assert_eq!(times(&log, "a"), vec![0, 2000]);
     assert_eq!(times(&log, "b"), vec![0]);
+}
+
+// ---- Rule 1: retry (GenericRetry) ----
+
+#[tokio::test(start_paused = true)]
+async fn retry_follows_generic_retry_defaults_and_flags_the_last_attempt() {
+    let (h, log) = start(4, RetryPolicy::default(), Duration::ZERO, |_, _| fail());
+    h.trigger("a");
+    sleep(Duration::from_secs(600)).await;
+    // 2000 ms, then x1.5 each time: 2000, 3000, 4500, 6750, 10125.
+    assert_eq!(
+        runs(&log, "a"),
+        vec![(0, 0, false), (2000, 1, false), (5000, 2, false), (9500, 3, false), (16250, 4, false), (26375, 5, true)]
+    );
+}
+
+// ---- Rule 3: interplay of retries, reschedules and events ----
+
+#[tokio::test(start_paused = true)]
+async fn success_resets_retries_and_earlier_reschedules() {
+    let (h, log) = start(4, RetryPolicy::default(), Duration::ZERO, |_, n| match n {
+        0 => fail(),
+        1 => done(),
+        _ => Verdict::Done { requeue_after: Some(Duration::from_secs(1)) },
+    });
+    h.trigger("a"); // fails at 0: retry pending at 2000
+    sleep(Duration::from_millis(500)).await;
+    h.trigger("a"); // succeeds at 500: the retry at 2000 is gone
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(runs(&log, "a"), vec![(0, 0, false), (500, 1, false)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_event_during_a_pending_retry_runs_at_once_and_does_not_count_as_an_attempt() {
+    let (h, log) = start(4, RetryPolicy::default(), Duration::ZERO, |_, n| if n < 2 { fail() } else { done() });
+    h.trigger("a"); // attempt 0 fails at 0; retry (attempt 1) due at 2000
+    sleep(Duration::from_millis(1000)).await;
+    h.trigger("a"); // runs at 1000 as attempt 1 and fails: not counted, retry re-armed for 3000
+    sleep(Duration::from_secs(30)).await;
+    assert_eq!(runs(&log, "a"), vec![(0, 0, false), (1000, 1, false), (3000, 1, false)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn spurious_events_do_not_inflate_the_backoff() {
+    let (h, log) = start(4, RetryPolicy::default(), Duration::ZERO, |_, _| fail());
+    h.trigger("a");
+    for _ in 0..5 {
+        sleep(Duration::from_millis(100)).await;
+        h.trigger("a");
+    }
+    sleep(Duration::from_millis(3000)).await;
+    // Every event run reports attempt 1 and re-arms the same 2000 ms delay.
+    let attempts: Vec<u32> = runs(&log, "a").iter().map(|r| r.1).collect();
+    assert_eq!(attempts, vec![0, 1, 1, 1, 1, 1, 1]);
+    assert_eq!(times(&log, "a").last(), Some(&2500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_the_retry_limit_a_new_event_still_reconciles_marked_last_attempt() {
+    let retry = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
+    let (h, log) = start(4, retry, Duration::ZERO, |_, _| fail());
+    h.trigger("a");
+    sleep(Duration::from_secs(60)).await;
+    h.trigger("a");
+    sleep(Duration::from_secs(60)).await;
+    assert_eq!(runs(&log, "a"), vec![(0, 0, false), (2000, 1, true), (60000, 1, true)]);
+}
+
+// ---- Rule 4: reschedule and maximum reconciliation interval ----
+
+fn with_max_interval(max: u64) -> Settings {
+    Settings { max_interval: Some(Duration::from_secs(max)), ..Settings::default() }
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_reconcile_interval_is_armed_after_each_run_not_at_a_fixed_rate() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(with_max_interval(10), Duration::ZERO, |_, _| done(), log);
+    h.trigger("a");
+    sleep(Duration::from_secs(3)).await;
+    h.trigger("a");
+    sleep(Duration::from_secs(20)).await;
+    assert_eq!(times(&log, "a"), vec![0, 3000, 13000]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shorter_reschedule_wins_over_the_max_interval() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(
+        with_max_interval(10),
+        Duration::ZERO,
+        |_, n| Verdict::Done { requeue_after: (n == 0).then(|| Duration::from_secs(2)) },
+        log,
+    );
+    h.trigger("a");
+    sleep(Duration::from_secs(15)).await;
+    assert_eq!(times(&log, "a"), vec![0, 2000, 12000]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_are_not_affected_by_the_max_interval() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(with_max_interval(1), Duration::ZERO, |_, n| if n == 0 { fail() } else { done() }, log);
+    h.trigger("a");
+    sleep(Duration::from_millis(2500)).await;
+    assert_eq!(times(&log, "a"), vec![0, 2000]);
+}
+
+// ---- Rule 5: per-resource rate limit ----
+
+fn rate_limited(max_reconciles: u32, period: u64) -> Settings {
+    let rate_limit = Some(RateLimit { max_reconciles, period: Duration::from_secs(period) });
+    Settings { rate_limit, ..Settings::default() }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_limit_postpones_and_never_cancels() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(rate_limited(2, 3), Duration::from_millis(10), |_, _| done(), log);
+    for _ in 0..10 {
+        h.trigger("a");
+        sleep(Duration::from_millis(100)).await;
+    }
+    sleep(Duration::from_secs(10)).await;
+    // Two runs, then everything that came after is folded into one run when the window allows.
+    assert_eq!(times(&log, "a"), vec![0, 100, 3000]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_limit_takes_precedence_over_retry_and_reschedule() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(
+        rate_limited(1, 5),
+        Duration::ZERO,
+        |_, n| match n {
+            0 => fail(),
+            _ => Verdict::Done { requeue_after: Some(Duration::from_secs(1)) },
+        },
+        log,
+    );
+    h.trigger("a");
+    sleep(Duration::from_millis(10500)).await;
+    // The retry due at 2000 waits for 5000; the reschedule due at 6000 waits for 10000.
+    assert_eq!(runs(&log, "a"), vec![(0, 0, false), (5000, 1, false), (10000, 0, false)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_limit_of_one_object_does_not_affect_others() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(rate_limited(1, 5), Duration::ZERO, |_, _| done(), log);
+    h.trigger("a");
+    sleep(Duration::from_millis(100)).await;
+    h.trigger("a");
+    h.trigger("b");
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(times(&log, "a"), vec![0, 5000]);
+    assert_eq!(times(&log, "b"), vec![100]);
+}
+
+// ---- Rule 7: concurrency and fairness ----
+
+#[tokio::test(start_paused = true)]
+async fn the_global_limit_is_shared_first_come_first_served_so_a_busy_plugin_cannot_starve_another() {
+    let global = Some(Arc::new(tokio::sync::Semaphore::new(1)));
+    let log = Arc::new(Mutex::new(Log::default()));
+    let busy = Settings { max_concurrent: 4, global: global.clone(), ..Settings::default() };
+    let (a, log) = start_with(busy.clone(), Duration::from_millis(100), |_, _| done(), log);
+    let (b, log) = start_with(busy, Duration::from_millis(100), |_, _| done(), log);
+    for key in ["a1", "a2", "a3", "a4", "a5", "a6"] {
+        a.trigger(key);
+    }
+    sleep(Duration::from_millis(50)).await;
+    b.trigger("b1");
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(log.lock().unwrap().max_in_flight, 1, "one global permit");
+    // a1 holds the permit; a2 queued first, b1 next: b1 runs third, not seventh.
+    assert_eq!(times(&log, "b1"), vec![200]);
+    assert_eq!(times(&log, "a6"), vec![600]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_initial_list_does_not_starve_live_changes() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(settings(1, RetryPolicy::default()), Duration::from_millis(100), |_, _| done(), log);
+    for key in ["i1", "i2", "i3", "i4", "i5"] {
+        h.trigger_with(key, Priority::Background);
+    }
+    sleep(Duration::from_millis(50)).await;
+    h.trigger("live");
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(times(&log, "live"), vec![100]);
+    assert_eq!(times(&log, "i5"), vec![500]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn background_items_age_so_every_item_runs_under_live_load() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let aging = Settings { max_concurrent: 1, aging: Duration::from_millis(500), ..Settings::default() };
+    let (h, log) = start_with(aging, Duration::from_millis(100), |_, _| done(), log);
+    let live: Vec<&'static str> = (0..20).map(|i| &*format!("l{i}").leak()).collect();
+    for key in &live {
+        h.trigger(key);
+    }
+    h.trigger_with("bg", Priority::Background);
+    sleep(Duration::from_secs(5)).await;
+    // Live keys go first until "bg" has waited 500 ms; then it runs, then live keys again.
+    assert_eq!(times(&log, "bg"), vec![500]);
+    assert_eq!(times(&log, "l4"), vec![400]);
+    assert_eq!(times(&log, "l5"), vec![600]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_live_trigger_promotes_a_queued_background_item() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(settings(1, RetryPolicy::default()), Duration::from_millis(100), |_, _| done(), log);
+    h.trigger("busy");
+    for key in ["i1", "i2", "i3"] {
+        h.trigger_with(key, Priority::Background);
+    }
+    h.trigger("i3");
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(times(&log, "i3"), vec![100]);
+    assert_eq!(times(&log, "i1"), vec![200]);
+    assert_eq!(times(&log, "i2"), vec![300]);
 }
