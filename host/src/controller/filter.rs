@@ -127,6 +127,16 @@ impl ChangeFilter {
     pub fn forget(&mut self, key: &ObjectKey) {
         self.seen.remove(key);
     }
+
+    /// After a re-list, forgets every object the list did not contain (deleted while the watch
+    /// was down) and returns their keys.
+    pub fn retain_listed(&mut self, listed: &std::collections::HashSet<ObjectKey>) -> Vec<ObjectKey> {
+        let gone: Vec<ObjectKey> = self.seen.keys().filter(|k| !listed.contains(*k)).cloned().collect();
+        for key in &gone {
+            self.seen.remove(key);
+        }
+        gone
+    }
 }
 
 #[cfg(test)]
@@ -206,6 +216,18 @@ mod tests {
         let mut labels = ChangeFilter::new(Filters { on_label_change: true, ..Filters::default() });
         labels.admit(&key(), &annotated("1", "x"));
         assert!(labels.admit(&key(), &annotated("2", "y")));
+    }
+
+    #[test]
+    fn a_relist_forgets_objects_deleted_while_the_watch_was_down() {
+        let mut f = ChangeFilter::new(Filters::default());
+        let other = ObjectKey { namespace: Some("ns".into()), name: "b".into() };
+        f.admit(&key(), &meta(Some(1), "1"));
+        f.admit(&other, &meta(Some(1), "1"));
+        let gone = f.retain_listed(&[key()].into_iter().collect());
+        assert_eq!(gone, vec![other.clone()]);
+        assert!(f.admit(&other, &meta(Some(1), "1")), "seen again as new");
+        assert!(!f.admit(&key(), &meta(Some(1), "1")), "still known");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod filter;
 mod reconcile;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,6 +76,8 @@ pub async fn run(
 
     tracing::info!(plugin, kind = %config.primary.kind, namespace = ?settings.namespace, "controller started");
     let mut filter = ChangeFilter::new(settings.filters.clone());
+    // Keys of the list in progress, to find objects deleted while the watch was down.
+    let mut listed = HashSet::new();
     let mut events = std::pin::pin!(events);
     loop {
         let event = tokio::select! {
@@ -91,10 +94,11 @@ pub async fn run(
             }
             // The initial list (and re-lists after a watch restart) must not starve live changes.
             Some(Ok(watcher::Event::InitApply(object))) => {
-                if let Some(key) = ObjectKey::of(&object)
-                    && filter.admit(&key, &object.metadata)
-                {
-                    handle.trigger_with(key, Priority::Background);
+                if let Some(key) = ObjectKey::of(&object) {
+                    listed.insert(key.clone());
+                    if filter.admit(&key, &object.metadata) {
+                        handle.trigger_with(key, Priority::Background);
+                    }
                 }
             }
             Some(Ok(watcher::Event::Delete(object))) => {
@@ -103,8 +107,16 @@ pub async fn run(
                     handle.forget(key);
                 }
             }
-            Some(Ok(watcher::Event::Init)) => tracing::debug!(plugin, "listing primaries"),
-            Some(Ok(watcher::Event::InitDone)) => tracing::info!(plugin, "primary cache synced"),
+            Some(Ok(watcher::Event::Init)) => {
+                listed.clear();
+                tracing::debug!(plugin, "listing primaries");
+            }
+            Some(Ok(watcher::Event::InitDone)) => {
+                for key in filter.retain_listed(&std::mem::take(&mut listed)) {
+                    handle.forget(key);
+                }
+                tracing::info!(plugin, "primary cache synced");
+            }
             Some(Err(err)) => tracing::warn!(plugin, %err, "watch failed; retrying with backoff"),
             None => break,
         }
