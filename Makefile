@@ -8,7 +8,7 @@ CLUSTER_DIR ?= target/cluster
 TEST_CLUSTER_DIR ?= target/test-cluster
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: help run test build plugins control-plane cluster cluster-down lint unit-tests integration-tests
+.PHONY: help run test bench build plugins control-plane cluster cluster-down lint
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -18,6 +18,9 @@ run: build plugins ## Run the host with the webpage plugin against your cluster 
 
 test: lint plugins control-plane ## Install what is missing, build everything, run unit and integration tests
 	@tests/testbed/run-tests.sh "$(TEST_CLUSTER_DIR)"
+
+bench: plugins control-plane ## wasmop against a native kube-rs controller: per call and end to end
+	$(CARGO) run --release -p wasmop-tests --bin wasmop-bench
 
 build: ## Build the host (release)
 	$(CARGO) build --release -p wasmop

@@ -1,0 +1,207 @@
+//! Reconciliation semantics against the real kube-apiserver, with the `fixture-probe` plugin:
+//! retries and their backoff, the error status, generation-aware filtering and the rate limit.
+//! The probe records every successful run in its status (`runs[].atMs`, `attempt`,
+//! `generation`) and fails on purpose as its spec says.
+
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::await_condition;
+use wasmop_tests::{RunningHost, apply_file, client, namespace, within, workspace_root};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+async fn probes(client: &Client, ns: &str) -> anyhow::Result<Api<DynamicObject>> {
+    apply_file(client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
+    let gvk = GroupVersionKind::gvk("test.wasmop.dev", "v1", "Probe");
+    Ok(Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "probes")))
+}
+
+fn probe(name: &str, spec: serde_json::Value) -> DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": name }, "spec": spec
+    }))
+    .expect("a valid Probe")
+}
+
+fn status(object: &DynamicObject) -> &serde_json::Value {
+    &object.data["status"]
+}
+
+fn reconciles(object: &DynamicObject) -> i64 {
+    status(object)["reconciles"].as_i64().unwrap_or(0)
+}
+
+/// A Warning event series on one object: repeats of the same reason are one Event whose
+/// `series` counts them (kube's Recorder, like client-go's, aggregates them).
+#[derive(Debug)]
+struct Warning {
+    /// When the first one happened, in ms since the epoch.
+    first_ms: i64,
+    /// When the last one happened.
+    last_ms: i64,
+    count: i32,
+    note: String,
+}
+
+/// The Warning event series on `object`.
+async fn warnings_on(client: &Client, ns: &str, object: &str) -> anyhow::Result<Vec<Warning>> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object))
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter_map(|e| {
+            let first_ms = e.event_time?.0.as_millisecond();
+            let (last_ms, count) = match &e.series {
+                Some(series) => (series.last_observed_time.0.as_millisecond(), series.count),
+                None => (first_ms, 1),
+            };
+            Some(Warning { first_ms, last_ms, count, note: e.note? })
+        })
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_failing_twice_then_succeeding_shows_attempts_0_1_2_and_backoff_gaps() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "retry").await?;
+    let api = probes(&client, &ns).await?;
+    let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], "{}")?;
+
+    api.create(&PostParams::default(), &probe("flaky", serde_json::json!({ "failAttempts": 2 }))).await?;
+    let done = within(
+        WAIT,
+        "the third attempt to succeed",
+        await_condition(api.clone(), "flaky", |o: Option<&DynamicObject>| {
+            o.is_some_and(|o| status(o)["succeededAttempt"].as_i64() == Some(2))
+        }),
+    )
+    .await??
+    .expect("the probe exists");
+    let failures = warnings_on(&client, &ns, "flaky").await?;
+    assert_eq!(failures.len(), 1, "one series of failures: {failures:?}");
+    let failed = &failures[0];
+    assert_eq!(failed.count, 2, "attempts 0 and 1 failed: {failed:?}");
+    assert!(failed.note.contains("failing on purpose at attempt 0"), "{failed:?}");
+    assert_eq!(status(&done)["runs"][0]["attempt"], 2, "the success was attempt 2");
+    let succeeded_at = status(&done)["runs"][0]["atMs"].as_i64().expect("the run time");
+    let first_gap = failed.last_ms - failed.first_ms;
+    let second_gap = succeeded_at - failed.last_ms;
+    // GenericRetry defaults: 2000 ms, then 3000 ms. Event times are taken just after each failed
+    // call, so the gaps may be a little shorter or longer than the delays, never far off.
+    assert!((1850..3000).contains(&first_gap), "first backoff gap {first_gap} ms");
+    assert!((2850..4000).contains(&second_gap), "second backoff gap {second_gap} ms");
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_always_fails_gets_its_error_status_after_the_last_attempt() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "error-status").await?;
+    let api = probes(&client, &ns).await?;
+    let overrides =
+        "plugins:\n  fixture-probe:\n    retry: { maxAttempts: 2, initialIntervalMs: 200, multiplier: 1.0 }\n";
+    let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], overrides)?;
+
+    api.create(&PostParams::default(), &probe("broken", serde_json::json!({ "alwaysFail": true }))).await?;
+    let failed = within(
+        WAIT,
+        "the error status",
+        await_condition(api.clone(), "broken", |o: Option<&DynamicObject>| {
+            o.is_some_and(|o| status(o)["lastError"].is_string())
+        }),
+    )
+    .await??
+    .expect("the probe exists");
+    let status = status(&failed);
+    assert_eq!(status["errorAttempt"], 2, "only the last attempt writes the error status: {status}");
+    assert_eq!(status["lastAttempt"], true);
+    assert!(status["lastError"].as_str().unwrap().contains("always failing on purpose (attempt 2)"), "{status}");
+    let failures = warnings_on(&client, &ns, "broken").await?;
+    assert_eq!(failures.iter().map(|w| w.count).sum::<i32>(), 3, "attempts 0, 1 and 2 failed: {failures:?}");
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_only_change_does_not_reconcile_while_a_spec_change_does() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "generation").await?;
+    let api = probes(&client, &ns).await?;
+    let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], "{}")?;
+    let reconciled = |n: i64| move |o: Option<&DynamicObject>| o.is_some_and(|o| reconciles(o) == n);
+
+    api.create(&PostParams::default(), &probe("watched", serde_json::json!({ "payload": "one" }))).await?;
+    within(WAIT, "the first reconcile", await_condition(api.clone(), "watched", reconciled(1))).await??;
+
+    let status_only = serde_json::json!({ "status": { "note": "written by someone else" } });
+    api.patch_status("watched", &PatchParams::default(), &Patch::Merge(&status_only)).await?;
+    // A barrier: events reach the host in order, so once a later object is reconciled the
+    // status change has been seen (and, if it were admitted, already triggered a reconcile).
+    api.create(&PostParams::default(), &probe("barrier", serde_json::json!({}))).await?;
+    within(WAIT, "the barrier", await_condition(api.clone(), "barrier", reconciled(1))).await??;
+
+    let spec = serde_json::json!({ "spec": { "payload": "two" } });
+    api.patch("watched", &PatchParams::default(), &Patch::Merge(&spec)).await?;
+    let after = within(
+        WAIT,
+        "generation 2 observed",
+        await_condition(api.clone(), "watched", |o: Option<&DynamicObject>| {
+            o.is_some_and(|o| status(o)["observedGeneration"].as_i64() == Some(2))
+        }),
+    )
+    .await??
+    .expect("the probe exists");
+    assert_eq!(reconciles(&after), 2, "the create and the spec change, not the status change");
+    assert_eq!(status(&after)["note"], "written by someone else");
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_of_2_per_3s_holds_over_10_rapid_spec_changes_and_the_last_is_reconciled() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "rate-limit").await?;
+    let api = probes(&client, &ns).await?;
+    let overrides = "plugins:\n  fixture-probe:\n    rateLimit: { maxReconciles: 2, periodMs: 3000 }\n";
+    let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], overrides)?;
+
+    api.create(&PostParams::default(), &probe("busy", serde_json::json!({ "payload": "0" }))).await?;
+    within(
+        WAIT,
+        "the first reconcile",
+        await_condition(api.clone(), "busy", |o: Option<&DynamicObject>| o.is_some_and(|o| reconciles(o) >= 1)),
+    )
+    .await??;
+    let mut generation = 0;
+    for i in 1..=10 {
+        let spec = serde_json::json!({ "spec": { "payload": i.to_string() } });
+        generation =
+            api.patch("busy", &PatchParams::default(), &Patch::Merge(&spec)).await?.metadata.generation.unwrap();
+    }
+    let last = within(
+        WAIT,
+        "the last spec reconciled",
+        await_condition(api.clone(), "busy", move |o: Option<&DynamicObject>| {
+            o.is_some_and(|o| status(o)["observedGeneration"].as_i64() == Some(generation))
+        }),
+    )
+    .await??
+    .expect("the probe exists");
+    let times: Vec<i64> =
+        status(&last)["runs"].as_array().unwrap().iter().map(|r| r["atMs"].as_i64().unwrap()).collect();
+    assert!(times.len() >= 2 && times.len() < 11, "changes were folded, not each reconciled: {times:?}");
+    for window in times.windows(3) {
+        // Runs are timed inside the plugin, a few ms after the scheduler starts them.
+        assert!(window[2] - window[0] >= 2950, "three runs within 3 s: {times:?}");
+    }
+    host.stop().await;
+    Ok(())
+}
