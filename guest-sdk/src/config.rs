@@ -1,4 +1,4 @@
-//! What a plugin says about itself: [`Config`], [`Kind`], [`Retry`].
+//! What a plugin says about itself: [`Config`], [`Kind`], [`Retry`], [`RateLimit`], [`Filters`].
 
 use std::any::TypeId;
 use std::fmt;
@@ -121,8 +121,13 @@ impl fmt::Display for Kind {
     }
 }
 
-/// Retry policy for failed reconciles (JOSDK's `GenericRetry`): the delay starts at
-/// `initial_interval` and is multiplied by `multiplier` after each failure, up to `max_interval`.
+/// Retry policy for failed reconciles (JOSDK's `GenericRetry`; controller-runtime's rate-limited
+/// requeue on error): the delay starts at `initial_interval` and is multiplied by `multiplier`
+/// after each failure, up to `max_interval`, and each delay is spread at random by `jitter`.
+///
+/// Only [`Error::Transient`](crate::Error::Transient) failures (and traps) are retried. The plugin
+/// sees the attempt number in [`Context::attempt`](crate::Context::attempt) and whether no retry
+/// follows in [`Context::is_last_attempt`](crate::Context::is_last_attempt).
 ///
 /// ```
 /// use std::time::Duration;
@@ -130,27 +135,35 @@ impl fmt::Display for Kind {
 ///
 /// let retry = Retry {
 ///     max_attempts: 10,
+///     jitter: 0.1,
 ///     ..Retry::default()
 /// };
 /// assert_eq!(retry.initial_interval, Duration::from_secs(2));
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Retry {
-    /// Attempts after the first failure before giving up.
+    /// Attempts after the first failure before giving up (JOSDK `maxAttempts`); default 5.
     pub max_attempts: u32,
-    /// Delay before the first retry.
+    /// Delay before the first retry (JOSDK `initialInterval`); default 2 s.
     pub initial_interval: Duration,
-    /// Factor applied to the delay after each failed attempt.
+    /// Factor applied to the delay after each failed attempt (JOSDK `intervalMultiplier`);
+    /// default 1.5.
     pub multiplier: f64,
-    /// Upper bound on the delay.
+    /// Upper bound on the delay (JOSDK `maxInterval`); default 5 minutes.
     pub max_interval: Duration,
+    /// Random spread of each delay, as a fraction: 0.1 makes each delay anywhere within +-10% of
+    /// its nominal value, so that objects failing together do not retry in lockstep. Default 0.0:
+    /// no jitter. The host clamps it to `0.0..=1.0`.
+    pub jitter: f64,
 }
 
-/// 5 attempts, 2 s initial delay, multiplier 1.5, at most 5 minutes between attempts.
+/// 5 attempts, 2 s initial delay, multiplier 1.5, at most 5 minutes between attempts, no jitter:
+/// the host's own default.
 ///
 /// ```
 /// let retry = wasmop_guest::Retry::default();
 /// assert_eq!(retry.max_attempts, 5);
+/// assert_eq!(retry.jitter, 0.0);
 /// ```
 impl Default for Retry {
     fn default() -> Self {
@@ -159,22 +172,130 @@ impl Default for Retry {
             initial_interval: Duration::from_secs(2),
             multiplier: 1.5,
             max_interval: Duration::from_secs(300),
+            jitter: 0.0,
         }
     }
 }
 
-/// What a plugin says about itself: its name, its primary kind and how it is scheduled.
+/// At most `max_reconciles` reconciles of one object within any window of length `period` (JOSDK's
+/// `RateLimiter`, as `LinearRateLimiter(refreshPeriod, limitForPeriod)`; controller-runtime has no
+/// per-object equivalent).
 ///
-/// Built with [`Config::new`] and the `#[must_use]` setters below; the fields are public to read.
+/// The window slides and is kept per object: other objects are not affected. A reconcile that
+/// would exceed the limit is postponed until the window allows it, never dropped, whether an
+/// event, a retry or a reschedule asked for it. `max_reconciles == 0` or a zero `period` turns
+/// the limit off.
 ///
 /// ```
 /// use std::time::Duration;
-/// use wasmop_guest::{Config, Kind, Retry};
+/// use wasmop_guest::RateLimit;
+///
+/// // At most 2 reconciles of any one object every 3 seconds.
+/// let limit = RateLimit { max_reconciles: 2, period: Duration::from_secs(3) };
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RateLimit {
+    /// Reconciles allowed per window (JOSDK `limitForPeriod`).
+    pub max_reconciles: u32,
+    /// Window length (JOSDK `refreshPeriod`).
+    pub period: Duration,
+}
+
+/// Which changes of a primary lead to a reconcile: controller-runtime's event predicates
+/// (`predicate.Funcs{CreateFunc, UpdateFunc, DeleteFunc}`, `AnnotationChangedPredicate`,
+/// `LabelChangedPredicate`).
+///
+/// Updates are first filtered by [`Config::generation_aware`] (JOSDK
+/// `generationAwareEventProcessing`, controller-runtime `predicate.GenerationChangedPredicate`):
+/// `on_update` admits the updates that pass it, and `on_annotation_change` / `on_label_change`
+/// admit updates that changed annotations or labels even when the generation did not change.
+/// Reschedules, retries and the maximum reconcile interval are not events and are not filtered.
+///
+/// The [`Default`] is what a controller usually wants: create, update and delete on, annotation
+/// and label changes off.
+///
+/// ```
+/// use wasmop_guest::Filters;
+///
+/// // Also reconcile when someone relabels an object.
+/// let filters = Filters { on_label_change: true, ..Filters::default() };
+/// assert!(filters.on_create && filters.on_update && filters.on_delete);
+/// assert!(!filters.on_annotation_change);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Filters {
+    /// Reconcile objects when first seen: created, or listed when the host starts
+    /// (controller-runtime `CreateFunc`, JOSDK `onAddFilter`). Default true.
+    pub on_create: bool,
+    /// Reconcile updates that pass generation-aware filtering (controller-runtime `UpdateFunc`,
+    /// JOSDK `onUpdateFilter`). Default true.
+    pub on_update: bool,
+    /// Reconcile when an object is marked for deletion, i.e. `metadata.deletionTimestamp` is set
+    /// (controller-runtime `DeleteFunc`). Default true.
+    pub on_delete: bool,
+    /// Also reconcile when `metadata.annotations` change without a new generation
+    /// (controller-runtime `predicate.AnnotationChangedPredicate`). Default false.
+    pub on_annotation_change: bool,
+    /// Also reconcile when `metadata.labels` change without a new generation
+    /// (controller-runtime `predicate.LabelChangedPredicate`). Default false.
+    pub on_label_change: bool,
+}
+
+/// Create, update and delete on; annotation and label changes off.
+///
+/// ```
+/// let filters = wasmop_guest::Filters::default();
+/// assert!(filters.on_create && filters.on_update && filters.on_delete);
+/// assert!(!filters.on_annotation_change && !filters.on_label_change);
+/// ```
+impl Default for Filters {
+    fn default() -> Self {
+        Self { on_create: true, on_update: true, on_delete: true, on_annotation_change: false, on_label_change: false }
+    }
+}
+
+impl Filters {
+    fn to_wit(self) -> wit::EventFilters {
+        wit::EventFilters {
+            on_create: self.on_create,
+            on_update: self.on_update,
+            on_delete: self.on_delete,
+            on_annotation_change: self.on_annotation_change,
+            on_label_change: self.on_label_change,
+        }
+    }
+}
+
+/// What a plugin says about itself: its name, its primary kind and how it is scheduled (JOSDK's
+/// `@ControllerConfiguration`; controller-runtime's builder options and predicates).
+///
+/// Built with [`Config::new`] and the `#[must_use]` setters below; the fields are public to read.
+/// Whatever is left unset gets the host's default. Every setting can also be overridden per
+/// plugin at deployment time, in the host's configuration file.
+///
+/// | setter | default | JOSDK | controller-runtime |
+/// |---|---|---|---|
+/// | [`label_selector`](Config::label_selector) | none | `labelSelector` | `LabelSelectorPredicate` / cache selector |
+/// | [`field_selector`](Config::field_selector) | none | - | cache field selector |
+/// | [`generation_aware`](Config::generation_aware) | on | `generationAwareEventProcessing` | `predicate.GenerationChangedPredicate` |
+/// | [`filters`](Config::filters) | [`Filters::default`] | `onAddFilter` / `onUpdateFilter` | `predicate.Funcs`, `AnnotationChangedPredicate`, `LabelChangedPredicate` |
+/// | [`retry`](Config::retry) | host's: [`Retry::default`] | `GenericRetry` | rate-limited requeue on error |
+/// | [`max_reconcile_interval`](Config::max_reconcile_interval) | host's: 10 h | `maxReconciliationInterval` | `SyncPeriod` |
+/// | [`rate_limit`](Config::rate_limit) | none | `RateLimiter` (`LinearRateLimiter`) | - |
+/// | [`max_concurrent_reconciles`](Config::max_concurrent_reconciles) | host's (`--plugin-concurrency`, 8) | `maxConcurrentReconciliations` | `MaxConcurrentReconciles` |
+///
+/// ```
+/// use std::time::Duration;
+/// use wasmop_guest::{Config, Filters, Kind, RateLimit, Retry};
 ///
 /// let config = Config::new("webpage", Kind::namespaced("sample.wasmop.dev", "v1", "WebPage"))
 ///     .label_selector("tier=frontend")
-///     .retry(Retry { max_attempts: 3, ..Retry::default() })
-///     .max_reconcile_interval(Duration::from_secs(600));
+///     .field_selector("metadata.name!=ignored")
+///     .filters(Filters { on_label_change: true, ..Filters::default() })
+///     .retry(Retry { max_attempts: 3, jitter: 0.1, ..Retry::default() })
+///     .max_reconcile_interval(Duration::from_secs(600))
+///     .rate_limit(RateLimit { max_reconciles: 2, period: Duration::from_secs(3) })
+///     .max_concurrent_reconciles(4);
 /// assert!(config.generation_aware);
 /// ```
 #[derive(Clone, Debug, PartialEq)]
@@ -184,38 +305,59 @@ pub struct Config {
     pub name: String,
     /// The primary resource this plugin reconciles.
     pub primary: Kind,
-    /// Only reconcile primaries matching this label selector (Kubernetes syntax).
+    /// Only reconcile primaries matching this label selector (Kubernetes syntax); none by default.
     pub label_selector: Option<String>,
+    /// Only reconcile primaries matching this field selector (Kubernetes syntax); none by default.
+    pub field_selector: Option<String>,
+    /// Which changes of a primary lead to a reconcile; [`Filters::default`] by default.
+    pub filters: Filters,
     /// Skip updates that do not change `metadata.generation`; on by default.
     pub generation_aware: bool,
-    /// Retry policy; the host's default applies when absent.
+    /// Retry policy; the host's default ([`Retry::default`]) applies when absent.
     pub retry: Option<Retry>,
-    /// Reconcile at least this often even without events; the host's default applies when absent.
+    /// Reconcile at least this often even without events; the host's default (10 hours) applies
+    /// when absent, and zero turns it off.
     pub max_reconcile_interval: Option<Duration>,
+    /// Per-object rate limit; none when absent.
+    pub rate_limit: Option<RateLimit>,
+    /// How many objects of this plugin may be reconciled at once; the host's default applies
+    /// when absent.
+    pub max_concurrent_reconciles: Option<u32>,
 }
 
 impl Config {
     /// A plugin named `name` reconciling objects of kind `primary`, generation aware, with the
-    /// host's default retry policy and reconcile interval.
+    /// default [`Filters`], no selectors, no rate limit, and the host's default retry policy,
+    /// reconcile interval and concurrency.
     ///
     /// ```
-    /// use wasmop_guest::{Config, Kind};
+    /// use wasmop_guest::{Config, Filters, Kind};
     ///
     /// let config = Config::new("webpage", Kind::namespaced("sample.wasmop.dev", "v1", "WebPage"));
+    /// assert_eq!(config.filters, Filters::default());
+    /// assert_eq!(config.retry, None);
+    /// assert_eq!(config.rate_limit, None);
     /// ```
     pub fn new(name: impl Into<String>, primary: Kind) -> Self {
         Self {
             name: name.into(),
             primary,
             label_selector: None,
+            field_selector: None,
+            filters: Filters::default(),
             generation_aware: true,
             retry: None,
             max_reconcile_interval: None,
+            rate_limit: None,
+            max_concurrent_reconciles: None,
         }
     }
 
     /// Only reconcile primaries matching this label selector, in Kubernetes syntax
-    /// (`app=web,tier!=db`, `env in (prod,staging)`).
+    /// (`app=web,tier!=db`, `env in (prod,staging)`). None by default.
+    ///
+    /// JOSDK `labelSelector`; controller-runtime `predicate.LabelSelectorPredicate` or a cache
+    /// selector. The host applies it to its watch, so other objects are never even cached.
     ///
     /// ```
     /// # use wasmop_guest::{Config, Kind};
@@ -228,13 +370,56 @@ impl Config {
         self
     }
 
+    /// Only reconcile primaries matching this field selector, in Kubernetes syntax
+    /// (`metadata.name=web`, `metadata.namespace!=kube-system`). None by default.
+    ///
+    /// controller-runtime's cache field selector (`cache.Options.ByObject[..].Field`); JOSDK has
+    /// none. The host applies it to its watch; which fields are selectable depends on the kind
+    /// (`metadata.name` and `metadata.namespace` always are).
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Kind};
+    /// let config = Config::new("cm", Kind::namespaced("", "v1", "ConfigMap"))
+    ///     .field_selector("metadata.name!=kube-root-ca.crt");
+    /// assert_eq!(config.field_selector.as_deref(), Some("metadata.name!=kube-root-ca.crt"));
+    /// ```
+    #[must_use]
+    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Which changes of a primary lead to a reconcile, instead of [`Filters::default`] (create,
+    /// update and delete on; annotation and label changes off).
+    ///
+    /// controller-runtime `predicate.Funcs{CreateFunc, UpdateFunc, DeleteFunc}`,
+    /// `predicate.AnnotationChangedPredicate`, `predicate.LabelChangedPredicate`; JOSDK
+    /// `onAddFilter` / `onUpdateFilter`.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Filters, Kind};
+    /// // Also reconcile when annotations change, e.g. for an annotation-driven "reconcile now".
+    /// let config = Config::new("web", Kind::namespaced("example.com", "v1", "Web"))
+    ///     .filters(Filters { on_annotation_change: true, ..Filters::default() });
+    /// ```
+    #[must_use]
+    pub fn filters(mut self, filters: Filters) -> Self {
+        self.filters = filters;
+        self
+    }
+
     /// Whether to skip updates of the primary that do not change `metadata.generation` (status
-    /// and metadata-only updates). On by default.
+    /// and metadata-only updates, including the host's own status writes). On by default.
+    ///
+    /// JOSDK `generationAwareEventProcessing`; controller-runtime
+    /// `predicate.GenerationChangedPredicate`. Finalizer changes and deletion marking still
+    /// reconcile; annotation and label changes do when their [`Filters`] are on.
     ///
     /// ## Warning
     ///
-    /// Objects without a `metadata.generation`, such as ConfigMaps, never change generation:
-    /// turn this off for them, or updates are not seen until the next reschedule.
+    /// Objects without a `metadata.generation`, such as ConfigMaps, never change generation: the
+    /// host reconciles them on every change whatever this says, but turning it off for them
+    /// states the intent.
     ///
     /// ```
     /// # use wasmop_guest::{Config, Kind};
@@ -246,7 +431,10 @@ impl Config {
         self
     }
 
-    /// The retry policy for failed reconciles, instead of the host's default.
+    /// The retry policy for failed reconciles, instead of the host's default
+    /// ([`Retry::default`]: 5 attempts, 2 s, x1.5, at most 5 minutes, no jitter).
+    ///
+    /// JOSDK `GenericRetry`; controller-runtime's rate-limited requeue on error.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -256,6 +444,7 @@ impl Config {
     ///     initial_interval: Duration::from_millis(500),
     ///     multiplier: 2.0,
     ///     max_interval: Duration::from_secs(10),
+    ///     jitter: 0.2,
     /// });
     /// ```
     #[must_use]
@@ -264,7 +453,12 @@ impl Config {
         self
     }
 
-    /// Reconcile every primary at least this often, even when nothing happens to it.
+    /// Reconcile every primary at least this often, even when nothing happens to it, instead of
+    /// the host's default of 10 hours. [`Duration::ZERO`] turns it off.
+    ///
+    /// JOSDK `maxReconciliationInterval`; controller-runtime `SyncPeriod`. The interval is armed
+    /// anew after every reconcile; a shorter [`Outcome::reschedule_after`](crate::Outcome::reschedule_after)
+    /// wins.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -278,19 +472,58 @@ impl Config {
         self
     }
 
+    /// Limits how often one object is reconciled; none by default. See [`RateLimit`].
+    ///
+    /// JOSDK `RateLimiter` (`LinearRateLimiter`); controller-runtime has no per-object limit.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use wasmop_guest::{Config, Kind, RateLimit};
+    /// let config = Config::new("cm", Kind::namespaced("", "v1", "ConfigMap"))
+    ///     .rate_limit(RateLimit { max_reconciles: 5, period: Duration::from_secs(10) });
+    /// ```
+    #[must_use]
+    pub fn rate_limit(mut self, rate_limit: RateLimit) -> Self {
+        self.rate_limit = Some(rate_limit);
+        self
+    }
+
+    /// How many objects of this plugin may be reconciled at once, instead of the host's default
+    /// (its `--plugin-concurrency`, 8 unless set). One object is never reconciled twice at once,
+    /// whatever this says; the host's global limit still applies, and 0 counts as 1.
+    ///
+    /// JOSDK `maxConcurrentReconciliations`; controller-runtime `MaxConcurrentReconciles`.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Kind};
+    /// let config = Config::new("cm", Kind::namespaced("", "v1", "ConfigMap")).max_concurrent_reconciles(2);
+    /// ```
+    #[must_use]
+    pub fn max_concurrent_reconciles(mut self, max: u32) -> Self {
+        self.max_concurrent_reconciles = Some(max);
+        self
+    }
+
     pub(crate) fn into_wit(self) -> wit::PluginConfig {
         wit::PluginConfig {
             primary: self.primary.to_wit(),
             name: self.name,
             label_selector: self.label_selector,
+            field_selector: self.field_selector,
+            filters: self.filters.to_wit(),
             generation_aware: self.generation_aware,
             retry: self.retry.map(|retry| wit::RetryPolicy {
                 max_attempts: retry.max_attempts,
                 initial_interval_ms: millis(retry.initial_interval),
                 multiplier: retry.multiplier,
                 max_interval_ms: millis(retry.max_interval),
+                jitter: retry.jitter,
             }),
             max_reconcile_interval_ms: self.max_reconcile_interval.map(millis),
+            rate_limit: self
+                .rate_limit
+                .map(|limit| wit::RateLimit { max_reconciles: limit.max_reconciles, period_ms: millis(limit.period) }),
+            max_concurrent_reconciles: self.max_concurrent_reconciles,
         }
     }
 }
@@ -298,4 +531,125 @@ impl Config {
 /// Whole milliseconds, saturating at `u64::MAX`.
 pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::__private::describe;
+    use crate::{Context, Error, Outcome, Reconciler};
+
+    struct Defaults;
+
+    impl Reconciler for Defaults {
+        type Primary = serde_json::Value;
+
+        fn config() -> Config {
+            Config::new("defaults", Kind::namespaced("example.com", "v1", "Thing"))
+        }
+
+        fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> {
+            Ok(Outcome::done())
+        }
+    }
+
+    struct Everything;
+
+    impl Reconciler for Everything {
+        type Primary = serde_json::Value;
+
+        fn config() -> Config {
+            Config::new("everything", Kind::cluster("example.com", "v2", "Policy").plural("policies"))
+                .label_selector("app=web")
+                .field_selector("metadata.name!=skip")
+                .filters(Filters {
+                    on_create: false,
+                    on_delete: false,
+                    on_annotation_change: true,
+                    on_label_change: true,
+                    ..Filters::default()
+                })
+                .generation_aware(false)
+                .retry(Retry {
+                    max_attempts: 3,
+                    initial_interval: Duration::from_millis(250),
+                    multiplier: 2.0,
+                    max_interval: Duration::from_secs(10),
+                    jitter: 0.25,
+                })
+                .max_reconcile_interval(Duration::ZERO)
+                .rate_limit(RateLimit { max_reconciles: 2, period: Duration::from_millis(3_500) })
+                .max_concurrent_reconciles(4)
+        }
+
+        fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> {
+            Ok(Outcome::done())
+        }
+    }
+
+    #[test]
+    fn describe_with_defaults() {
+        let config = describe::<Defaults>();
+        assert_eq!(config.name, "defaults");
+        assert_eq!(
+            (config.primary.group.as_str(), config.primary.version.as_str(), config.primary.kind.as_str()),
+            ("example.com", "v1", "Thing")
+        );
+        assert_eq!(config.primary.plural, None);
+        assert!(config.primary.namespaced);
+        assert_eq!(config.label_selector, None);
+        assert_eq!(config.field_selector, None);
+        let f = config.filters;
+        assert_eq!(
+            (f.on_create, f.on_update, f.on_delete, f.on_annotation_change, f.on_label_change),
+            (true, true, true, false, false)
+        );
+        assert!(config.generation_aware);
+        assert!(config.retry.is_none());
+        assert_eq!(config.max_reconcile_interval_ms, None);
+        assert!(config.rate_limit.is_none());
+        assert_eq!(config.max_concurrent_reconciles, None);
+    }
+
+    #[test]
+    fn describe_with_every_setting() {
+        let config = describe::<Everything>();
+        assert_eq!(config.primary.plural.as_deref(), Some("policies"));
+        assert!(!config.primary.namespaced);
+        assert_eq!(config.label_selector.as_deref(), Some("app=web"));
+        assert_eq!(config.field_selector.as_deref(), Some("metadata.name!=skip"));
+        let f = config.filters;
+        assert_eq!(
+            (f.on_create, f.on_update, f.on_delete, f.on_annotation_change, f.on_label_change),
+            (false, true, false, true, true)
+        );
+        assert!(!config.generation_aware);
+        let retry = config.retry.expect("a retry policy");
+        assert_eq!(retry.max_attempts, 3);
+        assert_eq!(retry.initial_interval_ms, 250);
+        assert_eq!(retry.multiplier, 2.0);
+        assert_eq!(retry.max_interval_ms, 10_000);
+        assert_eq!(retry.jitter, 0.25);
+        assert_eq!(config.max_reconcile_interval_ms, Some(0), "zero turns the interval off");
+        let limit = config.rate_limit.expect("a rate limit");
+        assert_eq!((limit.max_reconciles, limit.period_ms), (2, 3_500));
+        assert_eq!(config.max_concurrent_reconciles, Some(4));
+    }
+
+    #[test]
+    fn retry_default_has_no_jitter_and_goes_through_describe() {
+        assert_eq!(Retry::default().jitter, 0.0);
+        let config = Config::new("r", Kind::namespaced("", "v1", "ConfigMap")).retry(Retry::default()).into_wit();
+        let retry = config.retry.expect("a retry policy");
+        assert_eq!((retry.max_attempts, retry.initial_interval_ms, retry.max_interval_ms), (5, 2_000, 300_000));
+        assert_eq!((retry.multiplier, retry.jitter), (1.5, 0.0));
+    }
+
+    #[test]
+    fn durations_saturate() {
+        let config = Config::new("r", Kind::namespaced("", "v1", "ConfigMap"))
+            .rate_limit(RateLimit { max_reconciles: 1, period: Duration::MAX })
+            .into_wit();
+        assert_eq!(config.rate_limit.map(|limit| limit.period_ms), Some(u64::MAX));
+    }
 }

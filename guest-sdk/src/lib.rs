@@ -82,7 +82,7 @@ mod context;
 mod outcome;
 pub mod testing;
 
-pub use config::{Config, Kind, Retry};
+pub use config::{Config, Filters, Kind, RateLimit, Retry};
 pub use context::{Context, Level};
 pub use outcome::{Error, Event, EventType, Outcome};
 
@@ -114,9 +114,10 @@ pub mod bindings {
 
 /// A controller for one kind of primary resource.
 ///
-/// The host calls [`Reconciler::config`] once when it loads the plugin and
+/// The host calls [`Reconciler::config`] once when it loads the plugin,
 /// [`Reconciler::reconcile`] whenever the primary needs attention (it changed, a reschedule came
-/// due, a retry is due). Reconcile must be idempotent: it states what the world should look like,
+/// due, a retry is due), and [`Reconciler::error_status`] (optional) when a reconcile failed and
+/// no retry will follow. Reconcile must be idempotent: it states what the world should look like,
 /// and the host writes it.
 ///
 /// ```
@@ -197,6 +198,61 @@ pub trait Reconciler {
     /// }
     /// ```
     fn reconcile(primary: Self::Primary, ctx: &Context) -> Result<Outcome, Error>;
+
+    /// The status to record when a reconcile failed and no retry will follow (JOSDK's
+    /// `ErrorStatusHandler.updateErrorStatus`): after the last attempt of a transient error (a trap
+    /// such as a panic counts as one, its message the trap's), or after a permanent or invalid
+    /// one. Returns `None` (the default) to leave the status alone.
+    ///
+    /// What it returns must serialize to a JSON object, which the host merges into `.status` as
+    /// [`Outcome::status`] does; anything else is logged as an error and ignored. `primary` is
+    /// the object the failed attempt saw, `error` what it returned, and `ctx` has the failed
+    /// attempt's [`Context::attempt`] and [`Context::is_last_attempt`] (false for a permanent
+    /// error before the last attempt) and can read the host's caches. The hook is not called for
+    /// a primary that does not deserialize as [`Reconciler::Primary`].
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::serde::Serialize;
+    /// use wasmop_guest::serde_json::json;
+    /// # struct Watcher;
+    /// impl Reconciler for Watcher {
+    /// #   type Primary = wasmop_guest::serde_json::Value;
+    /// #   fn config() -> Config { Config::new("watcher", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #   fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    ///     fn error_status(_primary: Self::Primary, error: &Error, ctx: &Context) -> Option<impl Serialize> {
+    ///         Some(json!({ "phase": "Failed", "message": error.message(), "attempts": ctx.attempt() + 1 }))
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// A typed status works too, and may borrow from `error`:
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// #[derive(serde::Serialize)]
+    /// #[serde(rename_all = "camelCase")]
+    /// struct Failed<'a> {
+    ///     last_error: &'a str,
+    /// }
+    /// # struct Watcher;
+    /// impl Reconciler for Watcher {
+    /// #   type Primary = wasmop_guest::serde_json::Value;
+    /// #   fn config() -> Config { Config::new("watcher", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #   fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    ///     fn error_status(
+    ///         _primary: Self::Primary,
+    ///         error: &Error,
+    ///         _ctx: &Context,
+    ///     ) -> Option<impl serde::Serialize> {
+    ///         Some(Failed { last_error: error.message() })
+    ///     }
+    /// }
+    /// ```
+    fn error_status(primary: Self::Primary, error: &Error, ctx: &Context) -> Option<impl serde::Serialize> {
+        let _ = (primary, error, ctx);
+        None::<()>
+    }
 }
 
 /// Exports a [`Reconciler`] as the plugin's `wasmop:plugin/reconciler` implementation.
@@ -242,6 +298,13 @@ macro_rules! export {
                 ) -> ::core::result::Result<$crate::__private::WitOutcome, $crate::__private::ReconcileError> {
                     $crate::__private::reconcile::<$reconciler>(request)
                 }
+
+                fn update_error_status(
+                    request: $crate::__private::ReconcileRequest,
+                    error: $crate::__private::ReconcileError,
+                ) -> ::core::option::Option<::std::string::String> {
+                    $crate::__private::update_error_status::<$reconciler>(request, error)
+                }
             }
 
             #[cfg(target_arch = "wasm32")]
@@ -258,9 +321,14 @@ macro_rules! export {
                 fn(
                     $crate::__private::ReconcileRequest,
                 ) -> ::core::result::Result<$crate::__private::WitOutcome, $crate::__private::ReconcileError>,
+                fn(
+                    $crate::__private::ReconcileRequest,
+                    $crate::__private::ReconcileError,
+                ) -> ::core::option::Option<::std::string::String>,
             ) = (
                 <__WasmopGuestExport as $crate::__private::Guest>::describe,
                 <__WasmopGuestExport as $crate::__private::Guest>::reconcile,
+                <__WasmopGuestExport as $crate::__private::Guest>::update_error_status,
             );
         };
     };
@@ -275,6 +343,25 @@ pub(crate) fn run<R: Reconciler>(object: &str, ctx: &Context) -> Result<Outcome,
     let outcome = R::reconcile(primary, ctx)?;
     outcome.check()?;
     Ok(outcome)
+}
+
+/// Runs `R`'s [`Reconciler::error_status`] on the primary's JSON text after `error`: the one code
+/// path shared by the component export and [`testing`]. `None` when the primary does not
+/// deserialize, the hook gives nothing, or what it gives is not a JSON object (logged).
+pub(crate) fn error_status<R: Reconciler>(object: &str, error: &Error, ctx: &Context) -> Option<serde_json::Value> {
+    let primary: R::Primary = serde_json::from_str(object).ok()?;
+    let status = R::error_status(primary, error, ctx)?;
+    match serde_json::to_value(status) {
+        Ok(status @ serde_json::Value::Object(_)) => Some(status),
+        Ok(other) => {
+            ctx.error(format!("error_status must return a JSON object, got {other}; the status is left alone"));
+            None
+        }
+        Err(e) => {
+            ctx.error(format!("the error status does not serialize: {e}; the status is left alone"));
+            None
+        }
+    }
 }
 
 /// Glue used by [`export!`]; not part of the API.
@@ -297,5 +384,75 @@ pub mod __private {
     pub fn reconcile<R: Reconciler>(request: ReconcileRequest) -> Result<WitOutcome, ReconcileError> {
         let ctx = Context::new(Box::new(WitHost), request.attempt, request.last_attempt);
         crate::run::<R>(&request.object, &ctx).map(crate::Outcome::into_wit).map_err(crate::Error::into_wit)
+    }
+
+    /// `update-error-status` for `R`, talking to the real host imports.
+    pub fn update_error_status<R: Reconciler>(request: ReconcileRequest, error: ReconcileError) -> Option<String> {
+        let ctx = Context::new(Box::new(WitHost), request.attempt, request.last_attempt);
+        crate::error_status::<R>(&request.object, &crate::Error::from_wit(error), &ctx).map(|status| status.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::__private::{ReconcileError, ReconcileRequest, update_error_status};
+    use super::*;
+
+    /// An error status that names the error and the attempt, without calling the host (the
+    /// native stubs of the host imports panic).
+    struct Reporter;
+
+    impl Reconciler for Reporter {
+        type Primary = k8s_openapi::api::core::v1::ConfigMap;
+
+        fn config() -> Config {
+            Config::new("reporter", Kind::namespaced("", "v1", "ConfigMap"))
+        }
+
+        fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> {
+            Err(Error::transient("never works"))
+        }
+
+        fn error_status(primary: Self::Primary, error: &Error, ctx: &Context) -> Option<impl serde::Serialize> {
+            Some(json!({
+                "name": primary.metadata.name,
+                "error": error.to_string(),
+                "attempt": ctx.attempt(),
+                "last": ctx.is_last_attempt(),
+            }))
+        }
+    }
+
+    fn request(object: &str) -> ReconcileRequest {
+        ReconcileRequest { object: object.to_owned(), attempt: 3, last_attempt: true }
+    }
+
+    #[test]
+    fn update_error_status_export_decodes_the_request_and_encodes_the_status() {
+        let object = json!({ "metadata": { "name": "cm" } }).to_string();
+        for (error, text) in [
+            (ReconcileError::Transient("t".into()), "transient: t"),
+            (ReconcileError::Permanent("p".into()), "permanent: p"),
+            (ReconcileError::Invalid("i".into()), "invalid: i"),
+        ] {
+            let status = update_error_status::<Reporter>(request(&object), error).expect("a status");
+            let status: Value = serde_json::from_str(&status).expect("JSON");
+            assert_eq!(status, json!({ "name": "cm", "error": text, "attempt": 3, "last": true }));
+        }
+    }
+
+    #[test]
+    fn update_error_status_export_gives_none_for_a_primary_that_does_not_decode() {
+        let error = ReconcileError::Invalid("the primary does not deserialize".into());
+        assert_eq!(update_error_status::<Reporter>(request(r#"{"data": 42}"#), error), None);
+    }
+
+    #[test]
+    fn errors_cross_the_boundary_unchanged() {
+        for error in [Error::transient("a"), Error::permanent("b"), Error::invalid("c")] {
+            assert_eq!(Error::from_wit(error.clone().into_wit()), error);
+        }
     }
 }

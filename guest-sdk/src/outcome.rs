@@ -271,6 +271,14 @@ impl Error {
         }
     }
 
+    pub(crate) fn from_wit(error: wit::ReconcileError) -> Self {
+        match error {
+            wit::ReconcileError::Transient(message) => Self::Transient(message),
+            wit::ReconcileError::Permanent(message) => Self::Permanent(message),
+            wit::ReconcileError::Invalid(message) => Self::Invalid(message),
+        }
+    }
+
     pub(crate) fn into_wit(self) -> wit::ReconcileError {
         match self {
             Self::Transient(message) => wit::ReconcileError::Transient(message),

@@ -3,7 +3,9 @@
 //! [`FakeHost`] holds the objects that [`Context::get`](crate::Context::get) and
 //! [`Context::list`](crate::Context::list) see and records the plugin's logs. Its `reconcile`
 //! methods run the plugin's code natively, through the same decode and check steps as the
-//! component export, and return a [`Run`] to inspect. Nothing here calls the host imports, so it
+//! component export, and return a [`Run`] to inspect. Its `error_status` methods, and
+//! [`Run::error_status`] after a failed run, call the plugin's
+//! [`Reconciler::error_status`] hook the same way. Nothing here calls the host imports, so it
 //! works under a plain `cargo test`.
 //!
 //! ```
@@ -223,15 +225,116 @@ impl FakeHost {
     /// assert!(matches!(run.error(), Error::Invalid(_)));
     /// ```
     pub fn reconcile_json<R: Reconciler>(&self, json: &str, attempt: u32, last_attempt: bool) -> Run {
-        let logs = Rc::new(RefCell::new(Vec::new()));
-        let backend =
-            Backend { objects: self.objects.clone(), failures: self.failures.clone(), logs: Rc::clone(&logs) };
-        let ctx = Context::new(Box::new(backend), attempt, last_attempt);
+        let (ctx, logs) = self.context(attempt, last_attempt);
         let result = crate::run::<R>(json, &ctx);
         drop(ctx);
         let logs = logs.take();
-        Run { result, logs }
+        Run {
+            result,
+            logs,
+            request: Request { host: self.clone(), json: json.to_owned(), attempt, last_attempt },
+            error_status: crate::error_status::<R>,
+        }
     }
+
+    /// Calls `R`'s [`Reconciler::error_status`] hook for `primary` after `error`, as the host
+    /// does when a first attempt (not the last) fails with no retry to follow, i.e. with a
+    /// permanent or invalid error. Returns the status the host would merge into `.status`.
+    ///
+    /// As in the component, `None` when the primary does not deserialize as `R::Primary`, when
+    /// the hook returns `None`, or when what it returns is not a JSON object (the plugin's log,
+    /// printed on stderr, says why).
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// # struct Noop;
+    /// # impl Reconciler for Noop {
+    /// #     type Primary = wasmop_guest::serde_json::Value;
+    /// #     fn config() -> Config { Config::new("noop", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #     fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    /// # }
+    ///
+    /// // Noop keeps the default hook: no error status.
+    /// let status = FakeHost::new().error_status::<Noop>(&json!({}), &Error::permanent("broken"));
+    /// assert_eq!(status, None);
+    /// ```
+    pub fn error_status<R: Reconciler>(&self, primary: &impl Serialize, error: &Error) -> Option<Value> {
+        self.error_status_attempt::<R>(primary, error, 0, false)
+    }
+
+    /// [`FakeHost::error_status`] after attempt number `attempt` (0 for the first), which is the
+    /// last one when `last_attempt` is true: the usual case for a transient error.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// # struct Noop;
+    /// # impl Reconciler for Noop {
+    /// #     type Primary = wasmop_guest::serde_json::Value;
+    /// #     fn config() -> Config { Config::new("noop", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #     fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    /// # }
+    ///
+    /// let status = FakeHost::new().error_status_attempt::<Noop>(&json!({}), &Error::transient("down"), 5, true);
+    /// ```
+    pub fn error_status_attempt<R: Reconciler>(
+        &self,
+        primary: &impl Serialize,
+        error: &Error,
+        attempt: u32,
+        last_attempt: bool,
+    ) -> Option<Value> {
+        let json = serde_json::to_string(primary)
+            .unwrap_or_else(|e| panic!("FakeHost::error_status: the primary does not serialize: {e}"));
+        self.error_status_json::<R>(&json, error, attempt, last_attempt)
+    }
+
+    /// [`FakeHost::error_status`] on a primary given as JSON text, exactly as the host passes it.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::testing::FakeHost;
+    /// # struct Noop;
+    /// # impl Reconciler for Noop {
+    /// #     type Primary = wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
+    /// #     fn config() -> Config { Config::new("noop", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #     fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    /// # }
+    ///
+    /// // A primary that does not deserialize gets no error status.
+    /// let status = FakeHost::new().error_status_json::<Noop>(r#"{"data": 42}"#, &Error::invalid("bad"), 0, false);
+    /// assert_eq!(status, None);
+    /// ```
+    pub fn error_status_json<R: Reconciler>(
+        &self,
+        json: &str,
+        error: &Error,
+        attempt: u32,
+        last_attempt: bool,
+    ) -> Option<Value> {
+        let (ctx, _logs) = self.context(attempt, last_attempt);
+        crate::error_status::<R>(json, error, &ctx)
+    }
+
+    /// A [`Context`] on a copy of this host's objects, and the log it records to.
+    fn context(&self, attempt: u32, last_attempt: bool) -> (Context, Rc<RefCell<Vec<LogLine>>>) {
+        let logs = Rc::new(RefCell::new(Vec::new()));
+        let backend =
+            Backend { objects: self.objects.clone(), failures: self.failures.clone(), logs: Rc::clone(&logs) };
+        (Context::new(Box::new(backend), attempt, last_attempt), logs)
+    }
+}
+
+/// What a [`Run`] was asked to do, kept for [`Run::error_status`].
+#[derive(Debug)]
+struct Request {
+    host: FakeHost,
+    json: String,
+    attempt: u32,
+    last_attempt: bool,
 }
 
 /// The host a [`Context`] talks to in a test run: a copy of the [`FakeHost`]'s objects and a
@@ -417,6 +520,9 @@ pub struct LogLine {
 pub struct Run {
     result: Result<Outcome, Error>,
     logs: Vec<LogLine>,
+    request: Request,
+    /// `crate::error_status` for the reconciler that ran.
+    error_status: fn(&str, &Error, &Context) -> Option<Value>,
 }
 
 impl Run {
@@ -529,6 +635,26 @@ impl Run {
     /// ```
     pub fn logs(&self) -> &[LogLine] {
         &self.logs
+    }
+
+    /// Calls the reconciler's [`Reconciler::error_status`] hook with this run's primary, attempt
+    /// and error, as the host does when no retry follows the failure: what it would merge into
+    /// `.status`. Panics if the reconcile succeeded.
+    ///
+    /// The host only calls the hook when no retry follows (the last attempt, or a permanent or
+    /// invalid error); this calls it whatever the error. See [`FakeHost::error_status`] for when
+    /// it gives `None`.
+    ///
+    /// ```
+    /// # fn f(run: &wasmop_guest::testing::Run) {
+    /// assert_eq!(run.error_status().unwrap()["phase"], "Failed");
+    /// # }
+    /// ```
+    pub fn error_status(&self) -> Option<Value> {
+        let error = self.error();
+        let Request { host, json, attempt, last_attempt } = &self.request;
+        let (ctx, _logs) = host.context(*attempt, *last_attempt);
+        (self.error_status)(json, error, &ctx)
     }
 }
 
@@ -702,5 +828,102 @@ mod tests {
     #[should_panic(expected = "the reconcile failed: invalid")]
     fn outcome_accessors_panic_on_error() {
         let _ = FakeHost::new().reconcile_json::<Lookup>("[]", 0, false).status();
+    }
+
+    /// Fails unless `data.mode` is `ok`; its error status depends on `data.mode` too.
+    struct Flaky;
+
+    impl Reconciler for Flaky {
+        type Primary = ConfigMap;
+
+        fn config() -> Config {
+            Config::new("flaky", Kind::of::<ConfigMap>())
+        }
+
+        fn reconcile(primary: ConfigMap, ctx: &Context) -> Result<Outcome, Error> {
+            match primary.data.unwrap_or_default().get("mode").map(String::as_str) {
+                Some("ok") => Ok(Outcome::done()),
+                Some("permanent") => Err(Error::permanent("gave up")),
+                _ => Err(Error::transient(format!("down at attempt {}", ctx.attempt()))),
+            }
+        }
+
+        fn error_status(primary: ConfigMap, error: &Error, ctx: &Context) -> Option<impl Serialize> {
+            let mode = primary.data.unwrap_or_default().remove("mode").unwrap_or_default();
+            match mode.as_str() {
+                "quiet" => return None,
+                "array" => return Some(json!([error.message()])),
+                _ => {}
+            }
+            let namespace = primary.metadata.namespace.as_deref();
+            let typed: Option<Value> = ctx.get(&Kind::of::<ConfigMap>(), namespace, "typed").ok()?;
+            ctx.info("writing the error status");
+            Some(json!({
+                "error": error.to_string(),
+                "attempt": ctx.attempt(),
+                "last": ctx.is_last_attempt(),
+                "sawTyped": typed.is_some(),
+            }))
+        }
+    }
+
+    fn flaky(mode: &str) -> Value {
+        config_map("p", json!({}), json!({ "mode": mode }))
+    }
+
+    #[test]
+    fn error_status_of_a_run_uses_its_error_attempt_and_host() {
+        let run = host().reconcile_attempt::<Flaky>(&flaky("transient"), 4, true);
+        assert_eq!(run.error(), &Error::transient("down at attempt 4"));
+        assert_eq!(
+            run.error_status(),
+            Some(json!({ "error": "transient: down at attempt 4", "attempt": 4, "last": true, "sawTyped": true }))
+        );
+        // The run's logs are the reconcile's only.
+        assert!(run.logs().is_empty());
+    }
+
+    #[test]
+    fn error_status_from_the_fake_host() {
+        let status = FakeHost::new().error_status::<Flaky>(&flaky("permanent"), &Error::permanent("gave up"));
+        assert_eq!(
+            status,
+            Some(json!({ "error": "permanent: gave up", "attempt": 0, "last": false, "sawTyped": false }))
+        );
+        let status = host().error_status_attempt::<Flaky>(&flaky("x"), &Error::invalid("no"), 2, true);
+        assert_eq!(status, Some(json!({ "error": "invalid: no", "attempt": 2, "last": true, "sawTyped": true })));
+        let json = flaky("x").to_string();
+        let status = host().error_status_json::<Flaky>(&json, &Error::transient("t"), 1, false);
+        assert_eq!(status.unwrap()["attempt"], 1);
+    }
+
+    #[test]
+    fn error_status_none_cases() {
+        let host = host();
+        let error = Error::transient("t");
+        assert_eq!(host.error_status::<Flaky>(&flaky("quiet"), &error), None, "the hook says none");
+        assert_eq!(host.error_status::<Lookup>(&flaky("x"), &error), None, "the default hook");
+        assert_eq!(host.error_status_json::<Flaky>("[]", &error, 0, true), None, "the primary does not decode");
+        assert_eq!(host.error_status_json::<Flaky>("not json", &error, 0, true), None, "not JSON");
+        let failing = host.failing(&Kind::of::<ConfigMap>(), "not watched");
+        assert_eq!(failing.error_status::<Flaky>(&flaky("x"), &error), None, "the hook's own `?`");
+    }
+
+    #[test]
+    fn non_object_error_status_is_ignored_and_logged() {
+        let json = flaky("array").to_string();
+        let (ctx, logs) = FakeHost::new().context(0, true);
+        assert_eq!(crate::error_status::<Flaky>(&json, &Error::transient("t"), &ctx), None);
+        drop(ctx);
+        let logs = logs.take();
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        assert_eq!(logs[0].level, Level::Error);
+        assert!(logs[0].message.contains("JSON object") && logs[0].message.contains(r#"["t"]"#), "{logs:?}");
+    }
+
+    #[test]
+    #[should_panic(expected = "the reconcile succeeded")]
+    fn error_status_of_a_successful_run_panics() {
+        let _ = FakeHost::new().reconcile::<Flaky>(&flaky("ok")).error_status();
     }
 }
