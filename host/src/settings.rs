@@ -200,32 +200,13 @@ pub fn resolve(config: &PluginConfig, overrides: &Overrides, defaults: &Defaults
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::bindings::wasmop::plugin::types::{EventFilters, KindRef, RateLimit as WitRateLimit};
+    use crate::runtime::bindings::wasmop::plugin::types::RateLimit as WitRateLimit;
 
     fn config() -> PluginConfig {
         PluginConfig {
-            name: "p".into(),
-            primary: KindRef {
-                group: "g".into(),
-                version: "v1".into(),
-                kind: "K".into(),
-                plural: None,
-                namespaced: true,
-            },
             label_selector: Some("app=a".into()),
-            field_selector: None,
-            filters: EventFilters {
-                on_create: true,
-                on_update: true,
-                on_delete: true,
-                on_annotation_change: false,
-                on_label_change: false,
-            },
-            generation_aware: true,
-            retry: None,
-            max_reconcile_interval_ms: None,
             rate_limit: Some(WitRateLimit { max_reconciles: 5, period_ms: 1000 }),
-            max_concurrent_reconciles: None,
+            ..crate::runtime::bindings::test_config("K")
         }
     }
 

@@ -19,6 +19,7 @@ use kube::{Client, Config, ResourceExt};
 use serde::Deserialize as _;
 use tokio_util::sync::CancellationToken;
 use wasmop::host::HostSettings;
+use wasmop::runtime::bindings::wasmop::plugin::types::KindRef;
 use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
 
@@ -130,6 +131,19 @@ pub fn plugin(name: &str) -> PathBuf {
     let path = workspace_root().join("plugins/dist").join(format!("{name}.wasm"));
     assert!(path.exists(), "{} is missing: run `make plugins` first", path.display());
     path
+}
+
+/// A cache that holds nothing and refuses no kind: the guest's view for calls without a
+/// cluster.
+pub struct EmptyCache;
+
+impl wasmop::runtime::CacheReader for EmptyCache {
+    fn get(&self, _: &KindRef, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+    fn list(&self, _: &KindRef, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
 }
 
 /// A runtime with test-sized limits and a compile cache under `target/`.

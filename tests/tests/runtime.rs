@@ -4,21 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmop::runtime::bindings::wasmop::plugin::types::{KindRef, ReconcileError, ReconcileRequest};
-use wasmop::runtime::{CacheReader, CallError, Limits, LoadError};
-use wasmop_tests::{plugin, runtime};
-
-/// A cache that holds nothing and refuses no kind.
-struct EmptyCache;
-
-impl CacheReader for EmptyCache {
-    fn get(&self, _: &KindRef, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
-        Ok(None)
-    }
-    fn list(&self, _: &KindRef, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
-        Ok(Vec::new())
-    }
-}
+use wasmop::runtime::bindings::wasmop::plugin::types::{ReconcileError, ReconcileRequest};
+use wasmop::runtime::{CallError, Limits, LoadError};
+use wasmop_tests::{EmptyCache, plugin, runtime};
 
 fn limits() -> Limits {
     Limits { deadline: Duration::from_millis(300), memory_bytes: 64 << 20 }

@@ -12,3 +12,27 @@ pub const CONTRACT_VERSION: &str = "0.1.0";
 
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";
+
+/// A plugin configuration with the SDK's defaults for `kind` in group `g`, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_config(kind: &str) -> wasmop::plugin::types::PluginConfig {
+    use wasmop::plugin::types::{EventFilters, KindRef, PluginConfig};
+    PluginConfig {
+        name: "p".into(),
+        primary: KindRef { group: "g".into(), version: "v1".into(), kind: kind.into(), plural: None, namespaced: true },
+        label_selector: None,
+        field_selector: None,
+        filters: EventFilters {
+            on_create: true,
+            on_update: true,
+            on_delete: true,
+            on_annotation_change: false,
+            on_label_change: false,
+        },
+        generation_aware: true,
+        retry: None,
+        max_reconcile_interval_ms: None,
+        rate_limit: None,
+        max_concurrent_reconciles: None,
+    }
+}

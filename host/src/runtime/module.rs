@@ -168,35 +168,6 @@ fn forward_output(plugin: &str, store: &Store<Sandbox>) {
     }
 }
 
-#[cfg(test)]
-fn minimal_config() -> PluginConfig {
-    use super::bindings::wasmop::plugin::types::KindRef;
-    PluginConfig {
-        name: String::new(),
-        primary: KindRef {
-            group: String::new(),
-            version: String::new(),
-            kind: String::new(),
-            plural: None,
-            namespaced: true,
-        },
-        label_selector: None,
-        field_selector: None,
-        filters: super::bindings::wasmop::plugin::types::EventFilters {
-            on_create: true,
-            on_update: true,
-            on_delete: true,
-            on_annotation_change: false,
-            on_label_change: false,
-        },
-        generation_aware: true,
-        retry: None,
-        max_reconcile_interval_ms: None,
-        rate_limit: None,
-        max_concurrent_reconciles: None,
-    }
-}
-
 /// Checks what `describe()` returned before the host relies on it.
 fn validate(config: &PluginConfig) -> Result<(), String> {
     let is_dns_label = |s: &str| {
@@ -232,7 +203,7 @@ mod tests {
 
     #[test]
     fn config_names_must_be_dns_labels() {
-        let mut config = minimal_config();
+        let mut config = crate::runtime::bindings::test_config("");
         config.primary.version = "v1".into();
         config.primary.kind = "WebPage".into();
         config.name = "Web Page".into();

@@ -20,22 +20,11 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use wasmop::runtime::bindings::wasmop::plugin::types::{KindRef, ReconcileRequest};
+use wasmop::runtime::bindings::wasmop::plugin::types::ReconcileRequest;
 use wasmop::runtime::{CacheReader, Limits};
-use wasmop_tests::{RunningHost, apply_file, client, namespace, plugin, runtime, workspace_root};
+use wasmop_tests::{EmptyCache, RunningHost, apply_file, client, namespace, plugin, runtime, workspace_root};
 
 const CONCURRENCY: usize = 4;
-
-struct EmptyCache;
-
-impl CacheReader for EmptyCache {
-    fn get(&self, _: &KindRef, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
-        Ok(None)
-    }
-    fn list(&self, _: &KindRef, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
-        Ok(Vec::new())
-    }
-}
 
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
