@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio::sync::Semaphore;
 
 use crate::controller;
+use crate::informer::Registry;
 use crate::runtime::{LoadError, Module, Runtime};
 use crate::settings::{Defaults, HostConfig, resolve};
 
@@ -89,12 +90,21 @@ pub struct HostSettings {
 /// Runs a controller per module until `shutdown` fires.
 pub async fn run(client: Client, modules: Vec<Arc<Module>>, settings: HostSettings, shutdown: CancellationToken) {
     let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
+    let registry = Registry::new(client.clone());
     let mut controllers = tokio::task::JoinSet::new();
     for module in modules {
         let overrides = settings.config.plugins.get(module.name()).cloned().unwrap_or_default();
         let resolved = resolve(module.config(), &overrides, &settings.defaults);
         tracing::info!(plugin = module.name(), digest = module.digest(), path = %module.path().display(), ?resolved, "plugin loaded");
-        controllers.spawn(controller::run(module, client.clone(), resolved, Some(global.clone()), shutdown.clone()));
+        let registry = registry.clone();
+        controllers.spawn(controller::run(
+            module,
+            client.clone(),
+            registry,
+            resolved,
+            Some(global.clone()),
+            shutdown.clone(),
+        ));
     }
     while let Some(done) = controllers.join_next().await {
         if let Err(err) = done {

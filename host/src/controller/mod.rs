@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use filter::{ChangeFilter, Filters};
 
-use crate::informer::{self, WatchedCache};
+use crate::informer::{self, Registry, WatchedCache};
 use crate::object::ObjectKey;
 use crate::runtime::Module;
 use crate::scheduler::{self, Priority, Settings};
@@ -35,6 +35,7 @@ const BACKGROUND_AGING: Duration = Duration::from_secs(5);
 pub async fn run(
     module: Arc<Module>,
     client: Client,
+    registry: Arc<Registry>,
     settings: Resolved,
     global: Option<Arc<Semaphore>>,
     shutdown: CancellationToken,
@@ -55,7 +56,10 @@ pub async fn run(
     };
     let selectors =
         informer::Selectors { labels: settings.label_selector.as_deref(), fields: settings.field_selector.as_deref() };
-    let (store, events) = informer::watch(client.clone(), &resource, settings.namespace.as_deref(), selectors);
+    // Held for the controller's life: the shared watch stops when its last subscriber goes.
+    let subscription = registry.subscribe(&resource, settings.namespace.as_deref(), selectors);
+    let store = subscription.store();
+    let events = subscription.events();
     let reconciler = Arc::new(Reconciler {
         module: module.clone(),
         cache: WatchedCache::new(vec![(config.primary.clone(), resource.clone(), store.clone())]),
@@ -85,7 +89,7 @@ pub async fn run(
             _ = shutdown.cancelled() => break,
         };
         match event {
-            Some(Ok(watcher::Event::Apply(object))) => {
+            Some(watcher::Event::Apply(object)) => {
                 if let Some(key) = ObjectKey::of(&object)
                     && filter.admit(&key, &object.metadata)
                 {
@@ -93,7 +97,7 @@ pub async fn run(
                 }
             }
             // The initial list (and re-lists after a watch restart) must not starve live changes.
-            Some(Ok(watcher::Event::InitApply(object))) => {
+            Some(watcher::Event::InitApply(object)) => {
                 if let Some(key) = ObjectKey::of(&object) {
                     listed.insert(key.clone());
                     if filter.admit(&key, &object.metadata) {
@@ -101,27 +105,27 @@ pub async fn run(
                     }
                 }
             }
-            Some(Ok(watcher::Event::Delete(object))) => {
+            Some(watcher::Event::Delete(object)) => {
                 if let Some(key) = ObjectKey::of(&object) {
                     filter.forget(&key);
                     handle.forget(key);
                 }
             }
-            Some(Ok(watcher::Event::Init)) => {
+            Some(watcher::Event::Init) => {
                 listed.clear();
                 tracing::debug!(plugin, "listing primaries");
             }
-            Some(Ok(watcher::Event::InitDone)) => {
+            Some(watcher::Event::InitDone) => {
                 for key in filter.retain_listed(&std::mem::take(&mut listed)) {
                     handle.forget(key);
                 }
                 tracing::info!(plugin, "primary cache synced");
             }
-            Some(Err(err)) => tracing::warn!(plugin, %err, "watch failed; retrying with backoff"),
             None => break,
         }
     }
     drop(handle);
+    drop(subscription);
     if let Err(err) = scheduler.await {
         tracing::error!(plugin, %err, "scheduler stopped abnormally");
     }

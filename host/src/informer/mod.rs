@@ -1,5 +1,5 @@
-//! The primary informer: a `kube` watcher over dynamic objects feeding a reflector store that
-//! the scheduler and the guest's cache imports read.
+//! Informers: `kube` watchers over dynamic objects feeding reflector stores, shared between
+//! controllers through the [`Registry`], and the guest's view of those caches.
 
 use std::sync::Arc;
 
@@ -12,6 +12,10 @@ use kube::{Client, ResourceExt};
 use crate::runtime::CacheReader;
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 use crate::selector::LabelSelector;
+
+mod registry;
+
+pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
 
 /// Errors of setting up a watch.
 #[derive(Debug, thiserror::Error)]
