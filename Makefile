@@ -6,7 +6,8 @@ SHELL := bash
 CARGO ?= cargo
 CLUSTER_DIR ?= target/cluster
 TEST_CLUSTER_DIR ?= target/test-cluster
-export PATH := $(HOME)/.cargo/bin:$(PATH)
+# Toolchains where their installers put them, for shells that did not read a profile (CI).
+export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
 .PHONY: help run test bench build plugins control-plane cluster cluster-down lint
 
