@@ -13,3 +13,5 @@ if [[ -z "${WASMOP_TEST_KUBECONFIG:-}" ]]; then
 fi
 echo "using the cluster of $WASMOP_TEST_KUBECONFIG" >&2
 cargo test --workspace --all-targets
+# Documentation examples run too: the SDK promises runnable ones.
+cargo test --workspace --doc

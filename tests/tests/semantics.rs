@@ -199,8 +199,9 @@ async fn a_rate_limit_of_2_per_3s_holds_over_10_rapid_spec_changes_and_the_last_
         status(&last)["runs"].as_array().unwrap().iter().map(|r| r["atMs"].as_i64().unwrap()).collect();
     assert!(times.len() >= 2 && times.len() < 11, "changes were folded, not each reconciled: {times:?}");
     for window in times.windows(3) {
-        // Runs are timed inside the plugin, a few ms after the scheduler starts them.
-        assert!(window[2] - window[0] >= 2950, "three runs within 3 s: {times:?}");
+        // Runs are timed inside the plugin, after the scheduler starts them and the sandbox is
+        // instantiated; allow for that delay varying on a loaded machine.
+        assert!(window[2] - window[0] >= 2750, "three runs within 3 s: {times:?}");
     }
     host.stop().await;
     Ok(())

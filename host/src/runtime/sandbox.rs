@@ -94,11 +94,14 @@ impl host::Host for Sandbox {
     }
 }
 
-/// Guest log fields rendered as `k=v` pairs.
+/// Guest log fields rendered as `k=v` pairs (`-` when there are none).
 struct Fields<'a>(&'a [(String, String)]);
 
 impl std::fmt::Display for Fields<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("-");
+        }
         for (i, (k, v)) in self.0.iter().enumerate() {
             if i > 0 {
                 f.write_str(" ")?;
