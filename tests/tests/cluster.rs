@@ -134,3 +134,33 @@ async fn misbehaving_plugins_fail_with_their_cause_while_a_good_plugin_keeps_wor
     host.stop().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_object_that_exists_before_the_host_starts_is_reconciled_once_cache_is_synced() -> anyhow::Result<()> {
+    let client = client().await?;
+    install_webpage_crd(&client).await?;
+    let ns = namespace(&client, "initial-list").await?;
+    let api = webpages(&client, &ns);
+    for i in 0..30 {
+        api.create(&PostParams::default(), &webpage(&format!("page-{i}"), "<p>early</p>")).await?;
+    }
+    // Several reconciles start together while the initial list is still arriving.
+    let host = RunningHost::start_with_yaml(
+        &client,
+        &ns,
+        &["webpage"],
+        "plugins:\n  webpage:\n    maxConcurrentReconciles: 4\n",
+    )?;
+    within(WAIT, "all 30 pages Ready", async {
+        loop {
+            let pages = api.list(&Default::default()).await?;
+            if pages.items.iter().filter(|p| ready_for_current_generation(Some(p))).count() == 30 {
+                return anyhow::Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await??;
+    host.stop().await;
+    Ok(())
+}

@@ -76,7 +76,9 @@ pub async fn run(
         rate_limit: settings.rate_limit,
         aging: BACKGROUND_AGING,
     };
-    let scheduler = tokio::spawn(scheduler::run(inbox, scheduler_settings, move |run| reconciler.clone().run(run)));
+    // The scheduler starts once the cache is synced; triggers wait in its inbox until then.
+    let mut unstarted = Some((inbox, scheduler_settings, reconciler));
+    let mut scheduler = None;
 
     tracing::info!(plugin, kind = %config.primary.kind, namespace = ?settings.namespace, "controller started");
     let mut filter = ChangeFilter::new(settings.filters.clone());
@@ -119,14 +121,20 @@ pub async fn run(
                 for key in filter.retain_listed(&std::mem::take(&mut listed)) {
                     handle.forget(key);
                 }
-                tracing::info!(plugin, "primary cache synced");
+                if let Some((inbox, scheduler_settings, reconciler)) = unstarted.take() {
+                    tracing::info!(plugin, "primary cache synced; reconciling");
+                    let run = move |run| reconciler.clone().run(run);
+                    scheduler = Some(tokio::spawn(scheduler::run(inbox, scheduler_settings, run)));
+                }
             }
             None => break,
         }
     }
     drop(handle);
     drop(subscription);
-    if let Err(err) = scheduler.await {
+    if let Some(scheduler) = scheduler
+        && let Err(err) = scheduler.await
+    {
         tracing::error!(plugin, %err, "scheduler stopped abnormally");
     }
     tracing::info!(plugin, "controller stopped");

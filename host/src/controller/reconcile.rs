@@ -28,10 +28,7 @@ pub(crate) struct Reconciler {
 impl Reconciler {
     /// Runs one scheduled reconcile and tells the scheduler how it went.
     pub(crate) async fn run(self: Arc<Self>, run: Run<ObjectKey>) -> Verdict {
-        // The cache is synced before the first reconcile.
-        if self.store.wait_until_ready().await.is_err() {
-            return Verdict::Failed { retry: true };
-        }
+        // The controller starts the scheduler only once the cache is synced.
         let mut reference = ObjectRef::new_with(&run.key.name, self.resource.clone());
         if let Some(ns) = &run.key.namespace {
             reference = reference.within(ns);

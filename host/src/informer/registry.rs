@@ -3,9 +3,10 @@
 //! last subscriber goes away, without touching other watches.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{Stream, StreamExt};
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::Store;
@@ -55,6 +56,9 @@ impl WatchKey {
 /// One running watch and its cache.
 struct SharedWatch {
     store: Store<DynamicObject>,
+    /// Set once the first list is complete. (Not `Store::wait_until_ready`: its one-shot wakes
+    /// only the last of several concurrent waiters.)
+    synced: Arc<AtomicBool>,
     events: broadcast::Sender<SharedEvent>,
     task: AbortHandle,
 }
@@ -95,19 +99,27 @@ impl Registry {
         let (store, stream) = watch(self.client.clone(), resource, namespace, selectors);
         let (events, _) = broadcast::channel(FAN_OUT_CAPACITY);
         let sender = events.clone();
+        let synced = Arc::new(AtomicBool::new(false));
+        let set_synced = synced.clone();
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
                 match event {
-                    // Nobody listening is fine: the cache is still kept up to date.
-                    Ok(event) => drop(sender.send(share(event))),
+                    Ok(event) => {
+                        // Marked before it is sent: a subscriber that reads `false` still gets it.
+                        if matches!(event, watcher::Event::InitDone) {
+                            set_synced.store(true, Ordering::SeqCst);
+                        }
+                        // Nobody listening is fine: the cache is still kept up to date.
+                        drop(sender.send(share(event)));
+                    }
                     Err(err) => tracing::warn!(%err, "watch failed; retrying with backoff"),
                 }
             }
         })
         .abort_handle();
         tracing::info!(kind = %key.kind, namespace = ?key.namespace, "watch started");
-        let watch = Arc::new(SharedWatch { store, events, task });
+        let watch = Arc::new(SharedWatch { store, synced, events, task });
         watches.insert(key, Arc::downgrade(&watch));
         Subscription { watch }
     }
@@ -161,7 +173,7 @@ impl Subscription {
         };
         // Joined a synced watch: start from the cache. Joined mid-list: wait for the list to
         // end (the cache then holds all of it) and replay it whole.
-        let synced = self.watch.store.wait_until_ready().now_or_never().is_some();
+        let synced = self.watch.synced.load(Ordering::SeqCst);
         let initial = if synced { relist() } else { Vec::new() };
         let state = Fanout { receiver, relist, pending: initial.into_iter(), listing: synced };
         futures::stream::unfold(state, |mut state| async move {
