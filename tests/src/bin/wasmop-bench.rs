@@ -5,9 +5,9 @@
 //!    every reconcile) against the same work done natively (parse the object, build the status,
 //!    serialize it).
 //! 2. End to end: N WebPages in one namespace reconciled to Ready by the wasmop host, and N in
-//!    another by a native `kube::runtime::Controller` doing the same status patch (and skipping
-//!    objects already Ready for their generation); both with the same concurrency, timed from
-//!    start until every object is Ready.
+//!    another by a native `kube::runtime::Controller` doing the same writes (status patch and
+//!    Event, skipping objects already Ready for their generation); both with the same
+//!    concurrency, timed from start until every object is Ready.
 //!
 //! Uses `WASMOP_TEST_KUBECONFIG` when set, else starts a local control plane. `BENCH_OBJECTS`
 //! sets N (default 200), `BENCH_CALLS` the number of calls of part 1 (default 2000).
@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use wasmop::runtime::bindings::wasmop::plugin::types::ReconcileRequest;
 use wasmop::runtime::{CacheReader, Limits};
@@ -128,7 +129,14 @@ async fn until_all_ready(api: &Api<DynamicObject>, n: usize, started: Instant) -
     }
 }
 
-async fn native_reconcile(object: Arc<DynamicObject>, api: Arc<Api<DynamicObject>>) -> Result<Action, kube::Error> {
+/// What the native controller needs: the API and an event recorder, like the host's writer.
+struct Native {
+    api: Api<DynamicObject>,
+    recorder: Recorder,
+    resource: ApiResource,
+}
+
+async fn native_reconcile(object: Arc<DynamicObject>, native: Arc<Native>) -> Result<Action, kube::Error> {
     // What a careful kube-rs controller does without a generation predicate: skip objects whose
     // status already reflects their generation (its own status patch triggers it again).
     if ready(&object) {
@@ -136,7 +144,16 @@ async fn native_reconcile(object: Arc<DynamicObject>, api: Arc<Api<DynamicObject
     }
     let value = serde_json::to_value(&*object).expect("objects serialize");
     let patch = json!({ "status": native_status(&value) });
-    api.patch_status(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    native.api.patch_status(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    // The same Event the webpage plugin asks the host to record when a page becomes Ready.
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Ready".into(),
+        note: Some("the WebPage is ready".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    native.recorder.publish(&event, &object.object_ref(&native.resource)).await?;
     Ok(Action::requeue(Duration::from_secs(36000)))
 }
 
@@ -158,7 +175,8 @@ async fn end_to_end(client: &Client, n: usize) -> anyhow::Result<()> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
     create_pages(&api, n).await?;
     let started = Instant::now();
-    let shared = Arc::new(api.clone());
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "native-bench".into(), instance: None });
+    let shared = Arc::new(Native { api: api.clone(), recorder, resource: resource.clone() });
     let controller = Controller::new_with(api.clone(), watcher::Config::default(), resource.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY as u16))
         .run(native_reconcile, |_, _, _| Action::requeue(Duration::from_secs(1)), shared)
