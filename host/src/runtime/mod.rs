@@ -9,7 +9,6 @@ mod module;
 mod sandbox;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -58,11 +57,6 @@ impl Runtime {
         Plugin::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
         spawn_epoch_ticker(&engine);
         Ok(Self { engine, linker, artifacts: ArtifactCache::new(config.cache_dir), limits: config.limits })
-    }
-
-    /// The default per-call limits.
-    pub fn limits(&self) -> Limits {
-        self.limits
     }
 
     /// Reads, compiles, checks and links the plugin at `path` and calls its `describe()`.
@@ -122,6 +116,3 @@ fn spawn_epoch_ticker(engine: &Engine) {
         })
         .expect("spawning the epoch ticker thread");
 }
-
-/// Shared handle to the runtime.
-pub type SharedRuntime = Arc<Runtime>;

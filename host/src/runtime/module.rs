@@ -77,13 +77,6 @@ impl Module {
         &self.path
     }
 
-    /// Overrides the per-call limits.
-    #[must_use]
-    pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.instances.limits = limits;
-        self
-    }
-
     /// Runs `reconcile` in a fresh sandbox that reads from `cache`. Blocks the thread for up
     /// to the deadline: call it from a blocking-capable context.
     pub fn reconcile(&self, cache: Arc<dyn CacheReader>, request: &ReconcileRequest) -> Result<GuestResult, CallError> {
