@@ -34,6 +34,22 @@ fn reconciles(object: &DynamicObject) -> i64 {
     status(object)["reconciles"].as_i64().unwrap_or(0)
 }
 
+/// Waits until the probe `name` satisfies `condition`; returns it.
+async fn wait_for(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&DynamicObject) -> bool + Send + 'static,
+) -> anyhow::Result<DynamicObject> {
+    let found = within(
+        WAIT,
+        what,
+        await_condition(api.clone(), name, move |o: Option<&DynamicObject>| o.is_some_and(&condition)),
+    )
+    .await??;
+    found.ok_or_else(|| anyhow::anyhow!("{name} was deleted while waiting for {what}"))
+}
+
 /// A Warning event series on one object: repeats of the same reason are one Event whose
 /// `series` counts them (kube's Recorder, like client-go's, aggregates them).
 #[derive(Debug)]
@@ -75,15 +91,10 @@ async fn a_plugin_failing_twice_then_succeeding_shows_attempts_0_1_2_and_backoff
     let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], "{}")?;
 
     api.create(&PostParams::default(), &probe("flaky", serde_json::json!({ "failAttempts": 2 }))).await?;
-    let done = within(
-        WAIT,
-        "the third attempt to succeed",
-        await_condition(api.clone(), "flaky", |o: Option<&DynamicObject>| {
-            o.is_some_and(|o| status(o)["succeededAttempt"].as_i64() == Some(2))
-        }),
-    )
-    .await??
-    .expect("the probe exists");
+    let done = wait_for(&api, "flaky", "the third attempt to succeed", move |o| {
+        status(o)["succeededAttempt"].as_i64() == Some(2)
+    })
+    .await?;
     let failures = warnings_on(&client, &ns, "flaky").await?;
     assert_eq!(failures.len(), 1, "one series of failures: {failures:?}");
     let failed = &failures[0];
@@ -111,15 +122,7 @@ async fn a_plugin_that_always_fails_gets_its_error_status_after_the_last_attempt
     let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], overrides)?;
 
     api.create(&PostParams::default(), &probe("broken", serde_json::json!({ "alwaysFail": true }))).await?;
-    let failed = within(
-        WAIT,
-        "the error status",
-        await_condition(api.clone(), "broken", |o: Option<&DynamicObject>| {
-            o.is_some_and(|o| status(o)["lastError"].is_string())
-        }),
-    )
-    .await??
-    .expect("the probe exists");
+    let failed = wait_for(&api, "broken", "the error status", move |o| status(o)["lastError"].is_string()).await?;
     let status = status(&failed);
     assert_eq!(status["errorAttempt"], 2, "only the last attempt writes the error status: {status}");
     assert_eq!(status["lastAttempt"], true);
@@ -136,29 +139,23 @@ async fn a_status_only_change_does_not_reconcile_while_a_spec_change_does() -> a
     let ns = namespace(&client, "generation").await?;
     let api = probes(&client, &ns).await?;
     let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], "{}")?;
-    let reconciled = |n: i64| move |o: Option<&DynamicObject>| o.is_some_and(|o| reconciles(o) == n);
 
     api.create(&PostParams::default(), &probe("watched", serde_json::json!({ "payload": "one" }))).await?;
-    within(WAIT, "the first reconcile", await_condition(api.clone(), "watched", reconciled(1))).await??;
+    wait_for(&api, "watched", "the first reconcile", |o| reconciles(o) == 1).await?;
 
     let status_only = serde_json::json!({ "status": { "note": "written by someone else" } });
     api.patch_status("watched", &PatchParams::default(), &Patch::Merge(&status_only)).await?;
     // A barrier: events reach the host in order, so once a later object is reconciled the
     // status change has been seen (and, if it were admitted, already triggered a reconcile).
     api.create(&PostParams::default(), &probe("barrier", serde_json::json!({}))).await?;
-    within(WAIT, "the barrier", await_condition(api.clone(), "barrier", reconciled(1))).await??;
+    wait_for(&api, "barrier", "the barrier", |o| reconciles(o) == 1).await?;
 
     let spec = serde_json::json!({ "spec": { "payload": "two" } });
     api.patch("watched", &PatchParams::default(), &Patch::Merge(&spec)).await?;
-    let after = within(
-        WAIT,
-        "generation 2 observed",
-        await_condition(api.clone(), "watched", |o: Option<&DynamicObject>| {
-            o.is_some_and(|o| status(o)["observedGeneration"].as_i64() == Some(2))
-        }),
-    )
-    .await??
-    .expect("the probe exists");
+    let after = wait_for(&api, "watched", "generation 2 observed", move |o| {
+        status(o)["observedGeneration"].as_i64() == Some(2)
+    })
+    .await?;
     assert_eq!(reconciles(&after), 2, "the create and the spec change, not the status change");
     assert_eq!(status(&after)["note"], "written by someone else");
     host.stop().await;
@@ -174,27 +171,17 @@ async fn a_rate_limit_of_2_per_3s_holds_over_10_rapid_spec_changes_and_the_last_
     let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], overrides)?;
 
     api.create(&PostParams::default(), &probe("busy", serde_json::json!({ "payload": "0" }))).await?;
-    within(
-        WAIT,
-        "the first reconcile",
-        await_condition(api.clone(), "busy", |o: Option<&DynamicObject>| o.is_some_and(|o| reconciles(o) >= 1)),
-    )
-    .await??;
+    wait_for(&api, "busy", "the first reconcile", |o| reconciles(o) >= 1).await?;
     let mut generation = 0;
     for i in 1..=10 {
         let spec = serde_json::json!({ "spec": { "payload": i.to_string() } });
         generation =
             api.patch("busy", &PatchParams::default(), &Patch::Merge(&spec)).await?.metadata.generation.unwrap();
     }
-    let last = within(
-        WAIT,
-        "the last spec reconciled",
-        await_condition(api.clone(), "busy", move |o: Option<&DynamicObject>| {
-            o.is_some_and(|o| status(o)["observedGeneration"].as_i64() == Some(generation))
-        }),
-    )
-    .await??
-    .expect("the probe exists");
+    let last = wait_for(&api, "busy", "the last spec reconciled", move |o| {
+        status(o)["observedGeneration"].as_i64() == Some(generation)
+    })
+    .await?;
     let times: Vec<i64> =
         status(&last)["runs"].as_array().unwrap().iter().map(|r| r["atMs"].as_i64().unwrap()).collect();
     assert!(times.len() >= 2 && times.len() < 11, "changes were folded, not each reconciled: {times:?}");
