@@ -1,4 +1,5 @@
-//! What a plugin says about itself: [`Config`], [`Kind`], [`Retry`], [`RateLimit`], [`Filters`].
+//! What a plugin says about itself: [`Config`], [`Kind`], [`Watch`], [`Retry`], [`RateLimit`],
+//! [`Filters`].
 
 use std::any::TypeId;
 use std::fmt;
@@ -117,6 +118,283 @@ impl fmt::Display for Kind {
             write!(f, "{}/{}", self.version, self.kind)
         } else {
             write!(f, "{}/{}/{}", self.group, self.version, self.kind)
+        }
+    }
+}
+
+/// The annotation naming a secondary's primary, read by the annotations mapper
+/// ([`Watch::annotated`]): the primary's name.
+///
+/// ```
+/// assert_eq!(wasmop_guest::PRIMARY_NAME_ANNOTATION, "wasmop.dev/primary-name");
+/// ```
+pub const PRIMARY_NAME_ANNOTATION: &str = "wasmop.dev/primary-name";
+
+/// The annotation naming the namespace of a secondary's primary, read by the annotations mapper
+/// ([`Watch::annotated`]) together with [`PRIMARY_NAME_ANNOTATION`]. When it is absent the primary
+/// is in the secondary's own namespace; it is ignored for cluster-scoped primaries.
+///
+/// ```
+/// assert_eq!(wasmop_guest::PRIMARY_NAMESPACE_ANNOTATION, "wasmop.dev/primary-namespace");
+/// ```
+pub const PRIMARY_NAMESPACE_ANNOTATION: &str = "wasmop.dev/primary-namespace";
+
+/// How a change of a watched secondary finds the primaries to reconcile: JOSDK's
+/// `SecondaryToPrimaryMapper` and `PrimaryToSecondaryMapper`, controller-runtime's event handlers.
+/// Chosen with the [`Watch`] setters.
+///
+/// ```
+/// use wasmop_guest::{Kind, Mapper, Watch};
+///
+/// let watch = Watch::new(Kind::namespaced("", "v1", "Secret")).annotated();
+/// assert_eq!(watch.mapper, Mapper::Annotations);
+/// assert_eq!(Mapper::default(), Mapper::ControllerOwner);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mapper {
+    /// The secondary's owner reference marked `controller: true` that points at the primary's
+    /// kind (controller-runtime `Owns`, `handler.EnqueueRequestForOwner(..., OnlyControllerOwner())`;
+    /// JOSDK `Mappers.fromOwnerReferences`). The default; see [`Watch::owned_by_controller`].
+    #[default]
+    ControllerOwner,
+    /// Every owner reference of the secondary that points at the primary's kind
+    /// (controller-runtime `handler.EnqueueRequestForOwner` without `OnlyControllerOwner`). See
+    /// [`Watch::owned_by_any`].
+    AnyOwner,
+    /// The annotations [`PRIMARY_NAME_ANNOTATION`] and [`PRIMARY_NAMESPACE_ANNOTATION`] on the
+    /// secondary (JOSDK `Mappers.fromAnnotation`). See [`Watch::annotated`].
+    Annotations,
+    /// The plugin's [`Reconciler::map_secondary`](crate::Reconciler::map_secondary)
+    /// (controller-runtime `handler.EnqueueRequestsFromMapFunc`, JOSDK's custom
+    /// `SecondaryToPrimaryMapper`). See [`Watch::mapped_by_plugin`].
+    Plugin,
+    /// The primaries whose [`Reconciler::secondaries_of`](crate::Reconciler::secondaries_of)
+    /// names the secondary (JOSDK `PrimaryToSecondaryMapper`). See
+    /// [`Watch::referenced_by_primary`].
+    PrimaryReferences,
+}
+
+impl Mapper {
+    fn to_wit(self) -> wit::Mapper {
+        match self {
+            Self::ControllerOwner => wit::Mapper::OwnerReferences(wit::Owners::Controller),
+            Self::AnyOwner => wit::Mapper::OwnerReferences(wit::Owners::Any),
+            Self::Annotations => wit::Mapper::Annotations,
+            Self::Plugin => wit::Mapper::Plugin,
+            Self::PrimaryReferences => wit::Mapper::PrimaryReferences,
+        }
+    }
+}
+
+/// A secondary kind the plugin depends on: JOSDK's `InformerEventSource`, controller-runtime's
+/// `Owns` and `Watches`. Declared with [`Config::watch`].
+///
+/// The host watches and caches the objects of the kind (matching the selectors, in the namespace
+/// and cluster given), and when one changes it reconciles the primaries the watch's [`Mapper`]
+/// finds. During a reconcile, [`Context::secondaries`](crate::Context::secondaries) gives the
+/// cached objects of the kind that belong to the primary, and [`Context::get`](crate::Context::get)
+/// and [`Context::list`](crate::Context::list) read the kind's cache. Watches are shared: plugins
+/// declaring the same kind, cluster, namespace and selectors use one watch and one cache.
+///
+/// Built with [`Watch::new`] and the `#[must_use]` setters below; the fields are public to read.
+///
+/// | setter | default |
+/// |---|---|
+/// | [`namespace`](Watch::namespace) | all namespaces |
+/// | [`label_selector`](Watch::label_selector) | none |
+/// | [`field_selector`](Watch::field_selector) | none |
+/// | [`cluster`](Watch::cluster) | the primary's cluster |
+/// | [`owned_by_controller`](Watch::owned_by_controller) (or another [`Mapper`]) | [`Mapper::ControllerOwner`] |
+///
+/// ```
+/// use wasmop_guest::{Config, Kind, Watch};
+///
+/// let config = Config::new("web", Kind::namespaced("example.com", "v1", "Web"))
+///     // The Deployments each Web controls.
+///     .watch(Watch::new(Kind::namespaced("apps", "v1", "Deployment")))
+///     // The Secrets in `shared` that say which Web they belong to.
+///     .watch(Watch::new(Kind::namespaced("", "v1", "Secret")).namespace("shared").annotated());
+/// assert_eq!(config.watches.len(), 2);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Watch {
+    /// The watched kind.
+    pub kind: Kind,
+    /// Only this namespace; all namespaces when absent.
+    pub namespace: Option<String>,
+    /// Only objects matching this label selector (Kubernetes syntax); none by default.
+    pub label_selector: Option<String>,
+    /// Only objects matching this field selector (Kubernetes syntax); none by default.
+    pub field_selector: Option<String>,
+    /// The cluster to watch, by the name the host was given; the primary's cluster when absent.
+    pub cluster: Option<String>,
+    /// How a change of a secondary finds its primaries; [`Mapper::ControllerOwner`] by default.
+    pub mapper: Mapper,
+}
+
+impl Watch {
+    /// A watch of `kind` in every namespace of the primary's cluster, without selectors, mapping
+    /// each object to the primary named by its controller owner reference.
+    ///
+    /// ```
+    /// use wasmop_guest::{Kind, Mapper, Watch};
+    ///
+    /// let watch = Watch::new(Kind::namespaced("", "v1", "ConfigMap"));
+    /// assert_eq!(watch.mapper, Mapper::ControllerOwner);
+    /// assert_eq!((watch.namespace, watch.label_selector, watch.cluster), (None, None, None));
+    /// ```
+    pub fn new(kind: Kind) -> Self {
+        Self {
+            kind,
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            cluster: None,
+            mapper: Mapper::default(),
+        }
+    }
+
+    /// Only watch objects in this namespace; all namespaces by default.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Kind, Watch};
+    /// let watch = Watch::new(Kind::namespaced("", "v1", "Secret")).namespace("shared");
+    /// assert_eq!(watch.namespace.as_deref(), Some("shared"));
+    /// ```
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Only watch objects matching this label selector, in Kubernetes syntax (`app=web`,
+    /// `env in (prod,staging)`); none by default. Other objects are never cached.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Kind, Watch};
+    /// let watch = Watch::new(Kind::namespaced("", "v1", "ConfigMap")).label_selector("app=web");
+    /// assert_eq!(watch.label_selector.as_deref(), Some("app=web"));
+    /// ```
+    #[must_use]
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Only watch objects matching this field selector, in Kubernetes syntax
+    /// (`metadata.name=settings`); none by default.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Kind, Watch};
+    /// let watch = Watch::new(Kind::namespaced("", "v1", "Secret")).field_selector("type=kubernetes.io/tls");
+    /// assert_eq!(watch.field_selector.as_deref(), Some("type=kubernetes.io/tls"));
+    /// ```
+    #[must_use]
+    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Watch objects in another cluster, by the name the host was given for it (`wasmop run
+    /// --cluster`); the primary's cluster by default. Owner references cannot cross clusters:
+    /// use another mapper, such as [`Watch::annotated`].
+    ///
+    /// ```
+    /// # use wasmop_guest::{Kind, Watch};
+    /// let watch = Watch::new(Kind::namespaced("", "v1", "ConfigMap")).cluster("edge").annotated();
+    /// assert_eq!(watch.cluster.as_deref(), Some("edge"));
+    /// ```
+    #[must_use]
+    pub fn cluster(mut self, cluster: impl Into<String>) -> Self {
+        self.cluster = Some(cluster.into());
+        self
+    }
+
+    /// Maps an object to the primary named by its owner reference marked `controller: true`
+    /// ([`Mapper::ControllerOwner`]): the default, for objects the plugin's primaries control.
+    /// The primary must be in the object's namespace, or cluster-scoped.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Kind, Mapper, Watch};
+    /// let watch = Watch::new(Kind::namespaced("apps", "v1", "Deployment")).owned_by_controller();
+    /// assert_eq!(watch.mapper, Mapper::ControllerOwner);
+    /// ```
+    #[must_use]
+    pub fn owned_by_controller(mut self) -> Self {
+        self.mapper = Mapper::ControllerOwner;
+        self
+    }
+
+    /// Maps an object to every primary its owner references name ([`Mapper::AnyOwner`]),
+    /// controller or not.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Kind, Mapper, Watch};
+    /// let watch = Watch::new(Kind::namespaced("", "v1", "ConfigMap")).owned_by_any();
+    /// assert_eq!(watch.mapper, Mapper::AnyOwner);
+    /// ```
+    #[must_use]
+    pub fn owned_by_any(mut self) -> Self {
+        self.mapper = Mapper::AnyOwner;
+        self
+    }
+
+    /// Maps an object to the primary its annotations [`PRIMARY_NAME_ANNOTATION`] and
+    /// [`PRIMARY_NAMESPACE_ANNOTATION`] name ([`Mapper::Annotations`]): for objects in another
+    /// namespace or cluster than their primary, which owner references cannot point across.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Kind, Mapper, Watch};
+    /// let watch = Watch::new(Kind::namespaced("", "v1", "Secret")).annotated();
+    /// assert_eq!(watch.mapper, Mapper::Annotations);
+    /// ```
+    #[must_use]
+    pub fn annotated(mut self) -> Self {
+        self.mapper = Mapper::Annotations;
+        self
+    }
+
+    /// Maps an object to the primaries the plugin's
+    /// [`Reconciler::map_secondary`](crate::Reconciler::map_secondary) returns for it
+    /// ([`Mapper::Plugin`]), which the plugin must then implement.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Kind, Mapper, Watch};
+    /// let watch = Watch::new(Kind::namespaced("", "v1", "ConfigMap")).mapped_by_plugin();
+    /// assert_eq!(watch.mapper, Mapper::Plugin);
+    /// ```
+    #[must_use]
+    pub fn mapped_by_plugin(mut self) -> Self {
+        self.mapper = Mapper::Plugin;
+        self
+    }
+
+    /// Maps an object to the primaries whose
+    /// [`Reconciler::secondaries_of`](crate::Reconciler::secondaries_of) names it
+    /// ([`Mapper::PrimaryReferences`]): for objects the primaries refer to by name, possibly
+    /// many primaries to one object. The plugin must implement `secondaries_of`.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Kind, Mapper, Watch};
+    /// let watch = Watch::new(Kind::namespaced("", "v1", "ConfigMap")).referenced_by_primary();
+    /// assert_eq!(watch.mapper, Mapper::PrimaryReferences);
+    /// ```
+    #[must_use]
+    pub fn referenced_by_primary(mut self) -> Self {
+        self.mapper = Mapper::PrimaryReferences;
+        self
+    }
+
+    fn into_wit(self) -> wit::Watch {
+        wit::Watch {
+            kind: self.kind.to_wit(),
+            namespace: self.namespace,
+            label_selector: self.label_selector,
+            field_selector: self.field_selector,
+            cluster: self.cluster,
+            mapper: self.mapper.to_wit(),
         }
     }
 }
@@ -283,10 +561,12 @@ impl Filters {
 /// | [`max_reconcile_interval`](Config::max_reconcile_interval) | host's: 10 h | `maxReconciliationInterval` | `SyncPeriod` |
 /// | [`rate_limit`](Config::rate_limit) | none | `RateLimiter` (`LinearRateLimiter`) | - |
 /// | [`max_concurrent_reconciles`](Config::max_concurrent_reconciles) | host's (`--plugin-concurrency`, 8) | `maxConcurrentReconciliations` | `MaxConcurrentReconciles` |
+/// | [`watch`](Config::watch) (repeatable) | none | `InformerEventSource` | `Owns`, `Watches` |
+/// | [`resync_period`](Config::resync_period) | never | - | `SyncPeriod` (every cached object) |
 ///
 /// ```
 /// use std::time::Duration;
-/// use wasmop_guest::{Config, Filters, Kind, RateLimit, Retry};
+/// use wasmop_guest::{Config, Filters, Kind, RateLimit, Retry, Watch};
 ///
 /// let config = Config::new("webpage", Kind::namespaced("sample.wasmop.dev", "v1", "WebPage"))
 ///     .label_selector("tier=frontend")
@@ -295,7 +575,9 @@ impl Filters {
 ///     .retry(Retry { max_attempts: 3, jitter: 0.1, ..Retry::default() })
 ///     .max_reconcile_interval(Duration::from_secs(600))
 ///     .rate_limit(RateLimit { max_reconciles: 2, period: Duration::from_secs(3) })
-///     .max_concurrent_reconciles(4);
+///     .max_concurrent_reconciles(4)
+///     .watch(Watch::new(Kind::namespaced("", "v1", "ConfigMap").plural("configmaps")))
+///     .resync_period(Duration::from_secs(3600));
 /// assert!(config.generation_aware);
 /// ```
 #[derive(Clone, Debug, PartialEq)]
@@ -323,12 +605,17 @@ pub struct Config {
     /// How many objects of this plugin may be reconciled at once; the host's default applies
     /// when absent.
     pub max_concurrent_reconciles: Option<u32>,
+    /// The secondary kinds whose changes reconcile primaries, in the order declared; none by
+    /// default.
+    pub watches: Vec<Watch>,
+    /// Reconcile every cached primary this often; never when absent or zero.
+    pub resync_period: Option<Duration>,
 }
 
 impl Config {
     /// A plugin named `name` reconciling objects of kind `primary`, generation aware, with the
-    /// default [`Filters`], no selectors, no rate limit, and the host's default retry policy,
-    /// reconcile interval and concurrency.
+    /// default [`Filters`], no selectors, no rate limit, no watches, no resync, and the host's
+    /// default retry policy, reconcile interval and concurrency.
     ///
     /// ```
     /// use wasmop_guest::{Config, Filters, Kind};
@@ -337,6 +624,7 @@ impl Config {
     /// assert_eq!(config.filters, Filters::default());
     /// assert_eq!(config.retry, None);
     /// assert_eq!(config.rate_limit, None);
+    /// assert!(config.watches.is_empty());
     /// ```
     pub fn new(name: impl Into<String>, primary: Kind) -> Self {
         Self {
@@ -350,6 +638,8 @@ impl Config {
             max_reconcile_interval: None,
             rate_limit: None,
             max_concurrent_reconciles: None,
+            watches: Vec::new(),
+            resync_period: None,
         }
     }
 
@@ -504,6 +794,46 @@ impl Config {
         self
     }
 
+    /// Adds a secondary kind whose changes reconcile primaries; see [`Watch`]. Call it once per
+    /// watch; none by default.
+    ///
+    /// JOSDK `InformerEventSource`; controller-runtime `Owns` and `Watches`. During a reconcile,
+    /// [`Context::secondaries`](crate::Context::secondaries) gives the objects of the kind that
+    /// belong to the primary.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Kind, Watch};
+    /// let config = Config::new("web", Kind::namespaced("example.com", "v1", "Web"))
+    ///     .watch(Watch::new(Kind::namespaced("apps", "v1", "Deployment")))
+    ///     .watch(Watch::new(Kind::namespaced("", "v1", "ConfigMap")).label_selector("app=web").mapped_by_plugin());
+    /// assert_eq!(config.watches[1].label_selector.as_deref(), Some("app=web"));
+    /// ```
+    #[must_use]
+    pub fn watch(mut self, watch: Watch) -> Self {
+        self.watches.push(watch);
+        self
+    }
+
+    /// Reconciles every cached primary this often, whatever happened to it; never by default, and
+    /// [`Duration::ZERO`] turns it off.
+    ///
+    /// controller-runtime `SyncPeriod`. Unlike
+    /// [`max_reconcile_interval`](Config::max_reconcile_interval), which is armed anew after each
+    /// reconcile of an object, this reconciles every cached primary once per period, at background
+    /// priority: after the reconciles that events asked for.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use wasmop_guest::{Config, Kind};
+    /// let config = Config::new("cm", Kind::namespaced("", "v1", "ConfigMap")).resync_period(Duration::from_secs(600));
+    /// assert_eq!(config.resync_period, Some(Duration::from_secs(600)));
+    /// ```
+    #[must_use]
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync_period = Some(period);
+        self
+    }
+
     pub(crate) fn into_wit(self) -> wit::PluginConfig {
         wit::PluginConfig {
             primary: self.primary.to_wit(),
@@ -524,6 +854,8 @@ impl Config {
                 .rate_limit
                 .map(|limit| wit::RateLimit { max_reconciles: limit.max_reconciles, period_ms: millis(limit.period) }),
             max_concurrent_reconciles: self.max_concurrent_reconciles,
+            watches: self.watches.into_iter().map(Watch::into_wit).collect(),
+            resync_period_ms: self.resync_period.map(millis),
         }
     }
 }
@@ -580,6 +912,15 @@ mod tests {
                 .max_reconcile_interval(Duration::ZERO)
                 .rate_limit(RateLimit { max_reconciles: 2, period: Duration::from_millis(3_500) })
                 .max_concurrent_reconciles(4)
+                .watch(Watch::new(Kind::namespaced("", "v1", "ConfigMap").plural("configmaps")))
+                .watch(
+                    Watch::new(Kind::cluster("", "v1", "Namespace"))
+                        .label_selector("team=web")
+                        .field_selector("metadata.name!=kube-system")
+                        .mapped_by_plugin(),
+                )
+                .watch(Watch::new(Kind::namespaced("", "v1", "Secret")).namespace("shared").cluster("edge").annotated())
+                .resync_period(Duration::from_secs(90))
         }
 
         fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> {
@@ -609,6 +950,8 @@ mod tests {
         assert_eq!(config.max_reconcile_interval_ms, None);
         assert!(config.rate_limit.is_none());
         assert_eq!(config.max_concurrent_reconciles, None);
+        assert!(config.watches.is_empty());
+        assert_eq!(config.resync_period_ms, None);
     }
 
     #[test]
@@ -634,6 +977,78 @@ mod tests {
         let limit = config.rate_limit.expect("a rate limit");
         assert_eq!((limit.max_reconciles, limit.period_ms), (2, 3_500));
         assert_eq!(config.max_concurrent_reconciles, Some(4));
+        assert_eq!(config.resync_period_ms, Some(90_000));
+        let [owned, namespaces, secrets] = &config.watches[..] else { panic!("three watches: {:?}", config.watches) };
+        assert_eq!(
+            (owned.kind.kind.as_str(), owned.kind.plural.as_deref(), owned.kind.namespaced),
+            ("ConfigMap", Some("configmaps"), true)
+        );
+        assert_eq!(
+            (&owned.namespace, &owned.label_selector, &owned.field_selector, &owned.cluster),
+            (&None, &None, &None, &None)
+        );
+        assert!(matches!(owned.mapper, wit::Mapper::OwnerReferences(wit::Owners::Controller)));
+        assert!(!namespaces.kind.namespaced);
+        assert_eq!(namespaces.label_selector.as_deref(), Some("team=web"));
+        assert_eq!(namespaces.field_selector.as_deref(), Some("metadata.name!=kube-system"));
+        assert!(matches!(namespaces.mapper, wit::Mapper::Plugin));
+        assert_eq!((secrets.namespace.as_deref(), secrets.cluster.as_deref()), (Some("shared"), Some("edge")));
+        assert!(matches!(secrets.mapper, wit::Mapper::Annotations));
+    }
+
+    #[test]
+    fn watch_defaults_and_setters() {
+        let kind = Kind::namespaced("apps", "v1", "Deployment");
+        let watch = Watch::new(kind.clone());
+        assert_eq!(watch.kind, kind);
+        assert_eq!(watch.mapper, Mapper::ControllerOwner);
+        assert_eq!(
+            (watch.namespace, watch.label_selector, watch.field_selector, watch.cluster),
+            (None, None, None, None)
+        );
+        let watch = Watch::new(kind).namespace("ns").label_selector("a=b").field_selector("c=d").cluster("remote");
+        assert_eq!(watch.namespace.as_deref(), Some("ns"));
+        assert_eq!(watch.label_selector.as_deref(), Some("a=b"));
+        assert_eq!(watch.field_selector.as_deref(), Some("c=d"));
+        assert_eq!(watch.cluster.as_deref(), Some("remote"));
+        // The last mapper setter wins.
+        assert_eq!(watch.clone().annotated().owned_by_controller().mapper, Mapper::ControllerOwner);
+        assert_eq!(watch.clone().owned_by_any().mapper, Mapper::AnyOwner);
+        assert_eq!(watch.clone().annotated().mapper, Mapper::Annotations);
+        assert_eq!(watch.clone().mapped_by_plugin().mapper, Mapper::Plugin);
+        assert_eq!(watch.referenced_by_primary().mapper, Mapper::PrimaryReferences);
+    }
+
+    #[test]
+    fn every_mapper_goes_through_describe() {
+        let kind = || Kind::namespaced("", "v1", "ConfigMap");
+        let config = Config::new("m", Kind::namespaced("example.com", "v1", "Thing"))
+            .watch(Watch::new(kind()).owned_by_controller())
+            .watch(Watch::new(kind()).owned_by_any())
+            .watch(Watch::new(kind()).annotated())
+            .watch(Watch::new(kind()).mapped_by_plugin())
+            .watch(Watch::new(kind()).referenced_by_primary())
+            .into_wit();
+        let mappers: Vec<_> = config.watches.into_iter().map(|watch| watch.mapper).collect();
+        assert!(
+            matches!(
+                mappers[..],
+                [
+                    wit::Mapper::OwnerReferences(wit::Owners::Controller),
+                    wit::Mapper::OwnerReferences(wit::Owners::Any),
+                    wit::Mapper::Annotations,
+                    wit::Mapper::Plugin,
+                    wit::Mapper::PrimaryReferences,
+                ]
+            ),
+            "{mappers:?}"
+        );
+    }
+
+    #[test]
+    fn zero_resync_period_goes_through_as_zero() {
+        let config = Config::new("r", Kind::namespaced("", "v1", "ConfigMap")).resync_period(Duration::ZERO).into_wit();
+        assert_eq!(config.resync_period_ms, Some(0));
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub(crate) trait Host {
     fn log(&self, level: Level, message: &str, fields: &[(&str, &str)]);
     fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Result<Option<String>, String>;
     fn list(&self, kind: &Kind, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String>;
+    fn secondaries(&self, kind: &Kind) -> Result<Vec<String>, String>;
 }
 
 /// The real host: the component's `wasmop:plugin/host` imports. Only reachable in `wasm32`; the
@@ -61,6 +62,10 @@ impl Host for WitHost {
 
     fn list(&self, kind: &Kind, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
         wit_host::list(&kind.to_wit(), namespace, label_selector)
+    }
+
+    fn secondaries(&self, kind: &Kind) -> Result<Vec<String>, String> {
+        wit_host::secondaries(&kind.to_wit())
     }
 }
 
@@ -249,6 +254,33 @@ impl Context {
             .list(kind, namespace, label_selector)
             .map_err(|e| Error::transient(format!("cannot list {}: {e}", what())))?;
         objects.iter().map(|json| decode(json, &what)).collect()
+    }
+
+    /// The objects of a watched kind that belong to the primary being reconciled, from the host's
+    /// cache, sorted by namespace and name: those the [`Watch`](crate::Watch)es of `kind` relate
+    /// to the primary through their [`Mapper`](crate::Mapper) (owned by it, annotated with it,
+    /// mapped to it by [`Reconciler::map_secondary`](crate::Reconciler::map_secondary), or named
+    /// by its [`Reconciler::secondaries_of`](crate::Reconciler::secondaries_of)).
+    ///
+    /// Fails with [`Error::Transient`] when the host cannot serve the read (e.g. the plugin
+    /// declares no watch of `kind`) and with [`Error::Permanent`] when an object does not
+    /// deserialize as `T`.
+    ///
+    /// ```
+    /// use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
+    /// use wasmop_guest::{Context, Error, Kind};
+    ///
+    /// fn owned_keys(ctx: &Context) -> Result<usize, Error> {
+    ///     let owned: Vec<ConfigMap> = ctx.secondaries(&Kind::of::<ConfigMap>())?;
+    ///     Ok(owned.iter().map(|cm| cm.data.as_ref().map_or(0, |data| data.len())).sum())
+    /// }
+    /// ```
+    pub fn secondaries<T: DeserializeOwned>(&self, kind: &Kind) -> Result<Vec<T>, Error> {
+        let objects = self
+            .host
+            .secondaries(kind)
+            .map_err(|e| Error::transient(format!("cannot read the {kind} secondaries: {e}")))?;
+        objects.iter().map(|json| decode(json, &|| format!("a {kind} secondary"))).collect()
     }
 }
 

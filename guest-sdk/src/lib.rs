@@ -61,6 +61,52 @@
 //! `cargo build --release --target wasm32-wasip2`; the `.wasm` file it produces is the component
 //! the host loads.
 //!
+//! # Secondary resources
+//!
+//! A primary usually depends on other objects: those it owns, or Secrets and ConfigMaps it refers
+//! to. [`Config::watch`] declares each such kind as a [`Watch`]; the host watches and caches the
+//! objects, and a change of one reconciles the primaries the watch's [`Mapper`] finds: the owner
+//! by default, or the primary named by the annotations [`PRIMARY_NAME_ANNOTATION`] and
+//! [`PRIMARY_NAMESPACE_ANNOTATION`], or those [`Reconciler::map_secondary`] names, or those whose
+//! [`Reconciler::secondaries_of`] names the object. During a reconcile, [`Context::secondaries`]
+//! gives the objects of a watched kind that belong to the primary; [`testing::FakeHost`] stands in
+//! with [`testing::FakeHost::with_secondary`].
+//!
+//! ```
+//! use wasmop_guest::k8s_openapi::api::core::v1::{ConfigMap, Secret};
+//! use wasmop_guest::serde_json::{Value, json};
+//! use wasmop_guest::testing::FakeHost;
+//! use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler, Watch};
+//!
+//! struct Bundle;
+//!
+//! impl Reconciler for Bundle {
+//!     type Primary = Value;
+//!
+//!     fn config() -> Config {
+//!         Config::new("bundle", Kind::namespaced("example.com", "v1", "Bundle"))
+//!             // The ConfigMaps each Bundle controls (owner references).
+//!             .watch(Watch::new(Kind::of::<ConfigMap>()).label_selector("app=bundle"))
+//!             // The Secrets, anywhere, annotated with the Bundle they belong to.
+//!             .watch(Watch::new(Kind::of::<Secret>()).annotated())
+//!     }
+//!
+//!     fn reconcile(_bundle: Value, ctx: &Context) -> Result<Outcome, Error> {
+//!         let config_maps: Vec<ConfigMap> = ctx.secondaries(&Kind::of::<ConfigMap>())?;
+//!         let secrets: Vec<Secret> = ctx.secondaries(&Kind::of::<Secret>())?;
+//!         Ok(Outcome::done().status(json!({ "configMaps": config_maps.len(), "secrets": secrets.len() })))
+//!     }
+//! }
+//!
+//! wasmop_guest::export!(Bundle);
+//!
+//! let owned = json!({ "metadata": { "name": "settings", "namespace": "default" } });
+//! let run = FakeHost::new()
+//!     .with_secondary(&Kind::of::<ConfigMap>(), &owned)
+//!     .reconcile::<Bundle>(&json!({ "metadata": { "name": "b", "namespace": "default" } }));
+//! assert_eq!(run.status(), Some(&json!({ "configMaps": 1, "secrets": 0 })));
+//! ```
+//!
 //! # serde
 //!
 //! [`serde`] and [`serde_json`] are re-exported. serde's derive macros name the `serde` crate, so
@@ -80,11 +126,15 @@ pub mod conditions;
 mod config;
 mod context;
 mod outcome;
+mod refs;
 pub mod testing;
 
-pub use config::{Config, Filters, Kind, RateLimit, Retry};
+pub use config::{
+    Config, Filters, Kind, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry, Watch,
+};
 pub use context::{Context, Level};
 pub use outcome::{Error, Event, EventType, Outcome};
+pub use refs::{PrimaryRef, SecondaryRef};
 
 /// The raw bindings wit-bindgen generates for the `wasmop:plugin` WIT world.
 ///
@@ -115,10 +165,12 @@ pub mod bindings {
 /// A controller for one kind of primary resource.
 ///
 /// The host calls [`Reconciler::config`] once when it loads the plugin,
-/// [`Reconciler::reconcile`] whenever the primary needs attention (it changed, a reschedule came
-/// due, a retry is due), and [`Reconciler::error_status`] (optional) when a reconcile failed and
-/// no retry will follow. Reconcile must be idempotent: it states what the world should look like,
-/// and the host writes it.
+/// [`Reconciler::reconcile`] whenever the primary needs attention (it changed, a secondary of it
+/// changed, a reschedule came due, a retry is due), and [`Reconciler::error_status`] (optional)
+/// when a reconcile failed and no retry will follow. Plugins with [`Watch`]es mapped by the
+/// plugin implement [`Reconciler::map_secondary`] and [`Reconciler::secondaries_of`] as their
+/// mappers need. Reconcile must be idempotent: it states what the world should look like, and the
+/// host writes it.
 ///
 /// ```
 /// use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
@@ -253,6 +305,97 @@ pub trait Reconciler {
         let _ = (primary, error, ctx);
         None::<()>
     }
+
+    /// The primaries to reconcile for a change of `secondary`, an object of a kind watched with
+    /// [`Watch::mapped_by_plugin`] (controller-runtime's `handler.EnqueueRequestsFromMapFunc`,
+    /// JOSDK's `SecondaryToPrimaryMapper`). An empty list ignores the change.
+    ///
+    /// `secondary` is the object as JSON; on a deletion, its last known state. `previous` is the
+    /// version before an update (`None` for other changes), so that a secondary that moved from
+    /// one primary to another can name both. A [`PrimaryRef`] without
+    /// a namespace names a primary in the secondary's namespace when the primary kind is
+    /// namespaced. An `Err` (like an object that is not JSON) names no primary; the host logs it.
+    ///
+    /// The default fails, naming the plugin: a plugin with a [`Mapper::Plugin`] watch must
+    /// implement it.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::serde_json::{Value, json};
+    /// use wasmop_guest::{PrimaryRef, Watch};
+    /// # struct Web;
+    /// impl Reconciler for Web {
+    /// #   type Primary = Value;
+    ///     fn config() -> Config {
+    ///         Config::new("web", Kind::namespaced("example.com", "v1", "Web"))
+    ///             .watch(Watch::new(Kind::namespaced("", "v1", "ConfigMap")).mapped_by_plugin())
+    ///     }
+    /// #   fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    ///
+    ///     // A ConfigMap names its Web, in its own namespace, in `data.web`.
+    ///     fn map_secondary(secondary: &Value, previous: Option<&Value>) -> Result<Vec<PrimaryRef>, String> {
+    ///         let namespace = secondary["metadata"]["namespace"].as_str().ok_or("no namespace")?;
+    ///         let web = |cm: &Value| cm["data"]["web"].as_str().map(|name| PrimaryRef::namespaced(namespace, name));
+    ///         // Before and after an update: a ConfigMap moved to another Web reconciles both.
+    ///         let mut webs: Vec<PrimaryRef> = web(secondary).into_iter().chain(previous.and_then(web)).collect();
+    ///         webs.dedup();
+    ///         Ok(webs)
+    ///     }
+    /// }
+    ///
+    /// let cm = json!({ "metadata": { "namespace": "default" }, "data": { "web": "front" } });
+    /// assert_eq!(Web::map_secondary(&cm, None), Ok(vec![PrimaryRef::namespaced("default", "front")]));
+    /// ```
+    fn map_secondary(
+        secondary: &serde_json::Value,
+        previous: Option<&serde_json::Value>,
+    ) -> Result<Vec<PrimaryRef>, String> {
+        let _ = (secondary, previous);
+        Err(format!(
+            "plugin {} declares a watch with the plugin mapper but does not implement Reconciler::map_secondary",
+            Self::config().name
+        ))
+    }
+
+    /// The secondaries `primary` uses, for the kinds watched with
+    /// [`Watch::referenced_by_primary`] (JOSDK's `PrimaryToSecondaryMapper`): a change of any of
+    /// them reconciles `primary`, and [`Context::secondaries`] gives them to its reconciles. The
+    /// host asks whenever a primary is created or changes and keeps the answers as an index, so
+    /// many primaries may name one secondary. Each [`SecondaryRef`] must name a watched kind.
+    ///
+    /// The default names none. For a primary that does not deserialize as
+    /// [`Reconciler::Primary`] this is not called: the host gets an error naming the type and the
+    /// serde error, and logs it.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
+    /// use wasmop_guest::serde_json::{Value, json};
+    /// use wasmop_guest::{SecondaryRef, Watch};
+    /// # struct Web;
+    /// impl Reconciler for Web {
+    /// #   type Primary = Value;
+    ///     fn config() -> Config {
+    ///         Config::new("web", Kind::namespaced("example.com", "v1", "Web"))
+    ///             .watch(Watch::new(Kind::of::<ConfigMap>()).referenced_by_primary())
+    ///     }
+    /// #   fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    ///
+    ///     // A Web uses the ConfigMap named in `spec.settings`, in its own namespace.
+    ///     fn secondaries_of(web: &Value) -> Vec<SecondaryRef> {
+    ///         let namespace = web["metadata"]["namespace"].as_str();
+    ///         let settings = web["spec"]["settings"].as_str();
+    ///         settings.map(|name| SecondaryRef::new(Kind::of::<ConfigMap>(), namespace, name)).into_iter().collect()
+    ///     }
+    /// }
+    ///
+    /// let web = json!({ "metadata": { "namespace": "default" }, "spec": { "settings": "web-settings" } });
+    /// assert_eq!(Web::secondaries_of(&web)[0].name, "web-settings");
+    /// ```
+    fn secondaries_of(primary: &Self::Primary) -> Vec<SecondaryRef> {
+        let _ = primary;
+        Vec::new()
+    }
 }
 
 /// Exports a [`Reconciler`] as the plugin's `wasmop:plugin/reconciler` implementation.
@@ -305,6 +448,21 @@ macro_rules! export {
                 ) -> ::core::option::Option<::std::string::String> {
                     $crate::__private::update_error_status::<$reconciler>(request, error)
                 }
+
+                fn map_secondary(
+                    secondary: ::std::string::String,
+                    previous: ::core::option::Option<::std::string::String>,
+                ) -> ::core::result::Result<::std::vec::Vec<$crate::__private::WitObjectRef>, ::std::string::String>
+                {
+                    $crate::__private::map_secondary::<$reconciler>(secondary, previous)
+                }
+
+                fn secondaries_of(
+                    primary: ::std::string::String,
+                ) -> ::core::result::Result<::std::vec::Vec<$crate::__private::WitSecondaryRef>, ::std::string::String>
+                {
+                    $crate::__private::secondaries_of::<$reconciler>(primary)
+                }
             }
 
             #[cfg(target_arch = "wasm32")]
@@ -325,10 +483,23 @@ macro_rules! export {
                     $crate::__private::ReconcileRequest,
                     $crate::__private::ReconcileError,
                 ) -> ::core::option::Option<::std::string::String>,
+                fn(
+                    ::std::string::String,
+                    ::core::option::Option<::std::string::String>,
+                )
+                    -> ::core::result::Result<::std::vec::Vec<$crate::__private::WitObjectRef>, ::std::string::String>,
+                fn(
+                    ::std::string::String,
+                ) -> ::core::result::Result<
+                    ::std::vec::Vec<$crate::__private::WitSecondaryRef>,
+                    ::std::string::String,
+                >,
             ) = (
                 <__WasmopGuestExport as $crate::__private::Guest>::describe,
                 <__WasmopGuestExport as $crate::__private::Guest>::reconcile,
                 <__WasmopGuestExport as $crate::__private::Guest>::update_error_status,
+                <__WasmopGuestExport as $crate::__private::Guest>::map_secondary,
+                <__WasmopGuestExport as $crate::__private::Guest>::secondaries_of,
             );
         };
     };
@@ -369,7 +540,8 @@ pub(crate) fn error_status<R: Reconciler>(object: &str, error: &Error, ctx: &Con
 pub mod __private {
     pub use crate::bindings::exports::wasmop::plugin::reconciler::Guest;
     pub use crate::bindings::wasmop::plugin::types::{
-        Outcome as WitOutcome, PluginConfig, ReconcileError, ReconcileRequest,
+        ObjectRef as WitObjectRef, Outcome as WitOutcome, PluginConfig, ReconcileError, ReconcileRequest,
+        SecondaryRef as WitSecondaryRef,
     };
 
     use crate::Reconciler;
@@ -390,6 +562,29 @@ pub mod __private {
     pub fn update_error_status<R: Reconciler>(request: ReconcileRequest, error: ReconcileError) -> Option<String> {
         let ctx = Context::new(Box::new(WitHost), request.attempt, request.last_attempt);
         crate::error_status::<R>(&request.object, &crate::Error::from_wit(error), &ctx).map(|status| status.to_string())
+    }
+
+    /// `map-secondary` for `R`: an object that is not JSON is an error naming it.
+    pub fn map_secondary<R: Reconciler>(
+        secondary: String,
+        previous: Option<String>,
+    ) -> Result<Vec<WitObjectRef>, String> {
+        let secondary: serde_json::Value =
+            serde_json::from_str(&secondary).map_err(|e| format!("the secondary is not JSON: {e}"))?;
+        let previous: Option<serde_json::Value> = previous
+            .map(|previous| serde_json::from_str(&previous))
+            .transpose()
+            .map_err(|e| format!("the previous version of the secondary is not JSON: {e}"))?;
+        let primaries = R::map_secondary(&secondary, previous.as_ref())?;
+        Ok(primaries.into_iter().map(crate::PrimaryRef::into_wit).collect())
+    }
+
+    /// `secondaries-of` for `R`: a primary that does not deserialize is an error naming the type
+    /// and the serde error.
+    pub fn secondaries_of<R: Reconciler>(primary: String) -> Result<Vec<WitSecondaryRef>, String> {
+        let primary: R::Primary = serde_json::from_str(&primary)
+            .map_err(|e| format!("the primary does not deserialize as {}: {e}", std::any::type_name::<R::Primary>()))?;
+        Ok(R::secondaries_of(&primary).into_iter().map(crate::SecondaryRef::into_wit).collect())
     }
 }
 
@@ -447,6 +642,86 @@ mod tests {
     fn update_error_status_export_gives_none_for_a_primary_that_does_not_decode() {
         let error = ReconcileError::Invalid("the primary does not deserialize".into());
         assert_eq!(update_error_status::<Reporter>(request(r#"{"data": 42}"#), error), None);
+    }
+
+    /// Maps a ConfigMap to the primaries in its `data.primaries` and names the ConfigMaps in a
+    /// primary's `data.uses`.
+    struct Mapping;
+
+    impl Reconciler for Mapping {
+        type Primary = k8s_openapi::api::core::v1::ConfigMap;
+
+        fn config() -> Config {
+            Config::new("mapping", Kind::namespaced("", "v1", "ConfigMap"))
+        }
+
+        fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> {
+            Ok(Outcome::done())
+        }
+
+        fn map_secondary(secondary: &Value, previous: Option<&Value>) -> Result<Vec<PrimaryRef>, String> {
+            let names = secondary["data"]["primaries"].as_str().ok_or("no data.primaries")?;
+            let mut primaries: Vec<PrimaryRef> =
+                names.split(',').map(|name| PrimaryRef::namespaced("ns", name)).collect();
+            primaries.extend(previous.map(|_| PrimaryRef::cluster_scoped("previous")));
+            Ok(primaries)
+        }
+
+        fn secondaries_of(primary: &Self::Primary) -> Vec<SecondaryRef> {
+            let data = primary.data.clone().unwrap_or_default();
+            let kind = Kind::of::<k8s_openapi::api::core::v1::ConfigMap>();
+            data.get("uses")
+                .map(|name| SecondaryRef::new(kind, primary.metadata.namespace.as_deref(), name))
+                .into_iter()
+                .collect()
+        }
+    }
+
+    #[test]
+    fn map_secondary_and_secondaries_of_default_to_an_error_and_nothing() {
+        let secondary = json!({ "metadata": { "name": "cm" } });
+        let error = Reporter::map_secondary(&secondary, Some(&secondary)).unwrap_err();
+        assert_eq!(
+            error,
+            "plugin reporter declares a watch with the plugin mapper but does not implement Reconciler::map_secondary"
+        );
+        assert!(Reporter::secondaries_of(&k8s_openapi::api::core::v1::ConfigMap::default()).is_empty());
+        let object = secondary.to_string();
+        assert_eq!(super::__private::map_secondary::<Reporter>(object.clone(), None).map(|p| p.len()), Err(error));
+        assert_eq!(super::__private::secondaries_of::<Reporter>(object).map(|refs| refs.len()), Ok(0));
+    }
+
+    #[test]
+    fn map_secondary_export_decodes_the_objects_and_encodes_the_primaries() {
+        use super::__private::map_secondary;
+        let secondary = json!({ "data": { "primaries": "a,b" } }).to_string();
+        let primaries = map_secondary::<Mapping>(secondary.clone(), None).expect("primaries");
+        let primaries: Vec<_> = primaries.into_iter().map(|p| (p.namespace, p.name)).collect();
+        assert_eq!(primaries, [(Some("ns".to_owned()), "a".to_owned()), (Some("ns".to_owned()), "b".to_owned())]);
+        let primaries = map_secondary::<Mapping>(secondary.clone(), Some("{}".into())).expect("primaries");
+        assert_eq!((primaries[2].namespace.as_deref(), primaries[2].name.as_str()), (None, "previous"));
+        assert_eq!(map_secondary::<Mapping>("{}".into(), None).map(|p| p.len()), Err("no data.primaries".into()));
+        let error = map_secondary::<Mapping>("not json".into(), None).map(|p| p.len()).unwrap_err();
+        assert!(error.starts_with("the secondary is not JSON: "), "{error}");
+        let error = map_secondary::<Mapping>(secondary, Some("[".into())).map(|p| p.len()).unwrap_err();
+        assert!(error.starts_with("the previous version of the secondary is not JSON: "), "{error}");
+    }
+
+    #[test]
+    fn secondaries_of_export_decodes_the_primary_and_encodes_the_secondaries() {
+        use super::__private::secondaries_of;
+        let primary = json!({ "metadata": { "name": "p", "namespace": "ns" }, "data": { "uses": "settings" } });
+        let secondaries = secondaries_of::<Mapping>(primary.to_string()).expect("secondaries");
+        let [secondary] = &secondaries[..] else { panic!("one secondary") };
+        assert_eq!((secondary.namespace.as_deref(), secondary.name.as_str()), (Some("ns"), "settings"));
+        let kind = &secondary.kind;
+        assert_eq!(
+            (kind.group.as_str(), kind.version.as_str(), kind.kind.as_str(), kind.plural.as_deref(), kind.namespaced),
+            ("", "v1", "ConfigMap", Some("configmaps"), true)
+        );
+        let error = secondaries_of::<Mapping>(r#"{"data": 42}"#.into()).map(|s| s.len()).unwrap_err();
+        assert!(error.starts_with("the primary does not deserialize as k8s_openapi::"), "{error}");
+        assert!(error.contains("ConfigMap"), "{error}");
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! Native unit tests for plugins: a fake host and a way to run a [`Reconciler`] against it.
 //!
-//! [`FakeHost`] holds the objects that [`Context::get`](crate::Context::get) and
-//! [`Context::list`](crate::Context::list) see and records the plugin's logs. Its `reconcile`
-//! methods run the plugin's code natively, through the same decode and check steps as the
-//! component export, and return a [`Run`] to inspect. Its `error_status` methods, and
-//! [`Run::error_status`] after a failed run, call the plugin's
-//! [`Reconciler::error_status`] hook the same way. Nothing here calls the host imports, so it
-//! works under a plain `cargo test`.
+//! [`FakeHost`] holds the objects that [`Context::get`](crate::Context::get),
+//! [`Context::list`](crate::Context::list) and [`Context::secondaries`](crate::Context::secondaries)
+//! see and records the plugin's logs. Its `reconcile` methods run the plugin's code natively,
+//! through the same decode and check steps as the component export, and return a [`Run`] to
+//! inspect. Its `error_status` methods, and [`Run::error_status`] after a failed run, call the
+//! plugin's [`Reconciler::error_status`] hook the same way. Nothing here calls the host imports,
+//! so it works under a plain `cargo test`.
 //!
 //! ```
 //! use wasmop_guest::serde_json::{json, Value};
@@ -48,8 +48,8 @@ use serde_json::Value;
 use crate::context::Host;
 use crate::{Context, Error, Event, Kind, Level, Outcome, Reconciler};
 
-/// A stand-in for the wasmop host: objects by kind for the plugin to read, failures to inject,
-/// and a record of what the plugin logged.
+/// A stand-in for the wasmop host: objects by kind for the plugin to read, the secondaries of the
+/// primary, failures to inject, and a record of what the plugin logged.
 ///
 /// ```
 /// use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
@@ -76,11 +76,13 @@ use crate::{Context, Error, Event, Kind, Level, Outcome, Reconciler};
 #[derive(Clone, Debug, Default)]
 pub struct FakeHost {
     objects: Vec<(Kind, Value)>,
+    secondaries: Vec<(Kind, Value)>,
     failures: Vec<(Kind, String)>,
 }
 
 impl FakeHost {
-    /// An empty host: every `get` finds nothing, every `list` is empty.
+    /// An empty host: every `get` finds nothing, every `list` is empty, and the primary has no
+    /// secondaries.
     ///
     /// ```
     /// let host = wasmop_guest::testing::FakeHost::new();
@@ -105,9 +107,7 @@ impl FakeHost {
     /// );
     /// ```
     pub fn insert(&mut self, kind: &Kind, object: &impl Serialize) -> &mut Self {
-        let object = serde_json::to_value(object)
-            .unwrap_or_else(|e| panic!("FakeHost::insert: the {kind} does not serialize: {e}"));
-        assert!(object.is_object(), "FakeHost::insert: a {kind} must be a JSON object, got {object}");
+        let object = to_object("insert", kind, object);
         self.objects.push((kind.clone(), object));
         self
     }
@@ -148,8 +148,55 @@ impl FakeHost {
         self
     }
 
-    /// Makes every `get` and `list` of `kind` fail with `message`, as the real host does for a
-    /// kind it does not watch. The plugin sees [`Error::Transient`].
+    /// Adds a secondary of the primary: an object of kind `kind` that
+    /// [`Context::secondaries`](crate::Context::secondaries) returns, as the real host does for the
+    /// objects the watch's [`Mapper`](crate::Mapper) relates to the primary being reconciled. It is
+    /// in the cache too, for `get` and `list`. Panics if it does not serialize to a JSON object.
+    ///
+    /// `secondaries` gives them sorted by namespace and name, and fails, as the real host does,
+    /// for a kind the reconciler's [`Config`](crate::Config) declares no [`Watch`](crate::Watch)
+    /// of.
+    ///
+    /// ```
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// use wasmop_guest::Kind;
+    ///
+    /// let mut host = FakeHost::new();
+    /// for name in ["a", "b"] {
+    ///     host.insert_secondary(
+    ///         &Kind::namespaced("", "v1", "ConfigMap"),
+    ///         &json!({ "metadata": { "name": name, "namespace": "default" } }),
+    ///     );
+    /// }
+    /// ```
+    pub fn insert_secondary(&mut self, kind: &Kind, object: &impl Serialize) -> &mut Self {
+        let object = to_object("insert_secondary", kind, object);
+        self.secondaries.push((kind.clone(), object));
+        self
+    }
+
+    /// [`FakeHost::insert_secondary`], builder style.
+    ///
+    /// ```
+    /// use wasmop_guest::k8s_openapi::api::core::v1::Secret;
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// use wasmop_guest::Kind;
+    ///
+    /// let host = FakeHost::new().with_secondary(
+    ///     &Kind::of::<Secret>(),
+    ///     &json!({ "metadata": { "name": "db", "namespace": "default" } }),
+    /// );
+    /// ```
+    #[must_use]
+    pub fn with_secondary(mut self, kind: &Kind, object: &impl Serialize) -> Self {
+        self.insert_secondary(kind, object);
+        self
+    }
+
+    /// Makes every `get`, `list` and `secondaries` of `kind` fail with `message`, as the real
+    /// host does for a kind it does not watch. The plugin sees [`Error::Transient`].
     ///
     /// ```
     /// use wasmop_guest::testing::FakeHost;
@@ -225,14 +272,15 @@ impl FakeHost {
     /// assert!(matches!(run.error(), Error::Invalid(_)));
     /// ```
     pub fn reconcile_json<R: Reconciler>(&self, json: &str, attempt: u32, last_attempt: bool) -> Run {
-        let (ctx, logs) = self.context(attempt, last_attempt);
+        let plugin = Plugin::of::<R>();
+        let (ctx, logs) = self.context(&plugin, attempt, last_attempt);
         let result = crate::run::<R>(json, &ctx);
         drop(ctx);
         let logs = logs.take();
         Run {
             result,
             logs,
-            request: Request { host: self.clone(), json: json.to_owned(), attempt, last_attempt },
+            request: Request { host: self.clone(), plugin, json: json.to_owned(), attempt, last_attempt },
             error_status: crate::error_status::<R>,
         }
     }
@@ -315,16 +363,43 @@ impl FakeHost {
         attempt: u32,
         last_attempt: bool,
     ) -> Option<Value> {
-        let (ctx, _logs) = self.context(attempt, last_attempt);
+        let (ctx, _logs) = self.context(&Plugin::of::<R>(), attempt, last_attempt);
         crate::error_status::<R>(json, error, &ctx)
     }
 
-    /// A [`Context`] on a copy of this host's objects, and the log it records to.
-    fn context(&self, attempt: u32, last_attempt: bool) -> (Context, Rc<RefCell<Vec<LogLine>>>) {
+    /// A [`Context`] for `plugin` on a copy of this host's objects, and the log it records to.
+    fn context(&self, plugin: &Plugin, attempt: u32, last_attempt: bool) -> (Context, Rc<RefCell<Vec<LogLine>>>) {
         let logs = Rc::new(RefCell::new(Vec::new()));
-        let backend =
-            Backend { objects: self.objects.clone(), failures: self.failures.clone(), logs: Rc::clone(&logs) };
+        let backend = Backend {
+            plugin: plugin.clone(),
+            objects: self.objects.clone(),
+            secondaries: self.secondaries.clone(),
+            failures: self.failures.clone(),
+            logs: Rc::clone(&logs),
+        };
         (Context::new(Box::new(backend), attempt, last_attempt), logs)
+    }
+}
+
+/// `object` as a JSON object; panics naming `method` and `kind` if it is not one.
+fn to_object(method: &str, kind: &Kind, object: &impl Serialize) -> Value {
+    let object = serde_json::to_value(object)
+        .unwrap_or_else(|e| panic!("FakeHost::{method}: the {kind} does not serialize: {e}"));
+    assert!(object.is_object(), "FakeHost::{method}: a {kind} must be a JSON object, got {object}");
+    object
+}
+
+/// What the host knows of the plugin under test: its name and the kinds it watches.
+#[derive(Clone, Debug)]
+struct Plugin {
+    name: String,
+    watched: Vec<Kind>,
+}
+
+impl Plugin {
+    fn of<R: Reconciler>() -> Self {
+        let config = R::config();
+        Self { name: config.name, watched: config.watches.into_iter().map(|watch| watch.kind).collect() }
     }
 }
 
@@ -332,15 +407,18 @@ impl FakeHost {
 #[derive(Debug)]
 struct Request {
     host: FakeHost,
+    plugin: Plugin,
     json: String,
     attempt: u32,
     last_attempt: bool,
 }
 
-/// The host a [`Context`] talks to in a test run: a copy of the [`FakeHost`]'s objects and a
-/// shared log record.
+/// The host a [`Context`] talks to in a test run: what it knows of the plugin, a copy of the
+/// [`FakeHost`]'s objects and a shared log record.
 struct Backend {
+    plugin: Plugin,
     objects: Vec<(Kind, Value)>,
+    secondaries: Vec<(Kind, Value)>,
     failures: Vec<(Kind, String)>,
     logs: Rc<RefCell<Vec<LogLine>>>,
 }
@@ -353,8 +431,9 @@ impl Backend {
         }
     }
 
+    /// The cached objects of `kind`, secondaries included.
     fn of_kind<'a>(&'a self, kind: &'a Kind) -> impl Iterator<Item = &'a Value> + 'a {
-        self.objects.iter().filter(move |(k, _)| k.same_type(kind)).map(|(_, object)| object)
+        self.objects.iter().chain(&self.secondaries).filter(move |(k, _)| k.same_type(kind)).map(|(_, object)| object)
     }
 }
 
@@ -386,6 +465,20 @@ impl Host for Backend {
             .filter(|object| selector.as_ref().is_none_or(|selector| selector.matches(&object["metadata"]["labels"])))
             .map(Value::to_string)
             .collect())
+    }
+
+    fn secondaries(&self, kind: &Kind) -> Result<Vec<String>, String> {
+        self.fail(kind)?;
+        if !self.plugin.watched.iter().any(|watched| watched.same_type(kind)) {
+            return Err(format!(
+                "{kind} is not watched by plugin {}: only watched kinds have secondaries",
+                self.plugin.name
+            ));
+        }
+        let mut secondaries: Vec<&Value> =
+            self.secondaries.iter().filter(|(k, _)| k.same_type(kind)).map(|(_, object)| object).collect();
+        secondaries.sort_by_key(|object| (meta_str(object, "namespace"), meta_str(object, "name")));
+        Ok(secondaries.into_iter().map(Value::to_string).collect())
     }
 }
 
@@ -652,8 +745,8 @@ impl Run {
     /// ```
     pub fn error_status(&self) -> Option<Value> {
         let error = self.error();
-        let Request { host, json, attempt, last_attempt } = &self.request;
-        let (ctx, _logs) = host.context(*attempt, *last_attempt);
+        let Request { host, plugin, json, attempt, last_attempt } = &self.request;
+        let (ctx, _logs) = host.context(plugin, *attempt, *last_attempt);
         (self.error_status)(json, error, &ctx)
     }
 }
@@ -668,7 +761,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{Config, EventType};
+    use crate::{Config, EventType, Watch};
 
     /// Reads the ConfigMap named in the primary's `data.target` and reports what it found.
     struct Lookup;
@@ -912,13 +1005,104 @@ mod tests {
     #[test]
     fn non_object_error_status_is_ignored_and_logged() {
         let json = flaky("array").to_string();
-        let (ctx, logs) = FakeHost::new().context(0, true);
+        let (ctx, logs) = FakeHost::new().context(&Plugin::of::<Flaky>(), 0, true);
         assert_eq!(crate::error_status::<Flaky>(&json, &Error::transient("t"), &ctx), None);
         drop(ctx);
         let logs = logs.take();
         assert_eq!(logs.len(), 1, "{logs:?}");
         assert_eq!(logs[0].level, Level::Error);
         assert!(logs[0].message.contains("JSON object") && logs[0].message.contains(r#"["t"]"#), "{logs:?}");
+    }
+
+    /// Reports the names of its ConfigMap secondaries, and of the Secret ones when
+    /// `data.secrets` is set (it watches no Secrets).
+    struct Owner;
+
+    impl Reconciler for Owner {
+        type Primary = ConfigMap;
+
+        fn config() -> Config {
+            Config::new("owner", Kind::of::<ConfigMap>()).watch(Watch::new(Kind::of::<ConfigMap>()))
+        }
+
+        fn reconcile(primary: ConfigMap, ctx: &Context) -> Result<Outcome, Error> {
+            let names = |objects: Vec<Value>| -> Vec<String> {
+                let name = |o: &Value| format!("{}/{}", o["metadata"]["namespace"], o["metadata"]["name"]);
+                objects.iter().map(name).collect()
+            };
+            let config_maps: Vec<Value> = ctx.secondaries(&Kind::of::<ConfigMap>())?;
+            let typed: Vec<ConfigMap> = ctx.secondaries(&Kind::namespaced("", "v1", "ConfigMap"))?;
+            let cached: Option<Value> = ctx.get(&Kind::of::<ConfigMap>(), Some("b"), "one")?;
+            let mut status =
+                json!({ "configMaps": names(config_maps), "typed": typed.len(), "cached": cached.is_some() });
+            if primary.data.unwrap_or_default().contains_key("secrets") {
+                status["secrets"] = json!(names(ctx.secondaries(&Kind::namespaced("", "v1", "Secret"))?));
+            }
+            Ok(Outcome::done().status(status))
+        }
+    }
+
+    fn secondary(namespace: &str, name: &str) -> Value {
+        json!({ "metadata": { "name": name, "namespace": namespace } })
+    }
+
+    fn owner_host() -> FakeHost {
+        let kind = Kind::of::<ConfigMap>();
+        let mut host = FakeHost::new().with(&kind, &secondary("a", "not-a-secondary"));
+        host.insert_secondary(&kind, &secondary("b", "one"))
+            .insert_secondary(&kind, &secondary("a", "two"))
+            .insert_secondary(&kind, &secondary("a", "one"))
+            .insert_secondary(&Kind::namespaced("", "v1", "Secret"), &secondary("a", "s"));
+        host
+    }
+
+    #[test]
+    fn secondaries_are_sorted_by_namespace_and_name_and_cached() {
+        let run = owner_host().reconcile::<Owner>(&config_map("p", json!({}), json!({})));
+        assert_eq!(
+            run.status(),
+            Some(
+                &json!({ "configMaps": [r#""a"/"one""#, r#""a"/"two""#, r#""b"/"one""#], "typed": 3, "cached": true })
+            )
+        );
+        let run = FakeHost::new().reconcile::<Owner>(&config_map("p", json!({}), json!({})));
+        assert_eq!(run.status(), Some(&json!({ "configMaps": [], "typed": 0, "cached": false })), "watched, none");
+    }
+
+    #[test]
+    fn secondaries_of_a_kind_not_watched_give_transient() {
+        let run = owner_host().reconcile::<Owner>(&config_map("p", json!({}), json!({ "secrets": "" })));
+        assert!(
+            matches!(run.error(), Error::Transient(m) if m.contains("v1/Secret is not watched by plugin owner")),
+            "{:?}",
+            run.error()
+        );
+        // Lookup watches nothing: the secondaries it was given are only cached objects.
+        let host = FakeHost::new().with_secondary(&Kind::of::<ConfigMap>(), &secondary("a", "b"));
+        let (ctx, _logs) = host.context(&Plugin::of::<Lookup>(), 0, false);
+        let error = ctx.secondaries::<Value>(&Kind::of::<ConfigMap>()).unwrap_err();
+        assert!(error.message().contains("v1/ConfigMap is not watched by plugin lookup"), "{error:?}");
+        assert_eq!(ctx.list::<Value>(&Kind::of::<ConfigMap>(), Some("a"), None).map(|l| l.len()), Ok(1));
+    }
+
+    #[test]
+    fn failing_and_malformed_secondaries() {
+        let primary = config_map("p", json!({}), json!({}));
+        let run = owner_host().failing(&Kind::of::<ConfigMap>(), "cache down").reconcile::<Owner>(&primary);
+        assert_eq!(run.error(), &Error::transient("cannot read the v1/ConfigMap secondaries: cache down"));
+        let bad = json!({ "metadata": { "name": "bad", "namespace": "a" }, "data": 1 });
+        let run = FakeHost::new().with_secondary(&Kind::of::<ConfigMap>(), &bad).reconcile::<Owner>(&primary);
+        assert!(
+            matches!(run.error(), Error::Permanent(m) if m.starts_with("a v1/ConfigMap secondary does not")),
+            "{:?}",
+            run.error()
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "FakeHost::insert_secondary: a v1/ConfigMap must be a JSON object")]
+    fn a_secondary_must_be_an_object() {
+        let _ = FakeHost::new().with_secondary(&Kind::of::<ConfigMap>(), &[1]);
     }
 
     #[test]

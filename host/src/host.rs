@@ -1,16 +1,16 @@
-//! The host: loads plugins and runs one controller per plugin on a shared client and runtime.
+//! The host: loads plugins and runs one controller per plugin on shared clusters, watches and
+//! runtime; controllers start and stop while the others keep running.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use kube::Client;
-use tokio_util::sync::CancellationToken;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::controller;
-use crate::informer::Registry;
+use crate::informer::{Clusters, UnknownCluster};
 use crate::runtime::{LoadError, Module, Runtime};
 use crate::settings::{Defaults, HostConfig, resolve};
 
@@ -35,6 +35,15 @@ pub enum HostError {
     /// No plugin was given.
     #[error("no plugins to run: pass --plugin FILE or --plugins DIR")]
     NoPlugins,
+    /// A plugin watches a cluster the host was not given.
+    #[error("plugin {plugin:?} refused: {source}")]
+    UnknownCluster {
+        /// The plugin.
+        plugin: String,
+        /// Which cluster.
+        #[source]
+        source: UnknownCluster,
+    },
 }
 
 /// Every `*.wasm` file in `dir`, sorted.
@@ -87,28 +96,116 @@ pub struct HostSettings {
     pub max_concurrent_reconciles: usize,
 }
 
-/// Runs a controller per module until `shutdown` fires.
-pub async fn run(client: Client, modules: Vec<Arc<Module>>, settings: HostSettings, shutdown: CancellationToken) {
-    let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
-    let registry = Registry::new(client.clone());
-    let mut controllers = tokio::task::JoinSet::new();
-    for module in modules {
-        let overrides = settings.config.plugins.get(module.name()).cloned().unwrap_or_default();
-        let resolved = resolve(module.config(), &overrides, &settings.defaults);
-        tracing::info!(plugin = module.name(), digest = module.digest(), path = %module.path().display(), ?resolved, "plugin loaded");
-        let registry = registry.clone();
-        controllers.spawn(controller::run(
-            module,
-            client.clone(),
-            registry,
-            resolved,
-            Some(global.clone()),
-            shutdown.clone(),
-        ));
+/// A running controller.
+struct Running {
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// Runs one controller per plugin; plugins can be started and stopped at any time, and share
+/// watches (reference-counted per cluster) and the global reconcile limit.
+pub struct Host {
+    clusters: Clusters,
+    settings: HostSettings,
+    global: Arc<Semaphore>,
+    controllers: Mutex<BTreeMap<String, Running>>,
+}
+
+impl Host {
+    /// A host with no plugins yet.
+    pub fn new(clusters: Clusters, settings: HostSettings) -> Self {
+        let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
+        Self { clusters, settings, global, controllers: Mutex::new(BTreeMap::new()) }
     }
-    while let Some(done) = controllers.join_next().await {
-        if let Err(err) = done {
-            tracing::error!(%err, "a controller stopped abnormally");
+
+    /// Checks that the host can run `module`: its name is free and every cluster it watches is
+    /// known.
+    pub fn check(&self, module: &Module) -> Result<(), HostError> {
+        if self.controllers.lock().expect("never poisoned").contains_key(module.name()) {
+            return Err(HostError::DuplicateName(module.name().to_string()));
+        }
+        for watch in &module.config().watches {
+            self.clusters
+                .get(watch.cluster.as_deref())
+                .map_err(|source| HostError::UnknownCluster { plugin: module.name().to_string(), source })?;
+        }
+        Ok(())
+    }
+
+    /// Starts the controller of `module`. Must be called within a tokio runtime.
+    pub fn start(&self, module: Arc<Module>) -> Result<(), HostError> {
+        self.check(&module)?;
+        let overrides = self.settings.config.plugins.get(module.name()).cloned().unwrap_or_default();
+        let resolved = resolve(module.config(), &overrides, &self.settings.defaults);
+        tracing::info!(plugin = module.name(), digest = module.digest(), path = %module.path().display(), ?resolved, "plugin loaded");
+        let stop = CancellationToken::new();
+        let name = module.name().to_string();
+        let task = tokio::spawn(controller::run(
+            module,
+            self.clusters.clone(),
+            resolved,
+            Some(self.global.clone()),
+            stop.clone(),
+        ));
+        self.controllers.lock().expect("never poisoned").insert(name, Running { stop, task });
+        Ok(())
+    }
+
+    /// Stops the plugin `name` and waits for its reconciles in flight; its watches stop unless
+    /// another plugin uses them. Returns whether it was running.
+    pub async fn stop(&self, name: &str) -> bool {
+        let Some(running) = self.controllers.lock().expect("never poisoned").remove(name) else { return false };
+        running.stop.cancel();
+        if let Err(err) = running.task.await {
+            tracing::error!(plugin = name, %err, "a controller stopped abnormally");
+        }
+        tracing::info!(plugin = name, "plugin unloaded");
+        true
+    }
+
+    /// The names of the running plugins.
+    pub fn plugins(&self) -> Vec<String> {
+        self.controllers.lock().expect("never poisoned").keys().cloned().collect()
+    }
+
+    /// The clusters the host watches.
+    pub fn clusters(&self) -> &Clusters {
+        &self.clusters
+    }
+
+    /// Stops every plugin.
+    pub async fn stop_all(&self) {
+        for name in self.plugins() {
+            self.stop(&name).await;
         }
     }
+}
+
+impl Drop for Host {
+    /// Stops every controller without waiting for it.
+    fn drop(&mut self) {
+        for running in self.controllers.lock().expect("never poisoned").values() {
+            running.stop.cancel();
+        }
+    }
+}
+
+/// Runs a controller per module until `shutdown` fires. Refuses to start any when one cannot
+/// run (for example, it watches an unknown cluster).
+pub async fn run(
+    clusters: Clusters,
+    modules: Vec<Arc<Module>>,
+    settings: HostSettings,
+    shutdown: CancellationToken,
+) -> Result<(), HostError> {
+    let host = Host::new(clusters, settings);
+    for module in &modules {
+        host.check(module)?;
+    }
+    for module in modules {
+        host.start(module)?;
+    }
+    shutdown.cancelled().await;
+    host.stop_all().await;
+    Ok(())
 }

@@ -1,13 +1,15 @@
 //! wasmop runs Kubernetes controllers as sandboxed WebAssembly plugins.
 //!
-//! Start at [`host::run`]: it runs one [`controller`] per loaded [`runtime::Module`]. A
+//! Start at [`host::Host`]: it runs one [`controller`] per loaded [`runtime::Module`]. A
 //! controller watches the plugin's primary kind ([`informer`]), filters events
-//! ([`controller::ChangeFilter`]), serializes work per object ([`scheduler`]), calls the plugin
-//! in a fresh sandbox ([`runtime`]) and carries out the outcome ([`writer`]).
+//! ([`controller::ChangeFilter`]), maps changes of secondary kinds to primaries ([`source`],
+//! [`mapping`]), serializes work per object ([`scheduler`]), calls the plugin in a fresh sandbox
+//! ([`runtime`]) and carries out the outcome ([`writer`]).
 
 pub mod controller;
 pub mod host;
 pub mod informer;
+pub mod mapping;
 pub mod object;
 pub mod ratelimit;
 pub mod retry;
@@ -15,4 +17,5 @@ pub mod runtime;
 pub mod scheduler;
 pub mod selector;
 pub mod settings;
+pub mod source;
 pub mod writer;

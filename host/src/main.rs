@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 use wasmop::host::HostSettings;
+use wasmop::informer::{ClusterSpec, Clusters};
 use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
 
@@ -59,6 +60,10 @@ struct RunArgs {
     /// YAML file of deployment-time overrides per plugin (see the README).
     #[arg(long, value_name = "FILE", env = "WASMOP_CONFIG")]
     config: Option<PathBuf>,
+    /// A remote cluster that plugin watches may name: NAME=CONTEXT (from the kubeconfig in use),
+    /// NAME=CONTEXT@KUBECONFIG or NAME=@KUBECONFIG. Repeat for more.
+    #[arg(long = "cluster", value_name = "NAME=CONTEXT[@FILE]")]
+    clusters: Vec<ClusterSpec>,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -132,6 +137,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let runtime = args.runtime.runtime()?;
     let modules = wasmop::host::load_all(&runtime, &files)?;
     let client = kube::Client::try_default().await.context("cannot build a Kubernetes client from the kubeconfig")?;
+    let mut clusters = Clusters::new(client);
+    for spec in &args.clusters {
+        clusters = clusters.with_remote(spec.name.clone(), spec.connect().await?);
+    }
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
@@ -144,7 +153,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         defaults: Defaults { namespace: args.namespace, max_concurrent_reconciles: args.plugin_concurrency.into() },
         max_concurrent_reconciles: args.max_concurrent_reconciles.into(),
     };
-    wasmop::host::run(client, modules, settings, shutdown).await;
+    wasmop::host::run(clusters, modules, settings, shutdown).await?;
     Ok(())
 }
 

@@ -38,6 +38,8 @@ pub struct Overrides {
     pub rate_limit: Option<RateLimitOverrides>,
     /// Concurrent reconciles of this plugin.
     pub max_concurrent_reconciles: Option<u32>,
+    /// Resync period in milliseconds; 0 turns it off.
+    pub resync_period_ms: Option<u64>,
 }
 
 /// Overrides of the retry policy.
@@ -143,6 +145,8 @@ pub struct Resolved {
     pub rate_limit: Option<RateLimit>,
     /// Concurrent reconciles of this plugin.
     pub max_concurrent: usize,
+    /// How often every cached primary is reconciled again; `None` is never.
+    pub resync_period: Option<Duration>,
 }
 
 /// Combines `describe()`, the overrides and the host defaults, in that order of precedence
@@ -194,6 +198,11 @@ pub fn resolve(config: &PluginConfig, overrides: &Overrides, defaults: &Defaults
         max_interval,
         rate_limit,
         max_concurrent,
+        resync_period: overrides
+            .resync_period_ms
+            .or(config.resync_period_ms)
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis),
     }
 }
 
@@ -224,16 +233,18 @@ mod tests {
         assert_eq!(r.namespace.as_deref(), Some("default-ns"));
         assert_eq!(r.label_selector.as_deref(), Some("app=a"));
         assert!(r.filters.generation_aware);
+        assert_eq!(r.resync_period, None);
     }
 
     #[test]
     fn overrides_beat_the_plugin_field_by_field() {
-        let yaml = "plugins:\n  p:\n    namespace: ns\n    retry: { maxAttempts: 2 }\n    rateLimit: { maxReconciles: 0, periodMs: 0 }\n    maxReconcileIntervalMs: 0\n    generationAware: false\n    maxConcurrentReconciles: 3\n";
+        let yaml = "plugins:\n  p:\n    namespace: ns\n    retry: { maxAttempts: 2 }\n    rateLimit: { maxReconciles: 0, periodMs: 0 }\n    maxReconcileIntervalMs: 0\n    resyncPeriodMs: 60000\n    generationAware: false\n    maxConcurrentReconciles: 3\n";
         let host: HostConfig = serde_yaml::from_str(yaml).unwrap();
         let r = resolve(&config(), &host.plugins["p"], &defaults());
         assert_eq!(r.retry, RetryPolicy { max_attempts: 2, ..RetryPolicy::default() });
         assert_eq!(r.rate_limit, None);
         assert_eq!(r.max_interval, None);
+        assert_eq!(r.resync_period, Some(Duration::from_secs(60)));
         assert!(!r.filters.generation_aware);
         assert_eq!(r.max_concurrent, 3);
         assert_eq!(r.namespace.as_deref(), Some("ns"));

@@ -17,11 +17,13 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config, ResourceExt};
 use serde::Deserialize as _;
-use tokio_util::sync::CancellationToken;
-use wasmop::host::HostSettings;
+use wasmop::host::{Host, HostSettings};
+use wasmop::informer::Clusters;
 use wasmop::runtime::bindings::wasmop::plugin::types::KindRef;
 use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
+
+pub mod links;
 
 /// The workspace root.
 pub fn workspace_root() -> &'static Path {
@@ -31,28 +33,47 @@ pub fn workspace_root() -> &'static Path {
 /// The kubeconfig of the shared control plane, starting one on first use.
 pub fn kubeconfig() -> &'static Path {
     static KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
-    KUBECONFIG.get_or_init(|| {
-        if let Some(path) = std::env::var_os("WASMOP_TEST_KUBECONFIG") {
-            return PathBuf::from(path);
-        }
-        let dir = workspace_root().join("target/test-cluster");
-        let out = std::process::Command::new(workspace_root().join("tests/testbed/cluster.sh"))
-            .arg("up")
-            .arg(&dir)
-            .arg("--watch-pid")
-            .arg(std::process::id().to_string())
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .expect("running tests/testbed/cluster.sh");
-        assert!(out.status.success(), "cannot start the test control plane (see the output above)");
-        let stdout = String::from_utf8(out.stdout).expect("utf-8 output");
-        PathBuf::from(stdout.lines().last().expect("cluster.sh prints the kubeconfig path").trim())
-    })
+    KUBECONFIG.get_or_init(|| control_plane("WASMOP_TEST_KUBECONFIG", "target/test-cluster"))
+}
+
+/// The kubeconfig of a second control plane, for multi-cluster tests: the one named by
+/// `WASMOP_TEST_REMOTE_KUBECONFIG`, else one started on first use and stopped when this process
+/// exits.
+pub fn remote_kubeconfig() -> &'static Path {
+    static KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
+    KUBECONFIG.get_or_init(|| control_plane("WASMOP_TEST_REMOTE_KUBECONFIG", "target/test-cluster-remote"))
+}
+
+/// The kubeconfig named by `variable`, else that of a control plane started in `dir`.
+fn control_plane(variable: &str, dir: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(variable) {
+        return PathBuf::from(path);
+    }
+    let out = std::process::Command::new(workspace_root().join("tests/testbed/cluster.sh"))
+        .arg("up")
+        .arg(workspace_root().join(dir))
+        .arg("--watch-pid")
+        .arg(std::process::id().to_string())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("running tests/testbed/cluster.sh");
+    assert!(out.status.success(), "cannot start the test control plane in {dir} (see the output above)");
+    let stdout = String::from_utf8(out.stdout).expect("utf-8 output");
+    PathBuf::from(stdout.lines().last().expect("cluster.sh prints the kubeconfig path").trim())
 }
 
 /// A client for the shared control plane.
 pub async fn client() -> anyhow::Result<Client> {
-    let kubeconfig = Kubeconfig::read_from(kubeconfig())?;
+    client_of(kubeconfig()).await
+}
+
+/// A client for the second control plane of multi-cluster tests.
+pub async fn remote_client() -> anyhow::Result<Client> {
+    client_of(remote_kubeconfig()).await
+}
+
+async fn client_of(kubeconfig: &Path) -> anyhow::Result<Client> {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     Ok(Client::try_from(config)?)
 }
@@ -144,6 +165,9 @@ impl wasmop::runtime::CacheReader for EmptyCache {
     fn list(&self, _: &KindRef, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
         Ok(Vec::new())
     }
+    fn secondaries(&self, _: &KindRef) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
 }
 
 /// A runtime with test-sized limits and a compile cache under `target/`.
@@ -152,25 +176,31 @@ pub fn runtime(limits: Limits) -> anyhow::Result<Runtime> {
     Ok(Runtime::new(RuntimeConfig { cache_dir, limits })?)
 }
 
-/// A host running in-process on one namespace; stops when dropped.
+/// A host running in-process on one namespace; its plugins stop when it is dropped.
 pub struct RunningHost {
-    shutdown: CancellationToken,
-    task: Option<tokio::task::JoinHandle<()>>,
+    host: Host,
 }
 
 impl RunningHost {
     /// Loads `plugins` (names in `plugins/dist`) and runs them against `namespace`.
     pub fn start(client: &Client, namespace: &str, plugins: &[&str], limits: Limits) -> anyhow::Result<Self> {
-        Self::start_with(client, namespace, plugins, limits, HostConfig::default())
+        Self::start_on(Clusters::new(client.clone()), namespace, plugins, limits, HostConfig::default())
     }
 
     /// Like [`RunningHost::start`] with deployment-time overrides given as YAML.
     pub fn start_with_yaml(client: &Client, namespace: &str, plugins: &[&str], yaml: &str) -> anyhow::Result<Self> {
-        Self::start_with(client, namespace, plugins, Limits::default(), serde_yaml::from_str(yaml)?)
+        Self::start_on(
+            Clusters::new(client.clone()),
+            namespace,
+            plugins,
+            Limits::default(),
+            serde_yaml::from_str(yaml)?,
+        )
     }
 
-    fn start_with(
-        client: &Client,
+    /// Like [`RunningHost::start`] on the given clusters, with overrides.
+    pub fn start_on(
+        clusters: Clusters,
         namespace: &str,
         plugins: &[&str],
         limits: Limits,
@@ -179,27 +209,25 @@ impl RunningHost {
         let runtime = runtime(limits)?;
         let files: Vec<PathBuf> = plugins.iter().map(|p| plugin(p)).collect();
         let modules = wasmop::host::load_all(&runtime, &files)?;
-        let shutdown = CancellationToken::new();
         let settings = HostSettings {
             config,
             defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4 },
             max_concurrent_reconciles: 16,
         };
-        let task = tokio::spawn(wasmop::host::run(client.clone(), modules, settings, shutdown.clone()));
-        Ok(Self { shutdown, task: Some(task) })
-    }
-
-    /// Stops the host and waits for reconciles in flight.
-    pub async fn stop(mut self) {
-        self.shutdown.cancel();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        let host = Host::new(clusters, settings);
+        for module in modules {
+            host.start(module)?;
         }
+        Ok(Self { host })
     }
-}
 
-impl Drop for RunningHost {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
+    /// The host, to start and stop plugins or look at its watches.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// Stops every plugin and waits for reconciles in flight.
+    pub async fn stop(self) {
+        self.host.stop_all().await;
     }
 }

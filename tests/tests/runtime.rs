@@ -114,7 +114,8 @@ fn a_file_that_is_not_wasm_is_refused_naming_the_file() {
 #[test]
 fn a_plugin_built_against_another_contract_version_is_refused() {
     let bytes = std::fs::read(plugin("webpage")).unwrap();
-    let from = b"wasmop:plugin/reconciler@0.1.0";
+    let from = format!("wasmop:plugin/reconciler@{}", wasmop::runtime::bindings::CONTRACT_VERSION);
+    let from = from.as_bytes();
     let to = b"wasmop:plugin/reconciler@9.9.9";
     let mut patched = bytes.clone();
     let mut replaced = 0;

@@ -1,28 +1,36 @@
 //! Wires one plugin: primary informer -> change filter -> scheduler -> sandboxed reconcile ->
-//! writer. Glue only: each step lives in its own module.
+//! writer, with a secondary source per declared watch and an optional resync timer feeding the
+//! same scheduler. Glue only: each step lives in its own module.
 
 mod filter;
 mod reconcile;
+mod references;
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
+use kube::api::ApiResource;
 use kube::runtime::watcher;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use filter::{ChangeFilter, Filters};
 
-use crate::informer::{self, Registry, WatchedCache};
+use crate::informer::{self, CachedKind, Clusters, Subscription, WatchedCache};
+use crate::mapping::{Links, PrimaryKind};
 use crate::object::ObjectKey;
 use crate::runtime::Module;
+use crate::runtime::bindings::wasmop::plugin::types::{KindRef, Mapper, Watch};
 use crate::scheduler::{self, Priority, Settings};
 use crate::settings::Resolved;
+use crate::source::secondary::{Mapping, SecondarySource};
+use crate::source::{Sink, timer};
 use crate::writer::Writer;
 use reconcile::Reconciler;
+use references::References;
 
 /// How long to wait before asking the API server again about a kind it does not serve.
 const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
@@ -30,44 +38,157 @@ const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
 /// How long an initial-list or resync reconcile yields to live changes before it alternates.
 const BACKGROUND_AGING: Duration = Duration::from_secs(5);
 
+/// Resolves `kind` on the cluster of `client`, retrying until it is served or `shutdown` fires.
+async fn resolve(client: &Client, kind: &KindRef, plugin: &str, shutdown: &CancellationToken) -> Option<ApiResource> {
+    loop {
+        match informer::resolve(client, kind).await {
+            Ok(resource) => return Some(resource),
+            Err(err) => {
+                tracing::error!(plugin, %err, "cannot watch {}; retrying in {DISCOVERY_RETRY:?}", kind.kind);
+                tokio::select! {
+                    _ = tokio::time::sleep(DISCOVERY_RETRY) => {}
+                    _ = shutdown.cancelled() => return None,
+                }
+            }
+        }
+    }
+}
+
+/// A declared watch, subscribed.
+struct Secondary {
+    watch: Watch,
+    resource: ApiResource,
+    subscription: Subscription,
+    links: Arc<RwLock<Links>>,
+}
+
+/// Subscribes to the plugin's declared watches. Owner-reference watches without a namespace
+/// follow the primary's namespace: owned objects live beside their owner.
+async fn subscribe_all(
+    watches: &[Watch],
+    clusters: &Clusters,
+    primary_namespace: Option<&str>,
+    plugin: &str,
+    shutdown: &CancellationToken,
+) -> Option<Vec<Secondary>> {
+    let mut secondaries = Vec::with_capacity(watches.len());
+    for watch in watches {
+        let registry = match clusters.get(watch.cluster.as_deref()) {
+            Ok(registry) => registry,
+            Err(err) => {
+                // The host checks clusters before it starts a controller; this is a safety net.
+                tracing::error!(plugin, %err, "cannot watch {}", watch.kind.kind);
+                return None;
+            }
+        };
+        let resource = resolve(registry.client(), &watch.kind, plugin, shutdown).await?;
+        let namespace = match (&watch.namespace, &watch.mapper) {
+            (Some(ns), _) => Some(ns.as_str()),
+            (None, Mapper::OwnerReferences(_)) => primary_namespace,
+            (None, _) => None,
+        };
+        let selectors =
+            informer::Selectors { labels: watch.label_selector.as_deref(), fields: watch.field_selector.as_deref() };
+        let subscription = registry.subscribe(&resource, namespace, selectors);
+        let links = Arc::new(RwLock::new(Links::for_mapper(&watch.mapper)));
+        secondaries.push(Secondary { watch: watch.clone(), resource, subscription, links });
+    }
+    Some(secondaries)
+}
+
 /// Runs the controller of `module` with its effective `settings` until `shutdown` fires;
-/// reconciles in flight then finish. Runs hold a permit of `global` while in flight.
+/// reconciles in flight then finish. Runs hold a permit of `global` while in flight. The first
+/// reconcile waits until the primary and every declared watch are synced.
 pub async fn run(
     module: Arc<Module>,
-    client: Client,
-    registry: Arc<Registry>,
+    clusters: Clusters,
     settings: Resolved,
     global: Option<Arc<Semaphore>>,
     shutdown: CancellationToken,
 ) {
     let config = module.config().clone();
     let plugin = config.name.clone();
-    let resource = loop {
-        match informer::resolve(&client, &config.primary).await {
-            Ok(resource) => break resource,
-            Err(err) => {
-                tracing::error!(plugin, %err, "cannot watch the primary kind; retrying in {DISCOVERY_RETRY:?}");
-                tokio::select! {
-                    _ = tokio::time::sleep(DISCOVERY_RETRY) => {}
-                    _ = shutdown.cancelled() => return,
-                }
-            }
-        }
-    };
+    let local = clusters.local();
+    let Some(resource) = resolve(local.client(), &config.primary, &plugin, &shutdown).await else { return };
     let selectors =
         informer::Selectors { labels: settings.label_selector.as_deref(), fields: settings.field_selector.as_deref() };
-    // Held for the controller's life: the shared watch stops when its last subscriber goes.
-    let subscription = registry.subscribe(&resource, settings.namespace.as_deref(), selectors);
+    // Held for the controller's life: a shared watch stops when its last subscriber goes.
+    let subscription = local.subscribe(&resource, settings.namespace.as_deref(), selectors);
+    let Some(secondaries) =
+        subscribe_all(&config.watches, &clusters, settings.namespace.as_deref(), &plugin, &shutdown).await
+    else {
+        return;
+    };
     let store = subscription.store();
-    let events = subscription.events();
+    let mut kinds = vec![CachedKind {
+        kind: config.primary.clone(),
+        resource: resource.clone(),
+        store: store.clone(),
+        links: None,
+    }];
+    kinds.extend(secondaries.iter().map(|s| CachedKind {
+        kind: s.watch.kind.clone(),
+        resource: s.resource.clone(),
+        store: s.subscription.store(),
+        links: Some(s.links.clone()),
+    }));
+    let cache = WatchedCache::new(kinds);
     let reconciler = Arc::new(Reconciler {
         module: module.clone(),
-        cache: WatchedCache::new(vec![(config.primary.clone(), resource.clone(), store.clone())]),
-        writer: Writer::new(client, resource.clone(), &plugin),
+        cache: cache.clone(),
+        writer: Writer::new(local.client().clone(), resource.clone(), &plugin),
         resource,
-        store,
+        store: store.clone(),
     });
+    let references = References {
+        module: module.clone(),
+        cache: cache.clone(),
+        watches: secondaries
+            .iter()
+            .filter(|s| matches!(s.watch.mapper, Mapper::PrimaryReferences))
+            .map(|s| (s.watch.kind.clone(), s.links.clone()))
+            .collect(),
+    };
     let (handle, inbox) = scheduler::channel();
+    let sink: Arc<dyn Sink> = Arc::new(handle.clone());
+
+    // Sources other than the primary watch: one per declared watch, and the resync timer.
+    let stop_sources = shutdown.child_token();
+    let mut sources = tokio::task::JoinSet::new();
+    let mut syncs = Vec::with_capacity(secondaries.len());
+    for secondary in secondaries {
+        let (synced, ready) = oneshot::channel();
+        syncs.push(ready);
+        let mapping = match secondary.watch.mapper {
+            Mapper::OwnerReferences(which) => Mapping::Owners(which),
+            Mapper::Annotations => Mapping::Annotations,
+            Mapper::Plugin => Mapping::Plugin(module.clone(), cache.clone()),
+            Mapper::PrimaryReferences => Mapping::PrimaryReferences,
+        };
+        let source = SecondarySource {
+            plugin: plugin.clone(),
+            kind: secondary.watch.kind.kind.clone(),
+            primary: PrimaryKind::from(&config.primary),
+            mapping,
+            links: secondary.links,
+        };
+        let events = secondary.subscription.events();
+        let (sink, stop) = (sink.clone(), stop_sources.clone());
+        // The source owns the subscription: the watch lives as long as the source.
+        let subscription = secondary.subscription;
+        sources.spawn(async move {
+            source.run(events, sink, synced, stop).await;
+            drop(subscription);
+        });
+    }
+    if let Some(period) = settings.resync_period {
+        let (store, sink, stop) = (store.clone(), sink.clone(), stop_sources.clone());
+        let primaries = move || store.state().iter().filter_map(|o| ObjectKey::of(o)).collect();
+        sources.spawn(async move { timer::resync(period, primaries, &*sink, stop).await });
+    }
+    let mut secondaries_synced = std::pin::pin!(futures::future::join_all(syncs));
+    let mut waiting_for_secondaries = true;
+
     let scheduler_settings = Settings {
         max_concurrent: settings.max_concurrent,
         global,
@@ -76,18 +197,37 @@ pub async fn run(
         rate_limit: settings.rate_limit,
         aging: BACKGROUND_AGING,
     };
-    // The scheduler starts once the cache is synced; triggers wait in its inbox until then.
+    // The scheduler starts once every cache is synced; triggers wait in its inbox until then.
     let mut unstarted = Some((inbox, scheduler_settings, reconciler));
+    let mut primary_synced = false;
     let mut scheduler = None;
 
-    tracing::info!(plugin, kind = %config.primary.kind, namespace = ?settings.namespace, "controller started");
+    tracing::info!(plugin, kind = %config.primary.kind, namespace = ?settings.namespace,
+        watches = config.watches.len(), "controller started");
     let mut filter = ChangeFilter::new(settings.filters.clone());
     // Keys of the list in progress, to find objects deleted while the watch was down.
     let mut listed = HashSet::new();
-    let mut events = std::pin::pin!(events);
+    let mut events = std::pin::pin!(subscription.events());
     loop {
+        if primary_synced
+            && !waiting_for_secondaries
+            && let Some((inbox, scheduler_settings, reconciler)) = unstarted.take()
+        {
+            tracing::info!(plugin, "caches synced; reconciling");
+            let run = move |run| reconciler.clone().run(run);
+            scheduler = Some(tokio::spawn(scheduler::run(inbox, scheduler_settings, run)));
+        }
         let event = tokio::select! {
             event = events.next() => event,
+            results = &mut secondaries_synced, if waiting_for_secondaries => {
+                waiting_for_secondaries = false;
+                if results.iter().any(Result::is_err) {
+                    tracing::error!(plugin, "a secondary source stopped before its cache synced");
+                    break;
+                }
+                tracing::debug!(plugin, "secondary caches synced");
+                continue;
+            }
             _ = shutdown.cancelled() => break,
         };
         match event {
@@ -95,6 +235,7 @@ pub async fn run(
                 if let Some(key) = ObjectKey::of(&object)
                     && filter.admit(&key, &object.metadata)
                 {
+                    references.primary_changed(&key, &object).await;
                     handle.trigger_with(key, Priority::Live);
                 }
             }
@@ -103,6 +244,7 @@ pub async fn run(
                 if let Some(key) = ObjectKey::of(&object) {
                     listed.insert(key.clone());
                     if filter.admit(&key, &object.metadata) {
+                        references.primary_changed(&key, &object).await;
                         handle.trigger_with(key, Priority::Background);
                     }
                 }
@@ -110,6 +252,7 @@ pub async fn run(
             Some(watcher::Event::Delete(object)) => {
                 if let Some(key) = ObjectKey::of(&object) {
                     filter.forget(&key);
+                    references.primary_deleted(&key);
                     handle.forget(key);
                 }
             }
@@ -119,18 +262,17 @@ pub async fn run(
             }
             Some(watcher::Event::InitDone) => {
                 for key in filter.retain_listed(&std::mem::take(&mut listed)) {
+                    references.primary_deleted(&key);
                     handle.forget(key);
                 }
-                if let Some((inbox, scheduler_settings, reconciler)) = unstarted.take() {
-                    tracing::info!(plugin, "primary cache synced; reconciling");
-                    let run = move |run| reconciler.clone().run(run);
-                    scheduler = Some(tokio::spawn(scheduler::run(inbox, scheduler_settings, run)));
-                }
+                primary_synced = true;
             }
             None => break,
         }
     }
-    drop(handle);
+    stop_sources.cancel();
+    while sources.join_next().await.is_some() {}
+    drop((handle, sink));
     drop(subscription);
     if let Some(scheduler) = scheduler
         && let Err(err) = scheduler.await

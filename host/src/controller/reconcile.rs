@@ -61,8 +61,10 @@ impl Reconciler {
                 return Verdict::Failed { retry: false };
             }
         };
+        let view: Arc<dyn CacheReader> = Arc::new(self.cache.for_primary(run.key.clone(), object.metadata.uid.clone()));
         let started = std::time::Instant::now();
-        let called = self.call(request.clone(), |module, cache, request| module.reconcile(cache, request)).await;
+        let called =
+            self.call(view.clone(), request.clone(), |module, cache, request| module.reconcile(cache, request)).await;
         let elapsed = started.elapsed();
         let (error, reason, retry) = match called {
             Ok(Ok(outcome)) => {
@@ -87,7 +89,7 @@ impl Reconciler {
         let note = format!("reconcile of {} failed: {message}", run.key);
         self.writer.publish(&object, EventType::Warning, reason, "Reconcile", Some(note)).await;
         if !retry || run.last_attempt {
-            self.update_error_status(&run.key, request, error).await;
+            self.update_error_status(&run.key, view, request, error).await;
         }
         Verdict::Failed { retry }
     }
@@ -96,11 +98,11 @@ impl Reconciler {
     /// task becomes an error message.
     async fn call<R: Send + 'static>(
         &self,
+        cache: Arc<dyn CacheReader>,
         request: Arc<ReconcileRequest>,
         f: impl FnOnce(&Module, Arc<dyn CacheReader>, &ReconcileRequest) -> Result<R, CallError> + Send + 'static,
     ) -> Result<R, String> {
         let module = self.module.clone();
-        let cache: Arc<dyn CacheReader> = self.cache.clone();
         let span = tracing::Span::current();
         match tokio::task::spawn_blocking(move || span.in_scope(|| f(&module, cache, &request))).await {
             Ok(Ok(value)) => Ok(value),
@@ -111,9 +113,17 @@ impl Reconciler {
 
     /// No retry follows a failure: let the plugin put the error on the status
     /// (JOSDK's ErrorStatusHandler).
-    async fn update_error_status(&self, key: &ObjectKey, request: Arc<ReconcileRequest>, error: ReconcileError) {
-        match self.call(request, move |module, cache, request| module.update_error_status(cache, request, &error)).await
-        {
+    async fn update_error_status(
+        &self,
+        key: &ObjectKey,
+        view: Arc<dyn CacheReader>,
+        request: Arc<ReconcileRequest>,
+        error: ReconcileError,
+    ) {
+        let update = move |module: &Module, cache, request: &ReconcileRequest| {
+            module.update_error_status(cache, request, &error)
+        };
+        match self.call(view, request, update).await {
             Ok(Some(status)) => {
                 if let Err(err) = self.writer.patch_status(key, &status).await {
                     tracing::warn!(object = %key, %err, "cannot write the error status");

@@ -1,20 +1,20 @@
 //! Informers: `kube` watchers over dynamic objects feeding reflector stores, shared between
 //! controllers through the [`Registry`], and the guest's view of those caches.
 
-use std::sync::Arc;
-
 use futures::Stream;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
-use crate::runtime::CacheReader;
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
-use crate::selector::LabelSelector;
 
+mod cache;
+mod clusters;
 mod registry;
 
+pub use cache::{CachedKind, PrimaryView, WatchedCache};
+pub use clusters::{ClusterError, ClusterSpec, Clusters, UnknownCluster};
 pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
 
 /// Errors of setting up a watch.
@@ -87,57 +87,4 @@ pub fn watch(
         watcher(api, config).default_backoff().modify(|o: &mut DynamicObject| o.managed_fields_mut().clear()),
     );
     (store, stream)
-}
-
-/// The guest's view of the host cache: the objects of the watched kinds.
-#[derive(Clone)]
-pub struct WatchedCache {
-    kinds: Vec<(KindRef, ApiResource, Store<DynamicObject>)>,
-}
-
-impl WatchedCache {
-    /// A cache over one store per watched kind.
-    pub fn new(kinds: Vec<(KindRef, ApiResource, Store<DynamicObject>)>) -> Arc<Self> {
-        Arc::new(Self { kinds })
-    }
-
-    fn store_for(&self, kind: &KindRef) -> Result<(&ApiResource, &Store<DynamicObject>), String> {
-        self.kinds
-            .iter()
-            .find(|(k, _, _)| k.group == kind.group && k.version == kind.version && k.kind == kind.kind)
-            .map(|(_, ar, store)| (ar, store))
-            .ok_or_else(|| {
-                let group = if kind.group.is_empty() { "core" } else { &kind.group };
-                format!(
-                    "{group}/{} {} is not watched by this plugin; only watched kinds can be read",
-                    kind.version, kind.kind
-                )
-            })
-    }
-}
-
-fn to_json(object: &DynamicObject) -> Result<String, String> {
-    serde_json::to_string(object).map_err(|e| format!("cannot serialize cached object: {e}"))
-}
-
-impl CacheReader for WatchedCache {
-    fn get(&self, kind: &KindRef, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
-        let (ar, store) = self.store_for(kind)?;
-        let mut key = ObjectRef::new_with(name, ar.clone());
-        if let Some(ns) = namespace {
-            key = key.within(ns);
-        }
-        store.get(&key).map(|o| to_json(&o)).transpose()
-    }
-
-    fn list(&self, kind: &KindRef, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, String> {
-        let (_, store) = self.store_for(kind)?;
-        let selector: LabelSelector = selector.unwrap_or("").parse().map_err(|e| format!("{e}"))?;
-        let mut objects = store.state_filter(|o: &DynamicObject| {
-            namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)) && selector.matches(o.labels())
-        });
-        objects
-            .sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
-        objects.iter().map(|o| to_json(o)).collect()
-    }
 }

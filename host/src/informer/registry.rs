@@ -124,6 +124,11 @@ impl Registry {
         Subscription { watch }
     }
 
+    /// The client this registry watches with.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// How many watches are running.
     pub fn active(&self) -> usize {
         let watches = self.watches.lock().expect("the registry lock is never poisoned");

@@ -8,7 +8,7 @@ wasmtime::component::bindgen!({
 });
 
 /// The contract version this host implements, as found in the exported interface name.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = "0.2.0";
 
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";
@@ -34,5 +34,7 @@ pub(crate) fn test_config(kind: &str) -> wasmop::plugin::types::PluginConfig {
         max_reconcile_interval_ms: None,
         rate_limit: None,
         max_concurrent_reconciles: None,
+        watches: Vec::new(),
+        resync_period_ms: None,
     }
 }

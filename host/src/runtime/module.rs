@@ -7,7 +7,9 @@ use wasmtime::{Engine, Store, Trap};
 
 use super::EPOCH_TICK;
 use super::bindings::PluginPre;
-use super::bindings::wasmop::plugin::types::{Outcome, PluginConfig, ReconcileError, ReconcileRequest};
+use super::bindings::wasmop::plugin::types::{
+    Mapper, ObjectRef, Outcome, PluginConfig, ReconcileError, ReconcileRequest, SecondaryRef,
+};
 use super::error::{CallError, LoadError};
 use super::limits::Limits;
 use super::sandbox::{CacheReader, NoCache, Sandbox};
@@ -99,6 +101,31 @@ impl Module {
             plugin.wasmop_plugin_reconciler().call_update_error_status(store, request, error)
         })
     }
+
+    /// Runs `map-secondary`: the primaries a change of `secondary` (JSON) concerns; `Ok(Err)`
+    /// is the plugin's own error.
+    pub fn map_secondary(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        secondary: &str,
+        previous: Option<&str>,
+    ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
+        self.instances.call(&self.config.name, cache, |plugin, store| {
+            plugin.wasmop_plugin_reconciler().call_map_secondary(store, secondary, previous)
+        })
+    }
+
+    /// Runs `secondaries-of`: the secondaries `primary` (JSON) names; `Ok(Err)` is the plugin's
+    /// own error.
+    pub fn secondaries_of(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        primary: &str,
+    ) -> Result<Result<Vec<SecondaryRef>, String>, CallError> {
+        self.instances.call(&self.config.name, cache, |plugin, store| {
+            plugin.wasmop_plugin_reconciler().call_secondaries_of(store, primary)
+        })
+    }
 }
 
 impl Instances {
@@ -180,12 +207,35 @@ fn validate(config: &PluginConfig) -> Result<(), String> {
     {
         return Err(format!("retry multiplier {} must be a finite number >= 1", retry.multiplier));
     }
+    for watch in &config.watches {
+        let kind = &watch.kind;
+        if kind.version.is_empty() || kind.kind.is_empty() {
+            return Err("every watched kind needs a version and a kind".into());
+        }
+        if let Mapper::OwnerReferences(_) = watch.mapper {
+            if let Some(cluster) = &watch.cluster {
+                return Err(format!(
+                    "the watch of {} on cluster {cluster:?} maps with owner references, which cannot cross \
+                     clusters; use the annotations or plugin mapper",
+                    kind.kind
+                ));
+            }
+            if config.primary.namespaced && !kind.namespaced {
+                return Err(format!(
+                    "the watch of cluster-scoped {} maps with owner references to namespaced {}, which \
+                     Kubernetes does not allow; use the annotations or plugin mapper",
+                    kind.kind, config.primary.kind
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::bindings::wasmop::plugin::types::{KindRef, Owners, Watch};
 
     #[test]
     fn panic_message_is_taken_from_rust_panic_output() {
@@ -202,6 +252,36 @@ mod tests {
         config.name = "Web Page".into();
         assert!(validate(&config).unwrap_err().contains("DNS label"));
         config.name = "webpage".into();
+        assert_eq!(validate(&config), Ok(()));
+    }
+
+    fn watch(kind: &str, namespaced: bool, cluster: Option<&str>, mapper: Mapper) -> Watch {
+        Watch {
+            kind: KindRef { group: String::new(), version: "v1".into(), kind: kind.into(), plural: None, namespaced },
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            cluster: cluster.map(String::from),
+            mapper,
+        }
+    }
+
+    #[test]
+    fn owner_references_cannot_cross_clusters() {
+        let mut config = crate::runtime::bindings::test_config("Link");
+        config.watches = vec![watch("ConfigMap", true, Some("remote"), Mapper::OwnerReferences(Owners::Controller))];
+        let err = validate(&config).unwrap_err();
+        assert!(err.contains("cannot cross clusters") && err.contains("\"remote\""), "{err}");
+        config.watches = vec![watch("ConfigMap", true, Some("remote"), Mapper::Annotations)];
+        assert_eq!(validate(&config), Ok(()));
+    }
+
+    #[test]
+    fn cluster_scoped_secondaries_cannot_be_owned_by_namespaced_primaries() {
+        let mut config = crate::runtime::bindings::test_config("Link");
+        config.watches = vec![watch("Namespace", false, None, Mapper::OwnerReferences(Owners::Any))];
+        assert!(validate(&config).unwrap_err().contains("does not allow"));
+        config.watches = vec![watch("Namespace", false, None, Mapper::Plugin)];
         assert_eq!(validate(&config), Ok(()));
     }
 }

@@ -24,17 +24,29 @@ pub trait CacheReader: Send + Sync {
         namespace: Option<&str>,
         selector: Option<&str>,
     ) -> Result<Vec<String>, String>;
+    /// The objects of a watched kind that belong to the primary being reconciled, as JSON;
+    /// `Err` when the kind is not watched or no primary is being reconciled.
+    fn secondaries(&self, kind: &types::KindRef) -> Result<Vec<String>, String>;
 }
 
 /// A reader with nothing in it: what `describe()` sees.
 pub(crate) struct NoCache;
 
-impl CacheReader for NoCache {
-    fn get(&self, kind: &types::KindRef, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
+impl NoCache {
+    fn refuse<T>(kind: &types::KindRef) -> Result<T, String> {
         Err(format!("no cache is available during describe() (asked for {})", kind.kind))
     }
+}
+
+impl CacheReader for NoCache {
+    fn get(&self, kind: &types::KindRef, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
+        Self::refuse(kind)
+    }
     fn list(&self, kind: &types::KindRef, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
-        Err(format!("no cache is available during describe() (asked for {})", kind.kind))
+        Self::refuse(kind)
+    }
+    fn secondaries(&self, kind: &types::KindRef) -> Result<Vec<String>, String> {
+        Self::refuse(kind)
     }
 }
 
@@ -91,6 +103,10 @@ impl host::Host for Sandbox {
         label_selector: Option<String>,
     ) -> Result<Vec<String>, String> {
         self.cache.list(&kind, namespace.as_deref(), label_selector.as_deref())
+    }
+
+    fn secondaries(&mut self, kind: types::KindRef) -> Result<Vec<String>, String> {
+        self.cache.secondaries(&kind)
     }
 }
 

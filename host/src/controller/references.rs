@@ -1,0 +1,67 @@
+//! Many-to-many relations (JOSDK's PrimaryToSecondaryMapper): when a primary changes, the
+//! plugin's `secondaries-of` says which secondaries it uses, and the host indexes the answer in
+//! the links of the matching watches, so that a change of one secondary reconciles every primary
+//! that uses it.
+
+use std::sync::{Arc, RwLock};
+
+use kube::api::DynamicObject;
+
+use crate::informer::WatchedCache;
+use crate::mapping::Links;
+use crate::object::ObjectKey;
+use crate::runtime::bindings::wasmop::plugin::types::{KindRef, SecondaryRef};
+use crate::runtime::{CacheReader, Module};
+
+/// The primary-references watches of one plugin.
+pub(crate) struct References {
+    pub(crate) module: Arc<Module>,
+    pub(crate) cache: Arc<WatchedCache>,
+    /// Each watch with the primary-references mapper: its kind and links.
+    pub(crate) watches: Vec<(KindRef, Arc<RwLock<Links>>)>,
+}
+
+impl References {
+    /// Asks the plugin which secondaries `primary` uses and records the answer. On failure the
+    /// previous answer stays.
+    pub(crate) async fn primary_changed(&self, key: &ObjectKey, primary: &DynamicObject) {
+        let refs = match self.ask(primary).await {
+            Ok(refs) => refs,
+            Err(err) => {
+                tracing::warn!(plugin = self.module.name(), object = %key, %err,
+                    "secondaries-of failed; keeping the secondaries it named before");
+                return;
+            }
+        };
+        for (kind, links) in &self.watches {
+            let secondaries = refs
+                .iter()
+                .filter(|r| r.kind.group == kind.group && r.kind.version == kind.version && r.kind.kind == kind.kind)
+                .map(|r| ObjectKey {
+                    namespace: r.namespace.clone().or_else(|| key.namespace.clone()).filter(|_| kind.namespaced),
+                    name: r.name.clone(),
+                })
+                .collect();
+            links.write().expect("links are never poisoned").primary_changed(key, secondaries);
+        }
+    }
+
+    /// Forgets a deleted primary.
+    pub(crate) fn primary_deleted(&self, key: &ObjectKey) {
+        for (_, links) in &self.watches {
+            links.write().expect("links are never poisoned").primary_deleted(key);
+        }
+    }
+
+    /// Calls `secondaries-of` on the blocking pool.
+    async fn ask(&self, primary: &DynamicObject) -> Result<Vec<SecondaryRef>, String> {
+        let json = serde_json::to_string(primary).map_err(|e| format!("cannot serialize the primary: {e}"))?;
+        let (module, cache) = (self.module.clone(), self.cache.clone() as Arc<dyn CacheReader>);
+        let span = tracing::Span::current();
+        match tokio::task::spawn_blocking(move || span.in_scope(|| module.secondaries_of(cache, &json))).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(trap)) => Err(trap.to_string()),
+            Err(join) => Err(format!("the secondaries-of task failed: {join}")),
+        }
+    }
+}

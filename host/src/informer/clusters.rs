@@ -1,0 +1,150 @@
+//! The clusters the host watches: the primaries' own cluster and remote clusters named at start
+//! (`wasmop run --cluster NAME=...`), each with its own registry of shared watches.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::Client;
+
+use super::Registry;
+
+/// A watch names a cluster the host was not given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cluster {name:?} is not known to the host (known: {known}); give it with --cluster {name}=CONTEXT")]
+pub struct UnknownCluster {
+    /// The name the plugin used.
+    pub name: String,
+    /// The names the host knows, comma separated.
+    pub known: String,
+}
+
+/// The host's clusters. Watches are shared within a cluster, never across clusters.
+#[derive(Clone)]
+pub struct Clusters {
+    local: Arc<Registry>,
+    remote: BTreeMap<String, Arc<Registry>>,
+}
+
+impl Clusters {
+    /// Only the primaries' cluster, reached with `client`.
+    pub fn new(client: Client) -> Self {
+        Self { local: Registry::new(client), remote: BTreeMap::new() }
+    }
+
+    /// Adds a remote cluster under `name`.
+    #[must_use]
+    pub fn with_remote(mut self, name: impl Into<String>, client: Client) -> Self {
+        self.remote.insert(name.into(), Registry::new(client));
+        self
+    }
+
+    /// The primaries' cluster.
+    pub fn local(&self) -> &Arc<Registry> {
+        &self.local
+    }
+
+    /// The registry of `cluster`; `None` names the primaries' cluster.
+    pub fn get(&self, cluster: Option<&str>) -> Result<&Arc<Registry>, UnknownCluster> {
+        match cluster {
+            None => Ok(&self.local),
+            Some(name) => self.remote.get(name).ok_or_else(|| UnknownCluster {
+                name: name.to_string(),
+                known: if self.remote.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.remote.keys().cloned().collect::<Vec<_>>().join(", ")
+                },
+            }),
+        }
+    }
+}
+
+/// A remote cluster as given on the command line: `NAME=CONTEXT`, `NAME=CONTEXT@KUBECONFIG` or
+/// `NAME=@KUBECONFIG` (that file's current context).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSpec {
+    /// The name plugins use in their watches.
+    pub name: String,
+    /// The kubeconfig context; `None` is the file's current context.
+    pub context: Option<String>,
+    /// The kubeconfig file; `None` is the default (`KUBECONFIG` or `~/.kube/config`).
+    pub kubeconfig: Option<std::path::PathBuf>,
+}
+
+/// Errors of reaching a remote cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The command-line value is malformed.
+    #[error("--cluster {0:?}: expected NAME=CONTEXT, NAME=CONTEXT@KUBECONFIG or NAME=@KUBECONFIG")]
+    Malformed(String),
+    /// The kubeconfig cannot be read or has no such context.
+    #[error("cluster {name:?}: {source}")]
+    Config {
+        /// The cluster's name.
+        name: String,
+        /// What went wrong.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// No client can be built from the configuration.
+    #[error("cluster {name:?}: {source}")]
+    Client {
+        /// The cluster's name.
+        name: String,
+        /// What went wrong.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl std::str::FromStr for ClusterSpec {
+    type Err = ClusterError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let malformed = || ClusterError::Malformed(s.to_string());
+        let (name, target) = s.split_once('=').ok_or_else(malformed)?;
+        let (context, kubeconfig) = match target.split_once('@') {
+            Some((context, file)) if !file.is_empty() => (context, Some(file.into())),
+            Some(_) => return Err(malformed()),
+            None => (target, None),
+        };
+        if name.is_empty() || (context.is_empty() && kubeconfig.is_none()) {
+            return Err(malformed());
+        }
+        Ok(Self { name: name.to_string(), context: Some(context.to_string()).filter(|c| !c.is_empty()), kubeconfig })
+    }
+}
+
+impl ClusterSpec {
+    /// Builds a client for the cluster.
+    pub async fn connect(&self) -> Result<Client, ClusterError> {
+        use kube::config::{Config, KubeConfigOptions, Kubeconfig};
+        let config_error = |source| ClusterError::Config { name: self.name.clone(), source };
+        let kubeconfig = match &self.kubeconfig {
+            Some(path) => Kubeconfig::read_from(path),
+            None => Kubeconfig::read(),
+        }
+        .map_err(config_error)?;
+        let options = KubeConfigOptions { context: self.context.clone(), ..KubeConfigOptions::default() };
+        let config = Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(config_error)?;
+        Client::try_from(config).map_err(|source| ClusterError::Client { name: self.name.clone(), source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_specs_name_a_context_a_file_or_both() {
+        let spec: ClusterSpec = "remote=prod".parse().unwrap();
+        assert_eq!((spec.name.as_str(), spec.context.as_deref(), spec.kubeconfig), ("remote", Some("prod"), None));
+        let spec: ClusterSpec = "remote=prod@/k/config".parse().unwrap();
+        assert_eq!(spec.kubeconfig.as_deref(), Some(std::path::Path::new("/k/config")));
+        let spec: ClusterSpec = "remote=@/k/config".parse().unwrap();
+        assert_eq!(spec.context, None);
+        for bad in ["remote", "=ctx", "remote=", "remote=ctx@", "remote=@"] {
+            assert!(bad.parse::<ClusterSpec>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! The secondary source: events of one declared watch, mapped to the primaries they concern
+//! (JOSDK's InformerEventSource with its SecondaryToPrimaryMapper), which keeps the watch's
+//! [`Links`] current for the guest's `secondaries` import.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use futures::{Stream, StreamExt};
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::runtime::watcher;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::Sink;
+use crate::informer::{SharedEvent, WatchedCache};
+use crate::mapping::{Links, PrimaryKind};
+use crate::object::ObjectKey;
+use crate::runtime::bindings::wasmop::plugin::types::Owners;
+use crate::runtime::{CacheReader, Module};
+use crate::scheduler::Priority;
+
+/// How a source finds the primaries of a changed secondary.
+pub enum Mapping {
+    /// Owner references to the primary kind.
+    Owners(Owners),
+    /// The primary-name and primary-namespace annotations.
+    Annotations,
+    /// The plugin's `map-secondary` export, which may read the plugin's cache.
+    Plugin(Arc<Module>, Arc<WatchedCache>),
+    /// The primaries whose `secondaries-of` named the secondary (the controller keeps those).
+    PrimaryReferences,
+}
+
+/// One declared watch of one plugin, mapped to its primaries.
+pub struct SecondarySource {
+    /// The plugin, for logs.
+    pub plugin: String,
+    /// The watched kind, for logs.
+    pub kind: String,
+    /// The primary kind.
+    pub primary: PrimaryKind,
+    /// How changes map to primaries.
+    pub mapping: Mapping,
+    /// The watch's links to primaries, shared with the guest's cache view.
+    pub links: Arc<RwLock<Links>>,
+}
+
+/// What the source remembers of the objects it has seen.
+#[derive(Default)]
+struct Seen {
+    /// Resource versions, to tell a re-listed unchanged object from a changed one.
+    versions: HashMap<ObjectKey, String>,
+    /// The last version of each object, for the plugin mapper's `previous` argument.
+    objects: HashMap<ObjectKey, Arc<DynamicObject>>,
+    /// Keys of the list in progress, to find objects deleted while the watch was down.
+    listing: Option<HashSet<ObjectKey>>,
+}
+
+impl SecondarySource {
+    /// Maps `events` to primaries in `sink` until `shutdown` or the end of the stream. The
+    /// first list only builds the links (every primary is reconciled at start anyway) and then
+    /// reports through `synced`; later changes, re-lists included, enqueue primaries live.
+    pub async fn run(
+        self,
+        events: impl Stream<Item = SharedEvent>,
+        sink: Arc<dyn Sink>,
+        synced: oneshot::Sender<()>,
+        shutdown: CancellationToken,
+    ) {
+        let mut synced = Some(synced);
+        let mut seen = Seen::default();
+        let mut events = std::pin::pin!(events);
+        loop {
+            let event = tokio::select! {
+                event = events.next() => event,
+                _ = shutdown.cancelled() => return,
+            };
+            let Some(event) = event else { return };
+            let quiet = synced.is_some();
+            let affected = match event {
+                watcher::Event::Init => {
+                    seen.listing = Some(HashSet::new());
+                    Vec::new()
+                }
+                watcher::Event::InitApply(object) => {
+                    let Some(key) = ObjectKey::of(&object) else { continue };
+                    if let Some(listing) = &mut seen.listing {
+                        listing.insert(key.clone());
+                    }
+                    if seen.versions.get(&key).map(String::as_str) == object.resource_version().as_deref() {
+                        continue;
+                    }
+                    self.changed(&mut seen, key, object).await
+                }
+                watcher::Event::Apply(object) => {
+                    let Some(key) = ObjectKey::of(&object) else { continue };
+                    self.changed(&mut seen, key, object).await
+                }
+                watcher::Event::Delete(object) => {
+                    let Some(key) = ObjectKey::of(&object) else { continue };
+                    self.deleted(&mut seen, &key)
+                }
+                watcher::Event::InitDone => {
+                    let listed = seen.listing.take().unwrap_or_default();
+                    let gone: Vec<ObjectKey> = seen.versions.keys().filter(|k| !listed.contains(*k)).cloned().collect();
+                    let affected = gone.iter().flat_map(|key| self.deleted(&mut seen, key)).collect();
+                    if let Some(synced) = synced.take() {
+                        tracing::debug!(plugin = self.plugin, kind = self.kind, "secondary cache synced");
+                        let _ = synced.send(());
+                    }
+                    affected
+                }
+            };
+            if !quiet {
+                for key in affected {
+                    sink.enqueue(key, Priority::Live);
+                }
+            }
+        }
+    }
+
+    /// Records a new or changed secondary; returns the primaries it concerns now or did before.
+    async fn changed(&self, seen: &mut Seen, key: ObjectKey, object: Arc<DynamicObject>) -> Vec<ObjectKey> {
+        let targets = match &self.mapping {
+            Mapping::Owners(which) => self.primary.owners(&object.metadata, *which),
+            Mapping::Annotations => self.primary.annotated(&object.metadata).into_iter().collect(),
+            Mapping::PrimaryReferences => Vec::new(),
+            Mapping::Plugin(module, cache) => {
+                let previous = seen.objects.get(&key).cloned();
+                match map_with_plugin(module, cache, &object, previous).await {
+                    Ok(refs) => self.primary.named(object.metadata.namespace.as_deref(), refs),
+                    Err(err) => {
+                        tracing::warn!(plugin = self.plugin, kind = self.kind, object = %key, %err,
+                            "map-secondary failed; the primaries it named before are reconciled");
+                        self.links.read().expect("links are never poisoned").current(&key)
+                    }
+                }
+            }
+        };
+        if let Some(version) = object.resource_version() {
+            seen.versions.insert(key.clone(), version);
+        }
+        if matches!(self.mapping, Mapping::Plugin(..)) {
+            seen.objects.insert(key.clone(), object);
+        }
+        self.links.write().expect("links are never poisoned").secondary_changed(&key, targets)
+    }
+
+    /// Forgets a deleted secondary; returns the primaries it concerned.
+    fn deleted(&self, seen: &mut Seen, key: &ObjectKey) -> Vec<ObjectKey> {
+        seen.versions.remove(key);
+        seen.objects.remove(key);
+        self.links.write().expect("links are never poisoned").secondary_deleted(key)
+    }
+}
+
+/// Calls the plugin's `map-secondary` on the blocking pool.
+async fn map_with_plugin(
+    module: &Arc<Module>,
+    cache: &Arc<WatchedCache>,
+    object: &DynamicObject,
+    previous: Option<Arc<DynamicObject>>,
+) -> Result<Vec<crate::runtime::bindings::wasmop::plugin::types::ObjectRef>, String> {
+    let secondary = serde_json::to_string(object).map_err(|e| format!("cannot serialize the secondary: {e}"))?;
+    let previous = previous
+        .map(|p| serde_json::to_string(&*p))
+        .transpose()
+        .map_err(|e| format!("cannot serialize the previous secondary: {e}"))?;
+    let (module, cache) = (module.clone(), cache.clone() as Arc<dyn CacheReader>);
+    let span = tracing::Span::current();
+    let called = tokio::task::spawn_blocking(move || {
+        span.in_scope(|| module.map_secondary(cache, &secondary, previous.as_deref()))
+    })
+    .await;
+    match called {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(trap)) => Err(trap.to_string()),
+        Err(join) => Err(format!("the mapper task failed: {join}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use super::*;
+    use crate::runtime::bindings::wasmop::plugin::types::Mapper;
+    use crate::source::testing::Recorder;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey { namespace: Some("ns".into()), name: name.into() }
+    }
+
+    fn source(mapping: Mapping, mapper: &Mapper) -> SecondarySource {
+        SecondarySource {
+            plugin: "p".into(),
+            kind: "ConfigMap".into(),
+            primary: PrimaryKind { group: "test.wasmop.dev".into(), kind: "Link".into(), namespaced: true },
+            mapping,
+            links: Arc::new(RwLock::new(Links::for_mapper(mapper))),
+        }
+    }
+
+    fn annotated(name: &str, version: &str, primary: &str) -> Arc<DynamicObject> {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let mut object = DynamicObject::new(name, &resource).within("ns");
+        object.metadata.resource_version = Some(version.into());
+        object.metadata.annotations =
+            Some(BTreeMap::from([(crate::mapping::PRIMARY_NAME_ANNOTATION.to_string(), primary.to_string())]));
+        Arc::new(object)
+    }
+
+    /// Runs `source` over `events`; returns what it enqueued and whether it reported sync.
+    async fn run(source: SecondarySource, events: Vec<SharedEvent>) -> (Vec<ObjectKey>, bool) {
+        let sink = Arc::new(Recorder::default());
+        let (synced, mut ready) = oneshot::channel();
+        source.run(futures::stream::iter(events), sink.clone(), synced, CancellationToken::new()).await;
+        let keys = sink.take().into_iter().map(|(key, priority)| {
+            assert_eq!(priority, Priority::Live);
+            key
+        });
+        (keys.collect(), ready.try_recv().is_ok())
+    }
+
+    #[tokio::test]
+    async fn the_first_list_builds_links_quietly_then_changes_reconcile_old_and_new_primaries() {
+        let source = source(Mapping::Annotations, &Mapper::Annotations);
+        let links = source.links.clone();
+        let events = vec![
+            watcher::Event::Init,
+            watcher::Event::InitApply(annotated("cm", "1", "a")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(annotated("cm", "2", "b")),
+        ];
+        let (mut enqueued, synced) = run(source, events).await;
+        enqueued.sort();
+        assert!(synced);
+        assert_eq!(enqueued, [key("a"), key("b")]);
+        assert_eq!(links.read().unwrap().secondaries_of(&key("b"), None), [key("cm")]);
+    }
+
+    #[tokio::test]
+    async fn a_relist_reconciles_changed_and_vanished_secondaries_only() {
+        let source = source(Mapping::Annotations, &Mapper::Annotations);
+        let events = vec![
+            watcher::Event::Init,
+            watcher::Event::InitApply(annotated("same", "1", "a")),
+            watcher::Event::InitApply(annotated("changed", "1", "b")),
+            watcher::Event::InitApply(annotated("gone", "1", "c")),
+            watcher::Event::InitDone,
+            // The watch restarted: a re-list.
+            watcher::Event::Init,
+            watcher::Event::InitApply(annotated("same", "1", "a")),
+            watcher::Event::InitApply(annotated("changed", "2", "b")),
+            watcher::Event::InitDone,
+        ];
+        let (enqueued, _) = run(source, events).await;
+        assert_eq!(enqueued, [key("b"), key("c")]);
+    }
+
+    #[tokio::test]
+    async fn a_deleted_secondary_reconciles_its_primaries() {
+        let source = source(Mapping::Annotations, &Mapper::Annotations);
+        let events = vec![
+            watcher::Event::Init,
+            watcher::Event::InitDone,
+            watcher::Event::Apply(annotated("cm", "1", "a")),
+            watcher::Event::Delete(annotated("cm", "1", "a")),
+        ];
+        let (enqueued, _) = run(source, events).await;
+        assert_eq!(enqueued, [key("a"), key("a")]);
+    }
+
+    #[tokio::test]
+    async fn primary_references_reconcile_the_primaries_that_name_the_secondary() {
+        let source = source(Mapping::PrimaryReferences, &Mapper::PrimaryReferences);
+        source.links.write().unwrap().primary_changed(&key("m1"), vec![key("shared")]);
+        let events = vec![
+            watcher::Event::Init,
+            watcher::Event::InitDone,
+            watcher::Event::Apply(annotated("shared", "2", "ignored")),
+            watcher::Event::Apply(annotated("unused", "2", "ignored")),
+        ];
+        let (enqueued, _) = run(source, events).await;
+        assert_eq!(enqueued, [key("m1")]);
+    }
+}
