@@ -174,3 +174,31 @@ async fn the_guest_reads_the_same_secondaries_the_api_server_holds() -> anyhow::
     host.stop().await;
     Ok(())
 }
+
+/// A plugin's first reconcile waits until its watches are synced: secondaries that exist before
+/// the host starts are seen by the very first reconcile of their primary, owned ones and
+/// referenced ones alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_reconcile_sees_secondaries_that_existed_before_the_host_started() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "first-reconcile").await?;
+    let links = Links::new(&client, &ns).await?;
+    let referenced = Secondary::config_map(&ns, "referenced", ("wasmop.dev/link", "shared")).apply(&client).await?;
+    let mut expected = Vec::new();
+    for name in ["early-1", "early-2", "early-3"] {
+        let owner = links.create(name, "link", &["referenced"]).await?;
+        let mut owned = Secondary::config_map(&ns, name, ("wasmop.dev/link", "owned"));
+        owned.owner = Some(&owner);
+        let mut both = vec![seen_entry(&owned.apply(&client).await?), seen_entry(&referenced)];
+        both.sort();
+        expected.push((name, both));
+    }
+    let host = RunningHost::start(&client, &ns, &[PLUGIN], Limits::default())?;
+    for (name, both) in expected {
+        let first = |o: &DynamicObject| o.data["status"]["reconciles"].as_i64() == Some(1);
+        let link = links.wait_for(name, "the first reconcile", first).await?;
+        assert_eq!(seen(&link), both, "the first reconcile of {name} saw both of its ConfigMaps");
+    }
+    host.stop().await;
+    Ok(())
+}
