@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::{NamespaceResourceScope, Resource};
 
 use crate::bindings::wasmop::plugin::types as wit;
+use crate::dependent::Dependent;
 
 /// A Kubernetes resource type: group, version, kind, and whether it is namespaced.
 ///
@@ -610,6 +611,24 @@ pub struct Config {
     pub watches: Vec<Watch>,
     /// Reconcile every cached primary this often; never when absent or zero.
     pub resync_period: Option<Duration>,
+    /// The primary's finalizer; [`Finalizer::Derived`] (`wasmop.dev/<name>`) by default.
+    pub finalizer: Finalizer,
+    /// The kinds the plugin's reconciles create and keep in shape; none by default.
+    pub dependents: Vec<Dependent>,
+}
+
+/// The primary's finalizer (JOSDK's finalizer support): with one, the host adds it before the
+/// first reconcile, runs [`Reconciler::cleanup`](crate::Reconciler::cleanup) once the primary is
+/// marked for deletion, and removes it afterwards.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Finalizer {
+    /// `wasmop.dev/<plugin name>`.
+    #[default]
+    Derived,
+    /// This qualified name, e.g. `example.com/cleanup`.
+    Named(String),
+    /// No finalizer: `cleanup` never runs.
+    Disabled,
 }
 
 impl Config {
@@ -640,6 +659,8 @@ impl Config {
             max_concurrent_reconciles: None,
             watches: Vec::new(),
             resync_period: None,
+            finalizer: Finalizer::Derived,
+            dependents: Vec::new(),
         }
     }
 
@@ -834,6 +855,53 @@ impl Config {
         self
     }
 
+    /// Names the primary's finalizer instead of `wasmop.dev/<plugin name>`.
+    ///
+    /// JOSDK `@ControllerConfiguration(finalizerName)`.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Finalizer, Kind};
+    /// let config = Config::new("web", Kind::namespaced("example.com", "v1", "Web")).finalizer("example.com/cleanup");
+    /// assert_eq!(config.finalizer, Finalizer::Named("example.com/cleanup".into()));
+    /// ```
+    #[must_use]
+    pub fn finalizer(mut self, name: impl Into<String>) -> Self {
+        self.finalizer = Finalizer::Named(name.into());
+        self
+    }
+
+    /// No finalizer: the host never blocks the primary's deletion and
+    /// [`Reconciler::cleanup`](crate::Reconciler::cleanup) never runs. For plugins whose
+    /// dependents the garbage collector removes.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Finalizer, Kind};
+    /// let config = Config::new("web", Kind::namespaced("example.com", "v1", "Web")).no_finalizer();
+    /// assert_eq!(config.finalizer, Finalizer::Disabled);
+    /// ```
+    #[must_use]
+    pub fn no_finalizer(mut self) -> Self {
+        self.finalizer = Finalizer::Disabled;
+        self
+    }
+
+    /// Declares a dependent: a kind whose desired objects
+    /// [`Reconciler::desired`](crate::Reconciler::desired) returns and the host applies.
+    ///
+    /// JOSDK's managed dependent resources (`@Workflow(dependents = ...)`).
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Dependent, Kind};
+    /// let config = Config::new("web", Kind::namespaced("example.com", "v1", "Web"))
+    ///     .dependent(Dependent::new("html", Kind::namespaced("", "v1", "ConfigMap").plural("configmaps")));
+    /// assert_eq!(config.dependents[0].name, "html");
+    /// ```
+    #[must_use]
+    pub fn dependent(mut self, dependent: Dependent) -> Self {
+        self.dependents.push(dependent);
+        self
+    }
+
     pub(crate) fn into_wit(self) -> wit::PluginConfig {
         wit::PluginConfig {
             primary: self.primary.to_wit(),
@@ -856,6 +924,12 @@ impl Config {
             max_concurrent_reconciles: self.max_concurrent_reconciles,
             watches: self.watches.into_iter().map(Watch::into_wit).collect(),
             resync_period_ms: self.resync_period.map(millis),
+            finalizer: match self.finalizer {
+                Finalizer::Derived => wit::Finalizer::Derived,
+                Finalizer::Named(name) => wit::Finalizer::Named(name),
+                Finalizer::Disabled => wit::Finalizer::Disabled,
+            },
+            dependents: self.dependents.into_iter().map(Dependent::into_wit).collect(),
         }
     }
 }

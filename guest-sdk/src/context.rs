@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 
 use crate::Kind;
 use crate::bindings::wasmop::plugin::{host as wit_host, types as wit};
+use crate::dependent::DependentState;
 use crate::outcome::Error;
 
 /// Severity of a log line.
@@ -89,11 +90,38 @@ pub struct Context {
     host: Box<dyn Host>,
     attempt: u32,
     last_attempt: bool,
+    dependents: Vec<DependentState>,
 }
 
 impl Context {
     pub(crate) fn new(host: Box<dyn Host>, attempt: u32, last_attempt: bool) -> Self {
-        Self { host, attempt, last_attempt }
+        Self { host, attempt, last_attempt, dependents: Vec::new() }
+    }
+
+    /// The context with the dependents' states the host reconciled before this call.
+    pub(crate) fn with_dependents(mut self, dependents: Vec<DependentState>) -> Self {
+        self.dependents = dependents;
+        self
+    }
+
+    /// Where the dependent `name` stands: reconciled by the host just before this reconcile,
+    /// with its objects as the cluster holds them now. `None` outside `reconcile` or for an
+    /// undeclared name.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Context, Outcome};
+    /// # fn f(ctx: &Context) -> Outcome {
+    /// let available = ctx.dependent("deployment").is_some_and(|d| d.is_ready());
+    /// # Outcome::done()
+    /// # }
+    /// ```
+    pub fn dependent(&self, name: &str) -> Option<&DependentState> {
+        self.dependents.iter().find(|d| d.name == name)
+    }
+
+    /// Every dependent's state, in declaration order.
+    pub fn dependents(&self) -> &[DependentState] {
+        &self.dependents
     }
 
     /// 0 on the first attempt, incremented on each retry after a failure.

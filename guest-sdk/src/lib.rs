@@ -125,14 +125,17 @@ pub use wit_bindgen;
 pub mod conditions;
 mod config;
 mod context;
+mod dependent;
 mod outcome;
 mod refs;
 pub mod testing;
 
 pub use config::{
-    Config, Filters, Kind, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry, Watch,
+    Config, Filters, Finalizer, Kind, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry,
+    Watch,
 };
 pub use context::{Context, Level};
+pub use dependent::{Check, Cleanup, Dependent, DependentState, Desired, Phase};
 pub use outcome::{Error, Event, EventType, Outcome};
 pub use refs::{PrimaryRef, SecondaryRef};
 
@@ -396,6 +399,51 @@ pub trait Reconciler {
         let _ = primary;
         Vec::new()
     }
+
+    /// The desired objects of the plugin's [`Dependent`]s for `primary` (JOSDK's `desired`).
+    /// Called before every [`Reconciler::reconcile`] when the plugin declares dependents; a
+    /// dependent with no desired object has its objects deleted. None by default.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Dependent, Desired, Error, Kind, Outcome, Reconciler};
+    /// # use wasmop_guest::serde_json::{Value, json};
+    /// struct Site;
+    /// impl Reconciler for Site {
+    ///     type Primary = Value;
+    ///     fn config() -> Config {
+    ///         Config::new("site", Kind::namespaced("example.com", "v1", "Site"))
+    ///             .dependent(Dependent::new("html", Kind::namespaced("", "v1", "ConfigMap").plural("configmaps")))
+    ///     }
+    /// #   fn reconcile(_: Value, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    ///     fn desired(site: &Value, _ctx: &Context) -> Result<Vec<Desired>, Error> {
+    ///         let name = format!("{}-html", site["metadata"]["name"].as_str().unwrap_or_default());
+    ///         Ok(vec![Desired::new("html", &json!({
+    ///             "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name },
+    ///             "data": { "index.html": site["spec"]["html"] },
+    ///         }))])
+    ///     }
+    /// }
+    /// ```
+    fn desired(primary: &Self::Primary, ctx: &Context) -> Result<Vec<Desired>, Error> {
+        let _ = (primary, ctx);
+        Ok(Vec::new())
+    }
+
+    /// The primary is marked for deletion and carries the plugin's finalizer: release what the
+    /// garbage collector will not (JOSDK's `Cleaner.cleanup`). The host removes the finalizer
+    /// when this succeeds, unless [`Cleanup::keep_finalizer`] says otherwise. Nothing by
+    /// default.
+    fn cleanup(primary: Self::Primary, ctx: &Context) -> Result<Cleanup, Error> {
+        let _ = (primary, ctx);
+        Ok(Cleanup::done())
+    }
+
+    /// Evaluates the plugin condition `name` ([`Check::plugin`]) on `primary` and, for a ready
+    /// condition, one of the dependent's objects. False by default.
+    fn check(name: &str, primary: &Self::Primary, dependent: Option<&serde_json::Value>) -> bool {
+        let _ = (name, primary, dependent);
+        false
+    }
 }
 
 /// Exports a [`Reconciler`] as the plugin's `wasmop:plugin/reconciler` implementation.
@@ -463,6 +511,30 @@ macro_rules! export {
                 {
                     $crate::__private::secondaries_of::<$reconciler>(primary)
                 }
+
+                fn desired(
+                    request: $crate::__private::ReconcileRequest,
+                ) -> ::core::result::Result<
+                    ::std::vec::Vec<$crate::__private::WitDesiredObject>,
+                    $crate::__private::ReconcileError,
+                > {
+                    $crate::__private::desired::<$reconciler>(request)
+                }
+
+                fn cleanup(
+                    request: $crate::__private::ReconcileRequest,
+                ) -> ::core::result::Result<$crate::__private::WitCleanupOutcome, $crate::__private::ReconcileError>
+                {
+                    $crate::__private::cleanup::<$reconciler>(request)
+                }
+
+                fn check(
+                    name: ::std::string::String,
+                    primary: ::std::string::String,
+                    dependent: ::core::option::Option<::std::string::String>,
+                ) -> bool {
+                    $crate::__private::check::<$reconciler>(name, primary, dependent)
+                }
             }
 
             #[cfg(target_arch = "wasm32")]
@@ -494,12 +566,26 @@ macro_rules! export {
                     ::std::vec::Vec<$crate::__private::WitSecondaryRef>,
                     ::std::string::String,
                 >,
+                fn(
+                    $crate::__private::ReconcileRequest,
+                ) -> ::core::result::Result<
+                    ::std::vec::Vec<$crate::__private::WitDesiredObject>,
+                    $crate::__private::ReconcileError,
+                >,
+                fn(
+                    $crate::__private::ReconcileRequest,
+                )
+                    -> ::core::result::Result<$crate::__private::WitCleanupOutcome, $crate::__private::ReconcileError>,
+                fn(::std::string::String, ::std::string::String, ::core::option::Option<::std::string::String>) -> bool,
             ) = (
                 <__WasmopGuestExport as $crate::__private::Guest>::describe,
                 <__WasmopGuestExport as $crate::__private::Guest>::reconcile,
                 <__WasmopGuestExport as $crate::__private::Guest>::update_error_status,
                 <__WasmopGuestExport as $crate::__private::Guest>::map_secondary,
                 <__WasmopGuestExport as $crate::__private::Guest>::secondaries_of,
+                <__WasmopGuestExport as $crate::__private::Guest>::desired,
+                <__WasmopGuestExport as $crate::__private::Guest>::cleanup,
+                <__WasmopGuestExport as $crate::__private::Guest>::check,
             );
         };
     };
@@ -514,6 +600,25 @@ pub(crate) fn run<R: Reconciler>(object: &str, ctx: &Context) -> Result<Outcome,
     let outcome = R::reconcile(primary, ctx)?;
     outcome.check()?;
     Ok(outcome)
+}
+
+/// The primary's JSON text as `R::Primary`, or an invalid-resource error naming the type.
+fn primary<R: Reconciler>(object: &str) -> Result<R::Primary, Error> {
+    serde_json::from_str(object).map_err(|e| {
+        Error::invalid(format!("the primary does not deserialize as {}: {e}", std::any::type_name::<R::Primary>()))
+    })
+}
+
+/// Runs `R`'s [`Reconciler::desired`] on the primary's JSON text: shared by the export and
+/// [`testing`].
+pub(crate) fn desired<R: Reconciler>(object: &str, ctx: &Context) -> Result<Vec<Desired>, Error> {
+    R::desired(&primary::<R>(object)?, ctx)
+}
+
+/// Runs `R`'s [`Reconciler::cleanup`] on the primary's JSON text: shared by the export and
+/// [`testing`].
+pub(crate) fn cleanup<R: Reconciler>(object: &str, ctx: &Context) -> Result<Cleanup, Error> {
+    R::cleanup(primary::<R>(object)?, ctx)
 }
 
 /// Runs `R`'s [`Reconciler::error_status`] on the primary's JSON text after `error`: the one code
@@ -540,8 +645,8 @@ pub(crate) fn error_status<R: Reconciler>(object: &str, error: &Error, ctx: &Con
 pub mod __private {
     pub use crate::bindings::exports::wasmop::plugin::reconciler::Guest;
     pub use crate::bindings::wasmop::plugin::types::{
-        ObjectRef as WitObjectRef, Outcome as WitOutcome, PluginConfig, ReconcileError, ReconcileRequest,
-        SecondaryRef as WitSecondaryRef,
+        CleanupOutcome as WitCleanupOutcome, DesiredObject as WitDesiredObject, ObjectRef as WitObjectRef,
+        Outcome as WitOutcome, PluginConfig, ReconcileError, ReconcileRequest, SecondaryRef as WitSecondaryRef,
     };
 
     use crate::Reconciler;
@@ -552,10 +657,39 @@ pub mod __private {
         R::config().into_wit()
     }
 
+    /// The context of `request`, talking to the real host imports.
+    fn context(request: ReconcileRequest) -> (String, Context) {
+        let dependents = request.dependents.into_iter().map(crate::DependentState::from_wit).collect();
+        let ctx = Context::new(Box::new(WitHost), request.attempt, request.last_attempt).with_dependents(dependents);
+        (request.object, ctx)
+    }
+
     /// `reconcile` for `R`, talking to the real host imports.
     pub fn reconcile<R: Reconciler>(request: ReconcileRequest) -> Result<WitOutcome, ReconcileError> {
-        let ctx = Context::new(Box::new(WitHost), request.attempt, request.last_attempt);
-        crate::run::<R>(&request.object, &ctx).map(crate::Outcome::into_wit).map_err(crate::Error::into_wit)
+        let (object, ctx) = context(request);
+        crate::run::<R>(&object, &ctx).map(crate::Outcome::into_wit).map_err(crate::Error::into_wit)
+    }
+
+    /// `desired` for `R`.
+    pub fn desired<R: Reconciler>(request: ReconcileRequest) -> Result<Vec<WitDesiredObject>, ReconcileError> {
+        let (object, ctx) = context(request);
+        let desired = crate::desired::<R>(&object, &ctx).map_err(crate::Error::into_wit)?;
+        Ok(desired.into_iter().map(crate::Desired::into_wit).collect())
+    }
+
+    /// `cleanup` for `R`.
+    pub fn cleanup<R: Reconciler>(request: ReconcileRequest) -> Result<WitCleanupOutcome, ReconcileError> {
+        let (object, ctx) = context(request);
+        crate::cleanup::<R>(&object, &ctx).map(crate::Cleanup::into_wit).map_err(crate::Error::into_wit)
+    }
+
+    /// `check` for `R`: false when the primary or the dependent does not decode.
+    pub fn check<R: Reconciler>(name: String, primary: String, dependent: Option<String>) -> bool {
+        let Ok(primary) = serde_json::from_str::<R::Primary>(&primary) else { return false };
+        match dependent.map(|d| serde_json::from_str::<serde_json::Value>(&d)).transpose() {
+            Ok(dependent) => R::check(&name, &primary, dependent.as_ref()),
+            Err(_) => false,
+        }
     }
 
     /// `update-error-status` for `R`, talking to the real host imports.
@@ -621,7 +755,7 @@ mod tests {
     }
 
     fn request(object: &str) -> ReconcileRequest {
-        ReconcileRequest { object: object.to_owned(), attempt: 3, last_attempt: true }
+        ReconcileRequest { object: object.to_owned(), attempt: 3, last_attempt: true, dependents: Vec::new() }
     }
 
     #[test]

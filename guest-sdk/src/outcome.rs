@@ -31,6 +31,8 @@ pub struct Outcome {
     pub(crate) status_error: Option<String>,
     pub(crate) reschedule_after: Option<Duration>,
     pub(crate) events: Vec<Event>,
+    pub(crate) labels: Vec<(String, Option<String>)>,
+    pub(crate) annotations: Vec<(String, Option<String>)>,
 }
 
 impl Outcome {
@@ -106,6 +108,51 @@ impl Outcome {
         self
     }
 
+    /// Sets the label `key` of the primary to `value` (a metadata merge patch, with optimistic
+    /// locking).
+    ///
+    /// ```
+    /// let outcome = wasmop_guest::Outcome::done().label("tier", "frontend").remove_label("legacy");
+    /// assert_eq!(outcome.labels(), [("tier".into(), Some("frontend".into())), ("legacy".into(), None)]);
+    /// ```
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.push((key.into(), Some(value.into())));
+        self
+    }
+
+    /// Removes the label `key` of the primary.
+    pub fn remove_label(mut self, key: impl Into<String>) -> Self {
+        self.labels.push((key.into(), None));
+        self
+    }
+
+    /// Sets the annotation `key` of the primary to `value`.
+    ///
+    /// ```
+    /// let outcome = wasmop_guest::Outcome::done().annotation("example.com/seen", "yes");
+    /// assert_eq!(outcome.annotations().len(), 1);
+    /// ```
+    pub fn annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.annotations.push((key.into(), Some(value.into())));
+        self
+    }
+
+    /// Removes the annotation `key` of the primary.
+    pub fn remove_annotation(mut self, key: impl Into<String>) -> Self {
+        self.annotations.push((key.into(), None));
+        self
+    }
+
+    /// The label changes, in order; `None` removes.
+    pub fn labels(&self) -> &[(String, Option<String>)] {
+        &self.labels
+    }
+
+    /// The annotation changes, in order; `None` removes.
+    pub fn annotations(&self) -> &[(String, Option<String>)] {
+        &self.annotations
+    }
+
     /// Fails when the status set was unusable: a plugin bug that a retry will not fix.
     pub(crate) fn check(&self) -> Result<(), Error> {
         match &self.status_error {
@@ -119,6 +166,8 @@ impl Outcome {
             status: self.status.map(|status| status.to_string()),
             reschedule_after_ms: self.reschedule_after.map(millis),
             events: self.events.into_iter().map(Event::into_wit).collect(),
+            labels: self.labels,
+            annotations: self.annotations,
         }
     }
 }
@@ -190,7 +239,7 @@ impl Event {
         self
     }
 
-    fn into_wit(self) -> wit::Event {
+    pub(crate) fn into_wit(self) -> wit::Event {
         wit::Event {
             event_type: match self.event_type {
                 EventType::Normal => wit::EventType::Normal,

@@ -46,7 +46,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::Host;
-use crate::{Context, Error, Event, Kind, Level, Outcome, Reconciler};
+use crate::{Cleanup, Context, DependentState, Desired, Error, Event, Kind, Level, Outcome, Phase, Reconciler};
 
 /// A stand-in for the wasmop host: objects by kind for the plugin to read, the secondaries of the
 /// primary, failures to inject, and a record of what the plugin logged.
@@ -78,6 +78,7 @@ pub struct FakeHost {
     objects: Vec<(Kind, Value)>,
     secondaries: Vec<(Kind, Value)>,
     failures: Vec<(Kind, String)>,
+    dependents: Vec<DependentState>,
 }
 
 impl FakeHost {
@@ -367,6 +368,66 @@ impl FakeHost {
         crate::error_status::<R>(json, error, &ctx)
     }
 
+    /// Gives `reconcile` the state of the dependent `name`, as the host does after running the
+    /// workflow; objects are typed objects or [`serde_json::Value`]s.
+    ///
+    /// ```
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// use wasmop_guest::Phase;
+    ///
+    /// let host = FakeHost::new().with_dependent_state("deployment", Phase::NotReady, &[json!({ "spec": { "replicas": 1 } })]);
+    /// ```
+    #[must_use]
+    pub fn with_dependent_state(mut self, name: &str, phase: Phase, objects: &[impl Serialize]) -> Self {
+        let objects = objects.iter().map(|o| serde_json::to_value(o).expect("dependent objects serialize")).collect();
+        self.dependents.push(DependentState { name: name.to_string(), phase, objects });
+        self
+    }
+
+    /// Calls `R`'s [`Reconciler::desired`] for `primary`, as the host does before each reconcile.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// # struct Noop;
+    /// # impl Reconciler for Noop {
+    /// #     type Primary = wasmop_guest::serde_json::Value;
+    /// #     fn config() -> Config { Config::new("noop", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #     fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    /// # }
+    /// let desired = FakeHost::new().desired::<Noop>(&json!({ "metadata": { "name": "a" } })).unwrap();
+    /// assert!(desired.is_empty());
+    /// ```
+    pub fn desired<R: Reconciler>(&self, primary: &impl Serialize) -> Result<Vec<Desired>, Error> {
+        let json = serde_json::to_string(primary).expect("the primary serializes");
+        let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
+        crate::desired::<R>(&json, &ctx)
+    }
+
+    /// Calls `R`'s [`Reconciler::cleanup`] for `primary`, as the host does once it is marked for
+    /// deletion.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// # struct Noop;
+    /// # impl Reconciler for Noop {
+    /// #     type Primary = wasmop_guest::serde_json::Value;
+    /// #     fn config() -> Config { Config::new("noop", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #     fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    /// # }
+    /// let cleanup = FakeHost::new().cleanup::<Noop>(&json!({ "metadata": { "name": "a" } })).unwrap();
+    /// assert!(!cleanup.keeps_finalizer());
+    /// ```
+    pub fn cleanup<R: Reconciler>(&self, primary: &impl Serialize) -> Result<Cleanup, Error> {
+        let json = serde_json::to_string(primary).expect("the primary serializes");
+        let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
+        crate::cleanup::<R>(&json, &ctx)
+    }
+
     /// A [`Context`] for `plugin` on a copy of this host's objects, and the log it records to.
     fn context(&self, plugin: &Plugin, attempt: u32, last_attempt: bool) -> (Context, Rc<RefCell<Vec<LogLine>>>) {
         let logs = Rc::new(RefCell::new(Vec::new()));
@@ -377,7 +438,8 @@ impl FakeHost {
             failures: self.failures.clone(),
             logs: Rc::clone(&logs),
         };
-        (Context::new(Box::new(backend), attempt, last_attempt), logs)
+        let ctx = Context::new(Box::new(backend), attempt, last_attempt).with_dependents(self.dependents.clone());
+        (ctx, logs)
     }
 }
 

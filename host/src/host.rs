@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::controller;
 use crate::informer::{Clusters, UnknownCluster};
+use crate::metrics::Metrics;
 use crate::runtime::{LoadError, Module, Runtime};
 use crate::settings::{Defaults, HostConfig, resolve};
 
@@ -94,6 +95,8 @@ pub struct HostSettings {
     pub defaults: Defaults,
     /// Reconciles in flight across all plugins.
     pub max_concurrent_reconciles: usize,
+    /// Where to serve `/metrics` and `/healthz`; `None` serves nothing.
+    pub metrics_address: Option<std::net::SocketAddr>,
 }
 
 /// A running controller.
@@ -108,6 +111,7 @@ pub struct Host {
     clusters: Clusters,
     settings: HostSettings,
     global: Arc<Semaphore>,
+    metrics: Arc<Metrics>,
     controllers: Mutex<BTreeMap<String, Running>>,
 }
 
@@ -115,7 +119,7 @@ impl Host {
     /// A host with no plugins yet.
     pub fn new(clusters: Clusters, settings: HostSettings) -> Self {
         let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
-        Self { clusters, settings, global, controllers: Mutex::new(BTreeMap::new()) }
+        Self { clusters, settings, global, metrics: Metrics::new(), controllers: Mutex::new(BTreeMap::new()) }
     }
 
     /// Checks that the host can run `module`: its name is free and every cluster it watches is
@@ -145,6 +149,7 @@ impl Host {
             self.clusters.clone(),
             resolved,
             Some(self.global.clone()),
+            self.metrics.clone(),
             stop.clone(),
         ));
         self.controllers.lock().expect("never poisoned").insert(name, Running { stop, task });
@@ -171,6 +176,11 @@ impl Host {
     /// The clusters the host watches.
     pub fn clusters(&self) -> &Clusters {
         &self.clusters
+    }
+
+    /// The host's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Stops every plugin.
@@ -204,6 +214,14 @@ pub async fn run(
     }
     for module in modules {
         host.start(module)?;
+    }
+    if let Some(address) = host.settings.metrics_address {
+        let (metrics, stop) = (host.metrics.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            if let Err(err) = crate::metrics::serve(metrics, address, stop).await {
+                tracing::error!(%address, %err, "cannot serve metrics");
+            }
+        });
     }
     shutdown.cancelled().await;
     host.stop_all().await;

@@ -7,9 +7,11 @@
 //! ([`runtime`]) and carries out the outcome ([`writer`]).
 
 pub mod controller;
+pub mod dependents;
 pub mod host;
 pub mod informer;
 pub mod mapping;
+pub mod metrics;
 pub mod object;
 pub mod ratelimit;
 pub mod retry;

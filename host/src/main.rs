@@ -64,6 +64,9 @@ struct RunArgs {
     /// NAME=CONTEXT@KUBECONFIG or NAME=@KUBECONFIG. Repeat for more.
     #[arg(long = "cluster", value_name = "NAME=CONTEXT[@FILE]")]
     clusters: Vec<ClusterSpec>,
+    /// Serve Prometheus metrics on /metrics (and /healthz) at this address, e.g. 0.0.0.0:8080.
+    #[arg(long, env = "WASMOP_METRICS_ADDRESS")]
+    metrics_address: Option<std::net::SocketAddr>,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -152,6 +155,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         config,
         defaults: Defaults { namespace: args.namespace, max_concurrent_reconciles: args.plugin_concurrency.into() },
         max_concurrent_reconciles: args.max_concurrent_reconciles.into(),
+        metrics_address: args.metrics_address,
     };
     wasmop::host::run(clusters, modules, settings, shutdown).await?;
     Ok(())

@@ -1,9 +1,16 @@
-//! Every write the host makes for a plugin: status patches and Kubernetes Events.
+//! The host's writes to a plugin's primaries: status and metadata patches, guarded by the
+//! resourceVersion the reconcile read (optimistic locking), and Kubernetes Events. A patch that
+//! would change nothing is not sent.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
 
+use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
 
 /// Errors of writing to the API server.
@@ -12,15 +19,99 @@ pub enum WriteError {
     /// The plugin's status is not a JSON object.
     #[error("the plugin returned a status that is not a JSON object: {0}")]
     StatusNotAnObject(String),
-    /// The status patch was rejected or failed.
-    #[error("patching the status of {key} failed: {source}")]
-    StatusPatchFailed {
+    /// The object changed since the reconcile read it; the write was not made.
+    #[error("{what} {key}: the object changed meanwhile (conflict); will retry")]
+    Conflict {
+        /// What was attempted.
+        what: &'static str,
+        /// The object.
+        key: ObjectKey,
+    },
+    /// The patch was rejected or failed.
+    #[error("{what} {key} failed: {source}")]
+    Failed {
+        /// What was attempted.
+        what: &'static str,
         /// The object.
         key: ObjectKey,
         /// The API error.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
+}
+
+/// Changes to a primary's metadata; `None` values remove.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetadataChanges {
+    /// Labels to set or remove.
+    pub labels: Vec<(String, Option<String>)>,
+    /// Annotations to set or remove.
+    pub annotations: Vec<(String, Option<String>)>,
+    /// The complete new list of finalizers, if it changes.
+    pub finalizers: Option<Vec<String>>,
+}
+
+impl MetadataChanges {
+    /// The merge patch of the changes that `object` does not already reflect; `None` when
+    /// there are none.
+    pub fn patch_for(&self, object: &DynamicObject) -> Option<Value> {
+        let changed = |current: &BTreeMap<String, String>, wanted: &[(String, Option<String>)]| {
+            let changes: serde_json::Map<String, Value> = wanted
+                .iter()
+                .filter(|(k, v)| current.get(k) != v.as_ref())
+                .map(|(k, v)| (k.clone(), v.as_ref().map_or(Value::Null, |v| json!(v))))
+                .collect();
+            (!changes.is_empty()).then_some(Value::Object(changes))
+        };
+        let mut metadata = serde_json::Map::new();
+        if let Some(labels) = changed(object.labels(), &self.labels) {
+            metadata.insert("labels".into(), labels);
+        }
+        if let Some(annotations) = changed(object.annotations(), &self.annotations) {
+            metadata.insert("annotations".into(), annotations);
+        }
+        if let Some(finalizers) = &self.finalizers
+            && finalizers.as_slice() != object.finalizers()
+        {
+            metadata.insert("finalizers".into(), json!(finalizers));
+        }
+        (!metadata.is_empty()).then(|| json!({ "metadata": metadata }))
+    }
+}
+
+/// The status merge patch for `status` on `object`, with `observedGeneration` set to the
+/// object's generation unless the plugin set it; `None` when the status already holds it all.
+pub fn status_patch(object: &DynamicObject, status: &str) -> Result<Option<Value>, WriteError> {
+    let mut status: Value = serde_json::from_str(status).map_err(|e| WriteError::StatusNotAnObject(e.to_string()))?;
+    let Some(fields) = status.as_object_mut() else {
+        return Err(WriteError::StatusNotAnObject(format!("got {}", kind_of(&status))));
+    };
+    if let Some(generation) = object.metadata.generation {
+        fields.entry("observedGeneration").or_insert(json!(generation));
+    }
+    let current = object.data.get("status").cloned().unwrap_or(Value::Null);
+    let mut merged = current.clone();
+    json_patch_merge(&mut merged, &status);
+    Ok((merged != current).then(|| json!({ "status": status })))
+}
+
+/// RFC 7386 JSON merge patch.
+fn json_patch_merge(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let target = target.as_object_mut().expect("made an object above");
+    for (key, value) in patch {
+        if value.is_null() {
+            target.remove(key);
+        } else {
+            json_patch_merge(target.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
 }
 
 /// Writes on behalf of one plugin, as field manager `wasmop-<plugin>`.
@@ -30,14 +121,16 @@ pub struct Writer {
     resource: ApiResource,
     recorder: Recorder,
     params: PatchParams,
+    plugin: String,
+    metrics: Arc<Metrics>,
 }
 
 /// Maximum length of an Event note accepted by the API server.
 const MAX_NOTE: usize = 1024;
 
 impl Writer {
-    /// A writer for objects of `resource`, owned by `plugin`.
-    pub fn new(client: Client, resource: ApiResource, plugin: &str) -> Self {
+    /// A writer for objects of `resource`, owned by `plugin`, counting its writes in `metrics`.
+    pub fn new(client: Client, resource: ApiResource, plugin: &str, metrics: Arc<Metrics>) -> Self {
         let manager = format!("wasmop-{plugin}");
         let recorder = Recorder::new(client.clone(), Reporter { controller: manager.clone(), instance: None });
         Self {
@@ -45,23 +138,58 @@ impl Writer {
             resource,
             recorder,
             params: PatchParams { field_manager: Some(manager), ..PatchParams::default() },
+            plugin: plugin.to_string(),
+            metrics,
         }
     }
 
-    /// Merges `status` (JSON object text) into the object's status through the status
-    /// subresource.
-    pub async fn patch_status(&self, key: &ObjectKey, status: &str) -> Result<(), WriteError> {
-        let value: serde_json::Value =
-            serde_json::from_str(status).map_err(|e| WriteError::StatusNotAnObject(e.to_string()))?;
-        if !value.is_object() {
-            return Err(WriteError::StatusNotAnObject(format!("got {}", kind_of(&value))));
-        }
-        let api = self.api(key);
-        let patch = serde_json::json!({ "status": value });
-        api.patch_status(&key.name, &self.params, &Patch::Merge(&patch))
-            .await
-            .map(drop)
-            .map_err(|source| WriteError::StatusPatchFailed { key: key.clone(), source })
+    /// Merges `status` (JSON object text) into `object`'s status through the status
+    /// subresource, unless it holds it already; fails with a conflict when the object changed
+    /// since it was read. Returns the object as written.
+    pub async fn patch_status(
+        &self,
+        object: &DynamicObject,
+        status: &str,
+    ) -> Result<Option<DynamicObject>, WriteError> {
+        let Some(patch) = status_patch(object, status)? else { return Ok(None) };
+        self.patch(object, "patching the status of", patch, Verb::PatchStatus).await.map(Some)
+    }
+
+    /// Changes `object`'s metadata unless it reflects the changes already; fails with a
+    /// conflict when the object changed since it was read. Returns the object as written.
+    pub async fn patch_metadata(
+        &self,
+        object: &DynamicObject,
+        changes: &MetadataChanges,
+    ) -> Result<Option<DynamicObject>, WriteError> {
+        let Some(patch) = changes.patch_for(object) else { return Ok(None) };
+        self.patch(object, "patching the metadata of", patch, Verb::PatchMetadata).await.map(Some)
+    }
+
+    async fn patch(
+        &self,
+        object: &DynamicObject,
+        what: &'static str,
+        mut patch: Value,
+        verb: Verb,
+    ) -> Result<DynamicObject, WriteError> {
+        let key = ObjectKey::of(object).unwrap_or_else(|| ObjectKey { namespace: None, name: String::new() });
+        patch["metadata"]["resourceVersion"] = json!(object.resource_version());
+        let api = self.api(&key);
+        let patch = Patch::Merge(&patch);
+        self.metrics.wrote(&self.plugin, &self.resource.kind, verb);
+        let written = if verb == Verb::PatchStatus {
+            api.patch_status(&key.name, &self.params, &patch).await
+        } else {
+            api.patch(&key.name, &self.params, &patch).await
+        };
+        written.map_err(|source| match &source {
+            kube::Error::Api(s) if s.code == 409 => {
+                self.metrics.conflict(&self.plugin);
+                WriteError::Conflict { what, key: key.clone() }
+            }
+            _ => WriteError::Failed { what, key: key.clone(), source: Box::new(source) },
+        })
     }
 
     /// Records an Event on `object`; failures are logged, never fatal.
@@ -81,6 +209,7 @@ impl Writer {
             note: note.map(|n| truncate(n, MAX_NOTE)),
             secondary: None,
         };
+        self.metrics.wrote(&self.plugin, "Event", Verb::Event);
         if let Err(err) = self.recorder.publish(&event, &reference).await {
             tracing::warn!(%err, reason, "cannot record event");
         }
@@ -119,7 +248,57 @@ fn truncate(mut text: String, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::truncate;
+    use kube::api::GroupVersionKind;
+
+    use super::*;
+
+    fn object(status: Value) -> DynamicObject {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("g", "v1", "K"));
+        let mut o = DynamicObject::new("a", &resource).within("ns").data(json!({ "status": status }));
+        o.metadata.generation = Some(3);
+        o.metadata.labels = Some(BTreeMap::from([("keep".into(), "1".into()), ("drop".into(), "x".into())]));
+        o.metadata.finalizers = Some(vec!["f".into()]);
+        o
+    }
+
+    #[test]
+    fn a_status_the_object_already_has_is_not_written() {
+        let o = object(json!({ "observedGeneration": 3, "phase": "Ready", "other": 1 }));
+        assert_eq!(status_patch(&o, r#"{"phase":"Ready"}"#).unwrap(), None);
+        let patch = status_patch(&o, r#"{"phase":"Failed"}"#).unwrap().unwrap();
+        assert_eq!(patch, json!({ "status": { "phase": "Failed", "observedGeneration": 3 } }));
+        assert!(status_patch(&o, "[1]").is_err());
+    }
+
+    #[test]
+    fn observed_generation_is_set_unless_the_plugin_sets_it() {
+        let o = object(json!({}));
+        let patch = status_patch(&o, r#"{"observedGeneration":1}"#).unwrap().unwrap();
+        assert_eq!(patch["status"]["observedGeneration"], 1);
+    }
+
+    #[test]
+    fn metadata_changes_patch_only_what_differs() {
+        let o = object(json!({}));
+        let none = MetadataChanges { labels: vec![("keep".into(), Some("1".into()))], ..MetadataChanges::default() };
+        assert_eq!(none.patch_for(&o), None);
+        let some = MetadataChanges {
+            labels: vec![("keep".into(), Some("1".into())), ("drop".into(), None), ("new".into(), Some("y".into()))],
+            annotations: vec![("absent".into(), None)],
+            finalizers: Some(vec!["f".into(), "g".into()]),
+        };
+        assert_eq!(
+            some.patch_for(&o),
+            Some(json!({ "metadata": { "labels": { "drop": null, "new": "y" }, "finalizers": ["f", "g"] } }))
+        );
+    }
+
+    #[test]
+    fn merge_patch_follows_rfc_7386() {
+        let mut target = json!({ "a": { "b": 1, "c": 2 }, "d": [1] });
+        json_patch_merge(&mut target, &json!({ "a": { "b": null, "e": 3 }, "d": [2] }));
+        assert_eq!(target, json!({ "a": { "c": 2, "e": 3 }, "d": [2] }));
+    }
 
     #[test]
     fn long_notes_are_cut_on_a_char_boundary() {

@@ -213,6 +213,7 @@ impl RunningHost {
             config,
             defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4 },
             max_concurrent_reconciles: 16,
+            metrics_address: None,
         };
         let host = Host::new(clusters, settings);
         for module in modules {

@@ -3,11 +3,13 @@
 //! wall-clock time of the last reconcile (`lastReconcileNanos`) and every secondary the plugin
 //! read through the `secondaries` import (`seen`: kind, namespace, name, resourceVersion).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use futures::TryStreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -30,9 +32,13 @@ impl Links {
     /// Installs the Link CRD (idempotent) and returns the Links of `namespace`.
     pub async fn new(client: &Client, namespace: &str) -> anyhow::Result<Self> {
         apply_file(client, &workspace_root().join("plugins/fixtures/link/crd.yaml"), None).await?;
-        let gvk = GroupVersionKind::gvk("test.wasmop.dev", "v1", "Link");
-        let api = Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk_with_plural(&gvk, "links"));
+        let api = Api::namespaced_with(client.clone(), namespace, &resource());
         Ok(Self { api, namespace: namespace.to_string(), client: client.clone() })
+    }
+
+    /// The API of the Links of this namespace.
+    pub fn api(&self) -> &Api<DynamicObject> {
+        &self.api
     }
 
     /// Creates the Link `name` for the plugin `fixture-<fixture>` using `config_maps`.
@@ -77,6 +83,27 @@ impl Links {
         Ok(last_reconcile(&link))
     }
 
+    /// Waits until every Link named in `expected` shows a reconcile that saw the secondary given
+    /// for it (at that resourceVersion), with one watch on the namespace's Links however many
+    /// are awaited; fails after `limit`.
+    pub async fn all_saw(&self, expected: &BTreeMap<String, Seen>, limit: Duration) -> anyhow::Result<()> {
+        let mut pending: BTreeSet<&str> = expected.keys().map(String::as_str).collect();
+        let wait = async {
+            let links = watcher(self.api.clone(), watcher::Config::default()).default_backoff().applied_objects();
+            let mut links = std::pin::pin!(links);
+            while !pending.is_empty() {
+                let Some(link) = links.try_next().await? else { anyhow::bail!("the watch of Links ended") };
+                let name = link.name_any();
+                if expected.get(&name).is_some_and(|secondary| seen(&link).contains(secondary)) {
+                    pending.remove(name.as_str());
+                }
+            }
+            anyhow::Ok(())
+        };
+        let what = format!("{} Links of {} to see their secondaries", expected.len(), self.namespace);
+        within(limit, &what, wait).await?
+    }
+
     /// Waits for the first reconcile of `name`; returns its time.
     pub async fn reconciled(&self, name: &str) -> anyhow::Result<u64> {
         Ok(last_reconcile(&self.wait_for(name, "reconciled", |o| last_reconcile(o) > 0).await?))
@@ -86,6 +113,11 @@ impl Links {
     pub async fn last_reconcile(&self, name: &str) -> anyhow::Result<u64> {
         Ok(last_reconcile(&self.get(name).await?))
     }
+}
+
+/// The Link kind (`test.wasmop.dev/v1`, plural `links`).
+pub fn resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("test.wasmop.dev", "v1", "Link"), "links")
 }
 
 /// When the Link was last reconciled (nanoseconds since the epoch), 0 if never.

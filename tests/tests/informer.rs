@@ -61,7 +61,7 @@ async fn subscribers_share_one_watch_and_one_leaving_keeps_the_others_events_flo
     let late = registry.subscribe(&config_maps, Some(&ns), Selectors::default());
     let mut late_events = Box::pin(late.events());
     applied(&mut late_events, "one").await?;
-    assert_eq!(late.store().state().len(), 2);
+    assert_eq!(late.cache().state().len(), 2);
 
     let other = registry.subscribe(&config_maps, Some(&ns), Selectors { labels: Some("app=x"), fields: None });
     assert_eq!(registry.active(), 2, "other selectors are another watch");

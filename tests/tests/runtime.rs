@@ -13,7 +13,7 @@ fn limits() -> Limits {
 }
 
 fn request(object: serde_json::Value) -> ReconcileRequest {
-    ReconcileRequest { object: object.to_string(), attempt: 0, last_attempt: false }
+    ReconcileRequest { object: object.to_string(), attempt: 0, last_attempt: false, dependents: Vec::new() }
 }
 
 fn webpage(generation: i64) -> serde_json::Value {

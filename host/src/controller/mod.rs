@@ -11,19 +11,21 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::Client;
 use kube::api::ApiResource;
 use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
 use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use filter::{ChangeFilter, Filters};
 
+use crate::dependents::{self, DependentKind, Dependents, OwnWrites};
 use crate::informer::{self, CachedKind, Clusters, Subscription, WatchedCache};
 use crate::mapping::{Links, PrimaryKind};
+use crate::metrics::Metrics;
 use crate::object::ObjectKey;
 use crate::runtime::Module;
-use crate::runtime::bindings::wasmop::plugin::types::{KindRef, Mapper, Watch};
+use crate::runtime::bindings::wasmop::plugin::types::{Dependent, KindRef, Mapper, Ownership, PluginConfig, Watch};
 use crate::scheduler::{self, Priority, Settings};
 use crate::settings::Resolved;
 use crate::source::secondary::{Mapping, SecondarySource};
@@ -51,6 +53,24 @@ async fn resolve(client: &Client, kind: &KindRef, plugin: &str, shutdown: &Cance
                 }
             }
         }
+    }
+}
+
+/// How a dependent points at its primary: owner references cannot reach from a cluster-scoped
+/// object to a namespaced one.
+fn ownership(config: &PluginConfig, dependent: &Dependent) -> Ownership {
+    if config.primary.namespaced && !dependent.kind.namespaced { Ownership::Annotations } else { dependent.ownership }
+}
+
+/// The watch of a dependent kind: the plugin's objects of that kind, by the management label.
+fn dependent_watch(config: &PluginConfig, dependent: &Dependent) -> Watch {
+    Watch {
+        kind: dependent.kind.clone(),
+        namespace: None,
+        label_selector: Some(format!("{}={}", dependents::MANAGED_BY_LABEL, config.name)),
+        field_selector: None,
+        cluster: None,
+        mapper: DependentKind::mapper(ownership(config, dependent)),
     }
 }
 
@@ -104,6 +124,7 @@ pub async fn run(
     clusters: Clusters,
     settings: Resolved,
     global: Option<Arc<Semaphore>>,
+    metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
     let config = module.config().clone();
@@ -114,31 +135,60 @@ pub async fn run(
         informer::Selectors { labels: settings.label_selector.as_deref(), fields: settings.field_selector.as_deref() };
     // Held for the controller's life: a shared watch stops when its last subscriber goes.
     let subscription = local.subscribe(&resource, settings.namespace.as_deref(), selectors);
-    let Some(secondaries) =
-        subscribe_all(&config.watches, &clusters, settings.namespace.as_deref(), &plugin, &shutdown).await
+    // Declared watches, then one watch per dependent kind (by the management label).
+    let dependent_watches: Vec<Watch> = config.dependents.iter().map(|d| dependent_watch(&config, d)).collect();
+    let watches: Vec<Watch> = config.watches.iter().chain(&dependent_watches).cloned().collect();
+    let Some(secondaries) = subscribe_all(&watches, &clusters, settings.namespace.as_deref(), &plugin, &shutdown).await
     else {
         return;
     };
-    let store = subscription.store();
-    let mut kinds = vec![CachedKind {
-        kind: config.primary.clone(),
-        resource: resource.clone(),
-        store: store.clone(),
-        links: None,
-    }];
+    let primaries = subscription.cache();
+    let mut kinds = vec![CachedKind { kind: config.primary.clone(), cache: primaries.clone(), links: None }];
     kinds.extend(secondaries.iter().map(|s| CachedKind {
         kind: s.watch.kind.clone(),
-        resource: s.resource.clone(),
-        store: s.subscription.store(),
+        cache: s.subscription.cache(),
         links: Some(s.links.clone()),
     }));
     let cache = WatchedCache::new(kinds);
+    // The dependents' own writes, per dependent watch.
+    let owns: Vec<Option<Arc<OwnWrites>>> =
+        (0..secondaries.len()).map(|i| (i >= config.watches.len()).then(|| Arc::new(OwnWrites::default()))).collect();
+    let dependents = if config.dependents.is_empty() {
+        None
+    } else {
+        let kinds = config
+            .dependents
+            .iter()
+            .zip(&secondaries[config.watches.len()..])
+            .zip(&owns[config.watches.len()..])
+            .map(|((spec, secondary), own)| DependentKind {
+                spec: spec.clone(),
+                resource: secondary.resource.clone(),
+                cache: secondary.subscription.cache(),
+                links: secondary.links.clone(),
+                ownership: ownership(&config, spec),
+                own: own.clone().expect("every dependent watch records its own writes"),
+            })
+            .collect();
+        match Dependents::new(local.client().clone(), &plugin, kinds, metrics.clone()) {
+            Ok(dependents) => Some(dependents),
+            Err(err) => {
+                // `describe()` was validated at load; this is a safety net.
+                tracing::error!(plugin, %err, "invalid dependents");
+                return;
+            }
+        }
+    };
+    let own = Arc::new(OwnWrites::default());
     let reconciler = Arc::new(Reconciler {
         module: module.clone(),
         cache: cache.clone(),
-        writer: Writer::new(local.client().clone(), resource.clone(), &plugin),
+        writer: Writer::new(local.client().clone(), resource.clone(), &plugin, metrics),
         resource,
-        store: store.clone(),
+        primaries: primaries.clone(),
+        finalizer: module.finalizer(),
+        dependents,
+        own: own.clone(),
     });
     let references = References {
         module: module.clone(),
@@ -156,7 +206,7 @@ pub async fn run(
     let stop_sources = shutdown.child_token();
     let mut sources = tokio::task::JoinSet::new();
     let mut syncs = Vec::with_capacity(secondaries.len());
-    for secondary in secondaries {
+    for (secondary, own) in secondaries.into_iter().zip(owns) {
         let (synced, ready) = oneshot::channel();
         syncs.push(ready);
         let mapping = match secondary.watch.mapper {
@@ -171,6 +221,7 @@ pub async fn run(
             primary: PrimaryKind::from(&config.primary),
             mapping,
             links: secondary.links,
+            own,
         };
         let events = secondary.subscription.events();
         let (sink, stop) = (sink.clone(), stop_sources.clone());
@@ -182,9 +233,9 @@ pub async fn run(
         });
     }
     if let Some(period) = settings.resync_period {
-        let (store, sink, stop) = (store.clone(), sink.clone(), stop_sources.clone());
-        let primaries = move || store.state().iter().filter_map(|o| ObjectKey::of(o)).collect();
-        sources.spawn(async move { timer::resync(period, primaries, &*sink, stop).await });
+        let (cache, sink, stop) = (primaries.clone(), sink.clone(), stop_sources.clone());
+        let keys = move || cache.state().iter().filter_map(|o| ObjectKey::of(o)).collect();
+        sources.spawn(async move { timer::resync(period, keys, &*sink, stop).await });
     }
     let mut secondaries_synced = std::pin::pin!(futures::future::join_all(syncs));
     let mut waiting_for_secondaries = true;
@@ -232,9 +283,10 @@ pub async fn run(
         };
         match event {
             Some(watcher::Event::Apply(object)) => {
-                if let Some(key) = ObjectKey::of(&object)
-                    && filter.admit(&key, &object.metadata)
-                {
+                let Some(key) = ObjectKey::of(&object) else { continue };
+                // The filter sees every change; the host's own writes reconcile nothing.
+                let admitted = filter.admit(&key, &object.metadata);
+                if admitted && !own.consume(&key, object.resource_version().as_deref()) {
                     references.primary_changed(&key, &object).await;
                     handle.trigger_with(key, Priority::Live);
                 }

@@ -1,40 +1,81 @@
-//! One reconcile of one primary: read it from the cache, call the plugin in its sandbox, and
-//! carry out the outcome.
+//! One reconcile of one primary: read it from the cache, keep the finalizer, run the dependents'
+//! workflow, call the plugin in its sandbox, and carry out the outcome. A primary marked for
+//! deletion runs the plugin's `cleanup` instead and then releases the finalizer.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::Instrument;
 
-use crate::informer::WatchedCache;
+use crate::dependents::{self, Dependents, OwnWrites};
+use crate::informer::{Cache, WatchedCache};
 use crate::object::ObjectKey;
-use crate::runtime::bindings::wasmop::plugin::types::{self, Outcome, ReconcileError, ReconcileRequest};
+use crate::runtime::bindings::wasmop::plugin::types::{
+    self, CleanupOutcome, DependentState, Event, Outcome, ReconcileError, ReconcileRequest,
+};
 use crate::runtime::{CacheReader, CallError, Module};
 use crate::scheduler::{Run, Verdict};
-use crate::writer::Writer;
+use crate::writer::{MetadataChanges, WriteError, Writer};
 
 /// Everything a reconcile of one plugin's primaries needs; shared by all its runs.
 pub(crate) struct Reconciler {
     pub(crate) module: Arc<Module>,
     pub(crate) resource: ApiResource,
-    pub(crate) store: Store<DynamicObject>,
+    /// The primaries' cache.
+    pub(crate) primaries: Cache,
+    /// Everything the plugin may read.
     pub(crate) cache: Arc<WatchedCache>,
     pub(crate) writer: Writer,
+    /// The plugin's finalizer, if it has one.
+    pub(crate) finalizer: Option<String>,
+    pub(crate) dependents: Option<Dependents>,
+    /// The host's own writes of primaries, whose events reconcile nothing.
+    pub(crate) own: Arc<OwnWrites>,
+}
+
+/// Why a reconcile did not succeed.
+struct Failure {
+    error: ReconcileError,
+    reason: &'static str,
+    retry: bool,
+}
+
+impl Failure {
+    fn from_plugin(error: ReconcileError) -> Self {
+        let (reason, retry) = match &error {
+            ReconcileError::Transient(_) => ("ReconcileFailed", true),
+            ReconcileError::Permanent(_) => ("ReconcileFailed", false),
+            ReconcileError::Invalid(_) => ("InvalidResource", false),
+        };
+        Self { error, reason, retry }
+    }
+
+    /// Traps (deadline, memory, panic) and host-side failures are transient: the next attempt
+    /// gets a fresh sandbox and fresh state.
+    fn transient(reason: &'static str, message: String) -> Self {
+        Self { error: ReconcileError::Transient(message), reason, retry: true }
+    }
+
+    fn write(err: WriteError) -> Self {
+        let reason = if matches!(err, WriteError::Conflict { .. }) { "Conflict" } else { "WriteFailed" };
+        Self::transient(reason, err.to_string())
+    }
+
+    fn message(&self) -> &str {
+        match &self.error {
+            ReconcileError::Transient(m) | ReconcileError::Permanent(m) | ReconcileError::Invalid(m) => m,
+        }
+    }
 }
 
 impl Reconciler {
     /// Runs one scheduled reconcile and tells the scheduler how it went.
     pub(crate) async fn run(self: Arc<Self>, run: Run<ObjectKey>) -> Verdict {
-        // The controller starts the scheduler only once the cache is synced.
-        let mut reference = ObjectRef::new_with(&run.key.name, self.resource.clone());
-        if let Some(ns) = &run.key.namespace {
-            reference = reference.within(ns);
-        }
         // Deleted meanwhile: nothing to do, and nothing to complain about.
-        let Some(object) = self.store.get(&reference) else { return Verdict::Done { requeue_after: None } };
+        let Some(object) = self.primaries.get(&run.key) else { return Verdict::Done { requeue_after: None } };
         let meta = &object.metadata;
         let span = tracing::info_span!(
             "reconcile",
@@ -52,46 +93,186 @@ impl Reconciler {
     }
 
     async fn reconcile(&self, run: Run<ObjectKey>, object: Arc<DynamicObject>) -> Verdict {
-        let request = match serde_json::to_string(&*object) {
-            Ok(json) => {
-                Arc::new(ReconcileRequest { object: json, attempt: run.attempt, last_attempt: run.last_attempt })
-            }
-            Err(err) => {
-                tracing::error!(object = %run.key, %err, "cannot serialize the primary");
-                return Verdict::Failed { retry: false };
-            }
-        };
-        let view: Arc<dyn CacheReader> = Arc::new(self.cache.for_primary(run.key.clone(), object.metadata.uid.clone()));
+        let view: Arc<dyn CacheReader> = Arc::new(self.cache.for_primary(run.key.clone(), object.uid()));
         let started = std::time::Instant::now();
-        let called =
-            self.call(view.clone(), request.clone(), |module, cache, request| module.reconcile(cache, request)).await;
+        let deleting = object.metadata.deletion_timestamp.is_some();
+        let result = if deleting {
+            self.finalize(&run, &object, &view).await
+        } else {
+            self.apply(&run, object.clone(), &view).await
+        };
         let elapsed = started.elapsed();
-        let (error, reason, retry) = match called {
-            Ok(Ok(outcome)) => {
-                tracing::debug!(?elapsed, "plugin returned");
-                return self.apply(&run.key, &object, outcome).await;
+        let failure = match result {
+            Ok(requeue_after) => {
+                tracing::info!(?requeue_after, ?elapsed, deleting, "reconciled");
+                return Verdict::Done { requeue_after };
             }
-            Ok(Err(error)) => {
-                let (reason, retry) = match &error {
-                    ReconcileError::Transient(_) => ("ReconcileFailed", true),
-                    ReconcileError::Permanent(_) => ("ReconcileFailed", false),
-                    ReconcileError::Invalid(_) => ("InvalidResource", false),
-                };
-                (error, reason, retry)
-            }
-            // Traps (deadline, memory, panic) are transient: the next attempt gets a fresh sandbox.
-            Err(trap) => (ReconcileError::Transient(trap), "ReconcileFailed", true),
+            Err(failure) => failure,
         };
-        let message = match &error {
-            ReconcileError::Transient(m) | ReconcileError::Permanent(m) | ReconcileError::Invalid(m) => m.clone(),
-        };
+        let (reason, retry, message) = (failure.reason, failure.retry, failure.message().to_string());
         tracing::warn!(object = %run.key, reason, retry, ?elapsed, "reconcile failed: {message}");
         let note = format!("reconcile of {} failed: {message}", run.key);
         self.writer.publish(&object, EventType::Warning, reason, "Reconcile", Some(note)).await;
         if !retry || run.last_attempt {
-            self.update_error_status(&run.key, view, request, error).await;
+            // The run may have written the primary (its finalizer): patch the latest version.
+            let latest = self.primaries.get(&run.key).unwrap_or(object);
+            self.update_error_status(&run, &latest, view, failure.error).await;
         }
         Verdict::Failed { retry }
+    }
+
+    /// The request the plugin's exports get for `object`.
+    fn request(
+        run: &Run<ObjectKey>,
+        object: &DynamicObject,
+        dependents: Vec<DependentState>,
+    ) -> Result<ReconcileRequest, Failure> {
+        let json = serde_json::to_string(object)
+            .map_err(|e| Failure::transient("ReconcileFailed", format!("cannot serialize the primary: {e}")))?;
+        Ok(ReconcileRequest { object: json, attempt: run.attempt, last_attempt: run.last_attempt, dependents })
+    }
+
+    /// Reconciles a live primary: finalizer, dependents, the plugin, then the writes.
+    async fn apply(
+        &self,
+        run: &Run<ObjectKey>,
+        mut object: Arc<DynamicObject>,
+        view: &Arc<dyn CacheReader>,
+    ) -> Result<Option<Duration>, Failure> {
+        if let Some(finalizer) = &self.finalizer
+            && !object.finalizers().contains(finalizer)
+        {
+            let mut finalizers = object.finalizers().to_vec();
+            finalizers.push(finalizer.clone());
+            let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };
+            object = self.write_metadata(&object, &changes).await?;
+        }
+        let states = match &self.dependents {
+            None => Vec::new(),
+            Some(dependents) => self.reconcile_dependents(run, &object, dependents, view).await?,
+        };
+        let request = Arc::new(Self::request(run, &object, states)?);
+        let outcome = self.call(view.clone(), request, |m, c, r| m.reconcile(c, r)).await;
+        let outcome: Outcome =
+            outcome.map_err(|trap| Failure::transient("ReconcileFailed", trap))?.map_err(Failure::from_plugin)?;
+        let changes =
+            MetadataChanges { labels: outcome.labels, annotations: outcome.annotations, ..MetadataChanges::default() };
+        object = self.write_metadata(&object, &changes).await?;
+        if let Some(status) = &outcome.status
+            && let Some(written) = self.writer.patch_status(&object, status).await.map_err(Failure::write)?
+        {
+            self.remember(&object, written);
+        }
+        self.publish(&object, outcome.events).await;
+        Ok(outcome.reschedule_after_ms.map(Duration::from_millis))
+    }
+
+    /// Asks the plugin for its desired dependents and runs the workflow.
+    async fn reconcile_dependents(
+        &self,
+        run: &Run<ObjectKey>,
+        object: &Arc<DynamicObject>,
+        dependents: &Dependents,
+        view: &Arc<dyn CacheReader>,
+    ) -> Result<Vec<DependentState>, Failure> {
+        let request = Arc::new(Self::request(run, object, Vec::new())?);
+        let desired = self.call(view.clone(), request.clone(), |m, c, r| m.desired(c, r)).await;
+        let desired =
+            desired.map_err(|trap| Failure::transient("ReconcileFailed", trap))?.map_err(Failure::from_plugin)?;
+        let (module, view, primary_json) = (self.module.clone(), view.clone(), request.object.clone());
+        let check = move |name: String, dependent: Option<String>| {
+            let (module, view, primary) = (module.clone(), view.clone(), primary_json.clone());
+            let span = tracing::Span::current();
+            let checked = tokio::task::spawn_blocking(move || {
+                span.in_scope(|| module.check(view, &name, &primary, dependent.as_deref()))
+            });
+            Box::pin(async move {
+                match checked.await {
+                    Ok(Ok(holds)) => holds,
+                    Ok(Err(trap)) => {
+                        tracing::warn!(%trap, "plugin condition failed; taken as false");
+                        false
+                    }
+                    Err(_) => false,
+                }
+            }) as futures::future::BoxFuture<'static, bool>
+        };
+        let key = ObjectKey::of(object).unwrap_or_else(|| run.key.clone());
+        let primary = dependents::Primary { object, key: &key, resource: &self.resource };
+        dependents.reconcile(&primary, desired, &check).await.map_err(|err| match err {
+            dependents::DependentError::InvalidDesired { .. } => {
+                Failure { error: ReconcileError::Permanent(err.to_string()), reason: "InvalidDependent", retry: false }
+            }
+            dependents::DependentError::Api { .. } => Failure::transient("DependentFailed", err.to_string()),
+        })
+    }
+
+    /// Runs `cleanup` for a primary marked for deletion and releases the finalizer, unless the
+    /// plugin keeps it. Without the plugin's finalizer, there is nothing to do.
+    async fn finalize(
+        &self,
+        run: &Run<ObjectKey>,
+        object: &Arc<DynamicObject>,
+        view: &Arc<dyn CacheReader>,
+    ) -> Result<Option<Duration>, Failure> {
+        let Some(finalizer) = self.finalizer.as_ref().filter(|f| object.finalizers().contains(f)) else {
+            return Ok(None);
+        };
+        let request = Arc::new(Self::request(run, object, Vec::new())?);
+        let cleaned = self.call(view.clone(), request, |m, c, r| m.cleanup(c, r)).await;
+        let CleanupOutcome { keep_finalizer, reschedule_after_ms, events } =
+            cleaned.map_err(|trap| Failure::transient("CleanupFailed", trap))?.map_err(Failure::from_plugin)?;
+        self.publish(object, events).await;
+        let requeue_after = reschedule_after_ms.map(Duration::from_millis);
+        if keep_finalizer {
+            tracing::info!(?requeue_after, "cleanup keeps the finalizer");
+            return Ok(requeue_after);
+        }
+        if let Some(dependents) = &self.dependents {
+            let key = ObjectKey::of(object).unwrap_or_else(|| run.key.clone());
+            let primary = dependents::Primary { object, key: &key, resource: &self.resource };
+            dependents
+                .delete_annotated(&primary)
+                .await
+                .map_err(|e| Failure::transient("CleanupFailed", e.to_string()))?;
+        }
+        let finalizers = object.finalizers().iter().filter(|f| *f != finalizer).cloned().collect();
+        let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };
+        self.write_metadata(object, &changes).await?;
+        Ok(None)
+    }
+
+    /// Patches the primary's metadata; returns the object as it is now.
+    async fn write_metadata(
+        &self,
+        object: &Arc<DynamicObject>,
+        changes: &MetadataChanges,
+    ) -> Result<Arc<DynamicObject>, Failure> {
+        match self.writer.patch_metadata(object, changes).await.map_err(Failure::write)? {
+            Some(written) => Ok(self.remember(object, written)),
+            None => Ok(object.clone()),
+        }
+    }
+
+    /// Makes a write of the primary visible to the next reconcile at once, and keeps its watch
+    /// event from reconciling again.
+    fn remember(&self, before: &DynamicObject, mut written: DynamicObject) -> Arc<DynamicObject> {
+        written.metadata.managed_fields = None;
+        if let Some(key) = ObjectKey::of(&written) {
+            self.own.wrote(key, written.resource_version());
+        }
+        self.primaries.wrote(written.clone(), before.resource_version());
+        Arc::new(written)
+    }
+
+    async fn publish(&self, object: &DynamicObject, events: Vec<Event>) {
+        for event in events {
+            let type_ = match event.event_type {
+                types::EventType::Normal => EventType::Normal,
+                types::EventType::Warning => EventType::Warning,
+            };
+            self.writer.publish(object, type_, &event.reason, &event.action, event.note).await;
+        }
     }
 
     /// Runs a plugin export on the blocking pool, inside the current span. A trap or a failed
@@ -115,42 +296,23 @@ impl Reconciler {
     /// (JOSDK's ErrorStatusHandler).
     async fn update_error_status(
         &self,
-        key: &ObjectKey,
+        run: &Run<ObjectKey>,
+        object: &Arc<DynamicObject>,
         view: Arc<dyn CacheReader>,
-        request: Arc<ReconcileRequest>,
         error: ReconcileError,
     ) {
+        let Ok(request) = Self::request(run, object, Vec::new()) else { return };
         let update = move |module: &Module, cache, request: &ReconcileRequest| {
             module.update_error_status(cache, request, &error)
         };
-        match self.call(view, request, update).await {
-            Ok(Some(status)) => {
-                if let Err(err) = self.writer.patch_status(key, &status).await {
-                    tracing::warn!(object = %key, %err, "cannot write the error status");
-                }
-            }
+        match self.call(view, Arc::new(request), update).await {
+            Ok(Some(status)) => match self.writer.patch_status(object, &status).await {
+                Ok(Some(written)) => drop(self.remember(object, written)),
+                Ok(None) => {}
+                Err(err) => tracing::warn!(object = %run.key, %err, "cannot write the error status"),
+            },
             Ok(None) => {}
-            Err(err) => tracing::warn!(object = %key, %err, "update-error-status failed"),
+            Err(err) => tracing::warn!(object = %run.key, %err, "update-error-status failed"),
         }
-    }
-
-    /// Carries out a successful outcome.
-    async fn apply(&self, key: &ObjectKey, object: &DynamicObject, outcome: Outcome) -> Verdict {
-        if let Some(status) = &outcome.status
-            && let Err(err) = self.writer.patch_status(key, status).await
-        {
-            tracing::warn!(object = %key, %err, "status update failed; will retry");
-            return Verdict::Failed { retry: true };
-        }
-        for event in outcome.events {
-            let type_ = match event.event_type {
-                types::EventType::Normal => EventType::Normal,
-                types::EventType::Warning => EventType::Warning,
-            };
-            self.writer.publish(object, type_, &event.reason, &event.action, event.note).await;
-        }
-        let requeue_after = outcome.reschedule_after_ms.map(Duration::from_millis);
-        tracing::info!(?requeue_after, "reconciled");
-        Verdict::Done { requeue_after }
     }
 }

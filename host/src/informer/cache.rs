@@ -1,137 +1,163 @@
-//! The guest's view of the host caches: the primary's store and one store per declared watch,
-//! with each watch's links to primaries. Every read is served from memory, never from the API
-//! server.
+//! A watch's cache: the reflector store, plus the host's own writes the watch has not delivered
+//! yet, so that a reconcile reads what the previous one wrote (JOSDK's temporary resource
+//! cache). An entry is dropped as soon as the store moves past the version it replaced.
 
-use std::collections::HashSet;
-use std::sync::{Arc, RwLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::mapping::Links;
 use crate::object::ObjectKey;
-use crate::runtime::CacheReader;
-use crate::runtime::bindings::wasmop::plugin::types::KindRef;
-use crate::selector::LabelSelector;
 
-/// One cached kind: the primary or a watched secondary.
-pub struct CachedKind {
-    /// The kind as the plugin names it.
-    pub kind: KindRef,
-    /// The resolved API resource.
-    pub resource: ApiResource,
-    /// The shared cache of the watch.
-    pub store: Store<DynamicObject>,
-    /// How the watch relates its objects to primaries; `None` for the primary itself.
-    pub links: Option<Arc<RwLock<Links>>>,
+/// One of the host's writes: the object after it (`None`: deleted) and the version it replaced.
+struct Recent {
+    replaced: Option<String>,
+    object: Option<Arc<DynamicObject>>,
 }
 
-/// Everything one plugin may read.
-pub struct WatchedCache {
-    kinds: Vec<CachedKind>,
+/// A watch's store with the host's recent writes laid over it. Cheap to clone.
+#[derive(Clone)]
+pub struct Cache {
+    store: Store<DynamicObject>,
+    resource: ApiResource,
+    recent: Arc<Mutex<HashMap<ObjectKey, Recent>>>,
 }
 
-/// The cache as seen from the reconcile of one primary, which also knows its secondaries.
-pub struct PrimaryView {
-    cache: Arc<WatchedCache>,
-    key: ObjectKey,
-    uid: Option<String>,
-}
-
-impl WatchedCache {
-    /// A cache over the given kinds; reads look through them in order.
-    pub fn new(kinds: Vec<CachedKind>) -> Arc<Self> {
-        Arc::new(Self { kinds })
+impl Cache {
+    /// A cache over the `store` of objects of `resource`, with no writes of its own yet.
+    pub fn new(store: Store<DynamicObject>, resource: ApiResource) -> Self {
+        Self { store, resource, recent: Arc::default() }
     }
 
-    /// The view of the reconcile of the primary `key` with `uid`.
-    pub fn for_primary(self: &Arc<Self>, key: ObjectKey, uid: Option<String>) -> PrimaryView {
-        PrimaryView { cache: self.clone(), key, uid }
-    }
-
-    /// The cached kinds matching `kind`; an error naming it when none does.
-    fn matching<'a>(&'a self, kind: &KindRef) -> Result<Vec<&'a CachedKind>, String> {
-        let found: Vec<_> = self
-            .kinds
-            .iter()
-            .filter(|c| c.kind.group == kind.group && c.kind.version == kind.version && c.kind.kind == kind.kind)
-            .collect();
-        if found.is_empty() {
-            let group = if kind.group.is_empty() { "core" } else { &kind.group };
-            return Err(format!(
-                "{group}/{} {} is not watched by this plugin; only the primary and watched kinds can be read",
-                kind.version, kind.kind
-            ));
+    fn stored(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+        let mut reference = ObjectRef::<DynamicObject>::new_with(&key.name, self.resource.clone());
+        if let Some(ns) = &key.namespace {
+            reference = reference.within(ns);
         }
-        Ok(found)
-    }
-}
-
-fn to_json(object: &DynamicObject) -> Result<String, String> {
-    serde_json::to_string(object).map_err(|e| format!("cannot serialize cached object: {e}"))
-}
-
-fn reference(resource: &ApiResource, key: &ObjectKey) -> ObjectRef<DynamicObject> {
-    let reference = ObjectRef::new_with(&key.name, resource.clone());
-    match &key.namespace {
-        Some(ns) => reference.within(ns),
-        None => reference,
-    }
-}
-
-/// Serializes objects sorted by namespace and name, each once (watches of one kind may overlap).
-fn sorted_json(mut objects: Vec<Arc<DynamicObject>>) -> Result<Vec<String>, String> {
-    let mut seen = HashSet::new();
-    objects.retain(|o| seen.insert(o.uid().unwrap_or_default()));
-    objects.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
-    objects.iter().map(|o| to_json(o)).collect()
-}
-
-impl CacheReader for WatchedCache {
-    fn get(&self, kind: &KindRef, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
-        let key = ObjectKey { namespace: namespace.map(String::from), name: name.to_string() };
-        let found = self.matching(kind)?.into_iter().find_map(|c| c.store.get(&reference(&c.resource, &key)));
-        found.map(|o| to_json(&o)).transpose()
+        self.store.get(&reference)
     }
 
-    fn list(&self, kind: &KindRef, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, String> {
-        let selector: LabelSelector = selector.unwrap_or("").parse().map_err(|e| format!("{e}"))?;
-        let mut objects = Vec::new();
-        for cached in self.matching(kind)? {
-            objects.extend(cached.store.state_filter(|o: &DynamicObject| {
-                namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)) && selector.matches(o.labels())
-            }));
+    /// Whether the store has not yet seen the write `recent` made over `stored`.
+    fn pending(recent: &Recent, stored: Option<&Arc<DynamicObject>>) -> bool {
+        stored.and_then(|o| o.resource_version()) == recent.replaced
+    }
+
+    /// The object `key`, as the host last wrote it or as the watch delivered it, whichever is
+    /// newer.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+        let stored = self.stored(key);
+        let mut recent = self.recent.lock().expect("never poisoned");
+        match recent.get(key) {
+            Some(entry) if Self::pending(entry, stored.as_ref()) => entry.object.clone(),
+            Some(_) => {
+                recent.remove(key);
+                stored
+            }
+            None => stored,
         }
-        sorted_json(objects)
     }
 
-    fn secondaries(&self, kind: &KindRef) -> Result<Vec<String>, String> {
-        Err(format!("secondaries({}) can only be called during reconcile", kind.kind))
+    /// Every object, with the host's pending writes applied.
+    pub fn state(&self) -> Vec<Arc<DynamicObject>> {
+        let mut objects = self.store.state();
+        let mut recent = self.recent.lock().expect("never poisoned");
+        if recent.is_empty() {
+            return objects;
+        }
+        let mut stored: HashMap<ObjectKey, usize> = HashMap::new();
+        for (i, o) in objects.iter().enumerate() {
+            if let Some(key) = ObjectKey::of(o) {
+                stored.insert(key, i);
+            }
+        }
+        recent.retain(|key, entry| Self::pending(entry, stored.get(key).map(|&i| &objects[i])));
+        let mut removed = Vec::new();
+        for (key, entry) in recent.iter() {
+            match (stored.get(key), &entry.object) {
+                (Some(&i), Some(object)) => objects[i] = object.clone(),
+                (Some(&i), None) => removed.push(i),
+                (None, Some(object)) => objects.push(object.clone()),
+                (None, None) => {}
+            }
+        }
+        removed.sort_unstable_by(|a, b| b.cmp(a));
+        for i in removed {
+            objects.swap_remove(i);
+        }
+        objects
+    }
+
+    /// Records the host's write of `object`, which replaced version `replaced` (`None`: it
+    /// created the object).
+    pub fn wrote(&self, object: DynamicObject, replaced: Option<String>) {
+        if let Some(key) = ObjectKey::of(&object) {
+            let entry = Recent { replaced, object: Some(Arc::new(object)) };
+            self.recent.lock().expect("never poisoned").insert(key, entry);
+        }
+    }
+
+    /// Records that the host deleted `key`, which was at version `replaced`.
+    pub fn deleted(&self, key: ObjectKey, replaced: Option<String>) {
+        self.recent.lock().expect("never poisoned").insert(key, Recent { replaced, object: None });
     }
 }
 
-impl CacheReader for PrimaryView {
-    fn get(&self, kind: &KindRef, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
-        self.cache.get(kind, namespace, name)
+#[cfg(test)]
+mod tests {
+    use kube::api::GroupVersionKind;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    fn object(name: &str, version: &str, data: &str) -> DynamicObject {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let mut o = DynamicObject::new(name, &resource).within("ns").data(serde_json::json!({ "data": { "v": data } }));
+        o.metadata.resource_version = Some(version.into());
+        o
     }
 
-    fn list(&self, kind: &KindRef, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, String> {
-        self.cache.list(kind, namespace, selector)
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey { namespace: Some("ns".into()), name: name.into() }
     }
 
-    fn secondaries(&self, kind: &KindRef) -> Result<Vec<String>, String> {
-        let mut objects = Vec::new();
-        let mut watched = false;
-        for cached in self.cache.matching(kind)? {
-            let Some(links) = &cached.links else { continue };
-            watched = true;
-            let keys = links.read().expect("links are never poisoned").secondaries_of(&self.key, self.uid.as_deref());
-            objects.extend(keys.iter().filter_map(|key| cached.store.get(&reference(&cached.resource, key))));
-        }
-        if !watched {
-            return Err(format!("{} is the primary kind, not a watched secondary", kind.kind));
-        }
-        sorted_json(objects)
+    fn data(o: &DynamicObject) -> &str {
+        o.data["data"]["v"].as_str().unwrap()
+    }
+
+    fn cache() -> (Writer<DynamicObject>, Cache) {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let writer = Writer::new(resource.clone());
+        let cache = Cache::new(writer.as_reader(), resource);
+        (writer, cache)
+    }
+
+    #[test]
+    fn a_write_is_visible_until_the_watch_delivers_it_or_something_newer() {
+        let (mut writer, cache) = cache();
+        writer.apply_watcher_event(&Event::Apply(object("a", "1", "old")));
+        cache.wrote(object("a", "2", "mine"), Some("1".into()));
+        assert_eq!(data(&cache.get(&key("a")).unwrap()), "mine");
+        assert_eq!(data(&cache.state()[0]), "mine");
+        writer.apply_watcher_event(&Event::Apply(object("a", "3", "someone else's")));
+        assert_eq!(data(&cache.get(&key("a")).unwrap()), "someone else's");
+        assert_eq!(data(&cache.state()[0]), "someone else's");
+    }
+
+    #[test]
+    fn created_and_deleted_objects_show_at_once() {
+        let (mut writer, cache) = cache();
+        writer.apply_watcher_event(&Event::Apply(object("gone", "1", "x")));
+        cache.wrote(object("new", "5", "created"), None);
+        cache.deleted(key("gone"), Some("1".into()));
+        assert!(cache.get(&key("gone")).is_none());
+        let names: Vec<String> = cache.state().iter().map(|o| o.name_any()).collect();
+        assert_eq!(names, ["new"]);
+        writer.apply_watcher_event(&Event::Apply(object("new", "5", "created")));
+        writer.apply_watcher_event(&Event::Delete(object("gone", "1", "x")));
+        assert_eq!(cache.state().len(), 1);
+        assert!(cache.recent.lock().unwrap().is_empty(), "delivered writes are forgotten");
     }
 }

@@ -12,10 +12,12 @@ use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 mod cache;
 mod clusters;
 mod registry;
+mod view;
 
-pub use cache::{CachedKind, PrimaryView, WatchedCache};
+pub use cache::Cache;
 pub use clusters::{ClusterError, ClusterSpec, Clusters, UnknownCluster};
 pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
+pub use view::{CachedKind, PrimaryView, WatchedCache};
 
 /// Errors of setting up a watch.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +63,8 @@ pub struct Selectors<'a> {
 }
 
 /// A watch of one kind, optionally in one namespace and filtered by selectors, with managed
-/// fields trimmed before objects enter the store.
+/// fields trimmed before objects enter the store: only wasmop's own server-side apply entries
+/// stay, which the dependents' matching needs.
 pub fn watch(
     client: Client,
     resource: &ApiResource,
@@ -84,7 +87,12 @@ pub fn watch(
     let store = writer.as_reader();
     let stream = reflector::reflector(
         writer,
-        watcher(api, config).default_backoff().modify(|o: &mut DynamicObject| o.managed_fields_mut().clear()),
+        watcher(api, config).default_backoff().modify(|o: &mut DynamicObject| {
+            o.managed_fields_mut().retain(|f| {
+                f.operation.as_deref() == Some("Apply")
+                    && f.manager.as_deref().is_some_and(|m| m.starts_with("wasmop-"))
+            })
+        }),
     );
     (store, stream)
 }

@@ -14,7 +14,7 @@ use kube::runtime::watcher;
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
-use super::{Selectors, watch};
+use super::{Cache, Selectors, watch};
 
 /// Watch events fanned out to subscribers; objects are shared, never copied per subscriber.
 pub type SharedEvent = watcher::Event<Arc<DynamicObject>>;
@@ -56,6 +56,7 @@ impl WatchKey {
 /// One running watch and its cache.
 struct SharedWatch {
     store: Store<DynamicObject>,
+    cache: Cache,
     /// Set once the first list is complete. (Not `Store::wait_until_ready`: its one-shot wakes
     /// only the last of several concurrent waiters.)
     synced: Arc<AtomicBool>,
@@ -119,7 +120,8 @@ impl Registry {
         })
         .abort_handle();
         tracing::info!(kind = %key.kind, namespace = ?key.namespace, "watch started");
-        let watch = Arc::new(SharedWatch { store, synced, events, task });
+        let cache = Cache::new(store.clone(), resource.clone());
+        let watch = Arc::new(SharedWatch { store, cache, synced, events, task });
         watches.insert(key, Arc::downgrade(&watch));
         Subscription { watch }
     }
@@ -157,9 +159,9 @@ fn share(event: watcher::Event<DynamicObject>) -> SharedEvent {
 }
 
 impl Subscription {
-    /// The shared cache of the watch.
-    pub fn store(&self) -> Store<DynamicObject> {
-        self.watch.store.clone()
+    /// The shared cache of the watch, with the host's recent writes.
+    pub fn cache(&self) -> Cache {
+        self.watch.cache.clone()
     }
 
     /// The watch's events from now on. A subscriber that joins a synced watch, or falls too

@@ -36,5 +36,7 @@ pub(crate) fn test_config(kind: &str) -> wasmop::plugin::types::PluginConfig {
         max_concurrent_reconciles: None,
         watches: Vec::new(),
         resync_period_ms: None,
+        finalizer: wasmop::plugin::types::Finalizer::Derived,
+        dependents: Vec::new(),
     }
 }

@@ -8,7 +8,8 @@ use wasmtime::{Engine, Store, Trap};
 use super::EPOCH_TICK;
 use super::bindings::PluginPre;
 use super::bindings::wasmop::plugin::types::{
-    Mapper, ObjectRef, Outcome, PluginConfig, ReconcileError, ReconcileRequest, SecondaryRef,
+    CleanupOutcome, DesiredObject, Finalizer, Mapper, ObjectRef, Outcome, PluginConfig, ReconcileError,
+    ReconcileRequest, SecondaryRef,
 };
 use super::error::{CallError, LoadError};
 use super::limits::Limits;
@@ -100,6 +101,50 @@ impl Module {
         self.instances.call(&self.config.name, cache, |plugin, store| {
             plugin.wasmop_plugin_reconciler().call_update_error_status(store, request, error)
         })
+    }
+
+    /// Runs `desired`: the desired objects of the plugin's dependents.
+    pub fn desired(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &ReconcileRequest,
+    ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
+        self.instances.call(&self.config.name, cache, |plugin, store| {
+            plugin.wasmop_plugin_reconciler().call_desired(store, request)
+        })
+    }
+
+    /// Runs `cleanup` for a primary marked for deletion.
+    pub fn cleanup(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &ReconcileRequest,
+    ) -> Result<Result<CleanupOutcome, ReconcileError>, CallError> {
+        self.instances.call(&self.config.name, cache, |plugin, store| {
+            plugin.wasmop_plugin_reconciler().call_cleanup(store, request)
+        })
+    }
+
+    /// Runs `check`: whether the plugin condition `name` holds.
+    pub fn check(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        name: &str,
+        primary: &str,
+        dependent: Option<&str>,
+    ) -> Result<bool, CallError> {
+        self.instances.call(&self.config.name, cache, |plugin, store| {
+            plugin.wasmop_plugin_reconciler().call_check(store, name, primary, dependent)
+        })
+    }
+
+    /// The finalizer the host manages for this plugin, if any.
+    pub fn finalizer(&self) -> Option<String> {
+        match &self.config.finalizer {
+            Finalizer::Derived => Some(format!("wasmop.dev/{}", self.config.name)),
+            Finalizer::Named(name) => Some(name.clone()),
+            Finalizer::Disabled => None,
+        }
     }
 
     /// Runs `map-secondary`: the primaries a change of `secondary` (JSON) concerns; `Ok(Err)`
@@ -206,6 +251,15 @@ fn validate(config: &PluginConfig) -> Result<(), String> {
         && !(retry.multiplier.is_finite() && retry.multiplier >= 1.0)
     {
         return Err(format!("retry multiplier {} must be a finite number >= 1", retry.multiplier));
+    }
+    if let Finalizer::Named(name) = &config.finalizer
+        && !(name.contains('/') && name.len() <= 253 && !name.contains(char::is_whitespace))
+    {
+        return Err(format!("finalizer {name:?} must be a qualified name such as example.com/cleanup"));
+    }
+    crate::dependents::workflow::Workflow::new(&config.dependents)?;
+    if let Some(d) = config.dependents.iter().find(|d| d.kind.version.is_empty() || d.kind.kind.is_empty()) {
+        return Err(format!("dependent {:?} needs a kind with a version and a kind", d.name));
     }
     for watch in &config.watches {
         let kind = &watch.kind;

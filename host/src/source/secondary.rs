@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::Sink;
+use crate::dependents::OwnWrites;
 use crate::informer::{SharedEvent, WatchedCache};
 use crate::mapping::{Links, PrimaryKind};
 use crate::object::ObjectKey;
@@ -44,6 +45,8 @@ pub struct SecondarySource {
     pub mapping: Mapping,
     /// The watch's links to primaries, shared with the guest's cache view.
     pub links: Arc<RwLock<Links>>,
+    /// The host's own writes of these objects (dependents), whose events reconcile nothing.
+    pub own: Option<Arc<OwnWrites>>,
 }
 
 /// What the source remembers of the objects it has seen.
@@ -95,11 +98,15 @@ impl SecondarySource {
                 }
                 watcher::Event::Apply(object) => {
                     let Some(key) = ObjectKey::of(&object) else { continue };
-                    self.changed(&mut seen, key, object).await
+                    let own = self.is_own(&key, object.resource_version().as_deref());
+                    let affected = self.changed(&mut seen, key, object).await;
+                    if own { Vec::new() } else { affected }
                 }
                 watcher::Event::Delete(object) => {
                     let Some(key) = ObjectKey::of(&object) else { continue };
-                    self.deleted(&mut seen, &key)
+                    let own = self.is_own(&key, None);
+                    let affected = self.deleted(&mut seen, &key);
+                    if own { Vec::new() } else { affected }
                 }
                 watcher::Event::InitDone => {
                     let listed = seen.listing.take().unwrap_or_default();
@@ -118,6 +125,11 @@ impl SecondarySource {
                 }
             }
         }
+    }
+
+    /// Whether the event of `key` at `version` (`None`: deleted) is the host's own write.
+    fn is_own(&self, key: &ObjectKey, version: Option<&str>) -> bool {
+        self.own.as_ref().is_some_and(|own| own.consume(key, version))
     }
 
     /// Records a new or changed secondary; returns the primaries it concerns now or did before.
@@ -201,6 +213,7 @@ mod tests {
             primary: PrimaryKind { group: "test.wasmop.dev".into(), kind: "Link".into(), namespaced: true },
             mapping,
             links: Arc::new(RwLock::new(Links::for_mapper(mapper))),
+            own: None,
         }
     }
 
@@ -272,6 +285,22 @@ mod tests {
         ];
         let (enqueued, _) = run(source, events).await;
         assert_eq!(enqueued, [key("a"), key("a")]);
+    }
+
+    #[tokio::test]
+    async fn the_hosts_own_writes_reconcile_nothing() {
+        let mut source = source(Mapping::Annotations, &Mapper::Annotations);
+        let own = Arc::new(OwnWrites::default());
+        own.wrote(key("mine"), Some("2".into()));
+        source.own = Some(own);
+        let events = vec![
+            watcher::Event::Init,
+            watcher::Event::InitDone,
+            watcher::Event::Apply(annotated("mine", "2", "a")),
+            watcher::Event::Apply(annotated("mine", "3", "a")),
+        ];
+        let (enqueued, _) = run(source, events).await;
+        assert_eq!(enqueued, [key("a")], "only the change made by someone else");
     }
 
     #[tokio::test]

@@ -1,0 +1,382 @@
+//! Dependent resources (JOSDK's managed dependents and workflows): what a plugin declares
+//! ([`Dependent`], [`Check`]), what its reconciles want ([`Desired`]), where each dependent
+//! stands afterwards ([`DependentState`]), and what a cleanup decides ([`Cleanup`]).
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::bindings::wasmop::plugin::types as wit;
+use crate::config::millis;
+use crate::{Error, Event, Kind};
+
+/// A condition the host evaluates on an object: a dependent's readiness
+/// ([`Dependent::ready_when`]) or whether it should exist ([`Dependent::reconcile_when`]).
+///
+/// Paths are dot-separated (`status.readyReplicas`, `spec.ports[0].port`).
+///
+/// ```
+/// use wasmop_guest::Check;
+///
+/// let available = Check::condition_true("Available");
+/// let scaled = Check::fields_equal("status.readyReplicas", "spec.replicas");
+/// let exposed = Check::field_equals("spec.exposed", true);
+/// let mine = Check::plugin("has-endpoints");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Check {
+    /// The value at `path` equals `value` (JSON); a missing path equals `null`.
+    FieldEquals {
+        /// Where to look.
+        path: String,
+        /// The expected value, as JSON text.
+        value: String,
+    },
+    /// The values at both paths are equal and present.
+    FieldsEqual {
+        /// One path.
+        left: String,
+        /// The other path.
+        right: String,
+    },
+    /// `status.conditions` has an entry of this type with status `"True"`.
+    ConditionTrue(String),
+    /// [`Reconciler::check`](crate::Reconciler::check) decides, given this name.
+    Plugin(String),
+}
+
+impl Check {
+    /// The value at `path` equals `value`.
+    ///
+    /// ```
+    /// # use wasmop_guest::Check;
+    /// assert_eq!(
+    ///     Check::field_equals("spec.exposed", true),
+    ///     Check::FieldEquals { path: "spec.exposed".into(), value: "true".into() }
+    /// );
+    /// ```
+    pub fn field_equals(path: impl Into<String>, value: impl Serialize) -> Self {
+        let value = serde_json::to_string(&value).unwrap_or_else(|_| "null".into());
+        Self::FieldEquals { path: path.into(), value }
+    }
+
+    /// The values at `left` and `right` are equal and present.
+    pub fn fields_equal(left: impl Into<String>, right: impl Into<String>) -> Self {
+        Self::FieldsEqual { left: left.into(), right: right.into() }
+    }
+
+    /// The object's status condition `type_` is `"True"`.
+    pub fn condition_true(type_: impl Into<String>) -> Self {
+        Self::ConditionTrue(type_.into())
+    }
+
+    /// The plugin's own [`Reconciler::check`](crate::Reconciler::check), called with `name`.
+    pub fn plugin(name: impl Into<String>) -> Self {
+        Self::Plugin(name.into())
+    }
+
+    fn into_wit(self) -> wit::Condition {
+        match self {
+            Self::FieldEquals { path, value } => wit::Condition::FieldEquals(wit::FieldValue { path, value }),
+            Self::FieldsEqual { left, right } => wit::Condition::FieldsEqual(wit::FieldPair { left, right }),
+            Self::ConditionTrue(type_) => wit::Condition::ConditionTrue(type_),
+            Self::Plugin(name) => wit::Condition::Plugin(name),
+        }
+    }
+}
+
+/// A kind of object the plugin's reconciles want to exist, applied by the host with
+/// server-side apply and tied to the primary (JOSDK's `KubernetesDependentResource`).
+///
+/// ```
+/// use wasmop_guest::{Check, Dependent, Kind};
+///
+/// let deployment = Dependent::new("deployment", Kind::namespaced("apps", "v1", "Deployment").plural("deployments"))
+///     .depends_on("configmap")
+///     .ready_when(Check::fields_equal("status.readyReplicas", "spec.replicas"));
+/// assert_eq!(deployment.depends_on, ["configmap"]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Dependent {
+    /// Unique within the plugin; [`Desired`] objects and states name it.
+    pub name: String,
+    /// The kind of its objects.
+    pub kind: Kind,
+    /// Observed, never written.
+    pub read_only: bool,
+    /// Dependents that must be ready first.
+    pub depends_on: Vec<String>,
+    /// When its objects are ready; as soon as they exist when absent.
+    pub ready_when: Option<Check>,
+    /// When it should exist, evaluated on the primary; always when absent.
+    pub reconcile_when: Option<Check>,
+    /// Tied to the primary by annotations instead of an owner reference.
+    pub annotation_owned: bool,
+}
+
+impl Dependent {
+    /// The dependent `name` of kind `kind`: written, owned by the primary through a controller
+    /// owner reference, ready once its objects exist.
+    pub fn new(name: impl Into<String>, kind: Kind) -> Self {
+        Self {
+            name: name.into(),
+            kind,
+            read_only: false,
+            depends_on: Vec::new(),
+            ready_when: None,
+            reconcile_when: None,
+            annotation_owned: false,
+        }
+    }
+
+    /// Observed, never written: [`Reconciler::desired`](crate::Reconciler::desired) only names
+    /// the objects (metadata name and namespace), and the state gives them as they are.
+    #[must_use]
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Reconciled only once the dependent `name` is ready; skipped until then.
+    #[must_use]
+    pub fn depends_on(mut self, name: impl Into<String>) -> Self {
+        self.depends_on.push(name.into());
+        self
+    }
+
+    /// Ready when `check` holds on every object (JOSDK's ready post-condition).
+    #[must_use]
+    pub fn ready_when(mut self, check: Check) -> Self {
+        self.ready_when = Some(check);
+        self
+    }
+
+    /// Exists only while `check` holds on the primary; otherwise its objects are deleted
+    /// (JOSDK's reconcile pre-condition).
+    #[must_use]
+    pub fn reconcile_when(mut self, check: Check) -> Self {
+        self.reconcile_when = Some(check);
+        self
+    }
+
+    /// Tied to the primary by the `wasmop.dev/primary-name` and `wasmop.dev/primary-namespace`
+    /// annotations: for objects in other namespaces. Cluster-scoped dependents of namespaced
+    /// primaries always are.
+    #[must_use]
+    pub fn owned_by_annotations(mut self) -> Self {
+        self.annotation_owned = true;
+        self
+    }
+
+    pub(crate) fn into_wit(self) -> wit::Dependent {
+        wit::Dependent {
+            name: self.name,
+            kind: self.kind.to_wit(),
+            read_only: self.read_only,
+            depends_on: self.depends_on,
+            ready_when: self.ready_when.map(Check::into_wit),
+            reconcile_when: self.reconcile_when.map(Check::into_wit),
+            ownership: if self.annotation_owned { wit::Ownership::Annotations } else { wit::Ownership::OwnerReference },
+        }
+    }
+}
+
+/// One desired object of a dependent.
+///
+/// ```
+/// use wasmop_guest::Desired;
+/// use wasmop_guest::serde_json::json;
+///
+/// let html = Desired::new("configmap", &json!({
+///     "apiVersion": "v1", "kind": "ConfigMap",
+///     "metadata": { "name": "site-html" },
+///     "data": { "index.html": "<h1>hi</h1>" },
+/// }));
+/// assert_eq!(html.dependent, "configmap");
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    /// The dependent's name.
+    pub dependent: String,
+    /// The object: `apiVersion`, `kind`, `metadata.name` (the namespace defaults to the
+    /// primary's) and the fields the plugin manages.
+    pub object: Value,
+}
+
+impl Desired {
+    /// `object` for the dependent `dependent`; an object that does not serialize becomes `null`,
+    /// which the host refuses with an error naming the dependent.
+    pub fn new(dependent: impl Into<String>, object: &impl Serialize) -> Self {
+        Self { dependent: dependent.into(), object: serde_json::to_value(object).unwrap_or(Value::Null) }
+    }
+
+    pub(crate) fn into_wit(self) -> wit::DesiredObject {
+        wit::DesiredObject { dependent: self.dependent, object: self.object.to_string() }
+    }
+}
+
+/// Where a dependent stands after the host reconciled it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Applied or observed, and ready.
+    Ready,
+    /// Applied or observed, not ready yet.
+    NotReady,
+    /// Not reconciled: a dependency is not ready.
+    Skipped,
+    /// Its reconcile condition is false: its objects were deleted.
+    Deleted,
+}
+
+/// A dependent's state, as [`Context::dependent`](crate::Context::dependent) gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DependentState {
+    /// The dependent's name.
+    pub name: String,
+    /// Where it stands.
+    pub phase: Phase,
+    /// Its objects as the cluster holds them now.
+    pub objects: Vec<Value>,
+}
+
+impl DependentState {
+    /// Whether its phase is [`Phase::Ready`].
+    ///
+    /// ```
+    /// use wasmop_guest::{DependentState, Phase};
+    ///
+    /// let state = DependentState { name: "deployment".into(), phase: Phase::NotReady, objects: Vec::new() };
+    /// assert!(!state.is_ready());
+    /// ```
+    pub fn is_ready(&self) -> bool {
+        self.phase == Phase::Ready
+    }
+
+    /// Its objects decoded as `T`; an object that does not decode is a permanent error.
+    pub fn objects_as<T: DeserializeOwned>(&self) -> Result<Vec<T>, Error> {
+        self.objects
+            .iter()
+            .map(|o| serde_json::from_value(o.clone()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| Error::permanent(format!("an object of dependent {} does not decode: {e}", self.name)))
+    }
+
+    pub(crate) fn from_wit(state: wit::DependentState) -> Self {
+        let phase = match state.phase {
+            wit::DependentPhase::Ready => Phase::Ready,
+            wit::DependentPhase::NotReady => Phase::NotReady,
+            wit::DependentPhase::Skipped => Phase::Skipped,
+            wit::DependentPhase::Deleted => Phase::Deleted,
+        };
+        let objects = state.objects.iter().filter_map(|o| serde_json::from_str(o).ok()).collect();
+        Self { name: state.name, phase, objects }
+    }
+}
+
+/// What a [`Reconciler::cleanup`](crate::Reconciler::cleanup) decided (JOSDK's `DeleteControl`).
+///
+/// ```
+/// use std::time::Duration;
+/// use wasmop_guest::Cleanup;
+///
+/// // Not done yet: keep the primary until the external resource is gone.
+/// let later = Cleanup::done().keep_finalizer().reschedule_after(Duration::from_secs(30));
+/// assert!(later.keeps_finalizer());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cleanup {
+    keep_finalizer: bool,
+    reschedule_after: Option<Duration>,
+    events: Vec<Event>,
+}
+
+impl Cleanup {
+    /// Cleanup is complete: the host removes the finalizer.
+    pub fn done() -> Self {
+        Self::default()
+    }
+
+    /// Keep the finalizer: deletion waits. Pair it with a reschedule (or a watch) so that
+    /// cleanup runs again.
+    #[must_use]
+    pub fn keep_finalizer(mut self) -> Self {
+        self.keep_finalizer = true;
+        self
+    }
+
+    /// Run cleanup again after `delay` unless an event comes first.
+    #[must_use]
+    pub fn reschedule_after(mut self, delay: Duration) -> Self {
+        self.reschedule_after = Some(delay);
+        self
+    }
+
+    /// Records `event` on the primary.
+    #[must_use]
+    pub fn event(mut self, event: Event) -> Self {
+        self.events.push(event);
+        self
+    }
+
+    /// Whether the finalizer is kept.
+    pub fn keeps_finalizer(&self) -> bool {
+        self.keep_finalizer
+    }
+
+    /// The events to record.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    pub(crate) fn into_wit(self) -> wit::CleanupOutcome {
+        wit::CleanupOutcome {
+            keep_finalizer: self.keep_finalizer,
+            reschedule_after_ms: self.reschedule_after.map(millis),
+            events: self.events.into_iter().map(Event::into_wit).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependents_and_checks_cross_into_the_contract() {
+        let d = Dependent::new("ingress", Kind::namespaced("networking.k8s.io", "v1", "Ingress"))
+            .depends_on("service")
+            .reconcile_when(Check::field_equals("spec.exposed", true))
+            .owned_by_annotations()
+            .into_wit();
+        assert_eq!(d.depends_on, ["service"]);
+        assert!(matches!(&d.reconcile_when, Some(wit::Condition::FieldEquals(f)) if f.value == "true"));
+        assert!(matches!(d.ownership, wit::Ownership::Annotations));
+        assert!(d.ready_when.is_none() && !d.read_only);
+    }
+
+    #[test]
+    fn states_decode_their_objects() {
+        let state = DependentState::from_wit(wit::DependentState {
+            name: "cm".into(),
+            phase: wit::DependentPhase::Ready,
+            objects: vec![r#"{"metadata":{"name":"a"}}"#.into()],
+        });
+        assert!(state.is_ready());
+        let objects: Vec<k8s_openapi::api::core::v1::ConfigMap> = state.objects_as().unwrap();
+        assert_eq!(objects[0].metadata.name.as_deref(), Some("a"));
+        assert!(state.objects_as::<u32>().is_err());
+    }
+
+    #[test]
+    fn cleanup_keeps_the_finalizer_only_when_asked() {
+        let done = Cleanup::done().into_wit();
+        assert!(!done.keep_finalizer && done.reschedule_after_ms.is_none());
+        let kept = Cleanup::done().keep_finalizer().reschedule_after(Duration::from_secs(1)).into_wit();
+        assert!(kept.keep_finalizer);
+        assert_eq!(kept.reschedule_after_ms, Some(1000));
+    }
+}

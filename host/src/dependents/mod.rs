@@ -1,0 +1,461 @@
+//! Dependent resources (JOSDK's managed dependents and workflows): the plugin says what should
+//! exist, the host makes the cluster match with server-side apply, skips what already matches,
+//! deletes what is no longer desired, and tells the plugin where each dependent stands.
+//!
+//! Every applied object carries the labels `wasmop.dev/managed-by: <plugin>` and
+//! `wasmop.dev/dependent: <name>`, and a controller owner reference to its primary (or, where
+//! owner references cannot reach, the primary-name/namespace annotations). Each dependent kind is
+//! watched (by that label) like a declared watch, so changes made by others reconcile the
+//! primary, and the host finds a primary's dependents through the watch's links in O(1) per
+//! object, also after a restart.
+
+pub mod condition;
+pub mod matching;
+pub mod workflow;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+
+use futures::future::BoxFuture;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::informer::Cache;
+use crate::mapping::{Links, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION};
+use crate::metrics::{Metrics, Verb};
+use crate::object::ObjectKey;
+use crate::runtime::bindings::wasmop::plugin::types::{
+    Dependent, DependentPhase, DependentState, DesiredObject, Mapper, Owners, Ownership,
+};
+use workflow::{Step, Workflow};
+
+/// The label naming the plugin that manages an object.
+pub const MANAGED_BY_LABEL: &str = "wasmop.dev/managed-by";
+/// The label naming the dependent an object belongs to.
+pub const DEPENDENT_LABEL: &str = "wasmop.dev/dependent";
+
+/// Errors of reconciling dependents.
+#[derive(Debug, thiserror::Error)]
+pub enum DependentError {
+    /// The plugin's desired object is unusable.
+    #[error("desired object of dependent {dependent:?} is invalid: {reason}")]
+    InvalidDesired {
+        /// The dependent.
+        dependent: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An API request failed.
+    #[error("{what} {key} failed: {source}")]
+    Api {
+        /// What was attempted.
+        what: &'static str,
+        /// The object.
+        key: ObjectKey,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+}
+
+/// The host's own writes, by object and the resourceVersion each produced, so that their watch
+/// events do not reconcile again (a change the host made is already reconciled).
+#[derive(Debug, Default)]
+pub struct OwnWrites(Mutex<HashMap<ObjectKey, String>>);
+
+/// What an own delete is recorded as.
+const DELETED: &str = "";
+
+impl OwnWrites {
+    /// Records that the host wrote `key`, producing `version`.
+    pub fn wrote(&self, key: ObjectKey, version: Option<String>) {
+        if let Some(version) = version {
+            self.0.lock().expect("never poisoned").insert(key, version);
+        }
+    }
+
+    /// Records that the host deleted `key`.
+    pub fn deleted(&self, key: ObjectKey) {
+        self.0.lock().expect("never poisoned").insert(key, DELETED.to_string());
+    }
+
+    /// Whether the event of `key` at `version` (`None`: a deletion) is the host's own; an own
+    /// event is consumed.
+    pub fn consume(&self, key: &ObjectKey, version: Option<&str>) -> bool {
+        let mut writes = self.0.lock().expect("never poisoned");
+        let own = writes.get(key).map(String::as_str) == Some(version.unwrap_or(DELETED));
+        if own {
+            writes.remove(key);
+        }
+        own
+    }
+}
+
+/// One declared dependent, with its watch.
+pub struct DependentKind {
+    /// What the plugin declared.
+    pub spec: Dependent,
+    /// The resolved API resource.
+    pub resource: ApiResource,
+    /// The watch's cache.
+    pub cache: Cache,
+    /// The watch's links to primaries.
+    pub links: Arc<RwLock<Links>>,
+    /// How the objects point at their primary.
+    pub ownership: Ownership,
+    /// The host's writes of these objects, whose watch events reconcile nothing.
+    pub own: Arc<OwnWrites>,
+}
+
+impl DependentKind {
+    /// The watch mapper that finds a dependent's primary.
+    pub fn mapper(ownership: Ownership) -> Mapper {
+        match ownership {
+            Ownership::OwnerReference => Mapper::OwnerReferences(Owners::Controller),
+            Ownership::Annotations => Mapper::Annotations,
+        }
+    }
+}
+
+/// The primary a reconcile is about.
+pub struct Primary<'a> {
+    /// The object.
+    pub object: &'a DynamicObject,
+    /// Its key.
+    pub key: &'a ObjectKey,
+    /// Its API resource.
+    pub resource: &'a ApiResource,
+}
+
+/// Evaluates a plugin condition: `(name, dependent object JSON)` to whether it holds.
+pub type PluginCheck<'a> = &'a (dyn Fn(String, Option<String>) -> BoxFuture<'static, bool> + Send + Sync);
+
+/// The dependents of one plugin.
+pub struct Dependents {
+    client: Client,
+    metrics: Arc<Metrics>,
+    plugin: String,
+    params: PatchParams,
+    kinds: Vec<DependentKind>,
+    workflow: Workflow,
+}
+
+impl Dependents {
+    /// The dependents `kinds` of `plugin`, applied with field manager `wasmop-<plugin>`.
+    /// Errors when the workflow is invalid.
+    pub fn new(client: Client, plugin: &str, kinds: Vec<DependentKind>, metrics: Arc<Metrics>) -> Result<Self, String> {
+        let specs: Vec<Dependent> = kinds.iter().map(|k| k.spec.clone()).collect();
+        let workflow = Workflow::new(&specs)?;
+        let params = PatchParams::apply(&format!("wasmop-{plugin}")).force();
+        Ok(Self { client, metrics, plugin: plugin.to_string(), params, kinds, workflow })
+    }
+
+    /// The field manager of the plugin's writes.
+    fn manager(&self) -> &str {
+        self.params.field_manager.as_deref().unwrap_or_default()
+    }
+
+    /// Runs the workflow for `primary` with the plugin's `desired` objects; returns every
+    /// dependent's state, in declaration order.
+    pub async fn reconcile(
+        &self,
+        primary: &Primary<'_>,
+        desired: Vec<DesiredObject>,
+        check: PluginCheck<'_>,
+    ) -> Result<Vec<DependentState>, DependentError> {
+        let mut wanted: HashMap<String, Vec<Value>> = HashMap::new();
+        for d in desired {
+            if !self.kinds.iter().any(|k| k.spec.name == d.dependent) {
+                return Err(DependentError::InvalidDesired {
+                    dependent: d.dependent,
+                    reason: "no dependent of that name is declared".into(),
+                });
+            }
+            let object = serde_json::from_str(&d.object).map_err(|e| DependentError::InvalidDesired {
+                dependent: d.dependent.clone(),
+                reason: e.to_string(),
+            })?;
+            wanted.entry(d.dependent).or_default().push(object);
+        }
+        let primary_json = serde_json::to_value(primary.object).unwrap_or(Value::Null);
+        let mut phases: HashMap<String, DependentPhase> = HashMap::new();
+        let mut states: Vec<Option<DependentState>> = (0..self.kinds.len()).map(|_| None).collect();
+        for &i in self.workflow.order() {
+            let kind = &self.kinds[i];
+            let precondition = match &kind.spec.reconcile_when {
+                None => None,
+                Some(c) => Some(match condition::holds(c, &primary_json) {
+                    Some(holds) => holds,
+                    None => check(plugin_condition(c), None).await,
+                }),
+            };
+            let (phase, objects) = match workflow::step(&kind.spec, &phases, precondition) {
+                Step::Skip => (DependentPhase::Skipped, self.current(kind, primary)),
+                Step::Delete => {
+                    for object in self.current(kind, primary) {
+                        self.delete(kind, &object).await?;
+                    }
+                    (DependentPhase::Deleted, Vec::new())
+                }
+                Step::Reconcile => {
+                    let desired = wanted.remove(&kind.spec.name).unwrap_or_default();
+                    let objects = if kind.spec.read_only {
+                        self.observe(kind, primary, &desired)?
+                    } else {
+                        self.apply_all(kind, primary, desired).await?
+                    };
+                    let ready = self.ready(kind, &objects, check).await;
+                    (if ready { DependentPhase::Ready } else { DependentPhase::NotReady }, objects)
+                }
+            };
+            phases.insert(kind.spec.name.clone(), phase);
+            let objects = objects.iter().filter_map(|o| serde_json::to_string(&**o).ok()).collect();
+            states[i] = Some(DependentState { name: kind.spec.name.clone(), phase, objects });
+        }
+        Ok(states.into_iter().flatten().collect())
+    }
+
+    /// Deletes the dependents the garbage collector will not: those tied by annotations.
+    pub async fn delete_annotated(&self, primary: &Primary<'_>) -> Result<(), DependentError> {
+        for kind in self.kinds.iter().filter(|k| k.ownership == Ownership::Annotations && !k.spec.read_only) {
+            for object in self.current(kind, primary) {
+                self.delete(kind, &object).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The objects of `kind` that belong to `primary`, from the cache.
+    fn current(&self, kind: &DependentKind, primary: &Primary<'_>) -> Vec<Arc<DynamicObject>> {
+        let keys =
+            kind.links.read().expect("never poisoned").secondaries_of(primary.key, primary.object.uid().as_deref());
+        let mut objects: Vec<_> = keys
+            .iter()
+            .filter_map(|key| kind.cache.get(key))
+            .filter(|o| o.labels().get(DEPENDENT_LABEL) == Some(&kind.spec.name))
+            .collect();
+        objects.sort_by_key(|o| (o.namespace(), o.name_any()));
+        objects
+    }
+
+    /// Read-only dependents: the named objects as cached.
+    fn observe(
+        &self,
+        kind: &DependentKind,
+        primary: &Primary<'_>,
+        desired: &[Value],
+    ) -> Result<Vec<Arc<DynamicObject>>, DependentError> {
+        let mut objects = Vec::new();
+        for d in desired {
+            let key = self.key_of(kind, primary, d)?;
+            objects.extend(kind.cache.get(&key));
+        }
+        Ok(objects)
+    }
+
+    /// Applies every desired object that does not match the cluster, then deletes this
+    /// primary's objects of `kind` that are no longer desired.
+    async fn apply_all(
+        &self,
+        kind: &DependentKind,
+        primary: &Primary<'_>,
+        desired: Vec<Value>,
+    ) -> Result<Vec<Arc<DynamicObject>>, DependentError> {
+        let mut applied = Vec::with_capacity(desired.len());
+        let mut keep = HashSet::new();
+        for d in desired {
+            let (key, object) = self.prepare(kind, primary, d)?;
+            keep.insert(key.clone());
+            applied.push(self.apply(kind, &key, &object).await?);
+        }
+        for stale in self.current(kind, primary) {
+            if ObjectKey::of(&stale).is_some_and(|k| !keep.contains(&k)) {
+                self.delete(kind, &stale).await?;
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Applies `object` unless the cached object already matches it.
+    async fn apply(
+        &self,
+        kind: &DependentKind,
+        key: &ObjectKey,
+        object: &Value,
+    ) -> Result<Arc<DynamicObject>, DependentError> {
+        let actual = kind.cache.get(key);
+        if let Some(actual) = &actual
+            && let Ok(actual_json) = serde_json::to_value(&**actual)
+            && matching::matches(object, &actual_json, self.manager())
+        {
+            return Ok(actual.clone());
+        }
+        let api = self.api(kind, key);
+        self.metrics.wrote(&self.plugin, &kind.resource.kind, Verb::Apply);
+        let mut written = api
+            .patch(&key.name, &self.params, &Patch::Apply(object))
+            .await
+            .map_err(|source| DependentError::Api { what: "applying", key: key.clone(), source: Box::new(source) })?;
+        tracing::debug!(plugin = self.plugin, dependent = kind.spec.name, object = %key, "applied");
+        keep_own_managed_fields(&mut written, self.manager());
+        kind.own.wrote(key.clone(), written.resource_version());
+        kind.cache.wrote(written.clone(), actual.and_then(|a| a.resource_version()));
+        Ok(Arc::new(written))
+    }
+
+    async fn delete(&self, kind: &DependentKind, object: &DynamicObject) -> Result<(), DependentError> {
+        let Some(key) = ObjectKey::of(object) else { return Ok(()) };
+        let api = self.api(kind, &key);
+        self.metrics.wrote(&self.plugin, &kind.resource.kind, Verb::Delete);
+        match api.delete(&key.name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => return Err(DependentError::Api { what: "deleting", key, source: Box::new(source) }),
+        }
+        tracing::debug!(plugin = self.plugin, dependent = kind.spec.name, object = %key, "deleted");
+        kind.own.deleted(key.clone());
+        kind.cache.deleted(key, object.resource_version());
+        Ok(())
+    }
+
+    /// Whether every object satisfies the dependent's ready condition (existing is enough
+    /// without one).
+    async fn ready(&self, kind: &DependentKind, objects: &[Arc<DynamicObject>], check: PluginCheck<'_>) -> bool {
+        let Some(ready_when) = &kind.spec.ready_when else { return true };
+        for object in objects {
+            let json = serde_json::to_value(&**object).unwrap_or(Value::Null);
+            let holds = match condition::holds(ready_when, &json) {
+                Some(holds) => holds,
+                None => check(plugin_condition(ready_when), Some(json.to_string())).await,
+            };
+            if !holds {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The key of a desired object: its name, in its namespace, else the primary's.
+    fn key_of(
+        &self,
+        kind: &DependentKind,
+        primary: &Primary<'_>,
+        desired: &Value,
+    ) -> Result<ObjectKey, DependentError> {
+        let invalid = |reason: &str| DependentError::InvalidDesired {
+            dependent: kind.spec.name.clone(),
+            reason: reason.to_string(),
+        };
+        let name = desired["metadata"]["name"].as_str().ok_or_else(|| invalid("metadata.name is missing"))?;
+        let namespace = if kind.spec.kind.namespaced {
+            let ns =
+                desired["metadata"]["namespace"].as_str().map(String::from).or_else(|| primary.key.namespace.clone());
+            Some(ns.ok_or_else(|| invalid("a namespaced dependent of a cluster-scoped primary needs a namespace"))?)
+        } else {
+            None
+        };
+        Ok(ObjectKey { namespace, name: name.to_string() })
+    }
+
+    /// Completes a desired object: type, namespace, the management labels and the tie to the
+    /// primary.
+    fn prepare(
+        &self,
+        kind: &DependentKind,
+        primary: &Primary<'_>,
+        mut desired: Value,
+    ) -> Result<(ObjectKey, Value), DependentError> {
+        let key = self.key_of(kind, primary, &desired)?;
+        let invalid = |reason: String| DependentError::InvalidDesired { dependent: kind.spec.name.clone(), reason };
+        if !desired.is_object() {
+            return Err(invalid("not a JSON object".into()));
+        }
+        let api_version = kind.resource.api_version.clone();
+        for (field, expected) in [("apiVersion", &api_version), ("kind", &kind.resource.kind)] {
+            match desired[field].as_str() {
+                None => desired[field] = json!(expected),
+                Some(given) if given == expected => {}
+                Some(given) => {
+                    return Err(invalid(format!("{field} is {given:?}, the dependent declares {expected:?}")));
+                }
+            }
+        }
+        let metadata = &mut desired["metadata"];
+        if let Some(ns) = &key.namespace {
+            metadata["namespace"] = json!(ns);
+        }
+        metadata["labels"][MANAGED_BY_LABEL] = json!(self.plugin);
+        metadata["labels"][DEPENDENT_LABEL] = json!(kind.spec.name);
+        match kind.ownership {
+            Ownership::OwnerReference => {
+                if key.namespace.is_some() && primary.key.namespace.is_some() && key.namespace != primary.key.namespace
+                {
+                    return Err(invalid(format!(
+                        "it is in namespace {:?}, its primary in {:?}: owner references cannot cross namespaces; \
+                         declare the dependent with annotation ownership",
+                        key.namespace.as_deref().unwrap_or_default(),
+                        primary.key.namespace.as_deref().unwrap_or_default()
+                    )));
+                }
+                metadata["ownerReferences"] = json!([{
+                    "apiVersion": primary.resource.api_version,
+                    "kind": primary.resource.kind,
+                    "name": primary.key.name,
+                    "uid": primary.object.uid().unwrap_or_default(),
+                    "controller": true,
+                    "blockOwnerDeletion": true,
+                }]);
+            }
+            Ownership::Annotations => {
+                metadata["annotations"][PRIMARY_NAME_ANNOTATION] = json!(primary.key.name);
+                if let Some(ns) = &primary.key.namespace {
+                    metadata["annotations"][PRIMARY_NAMESPACE_ANNOTATION] = json!(ns);
+                }
+            }
+        }
+        Ok((key, desired))
+    }
+
+    fn api(&self, kind: &DependentKind, key: &ObjectKey) -> Api<DynamicObject> {
+        match &key.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
+            None => Api::all_with(self.client.clone(), &kind.resource),
+        }
+    }
+}
+
+/// The name of a plugin condition.
+fn plugin_condition(condition: &crate::runtime::bindings::wasmop::plugin::types::Condition) -> String {
+    match condition {
+        crate::runtime::bindings::wasmop::plugin::types::Condition::Plugin(name) => name.clone(),
+        _ => String::new(),
+    }
+}
+
+/// Drops every managedFields entry but the host's own Apply entry, as the caches keep them.
+pub fn keep_own_managed_fields(object: &mut DynamicObject, manager: &str) {
+    if let Some(fields) = object.metadata.managed_fields.as_mut() {
+        fields.retain(|f| f.manager.as_deref() == Some(manager) && f.operation.as_deref() == Some("Apply"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey { namespace: Some("ns".into()), name: name.into() }
+    }
+
+    #[test]
+    fn own_writes_are_recognised_once_and_only_at_their_version() {
+        let own = OwnWrites::default();
+        own.wrote(key("a"), Some("5".into()));
+        assert!(!own.consume(&key("a"), Some("4")), "an older event is someone else's");
+        assert!(own.consume(&key("a"), Some("5")));
+        assert!(!own.consume(&key("a"), Some("5")), "consumed");
+        own.deleted(key("b"));
+        assert!(own.consume(&key("b"), None));
+    }
+}

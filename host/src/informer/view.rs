@@ -1,0 +1,127 @@
+//! The guest's view of the host caches: the primary's cache and one cache per declared watch,
+//! with each watch's links to primaries. Every read is served from memory, never from the API
+//! server.
+
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+
+use super::Cache;
+use crate::mapping::Links;
+use crate::object::ObjectKey;
+use crate::runtime::CacheReader;
+use crate::runtime::bindings::wasmop::plugin::types::KindRef;
+use crate::selector::LabelSelector;
+
+/// One cached kind: the primary or a watched secondary.
+pub struct CachedKind {
+    /// The kind as the plugin names it.
+    pub kind: KindRef,
+    /// The shared cache of the watch.
+    pub cache: Cache,
+    /// How the watch relates its objects to primaries; `None` for the primary itself.
+    pub links: Option<Arc<RwLock<Links>>>,
+}
+
+/// Everything one plugin may read.
+pub struct WatchedCache {
+    kinds: Vec<CachedKind>,
+}
+
+/// The cache as seen from the reconcile of one primary, which also knows its secondaries.
+pub struct PrimaryView {
+    cache: Arc<WatchedCache>,
+    key: ObjectKey,
+    uid: Option<String>,
+}
+
+impl WatchedCache {
+    /// A cache over the given kinds; reads look through them in order.
+    pub fn new(kinds: Vec<CachedKind>) -> Arc<Self> {
+        Arc::new(Self { kinds })
+    }
+
+    /// The view of the reconcile of the primary `key` with `uid`.
+    pub fn for_primary(self: &Arc<Self>, key: ObjectKey, uid: Option<String>) -> PrimaryView {
+        PrimaryView { cache: self.clone(), key, uid }
+    }
+
+    /// The cached kinds matching `kind`; an error naming it when none does.
+    fn matching<'a>(&'a self, kind: &KindRef) -> Result<Vec<&'a CachedKind>, String> {
+        let found: Vec<_> = self
+            .kinds
+            .iter()
+            .filter(|c| c.kind.group == kind.group && c.kind.version == kind.version && c.kind.kind == kind.kind)
+            .collect();
+        if found.is_empty() {
+            let group = if kind.group.is_empty() { "core" } else { &kind.group };
+            return Err(format!(
+                "{group}/{} {} is not watched by this plugin; only the primary and watched kinds can be read",
+                kind.version, kind.kind
+            ));
+        }
+        Ok(found)
+    }
+}
+
+fn to_json(object: &DynamicObject) -> Result<String, String> {
+    serde_json::to_string(object).map_err(|e| format!("cannot serialize cached object: {e}"))
+}
+
+/// Serializes objects sorted by namespace and name, each once (watches of one kind may overlap).
+fn sorted_json(mut objects: Vec<Arc<DynamicObject>>) -> Result<Vec<String>, String> {
+    let mut seen = HashSet::new();
+    objects.retain(|o| seen.insert(o.uid().unwrap_or_default()));
+    objects.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
+    objects.iter().map(|o| to_json(o)).collect()
+}
+
+impl CacheReader for WatchedCache {
+    fn get(&self, kind: &KindRef, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
+        let key = ObjectKey { namespace: namespace.map(String::from), name: name.to_string() };
+        let found = self.matching(kind)?.into_iter().find_map(|c| c.cache.get(&key));
+        found.map(|o| to_json(&o)).transpose()
+    }
+
+    fn list(&self, kind: &KindRef, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, String> {
+        let selector: LabelSelector = selector.unwrap_or("").parse().map_err(|e| format!("{e}"))?;
+        let mut objects = Vec::new();
+        for cached in self.matching(kind)? {
+            objects.extend(cached.cache.state().into_iter().filter(|o| {
+                namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)) && selector.matches(o.labels())
+            }));
+        }
+        sorted_json(objects)
+    }
+
+    fn secondaries(&self, kind: &KindRef) -> Result<Vec<String>, String> {
+        Err(format!("secondaries({}) can only be called during reconcile", kind.kind))
+    }
+}
+
+impl CacheReader for PrimaryView {
+    fn get(&self, kind: &KindRef, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
+        self.cache.get(kind, namespace, name)
+    }
+
+    fn list(&self, kind: &KindRef, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, String> {
+        self.cache.list(kind, namespace, selector)
+    }
+
+    fn secondaries(&self, kind: &KindRef) -> Result<Vec<String>, String> {
+        let mut objects = Vec::new();
+        let mut watched = false;
+        for cached in self.cache.matching(kind)? {
+            let Some(links) = &cached.links else { continue };
+            watched = true;
+            let keys = links.read().expect("links are never poisoned").secondaries_of(&self.key, self.uid.as_deref());
+            objects.extend(keys.iter().filter_map(|key| cached.cache.get(key)));
+        }
+        if !watched {
+            return Err(format!("{} is the primary kind, not a watched secondary", kind.kind));
+        }
+        sorted_json(objects)
+    }
+}

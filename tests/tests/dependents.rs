@@ -1,0 +1,297 @@
+//! Dependent resources, finalizers and status writes against the real kube-apiserver (with the
+//! garbage collector, deployment and replicaset controllers), with the complete `webpage`
+//! plugin (ConfigMap, Deployment, Service, and an Ingress while `spec.exposed`) and the
+//! `fixture-probe` plugin (a finalizer it can keep, a slow reconcile).
+
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::runtime::wait::await_condition;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use wasmop::runtime::Limits;
+use wasmop_tests::{RunningHost, apply, apply_file, client, namespace, within, workspace_root};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn api(client: &Client, ns: &str, group: &str, version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, plural))
+}
+
+/// The APIs of a WebPage and its dependents in one namespace.
+struct Page {
+    pages: Api<DynamicObject>,
+    config_maps: Api<DynamicObject>,
+    deployments: Api<DynamicObject>,
+    services: Api<DynamicObject>,
+    ingresses: Api<DynamicObject>,
+}
+
+impl Page {
+    async fn new(client: &Client, ns: &str) -> anyhow::Result<Self> {
+        apply_file(client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+        Ok(Self {
+            pages: api(client, ns, "sample.wasmop.dev", "v1", "WebPage", "webpages"),
+            config_maps: api(client, ns, "", "v1", "ConfigMap", "configmaps"),
+            deployments: api(client, ns, "apps", "v1", "Deployment", "deployments"),
+            services: api(client, ns, "", "v1", "Service", "services"),
+            ingresses: api(client, ns, "networking.k8s.io", "v1", "Ingress", "ingresses"),
+        })
+    }
+}
+
+/// Waits until `name` satisfies `condition` (`None`: absent); returns it.
+async fn wait_for(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    condition: impl Fn(Option<&DynamicObject>) -> bool + Send + 'static,
+) -> anyhow::Result<Option<DynamicObject>> {
+    Ok(within(WAIT, &format!("{name}: {what}"), await_condition(api.clone(), name, condition)).await??)
+}
+
+/// Waits until `name` exists and satisfies `condition`.
+async fn wait_until(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&DynamicObject) -> bool + Send + 'static,
+) -> anyhow::Result<DynamicObject> {
+    let found = wait_for(api, name, what, move |o| o.is_some_and(&condition)).await?;
+    found.ok_or_else(|| anyhow::anyhow!("{name} vanished while waiting for {what}"))
+}
+
+fn ready(page: &DynamicObject) -> bool {
+    let generation = page.metadata.generation;
+    page.data["status"]["observedGeneration"].as_i64() == generation
+        && page.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+fn owned_by(object: &DynamicObject, owner: &DynamicObject) -> bool {
+    object.owner_references().iter().any(|r| r.controller == Some(true) && Some(&r.uid) == owner.uid().as_ref())
+}
+
+async fn create_page(client: &Client, ns: &str, name: &str, html: &str, exposed: bool) -> anyhow::Result<()> {
+    let page = json!({
+        "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage", "metadata": { "name": name },
+        "spec": { "html": html, "exposed": exposed },
+    });
+    apply(client, page, Some(ns)).await?;
+    Ok(())
+}
+
+async fn patch_spec(api: &Api<DynamicObject>, name: &str, spec: serde_json::Value) -> anyhow::Result<DynamicObject> {
+    Ok(api.patch(name, &PatchParams::default(), &Patch::Merge(json!({ "spec": spec }))).await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webpage_gets_owned_dependents_and_a_html_change_updates_only_its_config_map() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "webpage-dependents").await?;
+    let page = Page::new(&client, &ns).await?;
+    let host = RunningHost::start(&client, &ns, &["webpage"], Limits::default())?;
+    create_page(&client, &ns, "site", "<h1>one</h1>", false).await?;
+    let site = wait_until(&page.pages, "site", "Ready", ready).await?;
+    assert_eq!(site.data["status"]["htmlConfigMap"], "site-html", "the status names the ConfigMap");
+    assert!(site.finalizers().contains(&"wasmop.dev/webpage".to_string()), "{:?}", site.finalizers());
+
+    let html = page.config_maps.get("site-html").await?;
+    let deployment = page.deployments.get("site").await?;
+    let service = page.services.get("site").await?;
+    for dependent in [&html, &deployment, &service] {
+        assert!(owned_by(dependent, &site), "{} is owned by the WebPage", dependent.name_any());
+    }
+    assert_eq!(html.data["data"]["index.html"], "<h1>one</h1>");
+    assert!(page.ingresses.get_opt("site").await?.is_none(), "no Ingress while not exposed");
+
+    patch_spec(&page.pages, "site", json!({ "html": "<h1>two</h1>" })).await?;
+    wait_until(&page.config_maps, "site-html", "new html", |cm| cm.data["data"]["index.html"] == "<h1>two</h1>").await?;
+    wait_until(&page.pages, "site", "Ready for generation 2", |p| ready(p) && p.metadata.generation == Some(2)).await?;
+    let after = (page.deployments.get("site").await?, page.services.get("site").await?);
+    assert_eq!(after.0.resource_version(), deployment.resource_version(), "the Deployment was not written");
+    assert_eq!(after.1.resource_version(), service.resource_version(), "the Service was not written");
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exposing_a_webpage_creates_its_ingress_and_unexposing_deletes_it() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "webpage-ingress").await?;
+    let page = Page::new(&client, &ns).await?;
+    let host = RunningHost::start(&client, &ns, &["webpage"], Limits::default())?;
+    create_page(&client, &ns, "site", "<p>hi</p>", false).await?;
+    wait_until(&page.pages, "site", "Ready", ready).await?;
+    patch_spec(&page.pages, "site", json!({ "exposed": true })).await?;
+    let site = page.pages.get("site").await?;
+    let ingress = wait_until(&page.ingresses, "site", "created", |_| true).await?;
+    assert!(owned_by(&ingress, &site));
+    assert_eq!(ingress.data["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"], "site");
+    patch_spec(&page.pages, "site", json!({ "exposed": false })).await?;
+    wait_for(&page.ingresses, "site", "deleted", |o| o.is_none()).await?;
+    assert!(page.services.get_opt("site").await?.is_some(), "the other dependents stay");
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_period_writes_nothing()
+-> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "webpage-revert").await?;
+    let page = Page::new(&client, &ns).await?;
+    let host = RunningHost::start(&client, &ns, &["webpage"], Limits::default())?;
+    create_page(&client, &ns, "site", "<p>hi</p>", false).await?;
+    wait_until(&page.pages, "site", "Ready", ready).await?;
+    wait_until(&page.deployments, "site", "created", |_| true).await?;
+
+    let by_hand = PatchParams { field_manager: Some("by-hand".into()), ..PatchParams::default() };
+    let edit = json!({ "spec": { "replicas": 3 } });
+    let edited = page.deployments.patch("site", &by_hand, &Patch::Merge(&edit)).await?;
+    assert_eq!(edited.data["spec"]["replicas"], 3);
+    wait_until(&page.deployments, "site", "replicas reverted to 1", |d| d.data["spec"]["replicas"] == 1).await?;
+
+    // Steady state: the deployment and replicaset controllers settle the Deployment's status;
+    // wait until its status reflects the current generation, then count the host's writes.
+    wait_until(&page.deployments, "site", "status observed", |d| {
+        d.data["status"]["observedGeneration"].as_i64() == d.metadata.generation
+    })
+    .await?;
+    let metrics = host.host().metrics().clone();
+    let versions = || async {
+        let mut versions = Vec::new();
+        for (api, name) in [
+            (&page.pages, "site"),
+            (&page.config_maps, "site-html"),
+            (&page.deployments, "site"),
+            (&page.services, "site"),
+        ] {
+            versions.push(api.get(name).await?.resource_version());
+        }
+        anyhow::Ok(versions)
+    };
+    // Let in-flight reconciles of the revert finish: two equal samples of the write counter.
+    let mut writes = metrics.writes_of("webpage");
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = metrics.writes_of("webpage");
+        if now == writes {
+            break;
+        }
+        writes = now;
+    }
+    let before = versions().await?;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(metrics.writes_of("webpage"), writes, "the host wrote during a quiet period");
+    assert_eq!(versions().await?, before, "an object changed during a quiet period");
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_webpage_runs_cleanup_releases_the_finalizer_and_its_dependents_are_collected()
+-> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "webpage-delete").await?;
+    let page = Page::new(&client, &ns).await?;
+    let host = RunningHost::start(&client, &ns, &["webpage"], Limits::default())?;
+    create_page(&client, &ns, "site", "<p>bye</p>", true).await?;
+    wait_until(&page.pages, "site", "Ready", ready).await?;
+    wait_until(&page.ingresses, "site", "created", |_| true).await?;
+
+    page.pages.delete("site", &DeleteParams::default()).await?;
+    wait_for(&page.pages, "site", "deleted", |o| o.is_none()).await?;
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let cleaned = events.list(&ListParams::default()).await?.items.into_iter().any(|e| e.reason.as_deref() == Some("CleanedUp"));
+    assert!(cleaned, "cleanup ran and recorded its Event");
+    wait_for(&page.config_maps, "site-html", "collected", |o| o.is_none()).await?;
+    for api in [&page.deployments, &page.services, &page.ingresses] {
+        wait_for(api, "site", "collected", |o| o.is_none()).await?;
+    }
+    host.stop().await;
+    Ok(())
+}
+
+fn probes(client: &Client, ns: &str) -> Api<DynamicObject> {
+    api(client, ns, "test.wasmop.dev", "v1", "Probe", "probes")
+}
+
+async fn create_probe(client: &Client, ns: &str, name: &str, spec: serde_json::Value) -> anyhow::Result<()> {
+    apply_file(client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
+    let probe = json!({ "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": name }, "spec": spec });
+    apply(client, probe, Some(ns)).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finalizer_kept_by_the_plugin_holds_deletion_until_the_plugin_lets_go() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "kept-finalizer").await?;
+    let probes = probes(&client, &ns);
+    let host = RunningHost::start(&client, &ns, &["fixture-probe"], Limits::default())?;
+    create_probe(&client, &ns, "held", json!({ "holdFinalizer": true })).await?;
+    wait_until(&probes, "held", "finalizer added", |p| p.finalizers().contains(&"wasmop.dev/fixture-probe".into()))
+        .await?;
+
+    probes.delete("held", &DeleteParams::default()).await?;
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    within(WAIT, "two cleanups that kept the finalizer", async {
+        loop {
+            let kept = events
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("Cleanup"))
+                .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+                .sum::<i32>();
+            if kept >= 2 {
+                return anyhow::Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await??;
+    let held = probes.get("held").await?;
+    assert!(held.metadata.deletion_timestamp.is_some() && held.finalizers().contains(&"wasmop.dev/fixture-probe".into()));
+
+    patch_spec(&probes, "held", json!({ "holdFinalizer": false })).await?;
+    wait_for(&probes, "held", "deleted once the plugin lets go", |o| o.is_none()).await?;
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_conflict_with_a_concurrent_writer_is_retried_and_the_final_status_is_right() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "status-conflict").await?;
+    let probes = probes(&client, &ns);
+    let overrides = "plugins:\n  fixture-probe:\n    retry: { initialIntervalMs: 300, maxAttempts: 10 }\n";
+    let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], overrides)?;
+    // Each reconcile takes 800 ms; meanwhile another writer changes the status every 100 ms.
+    create_probe(&client, &ns, "contested", json!({ "busyMs": 800 })).await?;
+    let writer = {
+        let probes = probes.clone();
+        tokio::spawn(async move {
+            for n in 0..25 {
+                let patch = json!({ "status": { "external": n } });
+                // The object may not exist for the first few rounds.
+                let _ = probes.patch_status("contested", &PatchParams::default(), &Patch::Merge(&patch)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    writer.await?;
+    let probe = wait_until(&probes, "contested", "reconciled", |p| p.data["status"]["reconciles"].as_i64() >= Some(1)).await?;
+    assert!(host.host().metrics().conflicts_of("fixture-probe") >= 1, "the concurrent writer caused a conflict");
+    assert_eq!(probe.data["status"]["external"], 24, "the other writer's field is kept");
+    assert_eq!(probe.data["status"]["observedGeneration"].as_i64(), probe.metadata.generation);
+    host.stop().await;
+    Ok(())
+}
