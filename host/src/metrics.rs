@@ -36,11 +36,28 @@ struct PluginLabels {
     plugin: String,
 }
 
+/// Labels of the reconcile counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileLabels {
+    plugin: String,
+    result: Outcome,
+}
+
+/// How a reconcile ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Outcome {
+    /// It succeeded.
+    Success,
+    /// It failed (and may be retried).
+    Failure,
+}
+
 /// The host's metrics; cheap to share.
 pub struct Metrics {
     registry: Registry,
     writes: Family<WriteLabels, Counter>,
     conflicts: Family<PluginLabels, Counter>,
+    reconciles: Family<ReconcileLabels, Counter>,
 }
 
 impl Metrics {
@@ -55,7 +72,9 @@ impl Metrics {
             "Writes refused because the object changed since it was read; each is retried",
             conflicts.clone(),
         );
-        Arc::new(Self { registry, writes, conflicts })
+        let reconciles = Family::<ReconcileLabels, Counter>::default();
+        registry.register("reconciles", "Reconciles run, by plugin and result", reconciles.clone());
+        Arc::new(Self { registry, writes, conflicts, reconciles })
     }
 
     /// Counts one write request of `plugin` on an object of `kind`.
@@ -67,6 +86,16 @@ impl Metrics {
     /// Counts one conflict of `plugin`.
     pub fn conflict(&self, plugin: &str) {
         self.conflicts.get_or_create(&PluginLabels { plugin: plugin.to_string() }).inc();
+    }
+
+    /// Counts one reconcile of `plugin`.
+    pub fn reconciled(&self, plugin: &str, result: Outcome) {
+        self.reconciles.get_or_create(&ReconcileLabels { plugin: plugin.to_string(), result }).inc();
+    }
+
+    /// Reconciles of `plugin` that ended with `result`.
+    pub fn reconciles_of(&self, plugin: &str, result: Outcome) -> u64 {
+        self.reconciles.get_or_create(&ReconcileLabels { plugin: plugin.to_string(), result }).get()
     }
 
     /// Write requests `plugin` made so far, of every kind and verb.
@@ -120,6 +149,9 @@ mod tests {
         metrics.wrote("web", "WebPage", Verb::PatchStatus);
         metrics.wrote("other", "Probe", Verb::Event);
         metrics.conflict("web");
+        metrics.reconciled("web", Outcome::Success);
+        assert_eq!(metrics.reconciles_of("web", Outcome::Success), 1);
+        assert_eq!(metrics.reconciles_of("web", Outcome::Failure), 0);
         assert_eq!(metrics.writes_of("web"), 2);
         assert_eq!(metrics.writes_of("other"), 1);
         assert_eq!(metrics.conflicts_of("web"), 1);

@@ -10,6 +10,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use kube::runtime::wait::await_condition;
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use wasmop::metrics::Outcome;
 use wasmop::runtime::Limits;
 use wasmop_tests::{RunningHost, apply, apply_file, client, namespace, within, workspace_root};
 
@@ -77,6 +78,13 @@ fn owned_by(object: &DynamicObject, owner: &DynamicObject) -> bool {
     object.owner_references().iter().any(|r| r.controller == Some(true) && Some(&r.uid) == owner.uid().as_ref())
 }
 
+/// The host's server-side apply entry of `object`: when it applied what.
+fn applied_by_host(object: &DynamicObject) -> Option<(Option<String>, Option<String>)> {
+    let entry =
+        object.metadata.managed_fields.as_ref()?.iter().find(|f| f.manager.as_deref() == Some("wasmop-webpage"))?;
+    Some((entry.time.as_ref().map(|t| t.0.to_string()), entry.fields_v1.as_ref().map(|f| f.0.to_string())))
+}
+
 async fn create_page(client: &Client, ns: &str, name: &str, html: &str, exposed: bool) -> anyhow::Result<()> {
     let page = json!({
         "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage", "metadata": { "name": name },
@@ -111,10 +119,13 @@ async fn a_webpage_gets_owned_dependents_and_a_html_change_updates_only_its_conf
     assert!(page.ingresses.get_opt("site").await?.is_none(), "no Ingress while not exposed");
 
     patch_spec(&page.pages, "site", json!({ "html": "<h1>two</h1>" })).await?;
-    wait_until(&page.config_maps, "site-html", "new html", |cm| cm.data["data"]["index.html"] == "<h1>two</h1>").await?;
+    wait_until(&page.config_maps, "site-html", "new html", |cm| cm.data["data"]["index.html"] == "<h1>two</h1>")
+        .await?;
     wait_until(&page.pages, "site", "Ready for generation 2", |p| ready(p) && p.metadata.generation == Some(2)).await?;
+    // The deployment controller writes the Deployment's status: compare what the host applied.
     let after = (page.deployments.get("site").await?, page.services.get("site").await?);
-    assert_eq!(after.0.resource_version(), deployment.resource_version(), "the Deployment was not written");
+    assert_eq!(after.0.metadata.generation, deployment.metadata.generation, "the Deployment's spec is unchanged");
+    assert_eq!(applied_by_host(&after.0), applied_by_host(&deployment), "the host did not apply the Deployment again");
     assert_eq!(after.1.resource_version(), service.resource_version(), "the Service was not written");
     host.stop().await;
     Ok(())
@@ -141,12 +152,15 @@ async fn exposing_a_webpage_creates_its_ingress_and_unexposing_deletes_it() -> a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_period_writes_nothing()
--> anyhow::Result<()> {
+async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_period_writes_nothing() -> anyhow::Result<()>
+{
     let client = client().await?;
     let ns = namespace(&client, "webpage-revert").await?;
     let page = Page::new(&client, &ns).await?;
-    let host = RunningHost::start(&client, &ns, &["webpage"], Limits::default())?;
+    // A resync every 2 s: the quiet period below still reconciles the page about ten times,
+    // and each of those must find nothing to write.
+    let overrides = "plugins:\n  webpage:\n    resyncPeriodMs: 2000\n";
+    let host = RunningHost::start_with_yaml(&client, &ns, &["webpage"], overrides)?;
     create_page(&client, &ns, "site", "<p>hi</p>", false).await?;
     wait_until(&page.pages, "site", "Ready", ready).await?;
     wait_until(&page.deployments, "site", "created", |_| true).await?;
@@ -176,10 +190,11 @@ async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_perio
         }
         anyhow::Ok(versions)
     };
-    // Let in-flight reconciles of the revert finish: two equal samples of the write counter.
+    // Let in-flight reconciles of the revert finish: two equal samples of the write counter,
+    // more than a resync period apart.
     let mut writes = metrics.writes_of("webpage");
     loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
         let now = metrics.writes_of("webpage");
         if now == writes {
             break;
@@ -187,7 +202,10 @@ async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_perio
         writes = now;
     }
     let before = versions().await?;
+    let reconciles = metrics.reconciles_of("webpage", Outcome::Success);
     tokio::time::sleep(Duration::from_secs(20)).await;
+    let during = metrics.reconciles_of("webpage", Outcome::Success) - reconciles;
+    assert!(during >= 5, "the resync reconciled the page during the quiet period ({during} times)");
     assert_eq!(metrics.writes_of("webpage"), writes, "the host wrote during a quiet period");
     assert_eq!(versions().await?, before, "an object changed during a quiet period");
     host.stop().await;
@@ -195,8 +213,8 @@ async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_perio
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_a_webpage_runs_cleanup_releases_the_finalizer_and_its_dependents_are_collected()
--> anyhow::Result<()> {
+async fn deleting_a_webpage_runs_cleanup_releases_the_finalizer_and_its_dependents_are_collected() -> anyhow::Result<()>
+{
     let client = client().await?;
     let ns = namespace(&client, "webpage-delete").await?;
     let page = Page::new(&client, &ns).await?;
@@ -208,7 +226,8 @@ async fn deleting_a_webpage_runs_cleanup_releases_the_finalizer_and_its_dependen
     page.pages.delete("site", &DeleteParams::default()).await?;
     wait_for(&page.pages, "site", "deleted", |o| o.is_none()).await?;
     let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    let cleaned = events.list(&ListParams::default()).await?.items.into_iter().any(|e| e.reason.as_deref() == Some("CleanedUp"));
+    let cleaned =
+        events.list(&ListParams::default()).await?.items.into_iter().any(|e| e.reason.as_deref() == Some("CleanedUp"));
     assert!(cleaned, "cleanup ran and recorded its Event");
     wait_for(&page.config_maps, "site-html", "collected", |o| o.is_none()).await?;
     for api in [&page.deployments, &page.services, &page.ingresses] {
@@ -224,7 +243,8 @@ fn probes(client: &Client, ns: &str) -> Api<DynamicObject> {
 
 async fn create_probe(client: &Client, ns: &str, name: &str, spec: serde_json::Value) -> anyhow::Result<()> {
     apply_file(client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
-    let probe = json!({ "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": name }, "spec": spec });
+    let probe =
+        json!({ "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": name }, "spec": spec });
     apply(client, probe, Some(ns)).await?;
     Ok(())
 }
@@ -259,7 +279,9 @@ async fn a_finalizer_kept_by_the_plugin_holds_deletion_until_the_plugin_lets_go(
     })
     .await??;
     let held = probes.get("held").await?;
-    assert!(held.metadata.deletion_timestamp.is_some() && held.finalizers().contains(&"wasmop.dev/fixture-probe".into()));
+    assert!(
+        held.metadata.deletion_timestamp.is_some() && held.finalizers().contains(&"wasmop.dev/fixture-probe".into())
+    );
 
     patch_spec(&probes, "held", json!({ "holdFinalizer": false })).await?;
     wait_for(&probes, "held", "deleted once the plugin lets go", |o| o.is_none()).await?;
@@ -288,7 +310,8 @@ async fn a_status_conflict_with_a_concurrent_writer_is_retried_and_the_final_sta
         })
     };
     writer.await?;
-    let probe = wait_until(&probes, "contested", "reconciled", |p| p.data["status"]["reconciles"].as_i64() >= Some(1)).await?;
+    let probe =
+        wait_until(&probes, "contested", "reconciled", |p| p.data["status"]["reconciles"].as_i64() >= Some(1)).await?;
     assert!(host.host().metrics().conflicts_of("fixture-probe") >= 1, "the concurrent writer caused a conflict");
     assert_eq!(probe.data["status"]["external"], 24, "the other writer's field is kept");
     assert_eq!(probe.data["status"]["observedGeneration"].as_i64(), probe.metadata.generation);

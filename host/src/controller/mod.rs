@@ -183,7 +183,8 @@ pub async fn run(
     let reconciler = Arc::new(Reconciler {
         module: module.clone(),
         cache: cache.clone(),
-        writer: Writer::new(local.client().clone(), resource.clone(), &plugin, metrics),
+        writer: Writer::new(local.client().clone(), resource.clone(), &plugin, metrics.clone()),
+        metrics,
         resource,
         primaries: primaries.clone(),
         finalizer: module.finalizer(),

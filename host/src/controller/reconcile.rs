@@ -12,6 +12,7 @@ use tracing::Instrument;
 
 use crate::dependents::{self, Dependents, OwnWrites};
 use crate::informer::{Cache, WatchedCache};
+use crate::metrics::{self, Metrics};
 use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::{
     self, CleanupOutcome, DependentState, Event, Outcome, ReconcileError, ReconcileRequest,
@@ -34,6 +35,7 @@ pub(crate) struct Reconciler {
     pub(crate) dependents: Option<Dependents>,
     /// The host's own writes of primaries, whose events reconcile nothing.
     pub(crate) own: Arc<OwnWrites>,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// Why a reconcile did not succeed.
@@ -105,10 +107,12 @@ impl Reconciler {
         let failure = match result {
             Ok(requeue_after) => {
                 tracing::info!(?requeue_after, ?elapsed, deleting, "reconciled");
+                self.metrics.reconciled(self.module.name(), metrics::Outcome::Success);
                 return Verdict::Done { requeue_after };
             }
             Err(failure) => failure,
         };
+        self.metrics.reconciled(self.module.name(), metrics::Outcome::Failure);
         let (reason, retry, message) = (failure.reason, failure.retry, failure.message().to_string());
         tracing::warn!(object = %run.key, reason, retry, ?elapsed, "reconcile failed: {message}");
         let note = format!("reconcile of {} failed: {message}", run.key);

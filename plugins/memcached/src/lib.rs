@@ -1,0 +1,130 @@
+//! The Operator SDK's Memcached tutorial as a wasmop plugin: each Memcached
+//! (`cache.wasmop.dev/v1`) gets a Deployment with `spec.size` memcached replicas, and its status
+//! lists the names of the pods, found through a watch on Pods mapped by their `memcached_cr`
+//! label.
+
+use serde::{Deserialize, Serialize};
+use wasmop_guest::k8s_openapi::api::core::v1::Pod;
+use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use wasmop_guest::serde_json::{Value, json};
+use wasmop_guest::{Config, Context, Dependent, Desired, Error, Kind, Outcome, PrimaryRef, Reconciler, Watch};
+
+#[derive(Deserialize)]
+struct Memcached {
+    metadata: ObjectMeta,
+    spec: MemcachedSpec,
+}
+
+#[derive(Deserialize)]
+struct MemcachedSpec {
+    size: i32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MemcachedStatus {
+    observed_generation: Option<i64>,
+    nodes: Vec<String>,
+}
+
+/// The label naming a pod's Memcached.
+const OWNER_LABEL: &str = "memcached_cr";
+
+fn pods() -> Kind {
+    Kind::namespaced("", "v1", "Pod").plural("pods")
+}
+
+/// Reconciles Memcacheds.
+struct MemcachedReconciler;
+
+impl Reconciler for MemcachedReconciler {
+    type Primary = Memcached;
+
+    fn config() -> Config {
+        Config::new("memcached", Kind::namespaced("cache.wasmop.dev", "v1", "Memcached").plural("memcacheds"))
+            .dependent(Dependent::new("deployment", Kind::namespaced("apps", "v1", "Deployment").plural("deployments")))
+            .watch(Watch::new(pods()).label_selector("app=memcached").mapped_by_plugin())
+    }
+
+    fn desired(memcached: &Memcached, _ctx: &Context) -> Result<Vec<Desired>, Error> {
+        let name = memcached.metadata.name.as_deref().ok_or_else(|| Error::invalid("the Memcached has no name"))?;
+        let labels = json!({ "app": "memcached", OWNER_LABEL: name });
+        Ok(vec![Desired::new(
+            "deployment",
+            &json!({
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": name },
+                "spec": {
+                    "replicas": memcached.spec.size,
+                    "selector": { "matchLabels": labels },
+                    "template": {
+                        "metadata": { "labels": labels },
+                        "spec": { "containers": [{
+                            "name": "memcached", "image": "memcached:1.6-alpine",
+                            "args": ["-m=64", "-o", "modern", "-v"],
+                            "ports": [{ "name": "memcached", "containerPort": 11211 }],
+                        }] },
+                    },
+                },
+            }),
+        )])
+    }
+
+    fn reconcile(memcached: Memcached, ctx: &Context) -> Result<Outcome, Error> {
+        let pods: Vec<Pod> = ctx.secondaries(&pods())?;
+        let mut nodes: Vec<String> = pods.into_iter().filter_map(|p| p.metadata.name).collect();
+        nodes.sort();
+        ctx.info(format!("{} of {} memcached pods exist", nodes.len(), memcached.spec.size));
+        Ok(Outcome::done().status(MemcachedStatus { observed_generation: memcached.metadata.generation, nodes }))
+    }
+
+    fn map_secondary(pod: &Value, _previous: Option<&Value>) -> Result<Vec<PrimaryRef>, String> {
+        let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+        let owner = pod["metadata"]["labels"][OWNER_LABEL].as_str();
+        Ok(owner.map(|name| PrimaryRef::namespaced(namespace, name)).into_iter().collect())
+    }
+}
+
+wasmop_guest::export!(MemcachedReconciler);
+
+#[cfg(test)]
+mod tests {
+    use wasmop_guest::testing::FakeHost;
+
+    use super::*;
+
+    fn memcached(size: i32) -> Value {
+        json!({
+            "apiVersion": "cache.wasmop.dev/v1", "kind": "Memcached",
+            "metadata": { "name": "cache", "namespace": "default", "generation": 2 },
+            "spec": { "size": size },
+        })
+    }
+
+    fn pod(name: &str) -> Value {
+        json!({ "metadata": { "name": name, "namespace": "default", "labels": { "app": "memcached", OWNER_LABEL: "cache" } } })
+    }
+
+    #[test]
+    fn the_deployment_follows_the_size() {
+        let desired = FakeHost::new().desired::<MemcachedReconciler>(&memcached(3)).expect("desired");
+        assert_eq!(desired.len(), 1);
+        assert_eq!(desired[0].dependent, "deployment");
+        assert_eq!(desired[0].object["spec"]["replicas"], 3);
+        assert_eq!(desired[0].object["spec"]["selector"]["matchLabels"][OWNER_LABEL], "cache");
+    }
+
+    #[test]
+    fn the_status_lists_the_pods_sorted() {
+        let host = FakeHost::new().with_secondary(&pods(), &pod("cache-b")).with_secondary(&pods(), &pod("cache-a"));
+        let status = host.reconcile::<MemcachedReconciler>(&memcached(2)).status().cloned().expect("a status");
+        assert_eq!(status, json!({ "observedGeneration": 2, "nodes": ["cache-a", "cache-b"] }));
+    }
+
+    #[test]
+    fn pods_map_to_the_memcached_their_label_names() {
+        let refs = MemcachedReconciler::map_secondary(&pod("cache-a"), None).expect("mapped");
+        assert_eq!(refs, [PrimaryRef::namespaced("default", "cache")]);
+        let stray = json!({ "metadata": { "name": "x", "namespace": "default" } });
+        assert!(MemcachedReconciler::map_secondary(&stray, None).expect("mapped").is_empty());
+    }
+}
