@@ -193,14 +193,17 @@ async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_perio
     // Let in-flight reconciles of the revert finish: two equal samples of the write counter,
     // more than a resync period apart.
     let mut writes = metrics.writes_of("webpage");
-    loop {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let now = metrics.writes_of("webpage");
-        if now == writes {
-            break;
+    within(WAIT, "the host to stop writing", async {
+        loop {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let now = metrics.writes_of("webpage");
+            if now == writes {
+                break;
+            }
+            writes = now;
         }
-        writes = now;
-    }
+    })
+    .await?;
     let before = versions().await?;
     let reconciles = metrics.reconciles_of("webpage", Outcome::Success);
     tokio::time::sleep(Duration::from_secs(20)).await;
