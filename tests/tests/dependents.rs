@@ -321,3 +321,51 @@ async fn a_status_conflict_with_a_concurrent_writer_is_retried_and_the_final_sta
     host.stop().await;
     Ok(())
 }
+
+fn annotation(object: &DynamicObject, key: &str) -> Option<String> {
+    object.annotations().get(key).cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_dependents_no_longer_desired_are_deleted_and_read_only_ones_are_observed_never_written()
+-> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "bulk-dependents").await?;
+    let config_maps = api(&client, &ns, "", "v1", "ConfigMap", "configmaps");
+    let host = RunningHost::start(&client, &ns, &["fixture-bulk"], Limits::default())?;
+    let settings = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "settings" }, "data": { "value": "v1" } });
+    apply(&client, settings, Some(&ns)).await?;
+    let primary = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "p", "labels": { "wasmop.dev/fixture": "bulk" } },
+        "data": { "count": "3", "observe": "settings" },
+    });
+    apply(&client, primary, Some(&ns)).await?;
+    let p = wait_until(&config_maps, "p", "3 bulk objects and the observed value", |p| {
+        annotation(p, "wasmop.dev/bulk").as_deref() == Some("3")
+            && annotation(p, "wasmop.dev/observed").as_deref() == Some("v1")
+    })
+    .await?;
+    for i in 0..3 {
+        assert!(owned_by(&config_maps.get(&format!("p-{i}")).await?, &p), "p-{i} is owned by its primary");
+    }
+
+    config_maps.patch("p", &PatchParams::default(), &Patch::Merge(json!({ "data": { "count": "1" } }))).await?;
+    for gone in ["p-1", "p-2"] {
+        wait_for(&config_maps, gone, "deleted: no longer desired", |o| o.is_none()).await?;
+    }
+    wait_until(&config_maps, "p", "1 bulk object", |p| annotation(p, "wasmop.dev/bulk").as_deref() == Some("1"))
+        .await?;
+    assert!(config_maps.get_opt("p-0").await?.is_some(), "the desired one stays");
+
+    config_maps.patch("settings", &PatchParams::default(), &Patch::Merge(json!({ "data": { "value": "v2" } }))).await?;
+    wait_until(&config_maps, "p", "the observed change", |p| {
+        annotation(p, "wasmop.dev/observed").as_deref() == Some("v2")
+    })
+    .await?;
+    let settings = config_maps.get("settings").await?;
+    let managers: Vec<_> = settings.managed_fields().iter().filter_map(|f| f.manager.clone()).collect();
+    assert!(!managers.iter().any(|m| m.starts_with("wasmop-")), "a read-only dependent is never written: {managers:?}");
+    host.stop().await;
+    Ok(())
+}

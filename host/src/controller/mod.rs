@@ -63,15 +63,16 @@ fn ownership(config: &PluginConfig, dependent: &Dependent) -> Ownership {
 }
 
 /// The watch of a dependent kind: the plugin's objects of that kind, by the management label.
+/// Read-only dependents are not the plugin's: their watch covers the kind, and a change of an
+/// object reconciles the primaries whose `desired` named it.
 fn dependent_watch(config: &PluginConfig, dependent: &Dependent) -> Watch {
-    Watch {
-        kind: dependent.kind.clone(),
-        namespace: None,
-        label_selector: Some(format!("{}={}", dependents::MANAGED_BY_LABEL, config.name)),
-        field_selector: None,
-        cluster: None,
-        mapper: DependentKind::mapper(ownership(config, dependent)),
-    }
+    let (label_selector, mapper) = if dependent.read_only {
+        (None, Mapper::PrimaryReferences)
+    } else {
+        let selector = format!("{}={}", dependents::MANAGED_BY_LABEL, config.name);
+        (Some(selector), DependentKind::mapper(ownership(config, dependent)))
+    };
+    Watch { kind: dependent.kind.clone(), namespace: None, label_selector, field_selector: None, cluster: None, mapper }
 }
 
 /// A declared watch, subscribed.
@@ -194,7 +195,7 @@ pub async fn run(
     let references = References {
         module: module.clone(),
         cache: cache.clone(),
-        watches: secondaries
+        watches: secondaries[..config.watches.len()]
             .iter()
             .filter(|s| matches!(s.watch.mapper, Mapper::PrimaryReferences))
             .map(|s| (s.watch.kind.clone(), s.links.clone()))

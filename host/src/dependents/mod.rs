@@ -192,6 +192,8 @@ impl Dependents {
             };
             let (phase, objects) = match workflow::step(&kind.spec, &phases, precondition) {
                 Step::Skip => (DependentPhase::Skipped, self.current(kind, primary)),
+                // Read-only dependents are never written, nor deleted.
+                Step::Delete if kind.spec.read_only => (DependentPhase::Skipped, Vec::new()),
                 Step::Delete => {
                     for object in self.current(kind, primary) {
                         self.delete(kind, &object).await?;
@@ -233,13 +235,14 @@ impl Dependents {
         let mut objects: Vec<_> = keys
             .iter()
             .filter_map(|key| kind.cache.get(key))
-            .filter(|o| o.labels().get(DEPENDENT_LABEL) == Some(&kind.spec.name))
+            .filter(|o| kind.spec.read_only || o.labels().get(DEPENDENT_LABEL) == Some(&kind.spec.name))
             .collect();
         objects.sort_by_key(|o| (o.namespace(), o.name_any()));
         objects
     }
 
-    /// Read-only dependents: the named objects as cached.
+    /// Read-only dependents: the named objects as cached; their watch maps them back to this
+    /// primary from now on.
     fn observe(
         &self,
         kind: &DependentKind,
@@ -247,10 +250,14 @@ impl Dependents {
         desired: &[Value],
     ) -> Result<Vec<Arc<DynamicObject>>, DependentError> {
         let mut objects = Vec::new();
+        let mut keys = Vec::with_capacity(desired.len());
         for d in desired {
             let key = self.key_of(kind, primary, d)?;
             objects.extend(kind.cache.get(&key));
+            keys.push(key);
         }
+        // A change of a named object reconciles the primary.
+        kind.links.write().expect("never poisoned").primary_changed(primary.key, keys);
         Ok(objects)
     }
 
