@@ -327,7 +327,7 @@ fn annotation(object: &DynamicObject, key: &str) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bulk_dependents_no_longer_desired_are_deleted_and_read_only_ones_are_observed_never_written()
+async fn bulk_dependents_no_longer_desired_are_deleted_plugin_checks_gate_and_read_only_ones_are_never_written()
 -> anyhow::Result<()> {
     let client = client().await?;
     let ns = namespace(&client, "bulk-dependents").await?;
@@ -338,7 +338,7 @@ async fn bulk_dependents_no_longer_desired_are_deleted_and_read_only_ones_are_ob
     let primary = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": { "name": "p", "labels": { "wasmop.dev/fixture": "bulk" } },
-        "data": { "count": "3", "observe": "settings" },
+        "data": { "count": "3", "observe": "settings", "gate": "open" },
     });
     apply(&client, primary, Some(&ns)).await?;
     let p = wait_until(&config_maps, "p", "3 bulk objects and the observed value", |p| {
@@ -350,7 +350,11 @@ async fn bulk_dependents_no_longer_desired_are_deleted_and_read_only_ones_are_ob
         assert!(owned_by(&config_maps.get(&format!("p-{i}")).await?, &p), "p-{i} is owned by its primary");
     }
 
-    config_maps.patch("p", &PatchParams::default(), &Patch::Merge(json!({ "data": { "count": "1" } }))).await?;
+    assert!(config_maps.get_opt("p-gated").await?.is_some(), "the plugin's check lets the gated dependent exist");
+
+    let shrink = json!({ "data": { "count": "1", "gate": "shut" } });
+    config_maps.patch("p", &PatchParams::default(), &Patch::Merge(shrink)).await?;
+    wait_for(&config_maps, "p-gated", "deleted: the plugin's check no longer holds", |o| o.is_none()).await?;
     for gone in ["p-1", "p-2"] {
         wait_for(&config_maps, gone, "deleted: no longer desired", |o| o.is_none()).await?;
     }
@@ -366,6 +370,46 @@ async fn bulk_dependents_no_longer_desired_are_deleted_and_read_only_ones_are_ob
     let settings = config_maps.get("settings").await?;
     let managers: Vec<_> = settings.managed_fields().iter().filter_map(|f| f.manager.clone()).collect();
     assert!(!managers.iter().any(|m| m.starts_with("wasmop-")), "a read-only dependent is never written: {managers:?}");
+    host.stop().await;
+    Ok(())
+}
+
+fn nodes(memcached: &DynamicObject) -> Vec<String> {
+    let nodes = memcached.data["status"]["nodes"].as_array().cloned().unwrap_or_default();
+    nodes.iter().filter_map(|n| n.as_str().map(String::from)).collect()
+}
+
+/// The Operator SDK tutorial: the Deployment follows `spec.size`, and the status lists the pods
+/// the deployment and replicaset controllers create (they stay Pending: no scheduler runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memcached_sizes_its_deployment_and_lists_its_pods() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "memcached").await?;
+    apply_file(&client, &workspace_root().join("plugins/memcached/crd.yaml"), None).await?;
+    let memcacheds = api(&client, &ns, "cache.wasmop.dev", "v1", "Memcached", "memcacheds");
+    let deployments = api(&client, &ns, "apps", "v1", "Deployment", "deployments");
+    let pods = api(&client, &ns, "", "v1", "Pod", "pods");
+    let host = RunningHost::start(&client, &ns, &["memcached"], Limits::default())?;
+    let cache = json!({ "apiVersion": "cache.wasmop.dev/v1", "kind": "Memcached", "metadata": { "name": "cache" }, "spec": { "size": 2 } });
+    apply(&client, cache, Some(&ns)).await?;
+    for size in [2usize, 3] {
+        if size == 3 {
+            patch_spec(&memcacheds, "cache", json!({ "size": 3 })).await?;
+        }
+        wait_until(&deployments, "cache", &format!("{size} replicas"), move |d| d.data["spec"]["replicas"] == size)
+            .await?;
+        let listed =
+            wait_until(&memcacheds, "cache", &format!("{size} nodes"), move |m| nodes(m).len() == size).await?;
+        let mut expected: Vec<String> = pods
+            .list(&ListParams::default().labels("memcached_cr=cache"))
+            .await?
+            .items
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        expected.sort();
+        assert_eq!(nodes(&listed), expected, "the status lists the pods the API server holds");
+    }
     host.stop().await;
     Ok(())
 }
