@@ -13,6 +13,7 @@ pub mod informer;
 pub mod mapping;
 pub mod metrics;
 pub mod object;
+pub mod own_writes;
 pub mod ratelimit;
 pub mod retry;
 pub mod runtime;

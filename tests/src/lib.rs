@@ -227,8 +227,8 @@ impl RunningHost {
         &self.host
     }
 
-    /// Stops every plugin and waits for reconciles in flight.
+    /// Stops every plugin and waits for reconciles in flight; panics if that takes a minute.
     pub async fn stop(self) {
-        self.host.stop_all().await;
+        within(Duration::from_secs(60), "the host to stop", self.host.stop_all()).await.expect("the host stops");
     }
 }

@@ -151,6 +151,10 @@ pub async fn run(
         links: Some(s.links.clone()),
     }));
     let cache = WatchedCache::new(kinds);
+    let (handle, inbox) = scheduler::channel();
+    let sink: Arc<dyn Sink> = Arc::new(handle.clone());
+    // What the runs enqueue into must not keep their own scheduler running.
+    let runs_sink: Arc<dyn Sink> = Arc::new(handle.downgrade());
     // The dependents' own writes, per dependent watch.
     let owns: Vec<Option<Arc<OwnWrites>>> =
         (0..secondaries.len()).map(|i| (i >= config.watches.len()).then(|| Arc::new(OwnWrites::default()))).collect();
@@ -171,7 +175,7 @@ pub async fn run(
                 own: own.clone().expect("every dependent watch records its own writes"),
             })
             .collect();
-        match Dependents::new(local.client().clone(), &plugin, kinds, metrics.clone()) {
+        match Dependents::new(local.client().clone(), &plugin, kinds, metrics.clone(), runs_sink.clone()) {
             Ok(dependents) => Some(dependents),
             Err(err) => {
                 // `describe()` was validated at load; this is a safety net.
@@ -191,6 +195,7 @@ pub async fn run(
         finalizer: module.finalizer(),
         dependents,
         own: own.clone(),
+        sink: runs_sink,
     });
     let references = References {
         module: module.clone(),
@@ -201,8 +206,6 @@ pub async fn run(
             .map(|s| (s.watch.kind.clone(), s.links.clone()))
             .collect(),
     };
-    let (handle, inbox) = scheduler::channel();
-    let sink: Arc<dyn Sink> = Arc::new(handle.clone());
 
     // Sources other than the primary watch: one per declared watch, and the resync timer.
     let stop_sources = shutdown.child_token();

@@ -18,7 +18,8 @@ use crate::runtime::bindings::wasmop::plugin::types::{
     self, CleanupOutcome, DependentState, Event, Outcome, ReconcileError, ReconcileRequest,
 };
 use crate::runtime::{CacheReader, CallError, Module};
-use crate::scheduler::{Run, Verdict};
+use crate::scheduler::{Priority, Run, Verdict};
+use crate::source::Sink;
 use crate::writer::{MetadataChanges, WriteError, Writer};
 
 /// Everything a reconcile of one plugin's primaries needs; shared by all its runs.
@@ -36,6 +37,8 @@ pub(crate) struct Reconciler {
     /// The host's own writes of primaries, whose events reconcile nothing.
     pub(crate) own: Arc<OwnWrites>,
     pub(crate) metrics: Arc<Metrics>,
+    /// The scheduler, to reconcile again when someone else wrote during the host's write.
+    pub(crate) sink: Arc<dyn Sink>,
 }
 
 /// Why a reconcile did not succeed.
@@ -162,10 +165,8 @@ impl Reconciler {
         let changes =
             MetadataChanges { labels: outcome.labels, annotations: outcome.annotations, ..MetadataChanges::default() };
         object = self.write_metadata(&object, &changes).await?;
-        if let Some(status) = &outcome.status
-            && let Some(written) = self.writer.patch_status(&object, status).await.map_err(Failure::write)?
-        {
-            self.remember(&object, written);
+        if let Some(status) = &outcome.status {
+            self.write_status(&object, status).await.map_err(Failure::write)?;
         }
         self.publish(&object, outcome.events).await;
         Ok(outcome.reschedule_after_ms.map(Duration::from_millis))
@@ -252,19 +253,46 @@ impl Reconciler {
         object: &Arc<DynamicObject>,
         changes: &MetadataChanges,
     ) -> Result<Arc<DynamicObject>, Failure> {
-        match self.writer.patch_metadata(object, changes).await.map_err(Failure::write)? {
+        let written = self.tracked(object, self.writer.patch_metadata(object, changes)).await;
+        match written.map_err(Failure::write)? {
             Some(written) => Ok(self.remember(object, written)),
             None => Ok(object.clone()),
         }
     }
 
-    /// Makes a write of the primary visible to the next reconcile at once, and keeps its watch
-    /// event from reconciling again.
+    /// Patches the primary's status; the object as it is now, if it was written.
+    async fn write_status(
+        &self,
+        object: &Arc<DynamicObject>,
+        status: &str,
+    ) -> Result<Option<Arc<DynamicObject>>, WriteError> {
+        let written = self.tracked(object, self.writer.patch_status(object, status)).await?;
+        Ok(written.map(|written| self.remember(object, written)))
+    }
+
+    /// Runs a write of the primary, so that its watch event is known as the host's own even if
+    /// it arrives before the response; a change by someone else meanwhile reconciles again.
+    async fn tracked(
+        &self,
+        object: &DynamicObject,
+        write: impl std::future::Future<Output = Result<Option<DynamicObject>, WriteError>>,
+    ) -> Result<Option<DynamicObject>, WriteError> {
+        let Some(key) = ObjectKey::of(object) else { return write.await };
+        self.own.begin(&key);
+        let written = write.await;
+        let foreign = match &written {
+            Ok(Some(written)) => self.own.wrote(&key, written.resource_version()),
+            Ok(None) | Err(_) => self.own.failed(&key),
+        };
+        if foreign {
+            self.sink.enqueue(key, Priority::Live);
+        }
+        written
+    }
+
+    /// Makes a write of the primary visible to the next reconcile at once.
     fn remember(&self, before: &DynamicObject, mut written: DynamicObject) -> Arc<DynamicObject> {
         written.metadata.managed_fields = None;
-        if let Some(key) = ObjectKey::of(&written) {
-            self.own.wrote(key, written.resource_version());
-        }
         self.primaries.wrote(written.clone(), before.resource_version());
         Arc::new(written)
     }
@@ -310,11 +338,11 @@ impl Reconciler {
             module.update_error_status(cache, request, &error)
         };
         match self.call(view, Arc::new(request), update).await {
-            Ok(Some(status)) => match self.writer.patch_status(object, &status).await {
-                Ok(Some(written)) => drop(self.remember(object, written)),
-                Ok(None) => {}
-                Err(err) => tracing::warn!(object = %run.key, %err, "cannot write the error status"),
-            },
+            Ok(Some(status)) => {
+                if let Err(err) = self.write_status(object, &status).await {
+                    tracing::warn!(object = %run.key, %err, "cannot write the error status");
+                }
+            }
             Ok(None) => {}
             Err(err) => tracing::warn!(object = %run.key, %err, "update-error-status failed"),
         }

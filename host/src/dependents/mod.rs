@@ -14,7 +14,7 @@ pub mod matching;
 pub mod workflow;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -25,9 +25,12 @@ use crate::informer::Cache;
 use crate::mapping::{Links, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION};
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
+pub use crate::own_writes::OwnWrites;
 use crate::runtime::bindings::wasmop::plugin::types::{
     Dependent, DependentPhase, DependentState, DesiredObject, Mapper, Owners, Ownership,
 };
+use crate::scheduler::Priority;
+use crate::source::Sink;
 use workflow::{Step, Workflow};
 
 /// The label naming the plugin that manages an object.
@@ -57,39 +60,6 @@ pub enum DependentError {
         #[source]
         source: Box<kube::Error>,
     },
-}
-
-/// The host's own writes, by object and the resourceVersion each produced, so that their watch
-/// events do not reconcile again (a change the host made is already reconciled).
-#[derive(Debug, Default)]
-pub struct OwnWrites(Mutex<HashMap<ObjectKey, String>>);
-
-/// What an own delete is recorded as.
-const DELETED: &str = "";
-
-impl OwnWrites {
-    /// Records that the host wrote `key`, producing `version`.
-    pub fn wrote(&self, key: ObjectKey, version: Option<String>) {
-        if let Some(version) = version {
-            self.0.lock().expect("never poisoned").insert(key, version);
-        }
-    }
-
-    /// Records that the host deleted `key`.
-    pub fn deleted(&self, key: ObjectKey) {
-        self.0.lock().expect("never poisoned").insert(key, DELETED.to_string());
-    }
-
-    /// Whether the event of `key` at `version` (`None`: a deletion) is the host's own; an own
-    /// event is consumed.
-    pub fn consume(&self, key: &ObjectKey, version: Option<&str>) -> bool {
-        let mut writes = self.0.lock().expect("never poisoned");
-        let own = writes.get(key).map(String::as_str) == Some(version.unwrap_or(DELETED));
-        if own {
-            writes.remove(key);
-        }
-        own
-    }
 }
 
 /// One declared dependent, with its watch.
@@ -134,6 +104,7 @@ pub type PluginCheck<'a> = &'a (dyn Fn(String, Option<String>) -> BoxFuture<'sta
 /// The dependents of one plugin.
 pub struct Dependents {
     client: Client,
+    sink: Arc<dyn Sink>,
     metrics: Arc<Metrics>,
     plugin: String,
     params: PatchParams,
@@ -142,13 +113,20 @@ pub struct Dependents {
 }
 
 impl Dependents {
-    /// The dependents `kinds` of `plugin`, applied with field manager `wasmop-<plugin>`.
+    /// The dependents `kinds` of `plugin`, applied with field manager `wasmop-<plugin>`; a
+    /// primary whose dependent someone else changed during a write is enqueued in `sink`.
     /// Errors when the workflow is invalid.
-    pub fn new(client: Client, plugin: &str, kinds: Vec<DependentKind>, metrics: Arc<Metrics>) -> Result<Self, String> {
+    pub fn new(
+        client: Client,
+        plugin: &str,
+        kinds: Vec<DependentKind>,
+        metrics: Arc<Metrics>,
+        sink: Arc<dyn Sink>,
+    ) -> Result<Self, String> {
         let specs: Vec<Dependent> = kinds.iter().map(|k| k.spec.clone()).collect();
         let workflow = Workflow::new(&specs)?;
         let params = PatchParams::apply(&format!("wasmop-{plugin}")).force();
-        Ok(Self { client, metrics, plugin: plugin.to_string(), params, kinds, workflow })
+        Ok(Self { client, sink, metrics, plugin: plugin.to_string(), params, kinds, workflow })
     }
 
     /// The field manager of the plugin's writes.
@@ -196,7 +174,7 @@ impl Dependents {
                 Step::Delete if kind.spec.read_only => (DependentPhase::Skipped, Vec::new()),
                 Step::Delete => {
                     for object in self.current(kind, primary) {
-                        self.delete(kind, &object).await?;
+                        self.delete(kind, primary.key, &object).await?;
                     }
                     (DependentPhase::Deleted, Vec::new())
                 }
@@ -222,7 +200,7 @@ impl Dependents {
     pub async fn delete_annotated(&self, primary: &Primary<'_>) -> Result<(), DependentError> {
         for kind in self.kinds.iter().filter(|k| k.ownership == Ownership::Annotations && !k.spec.read_only) {
             for object in self.current(kind, primary) {
-                self.delete(kind, &object).await?;
+                self.delete(kind, primary.key, &object).await?;
             }
         }
         Ok(())
@@ -274,11 +252,11 @@ impl Dependents {
         for d in desired {
             let (key, object) = self.prepare(kind, primary, d)?;
             keep.insert(key.clone());
-            applied.push(self.apply(kind, &key, &object).await?);
+            applied.push(self.apply(kind, primary.key, &key, &object).await?);
         }
         for stale in self.current(kind, primary) {
             if ObjectKey::of(&stale).is_some_and(|k| !keep.contains(&k)) {
-                self.delete(kind, &stale).await?;
+                self.delete(kind, primary.key, &stale).await?;
             }
         }
         Ok(applied)
@@ -288,6 +266,7 @@ impl Dependents {
     async fn apply(
         &self,
         kind: &DependentKind,
+        primary: &ObjectKey,
         key: &ObjectKey,
         object: &Value,
     ) -> Result<Arc<DynamicObject>, DependentError> {
@@ -300,30 +279,52 @@ impl Dependents {
         }
         let api = self.api(kind, key);
         self.metrics.wrote(&self.plugin, &kind.resource.kind, Verb::Apply);
-        let mut written = api
-            .patch(&key.name, &self.params, &Patch::Apply(object))
-            .await
-            .map_err(|source| DependentError::Api { what: "applying", key: key.clone(), source: Box::new(source) })?;
+        kind.own.begin(key);
+        let written = api.patch(&key.name, &self.params, &Patch::Apply(object)).await;
+        let foreign = match &written {
+            Ok(written) => kind.own.wrote(key, written.resource_version()),
+            Err(_) => kind.own.failed(key),
+        };
+        self.reconcile_again_if(foreign, primary);
+        let mut written = written.map_err(|source| DependentError::Api {
+            what: "applying",
+            key: key.clone(),
+            source: Box::new(source),
+        })?;
         tracing::debug!(plugin = self.plugin, dependent = kind.spec.name, object = %key, "applied");
         keep_own_managed_fields(&mut written, self.manager());
-        kind.own.wrote(key.clone(), written.resource_version());
         kind.cache.wrote(written.clone(), actual.and_then(|a| a.resource_version()));
         Ok(Arc::new(written))
     }
 
-    async fn delete(&self, kind: &DependentKind, object: &DynamicObject) -> Result<(), DependentError> {
+    async fn delete(
+        &self,
+        kind: &DependentKind,
+        primary: &ObjectKey,
+        object: &DynamicObject,
+    ) -> Result<(), DependentError> {
         let Some(key) = ObjectKey::of(object) else { return Ok(()) };
         let api = self.api(kind, &key);
         self.metrics.wrote(&self.plugin, &kind.resource.kind, Verb::Delete);
-        match api.delete(&key.name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => return Err(DependentError::Api { what: "deleting", key, source: Box::new(source) }),
-        }
+        kind.own.begin(&key);
+        let deleted = match api.delete(&key.name, &DeleteParams::background()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(source) => Err(DependentError::Api { what: "deleting", key: key.clone(), source: Box::new(source) }),
+        };
+        let foreign = if deleted.is_ok() { kind.own.deleted(&key) } else { kind.own.failed(&key) };
+        self.reconcile_again_if(foreign, primary);
+        deleted?;
         tracing::debug!(plugin = self.plugin, dependent = kind.spec.name, object = %key, "deleted");
-        kind.own.deleted(key.clone());
         kind.cache.deleted(key, object.resource_version());
         Ok(())
+    }
+
+    /// Someone else changed a dependent while the host wrote it: reconcile its primary again.
+    fn reconcile_again_if(&self, foreign: bool, primary: &ObjectKey) {
+        if foreign {
+            self.sink.enqueue(primary.clone(), Priority::Live);
+        }
     }
 
     /// Whether every object satisfies the dependent's ready condition (existing is enough
@@ -444,25 +445,5 @@ fn plugin_condition(condition: &crate::runtime::bindings::wasmop::plugin::types:
 pub fn keep_own_managed_fields(object: &mut DynamicObject, manager: &str) {
     if let Some(fields) = object.metadata.managed_fields.as_mut() {
         fields.retain(|f| f.manager.as_deref() == Some(manager) && f.operation.as_deref() == Some("Apply"));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(name: &str) -> ObjectKey {
-        ObjectKey { namespace: Some("ns".into()), name: name.into() }
-    }
-
-    #[test]
-    fn own_writes_are_recognised_once_and_only_at_their_version() {
-        let own = OwnWrites::default();
-        own.wrote(key("a"), Some("5".into()));
-        assert!(!own.consume(&key("a"), Some("4")), "an older event is someone else's");
-        assert!(own.consume(&key("a"), Some("5")));
-        assert!(!own.consume(&key("a"), Some("5")), "consumed");
-        own.deleted(key("b"));
-        assert!(own.consume(&key("b"), None));
     }
 }

@@ -131,7 +131,27 @@ impl<K> std::fmt::Debug for Command<K> {
     }
 }
 
+/// A handle that does not keep the scheduler running: for the runs themselves, which must not
+/// hold their own scheduler open.
+pub struct WeakHandle<K> {
+    tx: mpsc::WeakUnboundedSender<Command<K>>,
+}
+
+impl<K> WeakHandle<K> {
+    /// Asks for a run of `key` with the given priority, unless the scheduler has stopped.
+    pub fn trigger_with(&self, key: K, priority: Priority) {
+        if let Some(tx) = self.tx.upgrade() {
+            let _ = tx.send(Command::Trigger(key, priority));
+        }
+    }
+}
+
 impl<K> Handle<K> {
+    /// A handle for the scheduler's own runs: it does not keep the scheduler running.
+    pub fn downgrade(&self) -> WeakHandle<K> {
+        WeakHandle { tx: self.tx.downgrade() }
+    }
+
     /// Asks for a run of `key` as soon as possible (a live event happened).
     pub fn trigger(&self, key: K) {
         self.trigger_with(key, Priority::Live);

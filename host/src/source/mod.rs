@@ -10,7 +10,7 @@ pub mod secondary;
 pub mod timer;
 
 use crate::object::ObjectKey;
-use crate::scheduler::{Handle, Priority};
+use crate::scheduler::{Handle, Priority, WeakHandle};
 
 /// Where sources enqueue primaries to reconcile.
 pub trait Sink: Send + Sync {
@@ -19,6 +19,12 @@ pub trait Sink: Send + Sync {
 }
 
 impl Sink for Handle<ObjectKey> {
+    fn enqueue(&self, key: ObjectKey, priority: Priority) {
+        self.trigger_with(key, priority);
+    }
+}
+
+impl Sink for WeakHandle<ObjectKey> {
     fn enqueue(&self, key: ObjectKey, priority: Priority) {
         self.trigger_with(key, priority);
     }

@@ -291,7 +291,8 @@ mod tests {
     async fn the_hosts_own_writes_reconcile_nothing() {
         let mut source = source(Mapping::Annotations, &Mapper::Annotations);
         let own = Arc::new(OwnWrites::default());
-        own.wrote(key("mine"), Some("2".into()));
+        own.begin(&key("mine"));
+        own.wrote(&key("mine"), Some("2".into()));
         source.own = Some(own);
         let events = vec![
             watcher::Event::Init,
