@@ -1,19 +1,26 @@
 //! The host: loads plugins and runs one controller per plugin on shared clusters, watches and
-//! runtime; controllers start and stop while the others keep running.
+//! runtime. Plugins start, stop and are replaced by new versions while the others keep running.
+//!
+//! A new version of a running plugin is swapped in place when its configuration (what it
+//! watches, its dependents, its settings) is unchanged: the controller, its queue and its watches
+//! stay, reconciles in flight finish on the old version and later ones run the new one. A version
+//! that changes the configuration gets a new controller, which shares the watches that stay in
+//! use and starts reconciling once the old one has finished its reconciles in flight; every
+//! primary is then reconciled by the new version.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller;
-use crate::informer::{Clusters, UnknownCluster};
+use crate::controller::{self, Controller};
+use crate::informer::{Clusters, ImpersonationError, UnknownCluster};
 use crate::metrics::Metrics;
-use crate::runtime::{LoadError, Module, Runtime};
-use crate::settings::{Defaults, HostConfig, resolve};
+use crate::runtime::{Current, LoadError, Module, Runtime};
+use crate::settings::{Defaults, HostConfig, Overrides, resolve};
 
 /// Errors of starting the host.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +43,26 @@ pub enum HostError {
     /// No plugin was given.
     #[error("no plugins to run: pass --plugin FILE or --plugins DIR")]
     NoPlugins,
+    /// A plugin file or module was refused.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A plugin of that name is already loaded from somewhere else.
+    #[error("a plugin named {name:?} is already loaded from {owner}")]
+    LoadedElsewhere {
+        /// The plugin's name.
+        name: String,
+        /// Where the running one came from.
+        owner: String,
+    },
+    /// The plugin's writes cannot be made as its ServiceAccount.
+    #[error("plugin {plugin:?} refused: {source}")]
+    Impersonation {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        #[source]
+        source: ImpersonationError,
+    },
     /// A plugin watches a cluster the host was not given.
     #[error("plugin {plugin:?} refused: {source}")]
     UnknownCluster {
@@ -95,39 +122,83 @@ pub struct HostSettings {
     pub defaults: Defaults,
     /// Reconciles in flight across all plugins.
     pub max_concurrent_reconciles: usize,
-    /// Where to serve `/metrics` and `/healthz`; `None` serves nothing.
-    pub metrics_address: Option<std::net::SocketAddr>,
+}
+
+/// What [`Host::install`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// The plugin was not running; it is now.
+    Started,
+    /// The new version replaced the old in place: same controller, queue and watches.
+    Swapped,
+    /// The new version changes the configuration: it runs in a new controller, which took over
+    /// once the old one finished.
+    Restarted,
+    /// The same module with the same settings already runs.
+    Unchanged,
+}
+
+/// A plugin the host runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installed {
+    /// The plugin's name.
+    pub name: String,
+    /// The sha256 of the running module.
+    pub digest: String,
+    /// What the install did.
+    pub change: Change,
 }
 
 /// A running controller.
 struct Running {
+    module: Arc<Current>,
+    /// Who loaded it (a file path, a ReconcilerPlugin): only they may replace or remove it.
+    owner: String,
+    overrides: Overrides,
+    /// Asks the controller to reconcile every primary (after a swap).
+    reconcile_all: Arc<Notify>,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
 
-/// Runs one controller per plugin; plugins can be started and stopped at any time, and share
-/// watches (reference-counted per cluster) and the global reconcile limit.
+/// Runs one controller per plugin; plugins can be started, replaced and stopped at any time,
+/// and share watches (reference-counted per cluster) and the global reconcile limit.
 pub struct Host {
     clusters: Clusters,
+    runtime: Arc<Runtime>,
     settings: HostSettings,
     global: Arc<Semaphore>,
     metrics: Arc<Metrics>,
     controllers: Mutex<BTreeMap<String, Running>>,
+    /// One install or removal at a time.
+    changing: tokio::sync::Mutex<()>,
 }
 
 impl Host {
-    /// A host with no plugins yet.
-    pub fn new(clusters: Clusters, settings: HostSettings) -> Self {
+    /// A host with no plugins yet, loading modules with `runtime` and counting into `metrics`.
+    pub fn new(clusters: Clusters, runtime: Arc<Runtime>, metrics: Arc<Metrics>, settings: HostSettings) -> Self {
         let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
-        Self { clusters, settings, global, metrics: Metrics::new(), controllers: Mutex::new(BTreeMap::new()) }
+        Self {
+            clusters,
+            runtime,
+            settings,
+            global,
+            metrics,
+            controllers: Mutex::new(BTreeMap::new()),
+            changing: tokio::sync::Mutex::new(()),
+        }
     }
 
-    /// Checks that the host can run `module`: its name is free and every cluster it watches is
-    /// known.
+    /// Checks that the host can run `module` beside the running plugins: its name is free and
+    /// every cluster it watches is known.
     pub fn check(&self, module: &Module) -> Result<(), HostError> {
         if self.controllers.lock().expect("never poisoned").contains_key(module.name()) {
             return Err(HostError::DuplicateName(module.name().to_string()));
         }
+        self.check_clusters(module)
+    }
+
+    fn check_clusters(&self, module: &Module) -> Result<(), HostError> {
         for watch in &module.config().watches {
             self.clusters
                 .get(watch.cluster.as_deref())
@@ -136,29 +207,155 @@ impl Host {
         Ok(())
     }
 
-    /// Starts the controller of `module`. Must be called within a tokio runtime.
+    /// Starts the controller of an already loaded `module`, owned by its file, with the
+    /// configuration file's overrides. Must be called within a tokio runtime.
     pub fn start(&self, module: Arc<Module>) -> Result<(), HostError> {
         self.check(&module)?;
         let overrides = self.settings.config.plugins.get(module.name()).cloned().unwrap_or_default();
-        let resolved = resolve(module.config(), &overrides, &self.settings.defaults);
-        tracing::info!(plugin = module.name(), digest = module.digest(), path = %module.path().display(), ?resolved, "plugin loaded");
-        let stop = CancellationToken::new();
-        let name = module.name().to_string();
-        let task = tokio::spawn(controller::run(
-            module,
-            self.clusters.clone(),
-            resolved,
-            Some(self.global.clone()),
-            self.metrics.clone(),
-            stop.clone(),
-        ));
-        self.controllers.lock().expect("never poisoned").insert(name, Running { stop, task });
+        let owner = module.path().display().to_string();
+        let running = self.spawn(module.clone(), owner, overrides, None)?;
+        self.controllers.lock().expect("never poisoned").insert(module.name().to_string(), running);
         Ok(())
+    }
+
+    /// Loads `bytes` (named `origin` in errors) on the blocking pool and runs them: starts the
+    /// plugin, or replaces the version `owner` loaded before. `overrides` beat the configuration
+    /// file's; their limits apply to every call of the new version. A module that does not
+    /// load, or that another owner's plugin of the same name holds, is refused and whatever
+    /// ran before keeps running.
+    pub async fn install(
+        &self,
+        owner: &str,
+        origin: &Path,
+        bytes: Vec<u8>,
+        overrides: Option<Overrides>,
+    ) -> Result<Installed, HostError> {
+        let (runtime, configured) = (self.runtime.clone(), self.settings.config.plugins.clone());
+        let (origin, given) = (origin.to_path_buf(), overrides.clone());
+        let defaults = runtime.default_limits();
+        let module = tokio::task::spawn_blocking(move || {
+            let limits_for = |name: &str| {
+                let overrides = given.as_ref().or_else(|| configured.get(name));
+                overrides.and_then(|o| o.limits.as_ref()).map(|l| l.apply(defaults))
+            };
+            runtime.load_with(&origin, &bytes, &limits_for)
+        })
+        .await
+        .expect("loading a module does not panic")?;
+        let overrides =
+            overrides.or_else(|| self.settings.config.plugins.get(module.name()).cloned()).unwrap_or_default();
+        self.put(owner, Arc::new(module), overrides).await
+    }
+
+    /// Runs `module` for `owner`: see [`Host::install`].
+    async fn put(&self, owner: &str, module: Arc<Module>, overrides: Overrides) -> Result<Installed, HostError> {
+        let _changing = self.changing.lock().await;
+        self.check_clusters(&module)?;
+        let name = module.name().to_string();
+        let installed = |change| Installed { name: name.clone(), digest: module.digest().to_string(), change };
+        let previous = {
+            let controllers = self.controllers.lock().expect("never poisoned");
+            controllers.get(&name).map(|r| (r.owner.clone(), r.module.get(), r.overrides == overrides))
+        };
+        let Some((running_owner, running, same_overrides)) = previous else {
+            let running = self.spawn(module.clone(), owner.to_string(), overrides, None)?;
+            self.controllers.lock().expect("never poisoned").insert(name.clone(), running);
+            tracing::info!(plugin = name, digest = module.digest(), owner, "plugin started");
+            return Ok(installed(Change::Started));
+        };
+        if running_owner != owner {
+            return Err(HostError::LoadedElsewhere { name, owner: running_owner });
+        }
+        if same_overrides && running.digest() == module.digest() && running.limits() == module.limits() {
+            return Ok(installed(Change::Unchanged));
+        }
+        if same_overrides && same_configuration(&running, &module) {
+            let controllers = self.controllers.lock().expect("never poisoned");
+            controllers[&name].module.replace(module.clone());
+            // Level-based: every primary is reconciled by the new version, live changes first.
+            controllers[&name].reconcile_all.notify_one();
+            tracing::info!(plugin = name, from = running.digest(), to = module.digest(), "plugin swapped in place");
+            return Ok(installed(Change::Swapped));
+        }
+        // The new controller subscribes now (sharing the watches that stay) and reconciles once
+        // the old one has stopped: one object is never reconciled by both.
+        let (handover, after) = oneshot::channel();
+        let successor = self.spawn(module.clone(), owner.to_string(), overrides, Some(after))?;
+        let old = self.controllers.lock().expect("never poisoned").insert(name.clone(), successor);
+        if let Some(old) = old {
+            old.stop.cancel();
+            if let Err(err) = old.task.await {
+                tracing::error!(plugin = name, %err, "the replaced controller stopped abnormally");
+            }
+        }
+        handover.send(()).ok();
+        tracing::info!(
+            plugin = name,
+            from = running.digest(),
+            to = module.digest(),
+            "plugin restarted with a new configuration"
+        );
+        Ok(installed(Change::Restarted))
+    }
+
+    /// Spawns the controller of `module`.
+    fn spawn(
+        &self,
+        module: Arc<Module>,
+        owner: String,
+        overrides: Overrides,
+        after: Option<oneshot::Receiver<()>>,
+    ) -> Result<Running, HostError> {
+        let resolved = resolve(module.config(), &overrides, &self.settings.defaults);
+        let writes = match &overrides.service_account {
+            None => None,
+            Some(account) => Some(
+                self.clusters
+                    .impersonating(&account.user())
+                    .map_err(|source| HostError::Impersonation { plugin: module.name().to_string(), source })?,
+            ),
+        };
+        tracing::info!(plugin = module.name(), digest = module.digest(), path = %module.path().display(),
+            limits = ?module.limits(), ?resolved, "plugin loaded");
+        let stop = CancellationToken::new();
+        let current = Current::new(module);
+        let reconcile_all = Arc::new(Notify::new());
+        let controller = Controller {
+            reconcile_all: reconcile_all.clone(),
+            module: current.clone(),
+            clusters: self.clusters.clone(),
+            settings: resolved,
+            global: Some(self.global.clone()),
+            metrics: self.metrics.clone(),
+            writes,
+            after,
+        };
+        let task = tokio::spawn(controller::run(controller, stop.clone()));
+        Ok(Running { module: current, owner, overrides, reconcile_all, stop, task })
+    }
+
+    /// Stops every plugin `owner` loaded (see [`Host::stop`]); returns their names.
+    pub async fn remove(&self, owner: &str) -> Vec<String> {
+        let owned: Vec<String> = {
+            let controllers = self.controllers.lock().expect("never poisoned");
+            controllers.iter().filter(|(_, r)| r.owner == owner).map(|(name, _)| name.clone()).collect()
+        };
+        for name in &owned {
+            self.stop(name).await;
+        }
+        owned
+    }
+
+    /// The names of the plugins `owner` loaded.
+    pub fn owned_by(&self, owner: &str) -> Vec<String> {
+        let controllers = self.controllers.lock().expect("never poisoned");
+        controllers.iter().filter(|(_, r)| r.owner == owner).map(|(name, _)| name.clone()).collect()
     }
 
     /// Stops the plugin `name` and waits for its reconciles in flight; its watches stop unless
     /// another plugin uses them. Returns whether it was running.
     pub async fn stop(&self, name: &str) -> bool {
+        let _changing = self.changing.lock().await;
         let Some(running) = self.controllers.lock().expect("never poisoned").remove(name) else { return false };
         running.stop.cancel();
         if let Err(err) = running.task.await {
@@ -171,6 +368,11 @@ impl Host {
     /// The names of the running plugins.
     pub fn plugins(&self) -> Vec<String> {
         self.controllers.lock().expect("never poisoned").keys().cloned().collect()
+    }
+
+    /// The module plugin `name` currently runs.
+    pub fn module(&self, name: &str) -> Option<Arc<Module>> {
+        self.controllers.lock().expect("never poisoned").get(name).map(|r| r.module.get())
     }
 
     /// The clusters the host watches.
@@ -191,6 +393,12 @@ impl Host {
     }
 }
 
+/// Whether two versions of a plugin run with the same controller: what `describe()` returns
+/// decides every watch, dependent and setting.
+fn same_configuration(a: &Module, b: &Module) -> bool {
+    serde_json::to_value(a.config()).ok() == serde_json::to_value(b.config()).ok()
+}
+
 impl Drop for Host {
     /// Stops every controller without waiting for it.
     fn drop(&mut self) {
@@ -200,30 +408,72 @@ impl Drop for Host {
     }
 }
 
-/// Runs a controller per module until `shutdown` fires. Refuses to start any when one cannot
-/// run (for example, it watches an unknown cluster).
+/// Where the host finds its plugins.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Plugin files.
+    pub files: Vec<PathBuf>,
+    /// Directories: every `*.wasm` file in them is a plugin.
+    pub dirs: Vec<PathBuf>,
+    /// Reload files and directories when they change.
+    pub watch_files: bool,
+    /// Run the plugins that `ReconcilerPlugin` resources name.
+    pub resources: bool,
+}
+
+/// Runs the plugins of `sources` until `shutdown` fires, serving metrics on `metrics_address`.
+/// The files given at start must all load, or none runs; later changes are hot reloads, and a
+/// version that fails to load is refused while the running one stays.
 pub async fn run(
-    clusters: Clusters,
-    modules: Vec<Arc<Module>>,
-    settings: HostSettings,
+    host: Arc<Host>,
+    sources: Sources,
+    metrics_address: Option<std::net::SocketAddr>,
     shutdown: CancellationToken,
 ) -> Result<(), HostError> {
-    let host = Host::new(clusters, settings);
-    for module in &modules {
-        host.check(module)?;
+    let mut files = sources.files.clone();
+    for dir in &sources.dirs {
+        files.extend(plugin_files(dir)?);
     }
-    for module in modules {
-        host.start(module)?;
+    if files.is_empty() && !sources.resources {
+        return Err(HostError::NoPlugins);
     }
-    if let Some(address) = host.settings.metrics_address {
+    let mut refused = Vec::new();
+    for file in &files {
+        match std::fs::read(file) {
+            Err(source) => refused.push(LoadError::ReadFailed { path: file.clone(), source }),
+            Ok(bytes) => match host.install(&file.display().to_string(), file, bytes, None).await {
+                Ok(_) => {}
+                Err(HostError::Load(err)) => refused.push(err),
+                Err(err) => {
+                    host.stop_all().await;
+                    return Err(err);
+                }
+            },
+        }
+    }
+    if !refused.is_empty() {
+        host.stop_all().await;
+        return Err(HostError::PluginsRefused(refused));
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    if sources.watch_files {
+        let (host, stop) = (host.clone(), shutdown.clone());
+        tasks.spawn(crate::loader::files::watch(host, sources.files, sources.dirs, stop));
+    }
+    if sources.resources {
+        let (host, stop) = (host.clone(), shutdown.clone());
+        tasks.spawn(crate::loader::resource::run(host, stop));
+    }
+    if let Some(address) = metrics_address {
         let (metrics, stop) = (host.metrics.clone(), shutdown.clone());
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             if let Err(err) = crate::metrics::serve(metrics, address, stop).await {
                 tracing::error!(%address, %err, "cannot serve metrics");
             }
         });
     }
     shutdown.cancelled().await;
+    while tasks.join_next().await.is_some() {}
     host.stop_all().await;
     Ok(())
 }

@@ -10,6 +10,7 @@ pub mod controller;
 pub mod dependents;
 pub mod host;
 pub mod informer;
+pub mod loader;
 pub mod mapping;
 pub mod metrics;
 pub mod object;

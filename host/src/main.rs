@@ -1,13 +1,15 @@
 //! The `wasmop` command line: `run` plugins against a cluster, `inspect` a plugin.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
-use wasmop::host::HostSettings;
+use wasmop::host::{Host, HostSettings, Sources};
 use wasmop::informer::{ClusterSpec, Clusters};
+use wasmop::metrics::Metrics;
 use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
 
@@ -27,6 +29,8 @@ enum Command {
     /// Run plugins against the cluster of the current kubeconfig (KUBECONFIG, ~/.kube/config or
     /// in-cluster). Log verbosity follows RUST_LOG (default: info).
     Run(RunArgs),
+    /// Print the ReconcilerPlugin CustomResourceDefinition, to `kubectl apply -f -`.
+    Crd,
     /// Print what a plugin's describe() returns.
     Inspect {
         /// The plugin file.
@@ -44,9 +48,16 @@ struct RunArgs {
     /// A plugin file; repeat for more.
     #[arg(long = "plugin", value_name = "FILE.wasm")]
     plugins: Vec<PathBuf>,
-    /// A directory: every *.wasm file in it is a plugin.
+    /// A directory: every *.wasm file in it is a plugin. Repeat for more.
     #[arg(long = "plugins", value_name = "DIR")]
-    plugin_dir: Option<PathBuf>,
+    plugin_dirs: Vec<PathBuf>,
+    /// Reload plugin files and directories when they change (hot reload).
+    #[arg(long)]
+    watch: bool,
+    /// Also run the plugins that ReconcilerPlugin resources name (install the CRD with
+    /// `wasmop crd | kubectl apply -f -`).
+    #[arg(long, env = "WASMOP_RECONCILER_PLUGINS")]
+    reconciler_plugins: bool,
     /// Only watch and reconcile objects in this namespace (a plugin's override wins).
     #[arg(long, short, env = "WASMOP_NAMESPACE")]
     namespace: Option<String>,
@@ -79,6 +90,10 @@ struct RuntimeArgs {
     /// Memory limit of one plugin instance, in MiB.
     #[arg(long, default_value_t = 64, value_name = "MIB")]
     memory_limit_mib: usize,
+    /// Fuel budget of one call (instructions, roughly); unset runs plugins unmetered, which is
+    /// faster. A plugin's own `limits.fuel` override beats it.
+    #[arg(long)]
+    fuel: Option<u64>,
     /// Directory for compiled plugins (default: the user cache directory).
     #[arg(long, env = "WASMOP_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
@@ -100,7 +115,7 @@ enum LogFormat {
 }
 
 impl RuntimeArgs {
-    fn runtime(&self) -> anyhow::Result<Runtime> {
+    fn runtime(&self, observer: Option<Arc<Metrics>>) -> anyhow::Result<Runtime> {
         let cache_dir = if self.no_cache {
             None
         } else {
@@ -108,8 +123,9 @@ impl RuntimeArgs {
                 directories::ProjectDirs::from("dev", "wasmop", "wasmop").map(|d| d.cache_dir().join("modules"))
             })
         };
-        let limits = Limits { deadline: self.deadline, memory_bytes: self.memory_limit_mib << 20 };
-        Ok(Runtime::new(RuntimeConfig { cache_dir, limits })?)
+        let limits = Limits { deadline: self.deadline, memory_bytes: self.memory_limit_mib << 20, fuel: self.fuel };
+        let observer = observer.map(|m| m as Arc<dyn wasmop::runtime::CallObserver>);
+        Ok(Runtime::new(RuntimeConfig { cache_dir, limits, observer })?)
     }
 }
 
@@ -119,7 +135,7 @@ async fn main() -> anyhow::Result<()> {
     init_tracing(cli.log_format);
     match cli.command {
         Command::Inspect { file, output, runtime } => {
-            let module = runtime.runtime()?.load(&file)?;
+            let module = runtime.runtime(None)?.load(&file)?;
             let text = match output {
                 Output::Json => serde_json::to_string_pretty(module.config())?,
                 Output::Yaml => serde_yaml::to_string(module.config())?,
@@ -127,20 +143,20 @@ async fn main() -> anyhow::Result<()> {
             println!("{text}");
             Ok(())
         }
+        Command::Crd => {
+            print!("{}", wasmop::loader::resource::crd_yaml());
+            Ok(())
+        }
         Command::Run(args) => run(args).await,
     }
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let mut files = args.plugins.clone();
-    if let Some(dir) = &args.plugin_dir {
-        files.extend(wasmop::host::plugin_files(dir)?);
-    }
     let config = args.config.as_deref().map(HostConfig::read).transpose()?.unwrap_or_default();
-    let runtime = args.runtime.runtime()?;
-    let modules = wasmop::host::load_all(&runtime, &files)?;
-    let client = kube::Client::try_default().await.context("cannot build a Kubernetes client from the kubeconfig")?;
-    let mut clusters = Clusters::new(client);
+    let metrics = Metrics::new();
+    let runtime = Arc::new(args.runtime.runtime(Some(metrics.clone()))?);
+    let kube_config = kube::Config::infer().await.context("cannot find a Kubernetes configuration")?;
+    let mut clusters = Clusters::from_config(kube_config).context("cannot build a Kubernetes client")?;
     for spec in &args.clusters {
         clusters = clusters.with_remote(spec.name.clone(), spec.connect().await?);
     }
@@ -155,9 +171,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         config,
         defaults: Defaults { namespace: args.namespace, max_concurrent_reconciles: args.plugin_concurrency.into() },
         max_concurrent_reconciles: args.max_concurrent_reconciles.into(),
-        metrics_address: args.metrics_address,
     };
-    wasmop::host::run(clusters, modules, settings, shutdown).await?;
+    let host = Arc::new(Host::new(clusters, runtime, metrics, settings));
+    let sources = Sources {
+        files: args.plugins,
+        dirs: args.plugin_dirs,
+        watch_files: args.watch,
+        resources: args.reconciler_plugins,
+    };
+    wasmop::host::run(host, sources, args.metrics_address, shutdown).await?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// What kind of write request the host made.
@@ -43,6 +44,18 @@ struct ReconcileLabels {
     result: Outcome,
 }
 
+/// Labels of the per-call histogram.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    plugin: String,
+    export: &'static str,
+}
+
+/// Buckets of call durations: 20 µs to about 5 s.
+fn call_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(20e-6, 4.0, 10))
+}
+
 /// How a reconcile ended.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
 pub enum Outcome {
@@ -58,6 +71,10 @@ pub struct Metrics {
     writes: Family<WriteLabels, Counter>,
     conflicts: Family<PluginLabels, Counter>,
     reconciles: Family<ReconcileLabels, Counter>,
+    calls: Family<CallLabels, Histogram, fn() -> Histogram>,
+    fuel: Family<PluginLabels, Counter>,
+    /// Writes per plugin, of every kind and verb (not exported: the sum of `writes`).
+    plugin_writes: Family<PluginLabels, Counter>,
 }
 
 impl Metrics {
@@ -74,13 +91,27 @@ impl Metrics {
         );
         let reconciles = Family::<ReconcileLabels, Counter>::default();
         registry.register("reconciles", "Reconciles run, by plugin and result", reconciles.clone());
-        Arc::new(Self { registry, writes, conflicts, reconciles })
+        let calls = Family::<CallLabels, Histogram, fn() -> Histogram>::new_with_constructor(call_histogram);
+        registry.register(
+            "plugin_call_duration_seconds",
+            "Wall-clock time of each call into a plugin, by plugin and export",
+            calls.clone(),
+        );
+        let fuel = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "plugin_fuel_consumed",
+            "Fuel used by the calls into plugins that run with a fuel budget",
+            fuel.clone(),
+        );
+        let plugin_writes = Family::default();
+        Arc::new(Self { registry, writes, conflicts, reconciles, calls, fuel, plugin_writes })
     }
 
     /// Counts one write request of `plugin` on an object of `kind`.
     pub fn wrote(&self, plugin: &str, kind: &str, verb: Verb) {
         let labels = WriteLabels { plugin: plugin.to_string(), kind: kind.to_string(), verb };
         self.writes.get_or_create(&labels).inc();
+        self.plugin_writes.get_or_create(&PluginLabels { plugin: plugin.to_string() }).inc();
     }
 
     /// Counts one conflict of `plugin`.
@@ -100,14 +131,12 @@ impl Metrics {
 
     /// Write requests `plugin` made so far, of every kind and verb.
     pub fn writes_of(&self, plugin: &str) -> u64 {
-        let mut total = 0;
-        // Families cannot be iterated; the encoded text is the source of truth.
-        for line in self.encode().lines() {
-            if line.starts_with("wasmop_writes_total{") && line.contains(&format!("plugin=\"{plugin}\"")) {
-                total += line.rsplit(' ').next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            }
-        }
-        total
+        self.plugin_writes.get_or_create(&PluginLabels { plugin: plugin.to_string() }).get()
+    }
+
+    /// Fuel `plugin` used so far (zero unless it runs with a fuel budget).
+    pub fn fuel_of(&self, plugin: &str) -> u64 {
+        self.fuel.get_or_create(&PluginLabels { plugin: plugin.to_string() }).get()
     }
 
     /// Conflicts `plugin` met so far.
@@ -120,6 +149,16 @@ impl Metrics {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String cannot fail");
         text
+    }
+}
+
+impl crate::runtime::CallObserver for Metrics {
+    fn called(&self, plugin: &str, export: &'static str, elapsed: std::time::Duration, fuel: Option<u64>) {
+        let labels = CallLabels { plugin: plugin.to_string(), export };
+        self.calls.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        if let Some(fuel) = fuel {
+            self.fuel.get_or_create(&PluginLabels { plugin: plugin.to_string() }).inc_by(fuel);
+        }
     }
 }
 
@@ -157,5 +196,20 @@ mod tests {
         assert_eq!(metrics.conflicts_of("web"), 1);
         let text = metrics.encode();
         assert!(text.contains("wasmop_writes_total{plugin=\"web\",kind=\"ConfigMap\",verb=\"Apply\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn calls_record_time_and_fuel_per_plugin() {
+        use crate::runtime::CallObserver;
+        let metrics = Metrics::new();
+        metrics.called("web", "reconcile", std::time::Duration::from_micros(90), None);
+        metrics.called("metered", "reconcile", std::time::Duration::from_micros(120), Some(5_000));
+        metrics.called("metered", "desired", std::time::Duration::from_micros(80), Some(2_000));
+        assert_eq!(metrics.fuel_of("metered"), 7_000);
+        assert_eq!(metrics.fuel_of("web"), 0);
+        let text = metrics.encode();
+        let count = "wasmop_plugin_call_duration_seconds_count{plugin=\"metered\",export=\"reconcile\"} 1";
+        assert!(text.contains(count), "{text}");
+        assert!(text.contains("wasmop_plugin_fuel_consumed_total{plugin=\"metered\"} 7000"), "{text}");
     }
 }

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use crate::controller::Filters;
 use crate::ratelimit::RateLimit;
 use crate::retry::RetryPolicy;
+use crate::runtime::Limits;
 use crate::runtime::bindings::wasmop::plugin::types::PluginConfig;
 
 /// The default maximum reconciliation interval (JOSDK: 10 hours).
@@ -40,6 +41,54 @@ pub struct Overrides {
     pub max_concurrent_reconciles: Option<u32>,
     /// Resync period in milliseconds; 0 turns it off.
     pub resync_period_ms: Option<u64>,
+    /// Sandbox limits of every call; absent fields keep the host's defaults.
+    pub limits: Option<LimitOverrides>,
+    /// Write as this ServiceAccount (impersonated), so that cluster RBAC bounds the plugin.
+    pub service_account: Option<ServiceAccountRef>,
+}
+
+/// Overrides of the sandbox limits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitOverrides {
+    /// Wall-clock budget of one call in milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// Memory cap of one instance in MiB.
+    pub memory_mib: Option<usize>,
+    /// Fuel budget of one call; 0 runs unmetered.
+    pub fuel: Option<u64>,
+}
+
+impl LimitOverrides {
+    /// `defaults` with these overrides applied.
+    pub fn apply(&self, defaults: Limits) -> Limits {
+        Limits {
+            deadline: self.deadline_ms.map_or(defaults.deadline, Duration::from_millis),
+            memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, |mib| mib << 20),
+            fuel: match self.fuel {
+                None => defaults.fuel,
+                Some(0) => None,
+                Some(fuel) => Some(fuel),
+            },
+        }
+    }
+}
+
+/// A ServiceAccount the host impersonates.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceAccountRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl ServiceAccountRef {
+    /// The user name the API server knows it by.
+    pub fn user(&self) -> String {
+        format!("system:serviceaccount:{}:{}", self.namespace, self.name)
+    }
 }
 
 /// Overrides of the retry policy.
@@ -248,6 +297,16 @@ mod tests {
         assert!(!r.filters.generation_aware);
         assert_eq!(r.max_concurrent, 3);
         assert_eq!(r.namespace.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn limit_overrides_replace_the_defaults_field_by_field() {
+        let defaults = Limits { fuel: Some(1_000), ..Limits::default() };
+        let yaml = "deadlineMs: 250\nfuel: 0\n";
+        let limits = serde_yaml::from_str::<LimitOverrides>(yaml).unwrap().apply(defaults);
+        assert_eq!(limits, Limits { deadline: Duration::from_millis(250), fuel: None, ..Limits::default() });
+        let limits = LimitOverrides { memory_mib: Some(8), fuel: Some(5), ..Default::default() }.apply(defaults);
+        assert_eq!((limits.memory_bytes, limits.fuel, limits.deadline), (8 << 20, Some(5), defaults.deadline));
     }
 
     #[test]

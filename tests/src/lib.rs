@@ -6,7 +6,7 @@
 //! stops it when this process exits.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -19,6 +19,7 @@ use kube::{Client, Config, ResourceExt};
 use serde::Deserialize as _;
 use wasmop::host::{Host, HostSettings};
 use wasmop::informer::Clusters;
+use wasmop::metrics::Metrics;
 use wasmop::runtime::bindings::wasmop::plugin::types::KindRef;
 use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
@@ -172,8 +173,23 @@ impl wasmop::runtime::CacheReader for EmptyCache {
 
 /// A runtime with test-sized limits and a compile cache under `target/`.
 pub fn runtime(limits: Limits) -> anyhow::Result<Runtime> {
+    observed_runtime(limits, None)
+}
+
+/// Like [`runtime`], telling `metrics` about every call.
+pub fn observed_runtime(limits: Limits, metrics: Option<Arc<Metrics>>) -> anyhow::Result<Runtime> {
     let cache_dir = Some(workspace_root().join("target/wasmop-test-cache"));
-    Ok(Runtime::new(RuntimeConfig { cache_dir, limits })?)
+    let observer = metrics.map(|m| m as Arc<dyn wasmop::runtime::CallObserver>);
+    Ok(Runtime::new(RuntimeConfig { cache_dir, limits, observer })?)
+}
+
+/// Host settings for tests: every plugin runs in `namespace` unless overridden.
+pub fn settings(namespace: &str, config: HostConfig) -> HostSettings {
+    HostSettings {
+        config,
+        defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4 },
+        max_concurrent_reconciles: 16,
+    }
 }
 
 /// A host running in-process on one namespace; its plugins stop when it is dropped.
@@ -206,16 +222,11 @@ impl RunningHost {
         limits: Limits,
         config: HostConfig,
     ) -> anyhow::Result<Self> {
-        let runtime = runtime(limits)?;
+        let metrics = Metrics::new();
+        let runtime = Arc::new(observed_runtime(limits, Some(metrics.clone()))?);
         let files: Vec<PathBuf> = plugins.iter().map(|p| plugin(p)).collect();
         let modules = wasmop::host::load_all(&runtime, &files)?;
-        let settings = HostSettings {
-            config,
-            defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4 },
-            max_concurrent_reconciles: 16,
-            metrics_address: None,
-        };
-        let host = Host::new(clusters, settings);
+        let host = Host::new(clusters, runtime, metrics, settings(namespace, config));
         for module in modules {
             host.start(module)?;
         }

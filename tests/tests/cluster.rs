@@ -104,7 +104,7 @@ async fn misbehaving_plugins_fail_with_their_cause_while_a_good_plugin_keeps_wor
     let client = client().await?;
     install_webpage_crd(&client).await?;
     let ns = namespace(&client, "sandbox").await?;
-    let limits = Limits { deadline: Duration::from_millis(500), memory_bytes: 64 << 20 };
+    let limits = Limits { deadline: Duration::from_millis(500), memory_bytes: 64 << 20, fuel: None };
     let plugins = ["webpage", "fixture-loop", "fixture-alloc", "fixture-panic"];
     let host = RunningHost::start(&client, &ns, &plugins, limits)?;
 

@@ -9,7 +9,7 @@ use wasmop::runtime::{CallError, Limits, LoadError};
 use wasmop_tests::{EmptyCache, plugin, runtime};
 
 fn limits() -> Limits {
-    Limits { deadline: Duration::from_millis(300), memory_bytes: 64 << 20 }
+    Limits { deadline: Duration::from_millis(300), memory_bytes: 64 << 20, fuel: None }
 }
 
 fn request(object: serde_json::Value) -> ReconcileRequest {

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use kube::api::ApiResource;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{Notify, Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use filter::{ChangeFilter, Filters};
@@ -24,7 +24,7 @@ use crate::informer::{self, CachedKind, Clusters, Subscription, WatchedCache};
 use crate::mapping::{Links, PrimaryKind};
 use crate::metrics::Metrics;
 use crate::object::ObjectKey;
-use crate::runtime::Module;
+use crate::runtime::Current;
 use crate::runtime::bindings::wasmop::plugin::types::{Dependent, KindRef, Mapper, Ownership, PluginConfig, Watch};
 use crate::scheduler::{self, Priority, Settings};
 use crate::settings::Resolved;
@@ -117,20 +117,39 @@ async fn subscribe_all(
     Some(secondaries)
 }
 
-/// Runs the controller of `module` with its effective `settings` until `shutdown` fires;
-/// reconciles in flight then finish. Runs hold a permit of `global` while in flight. The first
-/// reconcile waits until the primary and every declared watch are synced.
-pub async fn run(
-    module: Arc<Module>,
-    clusters: Clusters,
-    settings: Resolved,
-    global: Option<Arc<Semaphore>>,
-    metrics: Arc<Metrics>,
-    shutdown: CancellationToken,
-) {
-    let config = module.config().clone();
+/// What one controller runs with.
+pub struct Controller {
+    /// The plugin's current version, replaced in place by a hot reload.
+    pub module: Arc<Current>,
+    /// The clusters to watch.
+    pub clusters: Clusters,
+    /// The plugin's effective settings.
+    pub settings: Resolved,
+    /// Reconciles in flight across all plugins; a run holds a permit.
+    pub global: Option<Arc<Semaphore>>,
+    /// The host's metrics.
+    pub metrics: Arc<Metrics>,
+    /// The client that writes for the plugin (for example one impersonating its service
+    /// account); `None` writes with the primaries' cluster client.
+    pub writes: Option<Client>,
+    /// The first reconcile waits for this as well: a controller that replaces another starts
+    /// once the other has finished its reconciles in flight.
+    pub after: Option<oneshot::Receiver<()>>,
+    /// Notified when every cached primary should be reconciled again (a new version swapped
+    /// in); they are, at background priority.
+    pub reconcile_all: Arc<Notify>,
+}
+
+/// Runs `controller` until `shutdown` fires; reconciles in flight then finish. The first
+/// reconcile waits until the primary and every declared watch are synced (and `after`). The
+/// configuration comes from the module current at start: a version that changes it runs in a new
+/// controller.
+pub async fn run(controller: Controller, shutdown: CancellationToken) {
+    let Controller { module, clusters, settings, global, metrics, writes, after, reconcile_all } = controller;
+    let config = module.get().config().clone();
     let plugin = config.name.clone();
     let local = clusters.local();
+    let writer_client = writes.unwrap_or_else(|| local.client().clone());
     let Some(resource) = resolve(local.client(), &config.primary, &plugin, &shutdown).await else { return };
     let selectors =
         informer::Selectors { labels: settings.label_selector.as_deref(), fields: settings.field_selector.as_deref() };
@@ -175,7 +194,7 @@ pub async fn run(
                 own: own.clone().expect("every dependent watch records its own writes"),
             })
             .collect();
-        match Dependents::new(local.client().clone(), &plugin, kinds, metrics.clone(), runs_sink.clone()) {
+        match Dependents::new(writer_client.clone(), &plugin, kinds, metrics.clone(), runs_sink.clone()) {
             Ok(dependents) => Some(dependents),
             Err(err) => {
                 // `describe()` was validated at load; this is a safety net.
@@ -185,14 +204,15 @@ pub async fn run(
         }
     };
     let own = Arc::new(OwnWrites::default());
+    let finalizer = module.get().finalizer();
     let reconciler = Arc::new(Reconciler {
         module: module.clone(),
         cache: cache.clone(),
-        writer: Writer::new(local.client().clone(), resource.clone(), &plugin, metrics.clone()),
+        writer: Writer::new(writer_client, resource.clone(), &plugin, metrics.clone()),
         metrics,
         resource,
         primaries: primaries.clone(),
-        finalizer: module.finalizer(),
+        finalizer,
         dependents,
         own: own.clone(),
         sink: runs_sink,
@@ -244,6 +264,8 @@ pub async fn run(
     }
     let mut secondaries_synced = std::pin::pin!(futures::future::join_all(syncs));
     let mut waiting_for_secondaries = true;
+    let mut after = after;
+    let mut waiting_for_predecessor = after.is_some();
 
     let scheduler_settings = Settings {
         max_concurrent: settings.max_concurrent,
@@ -267,6 +289,7 @@ pub async fn run(
     loop {
         if primary_synced
             && !waiting_for_secondaries
+            && !waiting_for_predecessor
             && let Some((inbox, scheduler_settings, reconciler)) = unstarted.take()
         {
             tracing::info!(plugin, "caches synced; reconciling");
@@ -282,6 +305,18 @@ pub async fn run(
                     break;
                 }
                 tracing::debug!(plugin, "secondary caches synced");
+                continue;
+            }
+            // Sent or dropped: either way the predecessor is gone.
+            _ = async { after.as_mut().expect("waited on only while set").await }, if waiting_for_predecessor => {
+                waiting_for_predecessor = false;
+                tracing::debug!(plugin, "the previous controller stopped");
+                continue;
+            }
+            () = reconcile_all.notified() => {
+                for key in primaries.state().iter().filter_map(|o| ObjectKey::of(o)) {
+                    handle.trigger_with(key, Priority::Background);
+                }
                 continue;
             }
             _ = shutdown.cancelled() => break,

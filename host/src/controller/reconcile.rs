@@ -17,14 +17,15 @@ use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::{
     self, CleanupOutcome, DependentState, Event, Outcome, ReconcileError, ReconcileRequest,
 };
-use crate::runtime::{CacheReader, CallError, Module};
+use crate::runtime::{CacheReader, CallError, Current, Module};
 use crate::scheduler::{Priority, Run, Verdict};
 use crate::source::Sink;
 use crate::writer::{MetadataChanges, WriteError, Writer};
 
 /// Everything a reconcile of one plugin's primaries needs; shared by all its runs.
 pub(crate) struct Reconciler {
-    pub(crate) module: Arc<Module>,
+    /// The plugin's current version; a run keeps the version it started with.
+    pub(crate) module: Arc<Current>,
     pub(crate) resource: ApiResource,
     /// The primaries' cache.
     pub(crate) primaries: Cache,
@@ -81,10 +82,12 @@ impl Reconciler {
     pub(crate) async fn run(self: Arc<Self>, run: Run<ObjectKey>) -> Verdict {
         // Deleted meanwhile: nothing to do, and nothing to complain about.
         let Some(object) = self.primaries.get(&run.key) else { return Verdict::Done { requeue_after: None } };
+        let module = self.module.get();
         let meta = &object.metadata;
         let span = tracing::info_span!(
             "reconcile",
-            plugin = self.module.name(),
+            plugin = module.name(),
+            digest = &module.digest()[..12],
             "resource.apiVersion" = %self.resource.api_version,
             "resource.kind" = %self.resource.kind,
             "resource.namespace" = meta.namespace.as_deref().unwrap_or(""),
@@ -94,28 +97,28 @@ impl Reconciler {
             "resource.uid" = meta.uid.as_deref().unwrap_or(""),
             attempt = run.attempt,
         );
-        self.reconcile(run, object).instrument(span).await
+        self.reconcile(&module, run, object).instrument(span).await
     }
 
-    async fn reconcile(&self, run: Run<ObjectKey>, object: Arc<DynamicObject>) -> Verdict {
+    async fn reconcile(&self, module: &Arc<Module>, run: Run<ObjectKey>, object: Arc<DynamicObject>) -> Verdict {
         let view: Arc<dyn CacheReader> = Arc::new(self.cache.for_primary(run.key.clone(), object.uid()));
         let started = std::time::Instant::now();
         let deleting = object.metadata.deletion_timestamp.is_some();
         let result = if deleting {
-            self.finalize(&run, &object, &view).await
+            self.finalize(module, &run, &object, &view).await
         } else {
-            self.apply(&run, object.clone(), &view).await
+            self.apply(module, &run, object.clone(), &view).await
         };
         let elapsed = started.elapsed();
         let failure = match result {
             Ok(requeue_after) => {
                 tracing::info!(?requeue_after, ?elapsed, deleting, "reconciled");
-                self.metrics.reconciled(self.module.name(), metrics::Outcome::Success);
+                self.metrics.reconciled(module.name(), metrics::Outcome::Success);
                 return Verdict::Done { requeue_after };
             }
             Err(failure) => failure,
         };
-        self.metrics.reconciled(self.module.name(), metrics::Outcome::Failure);
+        self.metrics.reconciled(module.name(), metrics::Outcome::Failure);
         let (reason, retry, message) = (failure.reason, failure.retry, failure.message().to_string());
         tracing::warn!(object = %run.key, reason, retry, ?elapsed, "reconcile failed: {message}");
         let note = format!("reconcile of {} failed: {message}", run.key);
@@ -123,7 +126,7 @@ impl Reconciler {
         if !retry || run.last_attempt {
             // The run may have written the primary (its finalizer): patch the latest version.
             let latest = self.primaries.get(&run.key).unwrap_or(object);
-            self.update_error_status(&run, &latest, view, failure.error).await;
+            self.update_error_status(module, &run, &latest, view, failure.error).await;
         }
         Verdict::Failed { retry }
     }
@@ -142,6 +145,7 @@ impl Reconciler {
     /// Reconciles a live primary: finalizer, dependents, the plugin, then the writes.
     async fn apply(
         &self,
+        module: &Arc<Module>,
         run: &Run<ObjectKey>,
         mut object: Arc<DynamicObject>,
         view: &Arc<dyn CacheReader>,
@@ -156,10 +160,10 @@ impl Reconciler {
         }
         let states = match &self.dependents {
             None => Vec::new(),
-            Some(dependents) => self.reconcile_dependents(run, &object, dependents, view).await?,
+            Some(dependents) => self.reconcile_dependents(module, run, &object, dependents, view).await?,
         };
         let request = Arc::new(Self::request(run, &object, states)?);
-        let outcome = self.call(view.clone(), request, |m, c, r| m.reconcile(c, r)).await;
+        let outcome = Self::call(module, view.clone(), request, |m, c, r| m.reconcile(c, r)).await;
         let outcome: Outcome =
             outcome.map_err(|trap| Failure::transient("ReconcileFailed", trap))?.map_err(Failure::from_plugin)?;
         let changes =
@@ -175,31 +179,26 @@ impl Reconciler {
     /// Asks the plugin for its desired dependents and runs the workflow.
     async fn reconcile_dependents(
         &self,
+        module: &Arc<Module>,
         run: &Run<ObjectKey>,
         object: &Arc<DynamicObject>,
         dependents: &Dependents,
         view: &Arc<dyn CacheReader>,
     ) -> Result<Vec<DependentState>, Failure> {
         let request = Arc::new(Self::request(run, object, Vec::new())?);
-        let desired = self.call(view.clone(), request.clone(), |m, c, r| m.desired(c, r)).await;
+        let desired = Self::call(module, view.clone(), request.clone(), |m, c, r| m.desired(c, r)).await;
         let desired =
             desired.map_err(|trap| Failure::transient("ReconcileFailed", trap))?.map_err(Failure::from_plugin)?;
-        let (module, view, primary_json) = (self.module.clone(), view.clone(), request.object.clone());
+        let (module, view, primary_json) = (module.clone(), view.clone(), request.object.clone());
         let check = move |name: String, dependent: Option<String>| {
             let (module, view, primary) = (module.clone(), view.clone(), primary_json.clone());
-            let span = tracing::Span::current();
-            let checked = tokio::task::spawn_blocking(move || {
-                span.in_scope(|| module.check(view, &name, &primary, dependent.as_deref()))
-            });
+            let checked =
+                crate::runtime::spawn_call(module, move |m| m.check(view, &name, &primary, dependent.as_deref()));
             Box::pin(async move {
-                match checked.await {
-                    Ok(Ok(holds)) => holds,
-                    Ok(Err(trap)) => {
-                        tracing::warn!(%trap, "plugin condition failed; taken as false");
-                        false
-                    }
-                    Err(_) => false,
-                }
+                checked.await.unwrap_or_else(|trap| {
+                    tracing::warn!(%trap, "plugin condition failed; taken as false");
+                    false
+                })
             }) as futures::future::BoxFuture<'static, bool>
         };
         let key = ObjectKey::of(object).unwrap_or_else(|| run.key.clone());
@@ -216,6 +215,7 @@ impl Reconciler {
     /// plugin keeps it. Without the plugin's finalizer, there is nothing to do.
     async fn finalize(
         &self,
+        module: &Arc<Module>,
         run: &Run<ObjectKey>,
         object: &Arc<DynamicObject>,
         view: &Arc<dyn CacheReader>,
@@ -224,7 +224,7 @@ impl Reconciler {
             return Ok(None);
         };
         let request = Arc::new(Self::request(run, object, Vec::new())?);
-        let cleaned = self.call(view.clone(), request, |m, c, r| m.cleanup(c, r)).await;
+        let cleaned = Self::call(module, view.clone(), request, |m, c, r| m.cleanup(c, r)).await;
         let CleanupOutcome { keep_finalizer, reschedule_after_ms, events } =
             cleaned.map_err(|trap| Failure::transient("CleanupFailed", trap))?.map_err(Failure::from_plugin)?;
         self.publish(object, events).await;
@@ -307,27 +307,21 @@ impl Reconciler {
         }
     }
 
-    /// Runs a plugin export on the blocking pool, inside the current span. A trap or a failed
-    /// task becomes an error message.
+    /// Runs a plugin export with `request` on the blocking pool, inside the current span.
     async fn call<R: Send + 'static>(
-        &self,
+        module: &Arc<Module>,
         cache: Arc<dyn CacheReader>,
         request: Arc<ReconcileRequest>,
         f: impl FnOnce(&Module, Arc<dyn CacheReader>, &ReconcileRequest) -> Result<R, CallError> + Send + 'static,
     ) -> Result<R, String> {
-        let module = self.module.clone();
-        let span = tracing::Span::current();
-        match tokio::task::spawn_blocking(move || span.in_scope(|| f(&module, cache, &request))).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(trap)) => Err(trap.to_string()),
-            Err(join) => Err(format!("the reconcile task failed: {join}")),
-        }
+        crate::runtime::spawn_call(module.clone(), move |m| f(m, cache, &request)).await
     }
 
     /// No retry follows a failure: let the plugin put the error on the status
     /// (JOSDK's ErrorStatusHandler).
     async fn update_error_status(
         &self,
+        module: &Arc<Module>,
         run: &Run<ObjectKey>,
         object: &Arc<DynamicObject>,
         view: Arc<dyn CacheReader>,
@@ -337,7 +331,7 @@ impl Reconciler {
         let update = move |module: &Module, cache, request: &ReconcileRequest| {
             module.update_error_status(cache, request, &error)
         };
-        match self.call(view, Arc::new(request), update).await {
+        match Self::call(module, view, Arc::new(request), update).await {
             Ok(Some(status)) => {
                 if let Err(err) = self.write_status(object, &status).await {
                     tracing::warn!(object = %run.key, %err, "cannot write the error status");

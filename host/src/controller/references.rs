@@ -11,11 +11,11 @@ use crate::informer::WatchedCache;
 use crate::mapping::Links;
 use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::{KindRef, SecondaryRef};
-use crate::runtime::{CacheReader, Module};
+use crate::runtime::{CacheReader, Current};
 
 /// The primary-references watches of one plugin.
 pub(crate) struct References {
-    pub(crate) module: Arc<Module>,
+    pub(crate) module: Arc<Current>,
     pub(crate) cache: Arc<WatchedCache>,
     /// Each watch with the primary-references mapper: its kind and links.
     pub(crate) watches: Vec<(KindRef, Arc<RwLock<Links>>)>,
@@ -28,7 +28,7 @@ impl References {
         let refs = match self.ask(primary).await {
             Ok(refs) => refs,
             Err(err) => {
-                tracing::warn!(plugin = self.module.name(), object = %key, %err,
+                tracing::warn!(plugin = self.module.get().name(), object = %key, %err,
                     "secondaries-of failed; keeping the secondaries it named before");
                 return;
             }
@@ -56,12 +56,7 @@ impl References {
     /// Calls `secondaries-of` on the blocking pool.
     async fn ask(&self, primary: &DynamicObject) -> Result<Vec<SecondaryRef>, String> {
         let json = serde_json::to_string(primary).map_err(|e| format!("cannot serialize the primary: {e}"))?;
-        let (module, cache) = (self.module.clone(), self.cache.clone() as Arc<dyn CacheReader>);
-        let span = tracing::Span::current();
-        match tokio::task::spawn_blocking(move || span.in_scope(|| module.secondaries_of(cache, &json))).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(trap)) => Err(trap.to_string()),
-            Err(join) => Err(format!("the secondaries-of task failed: {join}")),
-        }
+        let cache = self.cache.clone() as Arc<dyn CacheReader>;
+        crate::runtime::spawn_call(self.module.get(), move |m| m.secondaries_of(cache, &json)).await?
     }
 }

@@ -22,13 +22,47 @@ pub struct UnknownCluster {
 #[derive(Clone)]
 pub struct Clusters {
     local: Arc<Registry>,
+    /// How the local client was made, to make impersonating ones.
+    local_config: Option<kube::Config>,
     remote: BTreeMap<String, Arc<Registry>>,
+}
+
+/// A client impersonating someone could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ImpersonationError {
+    /// The host was given a client, not a configuration.
+    #[error("cannot impersonate {0}: the host was started without a client configuration")]
+    NoConfig(String),
+    /// The client could not be built.
+    #[error("cannot build a client impersonating {user}: {source}")]
+    Client {
+        /// Who.
+        user: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl Clusters {
     /// Only the primaries' cluster, reached with `client`.
     pub fn new(client: Client) -> Self {
-        Self { local: Registry::new(client), remote: BTreeMap::new() }
+        Self { local: Registry::new(client), local_config: None, remote: BTreeMap::new() }
+    }
+
+    /// Only the primaries' cluster, reached with a client made from `config`; the host can then
+    /// write as a plugin's ServiceAccount.
+    pub fn from_config(config: kube::Config) -> Result<Self, kube::Error> {
+        let client = Client::try_from(config.clone())?;
+        Ok(Self { local: Registry::new(client), local_config: Some(config), remote: BTreeMap::new() })
+    }
+
+    /// A client of the primaries' cluster whose requests the API server authorizes as `user`
+    /// (Kubernetes impersonation; the host's own identity needs the `impersonate` verb).
+    pub fn impersonating(&self, user: &str) -> Result<Client, ImpersonationError> {
+        let mut config = self.local_config.clone().ok_or_else(|| ImpersonationError::NoConfig(user.into()))?;
+        config.auth_info.impersonate = Some(user.to_string());
+        Client::try_from(config).map_err(|source| ImpersonationError::Client { user: user.into(), source })
     }
 
     /// Adds a remote cluster under `name`.

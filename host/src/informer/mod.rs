@@ -15,7 +15,7 @@ mod registry;
 mod view;
 
 pub use cache::Cache;
-pub use clusters::{ClusterError, ClusterSpec, Clusters, UnknownCluster};
+pub use clusters::{ClusterError, ClusterSpec, Clusters, ImpersonationError, UnknownCluster};
 pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
 pub use view::{CachedKind, PrimaryView, WatchedCache};
 

@@ -87,6 +87,9 @@ pub enum CallError {
     /// The plugin tried to grow its memory past the cap.
     #[error(transparent)]
     MemoryLimitExceeded(#[from] MemoryLimitExceeded),
+    /// The call used up its fuel budget and was stopped.
+    #[error("fuel budget of {0} exhausted; the call was stopped")]
+    FuelExhausted(u64),
     /// The plugin panicked.
     #[error("plugin panicked: {0}")]
     Panicked(String),

@@ -9,6 +9,7 @@ mod module;
 mod sandbox;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -17,7 +18,7 @@ use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use error::{CallError, LoadError};
 pub use limits::{Limits, MemoryLimitExceeded};
-pub use module::{GuestResult, Module};
+pub use module::{Current, GuestResult, Module};
 pub use sandbox::CacheReader;
 
 use artifacts::ArtifactCache;
@@ -27,36 +28,78 @@ use sandbox::Sandbox;
 /// How often the epoch advances; deadlines are rounded up to this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// Told about every call into a plugin: how long it took and, when metered, the fuel it used.
+pub trait CallObserver: Send + Sync {
+    /// `plugin`'s export `export` returned (or trapped) after `elapsed`, using `fuel` units.
+    fn called(&self, plugin: &str, export: &'static str, elapsed: Duration, fuel: Option<u64>);
+}
+
+/// Observes nothing.
+struct Unobserved;
+
+impl CallObserver for Unobserved {
+    fn called(&self, _: &str, _: &'static str, _: Duration, _: Option<u64>) {}
+}
+
 /// Runtime settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RuntimeConfig {
     /// Directory for compiled artifacts; `None` compiles every time.
     pub cache_dir: Option<PathBuf>,
     /// Default limits for every plugin.
     pub limits: Limits,
+    /// Told about every call; `None` records nothing.
+    pub observer: Option<Arc<dyn CallObserver>>,
 }
 
-/// Compiles and links plugins; cheap to share behind an `Arc`.
-pub struct Runtime {
+/// An engine and the linker of the host imports for it.
+struct Backend {
     engine: Engine,
     linker: Linker<Sandbox>,
-    artifacts: ArtifactCache,
-    limits: Limits,
+    metered: bool,
 }
 
-impl Runtime {
-    /// Builds the engine (pooling allocator, epoch interruption), links WASI and the host
-    /// imports, and starts the epoch ticker, which stops when the engine is dropped.
-    pub fn new(config: RuntimeConfig) -> Result<Self, LoadError> {
+impl Backend {
+    /// Builds an engine (pooling allocator, epoch interruption, fuel when `metered`), links WASI
+    /// and the host imports, and starts the epoch ticker, which stops when the engine is dropped.
+    fn new(metered: bool) -> Result<Self, LoadError> {
         let mut wasm = wasmtime::Config::new();
-        wasm.wasm_component_model(true).epoch_interruption(true);
+        wasm.wasm_component_model(true).epoch_interruption(true).consume_fuel(metered);
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(PoolingAllocationConfig::default()));
         let engine = Engine::new(&wasm).map_err(LoadError::engine)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(LoadError::engine)?;
         Plugin::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
         spawn_epoch_ticker(&engine);
-        Ok(Self { engine, linker, artifacts: ArtifactCache::new(config.cache_dir), limits: config.limits })
+        Ok(Self { engine, linker, metered })
+    }
+}
+
+/// Compiles and links plugins; cheap to share behind an `Arc`. Plugins without a fuel budget run
+/// on an unmetered engine; the metered one is built when the first plugin with a budget loads.
+pub struct Runtime {
+    plain: Backend,
+    metered: OnceLock<Backend>,
+    artifacts: ArtifactCache,
+    limits: Limits,
+    observer: Arc<dyn CallObserver>,
+}
+
+impl Runtime {
+    /// Builds the unmetered engine and links the host imports.
+    pub fn new(config: RuntimeConfig) -> Result<Self, LoadError> {
+        Ok(Self {
+            plain: Backend::new(false)?,
+            metered: OnceLock::new(),
+            artifacts: ArtifactCache::new(config.cache_dir),
+            limits: config.limits,
+            observer: config.observer.unwrap_or_else(|| Arc::new(Unobserved)),
+        })
+    }
+
+    /// The limits of plugins that set none.
+    pub fn default_limits(&self) -> Limits {
+        self.limits
     }
 
     /// Reads, compiles, checks and links the plugin at `path` and calls its `describe()`.
@@ -67,19 +110,67 @@ impl Runtime {
 
     /// Like [`Runtime::load`] for bytes already in memory; `origin` names them in errors.
     pub fn load_bytes(&self, origin: &Path, bytes: &[u8]) -> Result<Module, LoadError> {
+        self.load_with(origin, bytes, &|_| None)
+    }
+
+    /// Like [`Runtime::load_bytes`], with the limits `limits_for(name)` gives for the plugin's
+    /// name (`None`: the defaults). A plugin with a fuel budget is compiled for the metered
+    /// engine; `describe()` itself always runs with the default limits.
+    pub fn load_with(
+        &self,
+        origin: &Path,
+        bytes: &[u8],
+        limits_for: &dyn Fn(&str) -> Option<Limits>,
+    ) -> Result<Module, LoadError> {
         let digest = hex::encode(Sha256::digest(bytes));
+        let backend = if self.limits.fuel.is_some() { self.metered()? } else { &self.plain };
+        let module = self.build(backend, origin, bytes, &digest)?;
+        let Some(limits) = limits_for(module.name()) else { return Ok(module) };
+        if limits.fuel.is_some() == self.limits.fuel.is_some() {
+            return Ok(module.with_limits(limits));
+        }
+        let backend = if limits.fuel.is_some() { self.metered()? } else { &self.plain };
+        Ok(self.build(backend, origin, bytes, &digest)?.with_limits(limits))
+    }
+
+    fn metered(&self) -> Result<&Backend, LoadError> {
+        if let Some(backend) = self.metered.get() {
+            return Ok(backend);
+        }
+        let backend = Backend::new(true)?;
+        Ok(self.metered.get_or_init(|| backend))
+    }
+
+    /// Compiles (or loads from the cache), checks, links and describes a plugin on `backend`.
+    fn build(&self, backend: &Backend, origin: &Path, bytes: &[u8], digest: &str) -> Result<Module, LoadError> {
         let component = self
             .artifacts
-            .load_or_compile(&self.engine, &digest, bytes)
+            .load_or_compile(&backend.engine, digest, bytes)
             .map_err(|e| LoadError::CompileFailed { path: origin.into(), reason: format!("{e:#}") })?;
-        check_contract(origin, &self.engine, &component)?;
-        let instance_pre = self
+        check_contract(origin, &backend.engine, &component)?;
+        let instance_pre = backend
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::LinkFailed { path: origin.into(), reason: format!("{e:#}") })?;
         let pre = PluginPre::new(instance_pre)
             .map_err(|e| LoadError::LinkFailed { path: origin.into(), reason: format!("{e:#}") })?;
-        Module::describe(origin, digest, pre, self.engine.clone(), self.limits)
+        let call =
+            module::Instances::new(pre, backend.engine.clone(), backend.metered, self.limits, self.observer.clone());
+        Module::describe(origin, digest.to_string(), call)
+    }
+}
+
+/// Runs `f` on `module` on the blocking pool (a call blocks its thread up to the deadline),
+/// inside the current tracing span. A trap or a failed task becomes an error message.
+pub async fn spawn_call<R: Send + 'static>(
+    module: Arc<Module>,
+    f: impl FnOnce(&Module) -> Result<R, CallError> + Send + 'static,
+) -> Result<R, String> {
+    let span = tracing::Span::current();
+    match tokio::task::spawn_blocking(move || span.in_scope(|| f(&module))).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(trap)) => Err(trap.to_string()),
+        Err(join) => Err(format!("the call into the plugin failed: {join}")),
     }
 }
 

@@ -1,11 +1,11 @@
 //! A loaded plugin: its configuration and a pre-linked instance factory.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
 use wasmtime::{Engine, Store, Trap};
 
-use super::EPOCH_TICK;
 use super::bindings::PluginPre;
 use super::bindings::wasmop::plugin::types::{
     CleanupOutcome, DesiredObject, Finalizer, Mapper, ObjectRef, Outcome, PluginConfig, ReconcileError,
@@ -14,6 +14,7 @@ use super::bindings::wasmop::plugin::types::{
 use super::error::{CallError, LoadError};
 use super::limits::Limits;
 use super::sandbox::{CacheReader, NoCache, Sandbox};
+use super::{CallObserver, EPOCH_TICK};
 
 /// What `reconcile` returned: an outcome or the plugin's own error.
 pub type GuestResult = Result<Outcome, ReconcileError>;
@@ -26,11 +27,35 @@ pub struct Module {
     instances: Instances,
 }
 
-/// Makes a fresh sandboxed instance per call.
-struct Instances {
+/// Makes a fresh sandboxed instance per call, within the plugin's limits.
+pub(crate) struct Instances {
     pre: PluginPre<Sandbox>,
     engine: Engine,
+    /// Whether `engine` meters fuel.
+    metered: bool,
     limits: Limits,
+    observer: Arc<dyn CallObserver>,
+}
+
+/// A plugin's current version: each reconcile takes the version current when it starts and
+/// finishes on it, while a hot reload replaces it for the next ones.
+pub struct Current(RwLock<Arc<Module>>);
+
+impl Current {
+    /// Holds `module` as the current version.
+    pub fn new(module: Arc<Module>) -> Arc<Self> {
+        Arc::new(Self(RwLock::new(module)))
+    }
+
+    /// The current version.
+    pub fn get(&self) -> Arc<Module> {
+        self.0.read().expect("never poisoned").clone()
+    }
+
+    /// Makes `module` the current version; returns the one it replaces.
+    pub fn replace(&self, module: Arc<Module>) -> Arc<Module> {
+        std::mem::replace(&mut *self.0.write().expect("never poisoned"), module)
+    }
 }
 
 impl std::fmt::Debug for Module {
@@ -45,19 +70,25 @@ impl std::fmt::Debug for Module {
 
 impl Module {
     /// Calls `describe()` on a fresh instance and validates the answer.
-    pub(crate) fn describe(
-        path: &Path,
-        digest: String,
-        pre: PluginPre<Sandbox>,
-        engine: Engine,
-        limits: Limits,
-    ) -> Result<Self, LoadError> {
-        let instances = Instances { pre, engine, limits };
+    pub(crate) fn describe(path: &Path, digest: String, instances: Instances) -> Result<Self, LoadError> {
         let config = instances
-            .call("describe", Arc::new(NoCache), |plugin, store| plugin.wasmop_plugin_reconciler().call_describe(store))
+            .call("", "describe", Arc::new(NoCache), |plugin, store| {
+                plugin.wasmop_plugin_reconciler().call_describe(store)
+            })
             .map_err(|source| LoadError::DescribeFailed { path: path.into(), source })?;
         validate(&config).map_err(|reason| LoadError::InvalidConfig { path: path.into(), reason })?;
         Ok(Self { path: path.into(), digest, config, instances })
+    }
+
+    /// The same plugin with other limits (on the same engine: metering cannot change here).
+    pub(crate) fn with_limits(mut self, limits: Limits) -> Self {
+        self.instances.limits = limits;
+        self
+    }
+
+    /// The limits of every call.
+    pub fn limits(&self) -> Limits {
+        self.instances.limits
     }
 
     /// The plugin's own configuration, as `describe()` returned it.
@@ -83,7 +114,7 @@ impl Module {
     /// Runs `reconcile` in a fresh sandbox that reads from `cache`. Blocks the thread for up
     /// to the deadline: call it from a blocking-capable context.
     pub fn reconcile(&self, cache: Arc<dyn CacheReader>, request: &ReconcileRequest) -> Result<GuestResult, CallError> {
-        self.instances.call(&self.config.name, cache, |plugin, store| {
+        self.instances.call(&self.config.name, "reconcile", cache, |plugin, store| {
             plugin.wasmop_plugin_reconciler().call_reconcile(store, request)
         })
     }
@@ -98,7 +129,7 @@ impl Module {
         request: &ReconcileRequest,
         error: &ReconcileError,
     ) -> Result<Option<String>, CallError> {
-        self.instances.call(&self.config.name, cache, |plugin, store| {
+        self.instances.call(&self.config.name, "update-error-status", cache, |plugin, store| {
             plugin.wasmop_plugin_reconciler().call_update_error_status(store, request, error)
         })
     }
@@ -109,7 +140,7 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
-        self.instances.call(&self.config.name, cache, |plugin, store| {
+        self.instances.call(&self.config.name, "desired", cache, |plugin, store| {
             plugin.wasmop_plugin_reconciler().call_desired(store, request)
         })
     }
@@ -120,7 +151,7 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<Result<CleanupOutcome, ReconcileError>, CallError> {
-        self.instances.call(&self.config.name, cache, |plugin, store| {
+        self.instances.call(&self.config.name, "cleanup", cache, |plugin, store| {
             plugin.wasmop_plugin_reconciler().call_cleanup(store, request)
         })
     }
@@ -133,7 +164,7 @@ impl Module {
         primary: &str,
         dependent: Option<&str>,
     ) -> Result<bool, CallError> {
-        self.instances.call(&self.config.name, cache, |plugin, store| {
+        self.instances.call(&self.config.name, "check", cache, |plugin, store| {
             plugin.wasmop_plugin_reconciler().call_check(store, name, primary, dependent)
         })
     }
@@ -155,7 +186,7 @@ impl Module {
         secondary: &str,
         previous: Option<&str>,
     ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
-        self.instances.call(&self.config.name, cache, |plugin, store| {
+        self.instances.call(&self.config.name, "map-secondary", cache, |plugin, store| {
             plugin.wasmop_plugin_reconciler().call_map_secondary(store, secondary, previous)
         })
     }
@@ -167,23 +198,41 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         primary: &str,
     ) -> Result<Result<Vec<SecondaryRef>, String>, CallError> {
-        self.instances.call(&self.config.name, cache, |plugin, store| {
+        self.instances.call(&self.config.name, "secondaries-of", cache, |plugin, store| {
             plugin.wasmop_plugin_reconciler().call_secondaries_of(store, primary)
         })
     }
 }
 
 impl Instances {
+    pub(crate) fn new(
+        pre: PluginPre<Sandbox>,
+        engine: Engine,
+        metered: bool,
+        limits: Limits,
+        observer: Arc<dyn CallObserver>,
+    ) -> Self {
+        Self { pre, engine, metered, limits, observer }
+    }
+
+    /// Calls `export` of `plugin` (empty while it describes itself) in a fresh store, and tells
+    /// the observer how long it took and how much fuel it used.
     fn call<R>(
         &self,
         plugin: &str,
+        export: &'static str,
         cache: Arc<dyn CacheReader>,
         f: impl FnOnce(&super::bindings::Plugin, &mut Store<Sandbox>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
+        let started = Instant::now();
         let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache));
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(self.limits.deadline.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64);
         store.epoch_deadline_trap();
+        let budget = self.metered.then(|| self.limits.fuel.unwrap_or(u64::MAX));
+        if let Some(budget) = budget {
+            store.set_fuel(budget).expect("the engine meters fuel");
+        }
         let result = match self.pre.instantiate(&mut store) {
             Ok(plugin) => f(&plugin, &mut store).map_err(|e| self.classify(&store, e)),
             Err(e) => Err(match self.classify(&store, e) {
@@ -191,7 +240,11 @@ impl Instances {
                 other => other,
             }),
         };
-        forward_output(plugin, &store);
+        let used = budget.map(|budget| budget - store.get_fuel().unwrap_or(0));
+        if !plugin.is_empty() {
+            self.observer.called(plugin, export, started.elapsed(), used);
+        }
+        forward_output(if plugin.is_empty() { export } else { plugin }, &store);
         result
     }
 
@@ -200,8 +253,10 @@ impl Instances {
         if let Some(exceeded) = store.data().limiter.exceeded {
             return CallError::MemoryLimitExceeded(exceeded);
         }
-        if let Some(Trap::Interrupt) = err.downcast_ref::<Trap>() {
-            return CallError::DeadlineExceeded(self.limits.deadline);
+        match err.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => return CallError::DeadlineExceeded(self.limits.deadline),
+            Some(Trap::OutOfFuel) => return CallError::FuelExhausted(self.limits.fuel.unwrap_or(u64::MAX)),
+            _ => {}
         }
         let stderr = String::from_utf8_lossy(&store.data().stderr.contents()).into_owned();
         if let Some(message) = panic_message(&stderr) {

@@ -18,7 +18,7 @@ use crate::informer::{SharedEvent, WatchedCache};
 use crate::mapping::{Links, PrimaryKind};
 use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::Owners;
-use crate::runtime::{CacheReader, Module};
+use crate::runtime::{CacheReader, Current};
 use crate::scheduler::Priority;
 
 /// How a source finds the primaries of a changed secondary.
@@ -28,7 +28,7 @@ pub enum Mapping {
     /// The primary-name and primary-namespace annotations.
     Annotations,
     /// The plugin's `map-secondary` export, which may read the plugin's cache.
-    Plugin(Arc<Module>, Arc<WatchedCache>),
+    Plugin(Arc<Current>, Arc<WatchedCache>),
     /// The primaries whose `secondaries-of` named the secondary (the controller keeps those).
     PrimaryReferences,
 }
@@ -169,7 +169,7 @@ impl SecondarySource {
 
 /// Calls the plugin's `map-secondary` on the blocking pool.
 async fn map_with_plugin(
-    module: &Arc<Module>,
+    module: &Current,
     cache: &Arc<WatchedCache>,
     object: &DynamicObject,
     previous: Option<Arc<DynamicObject>>,
@@ -179,17 +179,8 @@ async fn map_with_plugin(
         .map(|p| serde_json::to_string(&*p))
         .transpose()
         .map_err(|e| format!("cannot serialize the previous secondary: {e}"))?;
-    let (module, cache) = (module.clone(), cache.clone() as Arc<dyn CacheReader>);
-    let span = tracing::Span::current();
-    let called = tokio::task::spawn_blocking(move || {
-        span.in_scope(|| module.map_secondary(cache, &secondary, previous.as_deref()))
-    })
-    .await;
-    match called {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(trap)) => Err(trap.to_string()),
-        Err(join) => Err(format!("the mapper task failed: {join}")),
-    }
+    let cache = cache.clone() as Arc<dyn CacheReader>;
+    crate::runtime::spawn_call(module.get(), move |m| m.map_secondary(cache, &secondary, previous.as_deref())).await?
 }
 
 #[cfg(test)]
