@@ -88,15 +88,19 @@ pub fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, HostError> {
     Ok(files)
 }
 
-/// Loads every file; refuses all of them together, naming each bad file and its reason.
-pub fn load_all(runtime: &Runtime, files: &[PathBuf]) -> Result<Vec<Arc<Module>>, HostError> {
+/// Loads every file with the limits `config` gives each plugin; refuses all of them together,
+/// naming each bad file and its reason.
+pub fn load_all(runtime: &Runtime, files: &[PathBuf], config: &HostConfig) -> Result<Vec<Arc<Module>>, HostError> {
     if files.is_empty() {
         return Err(HostError::NoPlugins);
     }
     let mut modules = Vec::new();
     let mut errors = Vec::new();
     for file in files {
-        match runtime.load(file) {
+        let loaded = std::fs::read(file)
+            .map_err(|source| LoadError::ReadFailed { path: file.clone(), source })
+            .and_then(|bytes| load(runtime, config, file, &bytes, None));
+        match loaded {
             Ok(module) => modules.push(Arc::new(module)),
             Err(err) => errors.push(err),
         }
@@ -111,6 +115,23 @@ pub fn load_all(runtime: &Runtime, files: &[PathBuf]) -> Result<Vec<Arc<Module>>
         }
     }
     Ok(modules)
+}
+
+/// Loads a module with the limits of its overrides: `overrides` if given, else those `config`
+/// names for the plugin. Blocks while it compiles.
+pub fn load(
+    runtime: &Runtime,
+    config: &HostConfig,
+    origin: &Path,
+    bytes: &[u8],
+    overrides: Option<&Overrides>,
+) -> Result<Module, LoadError> {
+    let defaults = runtime.default_limits();
+    let limits_for = |name: &str| {
+        let overrides = overrides.or_else(|| config.plugins.get(name));
+        overrides.and_then(|o| o.limits.as_ref()).map(|l| l.apply(defaults))
+    };
+    runtime.load_with(origin, bytes, &limits_for)
 }
 
 /// How the host runs its plugins.
@@ -230,16 +251,9 @@ impl Host {
         bytes: Vec<u8>,
         overrides: Option<Overrides>,
     ) -> Result<Installed, HostError> {
-        let (runtime, configured) = (self.runtime.clone(), self.settings.config.plugins.clone());
+        let (runtime, config) = (self.runtime.clone(), self.settings.config.clone());
         let (origin, given) = (origin.to_path_buf(), overrides.clone());
-        let defaults = runtime.default_limits();
-        let module = tokio::task::spawn_blocking(move || {
-            let limits_for = |name: &str| {
-                let overrides = given.as_ref().or_else(|| configured.get(name));
-                overrides.and_then(|o| o.limits.as_ref()).map(|l| l.apply(defaults))
-            };
-            runtime.load_with(&origin, &bytes, &limits_for)
-        })
+        let module = tokio::task::spawn_blocking(move || load(&runtime, &config, &origin, &bytes, given.as_ref()))
         .await
         .expect("loading a module does not panic")?;
         let overrides =

@@ -148,6 +148,32 @@ pub async fn within<F: std::future::Future>(limit: Duration, what: &str, future:
     }
 }
 
+/// Waits up to `limit` for an Event on `object` in `ns` whose note contains `needle`; returns
+/// the note.
+pub async fn event_note(
+    client: &Client,
+    ns: &str,
+    limit: Duration,
+    object: &str,
+    needle: &str,
+) -> anyhow::Result<String> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    within(limit, &format!("an event on {object} mentioning {needle:?}"), async {
+        loop {
+            let list = events.list(&Default::default()).await?;
+            let found = list.items.into_iter().find_map(|e| {
+                let about = e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object);
+                e.note.filter(|n| about && n.contains(needle))
+            });
+            if let Some(note) = found {
+                return anyhow::Ok(note);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await?
+}
+
 /// The path of a compiled plugin in `plugins/dist`.
 pub fn plugin(name: &str) -> PathBuf {
     let path = workspace_root().join("plugins/dist").join(format!("{name}.wasm"));
@@ -225,7 +251,7 @@ impl RunningHost {
         let metrics = Metrics::new();
         let runtime = Arc::new(observed_runtime(limits, Some(metrics.clone()))?);
         let files: Vec<PathBuf> = plugins.iter().map(|p| plugin(p)).collect();
-        let modules = wasmop::host::load_all(&runtime, &files)?;
+        let modules = wasmop::host::load_all(&runtime, &files, &config)?;
         let host = Host::new(clusters, runtime, metrics, settings(namespace, config));
         for module in modules {
             host.start(module)?;

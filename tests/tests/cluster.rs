@@ -10,7 +10,7 @@ use kube::api::{
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use wasmop::runtime::Limits;
-use wasmop_tests::{RunningHost, apply_file, client, namespace, within, workspace_root};
+use wasmop_tests::{RunningHost, apply_file, client, event_note, namespace, within, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -42,25 +42,6 @@ fn webpage(name: &str, html: &str) -> DynamicObject {
         "spec": { "html": html }
     }))
     .expect("a valid WebPage")
-}
-
-/// Waits for an Event on `object` whose note contains `needle`; returns the note.
-async fn event_note(client: &Client, ns: &str, object: &str, needle: &str) -> anyhow::Result<String> {
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    within(WAIT, &format!("an event on {object} mentioning {needle:?}"), async {
-        loop {
-            let list = events.list(&ListParams::default()).await?;
-            let found = list.items.into_iter().find_map(|e| {
-                let about = e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object);
-                e.note.filter(|n| about && n.contains(needle))
-            });
-            if let Some(note) = found {
-                return anyhow::Ok(note);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await?
 }
 
 async fn warnings(client: &Client, ns: &str) -> anyhow::Result<Vec<String>> {
@@ -119,9 +100,9 @@ async fn misbehaving_plugins_fail_with_their_cause_while_a_good_plugin_keeps_wor
     api.create(&PostParams::default(), &webpage("good", "<p>fine</p>")).await?;
     within(WAIT, "good Ready", await_condition(api.clone(), "good", ready_for_current_generation)).await??;
 
-    let deadline = event_note(&client, &ns, "loop", "deadline of 500ms exceeded").await?;
-    let memory = event_note(&client, &ns, "alloc", "memory limit of 64 MiB exceeded").await?;
-    let panic = event_note(&client, &ns, "panic", "panicked: fixture-panic: panicking on purpose").await?;
+    let deadline = event_note(&client, &ns, WAIT, "loop", "deadline of 500ms exceeded").await?;
+    let memory = event_note(&client, &ns, WAIT, "alloc", "memory limit of 64 MiB exceeded").await?;
+    let panic = event_note(&client, &ns, WAIT, "panic", "panicked: fixture-panic: panicking on purpose").await?;
     for note in [&deadline, &memory, &panic] {
         assert!(note.starts_with("reconcile of "), "the note names the object: {note}");
     }
