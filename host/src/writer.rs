@@ -130,9 +130,11 @@ const MAX_NOTE: usize = 1024;
 
 impl Writer {
     /// A writer for objects of `resource`, owned by `plugin`, counting its writes in `metrics`.
-    pub fn new(client: Client, resource: ApiResource, plugin: &str, metrics: Arc<Metrics>) -> Self {
+    /// Objects are written with `client` (which may impersonate the plugin's ServiceAccount);
+    /// Events, the host's own reports, are published with `events`.
+    pub fn new(client: Client, events: Client, resource: ApiResource, plugin: &str, metrics: Arc<Metrics>) -> Self {
         let manager = format!("wasmop-{plugin}");
-        let recorder = Recorder::new(client.clone(), Reporter { controller: manager.clone(), instance: None });
+        let recorder = Recorder::new(events, Reporter { controller: manager.clone(), instance: None });
         Self {
             client,
             resource,

@@ -74,9 +74,17 @@ pub async fn remote_client() -> anyhow::Result<Client> {
 }
 
 async fn client_of(kubeconfig: &Path) -> anyhow::Result<Client> {
+    Ok(Client::try_from(config_of(kubeconfig).await?)?)
+}
+
+/// The client configuration of the shared control plane, for hosts that impersonate.
+pub async fn config() -> anyhow::Result<Config> {
+    config_of(kubeconfig()).await
+}
+
+async fn config_of(kubeconfig: &Path) -> anyhow::Result<Config> {
     let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
+    Ok(Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?)
 }
 
 /// A namespace of its own for one test.

@@ -208,7 +208,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let reconciler = Arc::new(Reconciler {
         module: module.clone(),
         cache: cache.clone(),
-        writer: Writer::new(writer_client, resource.clone(), &plugin, metrics.clone()),
+        writer: Writer::new(writer_client, local.client().clone(), resource.clone(), &plugin, metrics.clone()),
         metrics,
         resource,
         primaries: primaries.clone(),

@@ -1,0 +1,64 @@
+//! Writes as a plugin's ServiceAccount, against the real kube-apiserver with RBAC: cluster RBAC,
+//! not the host's own rights, bounds what the plugin may write.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use wasmop::informer::Clusters;
+use wasmop::runtime::Limits;
+use wasmop_tests::{RunningHost, apply, client, config, event_note, namespace, within};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_writes_only_what_its_service_account_may() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "impersonation").await?;
+    let account = serde_json::json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "bulk" } });
+    apply(&client, account, Some(&ns)).await?;
+    let yaml = format!("plugins:\n  fixture-bulk:\n    serviceAccount: {{ namespace: {ns}, name: bulk }}\n");
+    let host = RunningHost::start_on(
+        Clusters::from_config(config().await?)?,
+        &ns,
+        &["fixture-bulk"],
+        Limits::default(),
+        serde_yaml::from_str(&yaml)?,
+    )?;
+
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let primary: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "bulk", "labels": { "wasmop.dev/fixture": "bulk" } }, "data": { "count": "1" }
+    }))?;
+    config_maps.create(&PostParams::default(), &primary).await?;
+    // The host itself may write ConfigMaps; the account may not, and the API server says so.
+    let user = format!("system:serviceaccount:{ns}:bulk");
+    let note = event_note(&client, &ns, WAIT, "bulk", &format!("User \"{user}\" cannot patch")).await?;
+    assert!(note.contains("configmaps"), "{note}");
+    assert!(config_maps.get_opt("bulk-0").await?.is_none(), "nothing was written");
+
+    let role = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": { "name": "bulk" },
+        "rules": [{ "apiGroups": [""], "resources": ["configmaps"],
+                    "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"] }]
+    });
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": { "name": "bulk" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "bulk" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "bulk", "namespace": ns }]
+    });
+    apply(&client, role, Some(&ns)).await?;
+    apply(&client, binding, Some(&ns)).await?;
+    // Retried with backoff: once RBAC allows it, the dependent is written as the account.
+    within(WAIT, "bulk-0 written once RBAC allows it", async {
+        loop {
+            if let Some(written) = config_maps.get_opt("bulk-0").await? {
+                return anyhow::Ok(written);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await??;
+    host.stop().await;
+    Ok(())
+}
