@@ -182,6 +182,27 @@ pub async fn event_note(
     .await?
 }
 
+/// A compiled plugin's bytes, changed to export the reconciler interface of contract `version`
+/// (same length as the host's version): a module "built against" another contract.
+pub fn with_contract_version(bytes: &[u8], version: &str) -> Vec<u8> {
+    let from = format!("wasmop:plugin/reconciler@{}", wasmop::runtime::bindings::CONTRACT_VERSION);
+    let to = format!("wasmop:plugin/reconciler@{version}");
+    assert_eq!(from.len(), to.len(), "the version keeps the length of {from}");
+    let (from, to) = (from.as_bytes(), to.as_bytes());
+    let mut patched = bytes.to_vec();
+    let mut replaced = 0;
+    let mut i = 0;
+    while i + from.len() <= patched.len() {
+        if &patched[i..i + from.len()] == from {
+            patched[i..i + from.len()].copy_from_slice(to);
+            replaced += 1;
+        }
+        i += 1;
+    }
+    assert!(replaced > 0, "the component names its exported interface");
+    patched
+}
+
 /// The path of a compiled plugin in `plugins/dist`.
 pub fn plugin(name: &str) -> PathBuf {
     let path = workspace_root().join("plugins/dist").join(format!("{name}.wasm"));

@@ -4,6 +4,7 @@
 //! two calls at once (checked on the plugin's own begin/end log lines, as the host logs them).
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +16,7 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 use wasmop::host::{Change, Host};
 use wasmop::metrics::Metrics;
 use wasmop::runtime::Limits;
-use wasmop::settings::HostConfig;
+use wasmop::settings::{HostConfig, Overrides};
 use wasmop_tests::{apply_file, client, namespace, observed_runtime, plugin, settings, within, workspace_root};
 
 const OBJECTS: usize = 50;
@@ -90,20 +91,99 @@ fn settled(swap: &DynamicObject, version: &str, compute: fn(i64) -> i64) -> bool
         && status["observedGeneration"].as_i64() == swap.metadata.generation
 }
 
-/// Waits until every Swap is settled for `version`.
-async fn all_settled(api: &Api<DynamicObject>, version: &str, compute: fn(i64) -> i64) -> anyhow::Result<()> {
+/// Waits until all `count` Swaps are settled for `version`.
+async fn all_settled(
+    api: &Api<DynamicObject>,
+    count: usize,
+    version: &str,
+    compute: fn(i64) -> i64,
+) -> anyhow::Result<()> {
     within(Duration::from_secs(90), &format!("every Swap settled on {version}"), async {
         loop {
             let list = api.list(&Default::default()).await?;
             let unsettled: Vec<String> =
                 list.items.iter().filter(|s| !settled(s, version, compute)).map(|s| s.name_any()).collect();
-            if list.items.len() == OBJECTS && unsettled.is_empty() {
+            if list.items.len() == count && unsettled.is_empty() {
                 return anyhow::Ok(());
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     })
     .await?
+}
+
+async fn create_swaps(api: &Api<DynamicObject>, count: usize) -> anyhow::Result<()> {
+    for i in 0..count {
+        let swap: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "test.wasmop.dev/v1", "kind": "Swap",
+            "metadata": { "name": format!("swap-{i}") }, "spec": { "value": 0 }
+        }))?;
+        api.create(&PostParams::default(), &swap).await?;
+    }
+    Ok(())
+}
+
+/// A host on `ns` whose calls are timed into its metrics.
+fn host(client: &Client, ns: &str) -> anyhow::Result<Arc<Host>> {
+    let metrics = Metrics::new();
+    let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
+    let clusters = wasmop::informer::Clusters::new(client.clone());
+    Ok(Arc::new(Host::new(clusters, runtime, metrics, settings(ns, HostConfig::default()))))
+}
+
+/// Watch requests the API server has served for Swaps (a new watch, not a reconnect of one).
+async fn swap_watches(client: &Client) -> anyhow::Result<u64> {
+    let text = client.request_text(http::Request::builder().uri("/metrics").body(Vec::new())?).await?;
+    let mut total = 0.0;
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        if line.contains("resource=\"swaps\"") && line.contains("verb=\"WATCH\"") {
+            total += line.rsplit(' ').next().unwrap_or("0").parse::<f64>()?;
+        }
+    }
+    Ok(total as u64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_versions_are_refused_and_a_new_configuration_takes_over_on_the_same_watch() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
+    let ns = namespace(&client, "takeover").await?;
+    let host = host(&client, &ns)?;
+    let (v1, v2) = (plugin("fixture-swap"), plugin("fixture-swap-v2"));
+    let v1_bytes = std::fs::read(&v1)?;
+    host.install("test", &v1, v1_bytes.clone(), None).await?;
+    let api = swaps(&client, &ns);
+    create_swaps(&api, 5).await?;
+    all_settled(&api, 5, "v1", |v| v + 1).await?;
+    let running = host.module("fixture-swap").expect("running").digest().to_string();
+
+    // Refused, with the reason; v1 keeps running and reconciling.
+    let corrupt = host.install("test", Path::new("corrupt.wasm"), b"not wasm at all".to_vec(), None).await;
+    let err = corrupt.expect_err("garbage is refused").to_string();
+    assert!(err.contains("corrupt.wasm is not a valid WebAssembly component"), "{err}");
+    let future = wasmop_tests::with_contract_version(&v1_bytes, "9.9.9");
+    let err = host.install("test", Path::new("future.wasm"), future, None).await.expect_err("refused").to_string();
+    assert!(err.contains("built against contract wasmop:plugin@9.9.9"), "{err}");
+    let err = host.install("someone-else", &v2, std::fs::read(&v2)?, None).await.expect_err("refused").to_string();
+    assert!(err.contains("already loaded from test"), "{err}");
+    assert_eq!(host.module("fixture-swap").expect("running").digest(), running);
+    let patch = serde_json::json!({ "spec": { "value": 7 } });
+    api.patch("swap-0", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    all_settled(&api, 5, "v1", |v| v + 1).await?;
+
+    // Other settings: a new controller, on the same watch, reconciling every Swap with v2.
+    let watches = swap_watches(&client).await?;
+    let overrides = Overrides { max_concurrent_reconciles: Some(2), ..Overrides::default() };
+    let installed = host.install("test", &v2, std::fs::read(&v2)?, Some(overrides)).await?;
+    assert_eq!(installed.change, Change::Restarted);
+    all_settled(&api, 5, "v2", |v| v * 2).await?;
+    assert_eq!(swap_watches(&client).await?, watches, "the new controller shares the running watch");
+
+    // Removed: its watch is released.
+    assert!(host.stop("fixture-swap").await);
+    assert_eq!(host.plugins(), Vec::<String>::new());
+    assert_eq!(host.clusters().local().active(), 0, "no watch is left running");
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,28 +193,15 @@ async fn a_swap_midway_through_churn_loses_no_change_and_never_overlaps_reconcil
     let client = client().await?;
     apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
     let ns = namespace(&client, "hot-reload").await?;
-    let metrics = Metrics::new();
-    let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
-    let host = Arc::new(Host::new(
-        wasmop::informer::Clusters::new(client.clone()),
-        runtime,
-        metrics,
-        settings(&ns, HostConfig::default()),
-    ));
+    let host = host(&client, &ns)?;
     let (v1, v2) = (plugin("fixture-swap"), plugin("fixture-swap-v2"));
     let v2_bytes = std::fs::read(&v2)?;
     let installed = host.install("test", &v1, std::fs::read(&v1)?, None).await?;
     assert_eq!(installed.change, Change::Started);
 
     let api = swaps(&client, &ns);
-    for i in 0..OBJECTS {
-        let swap: DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "test.wasmop.dev/v1", "kind": "Swap",
-            "metadata": { "name": format!("swap-{i}") }, "spec": { "value": 0 }
-        }))?;
-        api.create(&PostParams::default(), &swap).await?;
-    }
-    all_settled(&api, "v1", |v| v + 1).await?;
+    create_swaps(&api, OBJECTS).await?;
+    all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
 
     // Churn: one spec change every 10 ms, round robin, each with a new value; v2 comes in
     // halfway, while changes keep arriving.
@@ -165,7 +232,7 @@ async fn a_swap_midway_through_churn_loses_no_change_and_never_overlaps_reconcil
     let installed = swapped.expect("the swap was started").await??;
     assert_eq!(installed.change, Change::Swapped, "same configuration: swapped in place");
 
-    all_settled(&api, "v2", |v| v * 2).await?;
+    all_settled(&api, OBJECTS, "v2", |v| v * 2).await?;
     let (begun, overlapping) = (overlaps.begun.load(Ordering::SeqCst), overlaps.overlapping.load(Ordering::SeqCst));
     assert!(begun > OBJECTS as u64 * 2, "the capture saw the reconciles ({begun})");
     assert_eq!(overlapping, 0, "no Swap was reconciled by two calls at once ({begun} reconciles)");

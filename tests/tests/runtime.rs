@@ -113,21 +113,7 @@ fn a_file_that_is_not_wasm_is_refused_naming_the_file() {
 
 #[test]
 fn a_plugin_built_against_another_contract_version_is_refused() {
-    let bytes = std::fs::read(plugin("webpage")).unwrap();
-    let from = format!("wasmop:plugin/reconciler@{}", wasmop::runtime::bindings::CONTRACT_VERSION);
-    let from = from.as_bytes();
-    let to = b"wasmop:plugin/reconciler@9.9.9";
-    let mut patched = bytes.clone();
-    let mut replaced = 0;
-    let mut i = 0;
-    while i + from.len() <= patched.len() {
-        if &patched[i..i + from.len()] == from {
-            patched[i..i + from.len()].copy_from_slice(to);
-            replaced += 1;
-        }
-        i += 1;
-    }
-    assert!(replaced > 0, "the component names its exported interface");
+    let patched = wasmop_tests::with_contract_version(&std::fs::read(plugin("webpage")).unwrap(), "9.9.9");
     let err = runtime(limits()).unwrap().load_bytes(std::path::Path::new("future.wasm"), &patched).unwrap_err();
     match &err {
         LoadError::ContractMismatch { found, .. } => assert_eq!(found, "9.9.9"),
