@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use wasmop::metrics::Outcome;
 use wasmop::runtime::Limits;
-use wasmop_tests::{RunningHost, apply, apply_file, client, namespace, within, workspace_root};
+use wasmop_tests::{RunningHost, apply, apply_file, client, event_note, namespace, within, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -370,6 +370,45 @@ async fn bulk_dependents_no_longer_desired_are_deleted_plugin_checks_gate_and_re
     let settings = config_maps.get("settings").await?;
     let managers: Vec<_> = settings.managed_fields().iter().filter_map(|f| f.manager.clone()).collect();
     assert!(!managers.iter().any(|m| m.starts_with("wasmop-")), "a read-only dependent is never written: {managers:?}");
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_of_an_undeclared_kind_is_refused_and_nothing_is_written() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "capability").await?;
+    let config_maps = api(&client, &ns, "", "v1", "ConfigMap", "configmaps");
+    let secrets = api(&client, &ns, "", "v1", "Secret", "secrets");
+    let host = RunningHost::start(&client, &ns, &["fixture-bulk"], Limits::default())?;
+    // Two good ConfigMaps, a gated one, and a Secret the plugin never declared.
+    let primary = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "p", "labels": { "wasmop.dev/fixture": "bulk" } },
+        "data": { "count": "2", "gate": "open", "rogue": "Secret" },
+    });
+    apply(&client, primary, Some(&ns)).await?;
+    let note = event_note(&client, &ns, WAIT, "p", "may not write v1/Secret \"p-rogue\"").await?;
+    assert!(note.contains("not the declared v1/ConfigMap"), "{note}");
+    let warnings = Api::<Event>::namespaced(client.clone(), &ns).list(&ListParams::default()).await?;
+    assert!(
+        warnings.items.iter().any(|e| e.reason.as_deref() == Some("CapabilityDenied")),
+        "the Event's reason is CapabilityDenied"
+    );
+    for name in ["p-0", "p-1", "p-gated"] {
+        assert!(config_maps.get_opt(name).await?.is_none(), "{name} was not written either");
+    }
+    assert!(secrets.get_opt("p-rogue").await?.is_none(), "the Secret was not written");
+    let text = host.host().metrics().encode();
+    let writes: Vec<&str> =
+        text.lines().filter(|l| l.starts_with("wasmop_writes_total{plugin=\"fixture-bulk\"")).collect();
+    assert!(writes.iter().all(|l| l.contains("verb=\"Event\"")), "the host wrote only Events: {writes:?}");
+
+    // Without the rogue object, the plugin works again.
+    config_maps.patch("p", &PatchParams::default(), &Patch::Merge(json!({ "data": { "rogue": null } }))).await?;
+    wait_until(&config_maps, "p", "2 bulk objects", |p| annotation(p, "wasmop.dev/bulk").as_deref() == Some("2"))
+        .await?;
+    assert!(config_maps.get_opt("p-1").await?.is_some());
     host.stop().await;
     Ok(())
 }

@@ -207,6 +207,9 @@ impl Reconciler {
             dependents::DependentError::InvalidDesired { .. } => {
                 Failure { error: ReconcileError::Permanent(err.to_string()), reason: "InvalidDependent", retry: false }
             }
+            dependents::DependentError::Undeclared { .. } => {
+                Failure { error: ReconcileError::Permanent(err.to_string()), reason: "CapabilityDenied", retry: false }
+            }
             dependents::DependentError::Api { .. } => Failure::transient("DependentFailed", err.to_string()),
         })
     }

@@ -9,6 +9,7 @@
 //! primary, and the host finds a primary's dependents through the watch's links in O(1) per
 //! object, also after a restart.
 
+mod capability;
 pub mod condition;
 pub mod matching;
 pub mod workflow;
@@ -48,6 +49,15 @@ pub enum DependentError {
         dependent: String,
         /// What is wrong.
         reason: String,
+    },
+    /// The plugin asked for a write it is not allowed to make: an object of a kind it did not
+    /// declare as a dependent. Nothing of that reconcile was written.
+    #[error("plugin {plugin:?} may not write {what}")]
+    Undeclared {
+        /// The plugin.
+        plugin: String,
+        /// The refused write and why.
+        what: String,
     },
     /// An API request failed.
     #[error("{what} {key} failed: {source}")]
@@ -142,18 +152,23 @@ impl Dependents {
         desired: Vec<DesiredObject>,
         check: PluginCheck<'_>,
     ) -> Result<Vec<DependentState>, DependentError> {
+        // Every object is checked before the first write.
         let mut wanted: HashMap<String, Vec<Value>> = HashMap::new();
         for d in desired {
-            if !self.kinds.iter().any(|k| k.spec.name == d.dependent) {
-                return Err(DependentError::InvalidDesired {
-                    dependent: d.dependent,
-                    reason: "no dependent of that name is declared".into(),
-                });
-            }
-            let object = serde_json::from_str(&d.object).map_err(|e| DependentError::InvalidDesired {
+            let undeclared = |what: String| DependentError::Undeclared { plugin: self.plugin.clone(), what };
+            let Some(kind) = self.kinds.iter().find(|k| k.spec.name == d.dependent) else {
+                return Err(undeclared(format!(
+                    "objects of dependent {:?}: no dependent of that name is declared",
+                    d.dependent
+                )));
+            };
+            let object: Value = serde_json::from_str(&d.object).map_err(|e| DependentError::InvalidDesired {
                 dependent: d.dependent.clone(),
                 reason: e.to_string(),
             })?;
+            if let Some(reason) = capability::refusal(&kind.resource.api_version, &kind.resource.kind, &object) {
+                return Err(undeclared(format!("{reason} of dependent {:?}", d.dependent)));
+            }
             wanted.entry(d.dependent).or_default().push(object);
         }
         let primary_json = serde_json::to_value(primary.object).unwrap_or(Value::Null);
@@ -379,16 +394,9 @@ impl Dependents {
         if !desired.is_object() {
             return Err(invalid("not a JSON object".into()));
         }
-        let api_version = kind.resource.api_version.clone();
-        for (field, expected) in [("apiVersion", &api_version), ("kind", &kind.resource.kind)] {
-            match desired[field].as_str() {
-                None => desired[field] = json!(expected),
-                Some(given) if given == expected => {}
-                Some(given) => {
-                    return Err(invalid(format!("{field} is {given:?}, the dependent declares {expected:?}")));
-                }
-            }
-        }
+        // The type was checked before any write (`capability`); fill it in where left out.
+        desired["apiVersion"] = json!(kind.resource.api_version);
+        desired["kind"] = json!(kind.resource.kind);
         let metadata = &mut desired["metadata"];
         if let Some(ns) = &key.namespace {
             metadata["namespace"] = json!(ns);
