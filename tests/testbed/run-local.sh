@@ -17,4 +17,5 @@ else
   echo "local control plane up; export KUBECONFIG=$KUBECONFIG to use kubectl on it" >&2
 fi
 "$apply" plugins/webpage/crd.yaml plugins/webpage/example.yaml
-exec target/release/wasmop run --plugin plugins/dist/webpage.wasm
+# --watch: `make plugins` in another terminal swaps the new version in.
+exec target/release/wasmop run --plugin plugins/dist/webpage.wasm --watch
