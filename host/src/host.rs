@@ -254,8 +254,8 @@ impl Host {
         let (runtime, config) = (self.runtime.clone(), self.settings.config.clone());
         let (origin, given) = (origin.to_path_buf(), overrides.clone());
         let module = tokio::task::spawn_blocking(move || load(&runtime, &config, &origin, &bytes, given.as_ref()))
-        .await
-        .expect("loading a module does not panic")?;
+            .await
+            .expect("loading a module does not panic")?;
         let overrides =
             overrides.or_else(|| self.settings.config.plugins.get(module.name()).cloned()).unwrap_or_default();
         self.put(owner, Arc::new(module), overrides).await

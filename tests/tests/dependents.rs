@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
@@ -12,7 +13,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use wasmop::metrics::Outcome;
 use wasmop::runtime::Limits;
-use wasmop_tests::{RunningHost, apply, apply_file, client, event_note, namespace, within, workspace_root};
+use wasmop_tests::{RunningHost, apply, apply_file, client, namespace, within, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -374,8 +375,35 @@ async fn bulk_dependents_no_longer_desired_are_deleted_plugin_checks_gate_and_re
     Ok(())
 }
 
+/// Waits for a Warning Event with `reason` about `object` (core/v1, by `involvedObject.name`);
+/// returns its message.
+async fn warning(client: &Client, ns: &str, object: &str, reason: &str) -> anyhow::Result<String> {
+    let events: Api<CoreEvent> = Api::namespaced(client.clone(), ns);
+    let about = ListParams::default().fields(&format!("involvedObject.name={object}"));
+    within(WAIT, &format!("a {reason} Warning Event on {object}"), async {
+        loop {
+            let found = events.list(&about).await?.items.into_iter().find_map(|e| {
+                let warning = e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some(reason);
+                warning.then(|| e.message.unwrap_or_default())
+            });
+            if let Some(message) = found {
+                return anyhow::Ok(message);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await?
+}
+
+/// The host's writes for `plugin` other than Events, from its metrics.
+fn writes_but_events(host: &RunningHost, plugin: &str) -> Vec<String> {
+    let text = host.host().metrics().encode();
+    let prefix = format!("wasmop_writes_total{{plugin=\"{plugin}\"");
+    text.lines().filter(|l| l.starts_with(&prefix) && !l.contains("verb=\"Event\"")).map(String::from).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dependent_of_an_undeclared_kind_is_refused_and_nothing_is_written() -> anyhow::Result<()> {
+async fn undeclared_kind_is_refused_and_nothing_is_written() -> anyhow::Result<()> {
     let client = client().await?;
     let ns = namespace(&client, "capability").await?;
     let config_maps = api(&client, &ns, "", "v1", "ConfigMap", "configmaps");
@@ -388,27 +416,61 @@ async fn a_dependent_of_an_undeclared_kind_is_refused_and_nothing_is_written() -
         "data": { "count": "2", "gate": "open", "rogue": "Secret" },
     });
     apply(&client, primary, Some(&ns)).await?;
-    let note = event_note(&client, &ns, WAIT, "p", "may not write v1/Secret \"p-rogue\"").await?;
-    assert!(note.contains("not the declared v1/ConfigMap"), "{note}");
-    let warnings = Api::<Event>::namespaced(client.clone(), &ns).list(&ListParams::default()).await?;
+    let message = warning(&client, &ns, "p", "CapabilityDenied").await?;
     assert!(
-        warnings.items.iter().any(|e| e.reason.as_deref() == Some("CapabilityDenied")),
-        "the Event's reason is CapabilityDenied"
+        message.contains(
+            "plugin \"fixture-bulk\" may not write v1/Secret \"p-rogue\": dependent \"bulk\" is declared as v1/ConfigMap"
+        ),
+        "{message}"
     );
     for name in ["p-0", "p-1", "p-gated"] {
         assert!(config_maps.get_opt(name).await?.is_none(), "{name} was not written either");
     }
     assert!(secrets.get_opt("p-rogue").await?.is_none(), "the Secret was not written");
-    let text = host.host().metrics().encode();
-    let writes: Vec<&str> =
-        text.lines().filter(|l| l.starts_with("wasmop_writes_total{plugin=\"fixture-bulk\"")).collect();
-    assert!(writes.iter().all(|l| l.contains("verb=\"Event\"")), "the host wrote only Events: {writes:?}");
+    let writes = writes_but_events(&host, "fixture-bulk");
+    assert!(writes.is_empty(), "the host wrote only Events: {writes:?}");
 
     // Without the rogue object, the plugin works again.
     config_maps.patch("p", &PatchParams::default(), &Patch::Merge(json!({ "data": { "rogue": null } }))).await?;
+    for name in ["p-0", "p-1"] {
+        wait_for(&config_maps, name, "written once the plugin behaves", |o| o.is_some()).await?;
+    }
     wait_until(&config_maps, "p", "2 bulk objects", |p| annotation(p, "wasmop.dev/bulk").as_deref() == Some("2"))
         .await?;
-    assert!(config_maps.get_opt("p-1").await?.is_some());
+    assert!(secrets.get_opt("p-rogue").await?.is_none(), "the Secret never was");
+    host.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_in_another_namespace_is_refused_and_nothing_is_written() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "capability-ns").await?;
+    let other = namespace(&client, "capability-other").await?;
+    let config_maps = api(&client, &ns, "", "v1", "ConfigMap", "configmaps");
+    let others = api(&client, &other, "", "v1", "ConfigMap", "configmaps");
+    let host = RunningHost::start(&client, &ns, &["fixture-bulk"], Limits::default())?;
+    // One good ConfigMap, and one in a namespace the owner reference cannot reach.
+    let primary = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "p", "labels": { "wasmop.dev/fixture": "bulk" } },
+        "data": { "count": "1", "elsewhere": other },
+    });
+    apply(&client, primary, Some(&ns)).await?;
+    let message = warning(&client, &ns, "p", "CapabilityDenied").await?;
+    let refused = format!("may not write v1/ConfigMap \"p-elsewhere\" in namespace \"{other}\"");
+    assert!(message.contains(&refused), "{message}");
+    assert!(others.get_opt("p-elsewhere").await?.is_none(), "nothing was written in the other namespace");
+    assert!(config_maps.get_opt("p-0").await?.is_none(), "nor in the primary's");
+    let writes = writes_but_events(&host, "fixture-bulk");
+    assert!(writes.is_empty(), "the host wrote only Events: {writes:?}");
+
+    // Naming the primary's own namespace is fine.
+    config_maps.patch("p", &PatchParams::default(), &Patch::Merge(json!({ "data": { "elsewhere": ns } }))).await?;
+    wait_until(&config_maps, "p", "2 bulk objects", |p| annotation(p, "wasmop.dev/bulk").as_deref() == Some("2"))
+        .await?;
+    assert!(config_maps.get_opt("p-elsewhere").await?.is_some(), "written in the primary's namespace");
+    assert!(others.get_opt("p-elsewhere").await?.is_none());
     host.stop().await;
     Ok(())
 }

@@ -8,6 +8,10 @@
 //! watched (by that label) like a declared watch, so changes made by others reconcile the
 //! primary, and the host finds a primary's dependents through the watch's links in O(1) per
 //! object, also after a restart.
+//!
+//! A plugin writes only what it declares (`capability`): every desired object is checked against
+//! its dependent's declared kind and its primary's namespace before the first write of a
+//! reconcile, and one refused object fails the reconcile with nothing written.
 
 mod capability;
 pub mod condition;
@@ -50,14 +54,18 @@ pub enum DependentError {
         /// What is wrong.
         reason: String,
     },
-    /// The plugin asked for a write it is not allowed to make: an object of a kind it did not
-    /// declare as a dependent. Nothing of that reconcile was written.
-    #[error("plugin {plugin:?} may not write {what}")]
+    /// The plugin asked for a write it is not allowed to make (`capability`): an object of a
+    /// dependent it did not declare, of another kind than the dependent's declared one, or in
+    /// another namespace than its primary's. Nothing of that reconcile was written.
+    #[error("plugin {plugin:?} may not write {reason}")]
     Undeclared {
         /// The plugin.
         plugin: String,
-        /// The refused write and why.
-        what: String,
+        /// The dependent the plugin named.
+        dependent: String,
+        /// The refused object and why, e.g.
+        /// `v1/Secret "x": dependent "bulk" is declared as v1/ConfigMap`.
+        reason: String,
     },
     /// An API request failed.
     #[error("{what} {key} failed: {source}")]
@@ -152,23 +160,29 @@ impl Dependents {
         desired: Vec<DesiredObject>,
         check: PluginCheck<'_>,
     ) -> Result<Vec<DependentState>, DependentError> {
-        // Every object is checked before the first write.
+        // Every object is checked before the first write, so a refused one leaves the cluster
+        // as it was.
         let mut wanted: HashMap<String, Vec<Value>> = HashMap::new();
         for d in desired {
-            let undeclared = |what: String| DependentError::Undeclared { plugin: self.plugin.clone(), what };
+            let undeclared = |reason: String| DependentError::Undeclared {
+                plugin: self.plugin.clone(),
+                dependent: d.dependent.clone(),
+                reason,
+            };
             let Some(kind) = self.kinds.iter().find(|k| k.spec.name == d.dependent) else {
                 return Err(undeclared(format!(
                     "objects of dependent {:?}: no dependent of that name is declared",
                     d.dependent
                 )));
             };
-            let object: Value = serde_json::from_str(&d.object).map_err(|e| DependentError::InvalidDesired {
-                dependent: d.dependent.clone(),
-                reason: e.to_string(),
-            })?;
-            if let Some(reason) = capability::refusal(&kind.resource.api_version, &kind.resource.kind, &object) {
-                return Err(undeclared(format!("{reason} of dependent {:?}", d.dependent)));
+            let invalid = |reason: String| DependentError::InvalidDesired { dependent: d.dependent.clone(), reason };
+            let object: Value = serde_json::from_str(&d.object).map_err(|e| invalid(e.to_string()))?;
+            if !object.is_object() {
+                return Err(invalid("not a JSON object".into()));
             }
+            capability::check(&kind.spec, kind.ownership, primary.key.namespace.as_deref(), &object)
+                .map_err(undeclared)?;
+            self.key_of(kind, primary, &object)?;
             wanted.entry(d.dependent).or_default().push(object);
         }
         let primary_json = serde_json::to_value(primary.object).unwrap_or(Value::Null);
@@ -372,8 +386,8 @@ impl Dependents {
         };
         let name = desired["metadata"]["name"].as_str().ok_or_else(|| invalid("metadata.name is missing"))?;
         let namespace = if kind.spec.kind.namespaced {
-            let ns =
-                desired["metadata"]["namespace"].as_str().map(String::from).or_else(|| primary.key.namespace.clone());
+            let given = desired["metadata"]["namespace"].as_str().filter(|ns| !ns.is_empty());
+            let ns = given.map(String::from).or_else(|| primary.key.namespace.clone());
             Some(ns.ok_or_else(|| invalid("a namespaced dependent of a cluster-scoped primary needs a namespace"))?)
         } else {
             None
@@ -390,11 +404,8 @@ impl Dependents {
         mut desired: Value,
     ) -> Result<(ObjectKey, Value), DependentError> {
         let key = self.key_of(kind, primary, &desired)?;
-        let invalid = |reason: String| DependentError::InvalidDesired { dependent: kind.spec.name.clone(), reason };
-        if !desired.is_object() {
-            return Err(invalid("not a JSON object".into()));
-        }
-        // The type was checked before any write (`capability`); fill it in where left out.
+        // The type and namespace were checked before any write (`capability`); fill them in where
+        // left out.
         desired["apiVersion"] = json!(kind.resource.api_version);
         desired["kind"] = json!(kind.resource.kind);
         let metadata = &mut desired["metadata"];
@@ -404,16 +415,8 @@ impl Dependents {
         metadata["labels"][MANAGED_BY_LABEL] = json!(self.plugin);
         metadata["labels"][DEPENDENT_LABEL] = json!(kind.spec.name);
         match kind.ownership {
+            // In the primary's namespace (`capability`): the reference can point there.
             Ownership::OwnerReference => {
-                if key.namespace.is_some() && primary.key.namespace.is_some() && key.namespace != primary.key.namespace
-                {
-                    return Err(invalid(format!(
-                        "it is in namespace {:?}, its primary in {:?}: owner references cannot cross namespaces; \
-                         declare the dependent with annotation ownership",
-                        key.namespace.as_deref().unwrap_or_default(),
-                        primary.key.namespace.as_deref().unwrap_or_default()
-                    )));
-                }
                 metadata["ownerReferences"] = json!([{
                     "apiVersion": primary.resource.api_version,
                     "kind": primary.resource.kind,

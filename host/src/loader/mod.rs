@@ -2,5 +2,6 @@
 //! ([`files`]), and `ReconcilerPlugin` resources ([`resource`]). Both hand modules to
 //! [`crate::host::Host::install`], which starts, swaps or refuses them.
 
+pub mod fetch;
 pub mod files;
 pub mod resource;

@@ -1,19 +1,274 @@
-//! `ReconcilerPlugin` resources: the cluster says which plugins run.
+//! `ReconcilerPlugin` resources: the cluster says which plugins run. Each resource names a
+//! module ([`fetch`](super::fetch)) and its deployment-time overrides; the host runs it with
+//! [`Host::install`] under the owner `ReconcilerPlugin/<name>` and reports on the status:
+//! `Loaded` (the spec's module runs), `Ready` (some version runs), `Degraded` (the spec's module
+//! was refused or could not be fetched), the running digest and the plugin's reconcile counts.
+//!
+//! The module is fetched again every [`RECHECK`] (a single GET for a ConfigMap) and installed
+//! only when its digest or the overrides changed, so an edited ConfigMap swaps the plugin within
+//! seconds without the host caching every ConfigMap of the cluster.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use futures::StreamExt;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Resource, ResourceExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use super::fetch::ModuleSpec;
 use crate::host::Host;
+use crate::metrics::Outcome;
+use crate::settings::Overrides;
 
-/// Runs the plugins `ReconcilerPlugin` resources name, and reports on their status, until
-/// `shutdown` fires.
-pub async fn run(host: Arc<Host>, shutdown: CancellationToken) {
-    let _ = host;
-    shutdown.cancelled().await;
-}
+/// The `ReconcilerPlugin` CustomResourceDefinition, as shipped.
+const CRD: &str = include_str!("../../crds/reconcilerplugin.yaml");
+
+/// How often a resource's module is fetched again, and its counters refreshed.
+pub const RECHECK: Duration = Duration::from_secs(5);
+
+/// The finalizer that stops a plugin before its resource goes.
+pub const FINALIZER: &str = "wasmop.dev/reconciler-plugin";
 
 /// The `ReconcilerPlugin` CustomResourceDefinition as YAML.
 pub fn crd_yaml() -> String {
-    String::new()
+    CRD.to_string()
+}
+
+/// The kind of `ReconcilerPlugin` resources.
+pub fn resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("wasmop.dev", "v1alpha1", "ReconcilerPlugin"),
+        "reconcilerplugins",
+    )
+}
+
+/// `spec` of a `ReconcilerPlugin`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Spec {
+    module: ModuleSpec,
+    #[serde(default)]
+    overrides: Option<Overrides>,
+}
+
+/// What the host runs for one resource: the digest of the fetched module and the overrides.
+type Applied = (String, Option<Overrides>);
+
+struct Context {
+    host: Arc<Host>,
+    api: Api<DynamicObject>,
+    recorder: Recorder,
+    /// What each resource last had installed, by resource name.
+    applied: Mutex<HashMap<String, Applied>>,
+}
+
+/// How the last attempt went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    /// The spec's module runs as plugin `plugin`.
+    Loaded {
+        /// The plugin's name.
+        plugin: String,
+    },
+    /// The spec's module does not run; `running` says whether an older version does.
+    Refused {
+        /// A CamelCase reason.
+        reason: &'static str,
+        /// What went wrong.
+        message: String,
+        /// Whether an older version keeps running.
+        running: bool,
+    },
+}
+
+/// The status conditions for `report`, keeping the transition time of those whose status did
+/// not change since `previous`.
+pub fn conditions(previous: &Value, report: &Report, generation: Option<i64>, now: &str) -> Vec<Value> {
+    let (loaded, ready, degraded) = match report {
+        Report::Loaded { plugin } => (
+            ("True", "Loaded", format!("plugin {plugin} runs the module the spec names")),
+            ("True", "Running", format!("plugin {plugin} is running")),
+            ("False", "AsSpecified", "the spec's module runs".to_string()),
+        ),
+        Report::Refused { reason, message, running } => (
+            ("False", *reason, message.clone()),
+            if *running {
+                ("True", "Running", "an older version of the plugin keeps running".to_string())
+            } else {
+                ("False", "NotRunning", "no version of the plugin runs".to_string())
+            },
+            ("True", *reason, message.clone()),
+        ),
+    };
+    [("Loaded", loaded), ("Ready", ready), ("Degraded", degraded)]
+        .into_iter()
+        .map(|(type_, (status, reason, message))| {
+            let before = previous.as_array().and_then(|cs| cs.iter().find(|c| c["type"] == type_));
+            let since =
+                before.filter(|c| c["status"] == status).and_then(|c| c["lastTransitionTime"].as_str()).unwrap_or(now);
+            json!({ "type": type_, "status": status, "reason": reason, "message": message,
+                    "lastTransitionTime": since, "observedGeneration": generation })
+        })
+        .collect()
+}
+
+/// Runs the plugins `ReconcilerPlugin` resources name, and reports on their status, until
+/// `shutdown` fires. Waits (quietly, retrying every 30 s) for the CRD to be installed.
+pub async fn run(host: Arc<Host>, shutdown: CancellationToken) {
+    let client = host.clusters().local().client().clone();
+    let resource = resource();
+    let gvk = GroupVersionKind::gvk(&resource.group, &resource.version, &resource.kind);
+    let mut told = false;
+    while let Err(err) = kube::discovery::pinned_kind(&client, &gvk).await {
+        if !told {
+            tracing::warn!(%err, "ReconcilerPlugin resources are not served; install the CRD with \
+                `wasmop crd | kubectl apply -f -` (checking again every 30 s)");
+            told = true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(30)) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let recorder = Recorder::new(client, Reporter { controller: "wasmop".into(), instance: None });
+    let context = Arc::new(Context { host, api: api.clone(), recorder, applied: Mutex::new(HashMap::new()) });
+    tracing::info!("running the plugins of ReconcilerPlugin resources");
+    Controller::new_with(api, watcher::Config::default(), resource)
+        .graceful_shutdown_on(async move { shutdown.cancelled().await })
+        .run(reconcile, |_, _, _| Action::requeue(RECHECK), context)
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<Action, kube::Error> {
+    let name = object.name_any();
+    let owner = format!("ReconcilerPlugin/{name}");
+    if object.metadata.deletion_timestamp.is_some() {
+        let stopped = context.host.remove(&owner).await;
+        tracing::info!(resource = name, ?stopped, "ReconcilerPlugin deleted; its plugin stopped");
+        context.applied.lock().expect("never poisoned").remove(&name);
+        let finalizers: Vec<&String> = object.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": object.resource_version() } });
+        context.api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        return Ok(Action::await_change());
+    }
+    if !object.finalizers().iter().any(|f| f == FINALIZER) {
+        let mut finalizers = object.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_string());
+        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": object.resource_version() } });
+        context.api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+    let report = load(&context, &name, &owner, &object).await;
+    let status = &object.data["status"];
+    if let Report::Refused { reason, message, .. } = &report {
+        tracing::error!(resource = name, reason, "plugin refused: {message}");
+        // One Event per new refusal, not one per recheck.
+        let degraded = status["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "Degraded"));
+        if degraded.is_none_or(|c| c["message"] != message.as_str()) {
+            let event = Event {
+                type_: EventType::Warning,
+                reason: (*reason).to_string(),
+                note: Some(message.chars().take(1000).collect()),
+                action: "Load".into(),
+                secondary: None,
+            };
+            if let Err(err) = context.recorder.publish(&event, &object.object_ref(&resource())).await {
+                tracing::warn!(resource = name, %err, "cannot record the refusal as an Event");
+            }
+        }
+    }
+    let plugin = context.host.owned_by(&owner).into_iter().next();
+    let digest = plugin.as_deref().and_then(|p| context.host.module(p)).map(|m| m.digest().to_string());
+    let metrics = context.host.metrics();
+    let count = |outcome| plugin.as_deref().map_or(0, |p| metrics.reconciles_of(p, outcome));
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let patch = json!({ "status": {
+        "conditions": conditions(&status["conditions"], &report, object.metadata.generation, &now),
+        "plugin": plugin, "digest": digest, "observedGeneration": object.metadata.generation,
+        "reconciles": count(Outcome::Success), "failures": count(Outcome::Failure),
+    }});
+    context.api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(Action::requeue(RECHECK))
+}
+
+/// Fetches the resource's module and runs it, unless it already runs with these overrides.
+async fn load(context: &Context, name: &str, owner: &str, object: &DynamicObject) -> Report {
+    let running = !context.host.owned_by(owner).is_empty();
+    let refused = |reason, message: String| Report::Refused { reason, message, running };
+    let spec: Spec = match serde_json::from_value(object.data["spec"].clone()) {
+        Ok(spec) => spec,
+        Err(err) => return refused("InvalidSpec", format!("invalid spec: {err}")),
+    };
+    let client = context.host.clusters().local().client().clone();
+    let bytes = match spec.module.fetch(&client).await {
+        Ok(bytes) => bytes,
+        Err(message) => return refused("FetchFailed", message),
+    };
+    let applied = (hex::encode(Sha256::digest(&bytes)), spec.overrides.clone());
+    let before = context.applied.lock().expect("never poisoned").get(name).cloned();
+    if let (true, Some(plugin)) = (before.as_ref() == Some(&applied), context.host.owned_by(owner).pop()) {
+        return Report::Loaded { plugin };
+    }
+    let origin = std::path::PathBuf::from(format!("ReconcilerPlugin {name}"));
+    match context.host.install(owner, &origin, bytes, spec.overrides).await {
+        Ok(installed) => {
+            tracing::info!(resource = name, plugin = installed.name, digest = installed.digest,
+                change = ?installed.change, "ReconcilerPlugin loaded");
+            // A module that renamed its plugin: the old one goes.
+            for other in context.host.owned_by(owner).into_iter().filter(|p| *p != installed.name) {
+                context.host.stop(&other).await;
+            }
+            context.applied.lock().expect("never poisoned").insert(name.to_string(), applied);
+            Report::Loaded { plugin: installed.name }
+        }
+        Err(err) => refused("LoadFailed", err.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_with_an_older_version_running_is_degraded_but_ready() {
+        let report = Report::Refused { reason: "LoadFailed", message: "bad".into(), running: true };
+        let now = "2026-11-22T00:00:00Z";
+        let conditions = conditions(&Value::Null, &report, Some(3), now);
+        let status: Vec<(&str, &str)> =
+            conditions.iter().map(|c| (c["type"].as_str().unwrap(), c["status"].as_str().unwrap())).collect();
+        assert_eq!(status, [("Loaded", "False"), ("Ready", "True"), ("Degraded", "True")]);
+        assert_eq!(conditions[0]["message"], "bad");
+        assert_eq!(conditions[2]["reason"], "LoadFailed");
+        assert!(conditions.iter().all(|c| c["observedGeneration"] == 3 && c["lastTransitionTime"] == now));
+    }
+
+    #[test]
+    fn transition_times_change_only_with_the_status() {
+        let earlier = conditions(&Value::Null, &Report::Loaded { plugin: "p".into() }, Some(1), "t1");
+        let previous = Value::Array(earlier);
+        let report = Report::Refused { reason: "FetchFailed", message: "gone".into(), running: true };
+        let later = conditions(&previous, &report, Some(2), "t2");
+        let times: Vec<&str> = later.iter().map(|c| c["lastTransitionTime"].as_str().unwrap()).collect();
+        // Loaded and Degraded flipped; Ready stayed True.
+        assert_eq!(times, ["t2", "t1", "t2"]);
+    }
+
+    #[test]
+    fn the_shipped_crd_is_the_reconciler_plugin_kind() {
+        let crd: Value = serde_yaml::from_str(&crd_yaml()).unwrap();
+        let resource = resource();
+        assert_eq!(crd["spec"]["group"], resource.group.as_str());
+        assert_eq!(crd["spec"]["names"]["plural"], resource.plural.as_str());
+        assert_eq!(crd["spec"]["scope"], "Cluster");
+        assert_eq!(crd["spec"]["versions"][0]["name"], resource.version.as_str());
+    }
 }

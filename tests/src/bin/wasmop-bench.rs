@@ -228,6 +228,12 @@ async fn native_reconcile(object: Arc<DynamicObject>, native: Arc<Native>) -> Re
     Ok(Action::requeue(Duration::from_secs(36000)))
 }
 
+/// Retries a failed native reconcile after a second, saying why it failed.
+fn native_error_policy(page: Arc<DynamicObject>, err: &kube::Error, _: Arc<Native>) -> Action {
+    eprintln!("native reconcile of {} failed: {err}", page.name_any());
+    Action::requeue(Duration::from_secs(1))
+}
+
 async fn end_to_end(client: &Client, n: usize) -> anyhow::Result<()> {
     apply_file(client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
     let gvk = GroupVersionKind::gvk("sample.wasmop.dev", "v1", "WebPage");
@@ -261,7 +267,7 @@ async fn end_to_end(client: &Client, n: usize) -> anyhow::Result<()> {
     });
     let controller = Controller::new_with(api.clone(), watcher::Config::default(), resource.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY as u16))
-        .run(native_reconcile, |_, _, _| Action::requeue(Duration::from_secs(1)), shared)
+        .run(native_reconcile, native_error_policy, shared)
         .for_each(|_| async {});
     let native = tokio::select! {
         elapsed = until_all_ready(&api, n, started) => elapsed?,

@@ -1,0 +1,138 @@
+//! `ReconcilerPlugin` resources against the real kube-apiserver: a module in a ConfigMap runs
+//! and reconciles, editing the ConfigMap swaps it, a corrupt module and one built against an
+//! unknown contract are refused on the resource's status while the old version keeps
+//! reconciling, and deleting the resource stops the plugin.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+use wasmop::host::Host;
+use wasmop::metrics::Metrics;
+use wasmop::runtime::Limits;
+use wasmop::settings::HostConfig;
+use wasmop_tests::{apply_file, client, namespace, observed_runtime, plugin, settings, within, workspace_root};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn swaps(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("test.wasmop.dev", "v1", "Swap");
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "swaps"))
+}
+
+/// Polls `get` until `done` holds for what it returns.
+async fn until<T>(
+    what: &str,
+    mut get: impl AsyncFnMut() -> anyhow::Result<T>,
+    done: impl Fn(&T) -> bool,
+) -> anyhow::Result<T> {
+    within(WAIT, what, async {
+        loop {
+            let value = get().await?;
+            if done(&value) {
+                return anyhow::Ok(value);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await?
+}
+
+fn condition<'a>(resource: &'a DynamicObject, type_: &str) -> Option<&'a serde_json::Value> {
+    resource.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+fn module_map(bytes: &[u8]) -> ConfigMap {
+    let data = BTreeMap::from([("swap.wasm".to_string(), ByteString(bytes.to_vec()))]);
+    ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some("module".into()), ..Default::default() },
+        binary_data: Some(data),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_from_a_config_map_runs_swaps_on_edit_and_bad_versions_show_on_the_status() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("host/crds/reconcilerplugin.yaml"), None).await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
+    let ns = namespace(&client, "reconciler-plugin").await?;
+    let metrics = Metrics::new();
+    let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
+    let clusters = wasmop::informer::Clusters::new(client.clone());
+    let host = Arc::new(Host::new(clusters, runtime, metrics, settings(&ns, HostConfig::default())));
+    let stop = CancellationToken::new();
+    let loader = tokio::spawn(wasmop::loader::resource::run(host.clone(), stop.clone()));
+
+    let (v1, v2) = (std::fs::read(plugin("fixture-swap"))?, std::fs::read(plugin("fixture-swap-v2"))?);
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    maps.create(&PostParams::default(), &module_map(&v1)).await?;
+    let resources: Api<DynamicObject> = Api::all_with(client.clone(), &wasmop::loader::resource::resource());
+    let name = format!("swap-{ns}");
+    let resource: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "wasmop.dev/v1alpha1", "kind": "ReconcilerPlugin", "metadata": { "name": name },
+        "spec": { "module": { "configMap": { "namespace": ns, "name": "module", "key": "swap.wasm" } },
+                  "overrides": { "namespace": ns } }
+    }))?;
+    resources.create(&PostParams::default(), &resource).await?;
+
+    let api = swaps(&client, &ns);
+    let swap: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "test.wasmop.dev/v1", "kind": "Swap", "metadata": { "name": "s" }, "spec": { "value": 3 }
+    }))?;
+    api.create(&PostParams::default(), &swap).await?;
+    let status = |version: &'static str, result: i64| {
+        move |s: &DynamicObject| s.data["status"]["version"] == version && s.data["status"]["result"] == result
+    };
+    until("v1 reconciles the Swap", async || Ok(api.get("s").await?), status("v1", 4)).await?;
+    let digest = |bytes: &[u8]| hex::encode(Sha256::digest(bytes));
+    let loaded = |digest: String| {
+        move |r: &DynamicObject| {
+            r.data["status"]["digest"] == digest.as_str()
+                && condition(r, "Loaded").is_some_and(|c| c["status"] == "True")
+                && condition(r, "Ready").is_some_and(|c| c["status"] == "True")
+        }
+    };
+    until("the resource reports v1 loaded", async || Ok(resources.get(&name).await?), loaded(digest(&v1))).await?;
+
+    // Editing the ConfigMap swaps the plugin; the swap reconciles every Swap with v2.
+    maps.replace("module", &PostParams::default(), &module_map(&v2)).await?;
+    until("v2 reconciles the Swap", async || Ok(api.get("s").await?), status("v2", 6)).await?;
+    until("the resource reports v2 loaded", async || Ok(resources.get(&name).await?), loaded(digest(&v2))).await?;
+
+    // Refused versions show on the status; v2 keeps reconciling.
+    let refused = |needle: &'static str| {
+        move |r: &DynamicObject| {
+            condition(r, "Loaded").is_some_and(|c| c["status"] == "False")
+                && condition(r, "Ready").is_some_and(|c| c["status"] == "True")
+                && condition(r, "Degraded")
+                    .is_some_and(|c| c["status"] == "True" && c["message"].as_str().unwrap_or("").contains(needle))
+        }
+    };
+    maps.replace("module", &PostParams::default(), &module_map(b"not a module")).await?;
+    let corrupt = "is not a valid WebAssembly component";
+    until("the corrupt module refused", async || Ok(resources.get(&name).await?), refused(corrupt)).await?;
+    let future = wasmop_tests::with_contract_version(&v1, "9.9.9");
+    maps.replace("module", &PostParams::default(), &module_map(&future)).await?;
+    let mismatch = "built against contract wasmop:plugin@9.9.9";
+    let r = until("the future module refused", async || Ok(resources.get(&name).await?), refused(mismatch)).await?;
+    assert_eq!(r.data["status"]["digest"], digest(&v2), "v2 still runs");
+    let patch = serde_json::json!({ "spec": { "value": 10 } });
+    api.patch("s", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    until("v2 still reconciles", async || Ok(api.get("s").await?), status("v2", 20)).await?;
+
+    // Deleting the resource stops the plugin and releases its watch.
+    resources.delete(&name, &DeleteParams::default()).await?;
+    until("the plugin stopped", async || Ok(host.plugins()), |p: &Vec<String>| p.is_empty()).await?;
+    until("the resource gone", async || Ok(resources.get_opt(&name).await?), |r| r.is_none()).await?;
+    assert_eq!(host.clusters().local().active(), 0, "the plugin's watch is released");
+    stop.cancel();
+    loader.await?;
+    Ok(())
+}
