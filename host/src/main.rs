@@ -155,6 +155,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = args.config.as_deref().map(HostConfig::read).transpose()?.unwrap_or_default();
     let metrics = Metrics::new();
     let runtime = Arc::new(args.runtime.runtime(Some(metrics.clone()))?);
+    // Bad plugin files are refused before anything connects (loads are cached on disk).
+    let mut files = args.plugins.clone();
+    for dir in &args.plugin_dirs {
+        files.extend(wasmop::host::plugin_files(dir)?);
+    }
+    if !files.is_empty() || !args.reconciler_plugins {
+        wasmop::host::load_all(&runtime, &files, &config)?;
+    }
     let kube_config = kube::Config::infer().await.context("cannot find a Kubernetes configuration")?;
     let mut clusters = Clusters::from_config(kube_config).context("cannot build a Kubernetes client")?;
     for spec in &args.clusters {
