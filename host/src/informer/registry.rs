@@ -74,6 +74,8 @@ impl Drop for SharedWatch {
 pub struct Registry {
     client: Client,
     watches: Mutex<HashMap<WatchKey, Weak<SharedWatch>>>,
+    /// Watches started so far (each one lists before it watches).
+    started: std::sync::atomic::AtomicU64,
 }
 
 /// A controller's share of a watch: the cache and a stream of events. The watch stops when the
@@ -85,7 +87,7 @@ pub struct Subscription {
 impl Registry {
     /// A registry creating watches with `client`.
     pub fn new(client: Client) -> Arc<Self> {
-        Arc::new(Self { client, watches: Mutex::new(HashMap::new()) })
+        Arc::new(Self { client, watches: Mutex::new(HashMap::new()), started: std::sync::atomic::AtomicU64::new(0) })
     }
 
     /// Subscribes to the watch of `resource` in `namespace` with `selectors`, starting it if no
@@ -120,6 +122,7 @@ impl Registry {
         })
         .abort_handle();
         tracing::info!(kind = %key.kind, namespace = ?key.namespace, "watch started");
+        self.started.fetch_add(1, Ordering::SeqCst);
         let cache = Cache::new(store.clone(), resource.clone());
         let watch = Arc::new(SharedWatch { store, cache, synced, events, task });
         watches.insert(key, Arc::downgrade(&watch));
@@ -129,6 +132,11 @@ impl Registry {
     /// The client this registry watches with.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// How many watches were started so far, each with its own list.
+    pub fn started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
     }
 
     /// How many watches are running.
