@@ -138,7 +138,7 @@ async fn main() -> anyhow::Result<()> {
             let module = runtime.runtime(None)?.load(&file)?;
             let text = match output {
                 Output::Json => serde_json::to_string_pretty(module.config())?,
-                Output::Yaml => serde_yaml::to_string(module.config())?,
+                Output::Yaml => serde_saphyr::to_string(module.config())?,
             };
             println!("{text}");
             Ok(())

@@ -153,7 +153,7 @@ pub enum ConfigError {
         path: std::path::PathBuf,
         /// The YAML error.
         #[source]
-        source: serde_yaml::Error,
+        source: serde_saphyr::Error,
     },
 }
 
@@ -162,7 +162,7 @@ impl HostConfig {
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFailed { path: path.into(), source })?;
-        serde_yaml::from_str(&text).map_err(|source| ConfigError::ParseFailed { path: path.into(), source })
+        serde_saphyr::from_str(&text).map_err(|source| ConfigError::ParseFailed { path: path.into(), source })
     }
 }
 
@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn overrides_beat_the_plugin_field_by_field() {
         let yaml = "plugins:\n  p:\n    namespace: ns\n    retry: { maxAttempts: 2 }\n    rateLimit: { maxReconciles: 0, periodMs: 0 }\n    maxReconcileIntervalMs: 0\n    resyncPeriodMs: 60000\n    generationAware: false\n    maxConcurrentReconciles: 3\n";
-        let host: HostConfig = serde_yaml::from_str(yaml).unwrap();
+        let host: HostConfig = serde_saphyr::from_str(yaml).unwrap();
         let r = resolve(&config(), &host.plugins["p"], &defaults());
         assert_eq!(r.retry, RetryPolicy { max_attempts: 2, ..RetryPolicy::default() });
         assert_eq!(r.rate_limit, None);
@@ -303,7 +303,7 @@ mod tests {
     fn limit_overrides_replace_the_defaults_field_by_field() {
         let defaults = Limits { fuel: Some(1_000), ..Limits::default() };
         let yaml = "deadlineMs: 250\nfuel: 0\n";
-        let limits = serde_yaml::from_str::<LimitOverrides>(yaml).unwrap().apply(defaults);
+        let limits = serde_saphyr::from_str::<LimitOverrides>(yaml).unwrap().apply(defaults);
         assert_eq!(limits, Limits { deadline: Duration::from_millis(250), fuel: None, ..Limits::default() });
         let limits = LimitOverrides { memory_mib: Some(8), fuel: Some(5), ..Default::default() }.apply(defaults);
         assert_eq!((limits.memory_bytes, limits.fuel, limits.deadline), (8 << 20, Some(5), defaults.deadline));
@@ -311,7 +311,7 @@ mod tests {
 
     #[test]
     fn unknown_fields_in_the_configuration_are_errors() {
-        let err = serde_yaml::from_str::<HostConfig>("plugins:\n  p:\n    retries: 3\n").unwrap_err();
+        let err = serde_saphyr::from_str::<HostConfig>("plugins:\n  p:\n    retries: 3\n").unwrap_err();
         assert!(err.to_string().contains("unknown field `retries`"), "{err}");
     }
 }

@@ -16,7 +16,6 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config, ResourceExt};
-use serde::Deserialize as _;
 use wasmop::host::{Host, HostSettings};
 use wasmop::informer::Clusters;
 use wasmop::metrics::Metrics;
@@ -102,8 +101,7 @@ pub async fn namespace(client: &Client, test: &str) -> anyhow::Result<String> {
 pub async fn apply_file(client: &Client, path: &Path, namespace: Option<&str>) -> anyhow::Result<Vec<DynamicObject>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut applied = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_json::Value::deserialize(doc)?;
+    for value in serde_saphyr::from_multiple::<serde_json::Value>(&text)? {
         if value.is_null() {
             continue;
         }
@@ -265,7 +263,7 @@ impl RunningHost {
             namespace,
             plugins,
             Limits::default(),
-            serde_yaml::from_str(yaml)?,
+            serde_saphyr::from_str(yaml)?,
         )
     }
 

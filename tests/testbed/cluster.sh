@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a local Kubernetes control plane (etcd + kube-apiserver + kube-controller-manager) on
-# 127.0.0.1 only, envtest-style (see /work/shared/design/TESTBED.md, "Running it").
+# 127.0.0.1 only, envtest-style. tests/testbed/README.md says which flags matter and why.
 #
 # Usage:
 #   cluster.sh up DIR [--watch-pid PID]

@@ -4,7 +4,6 @@
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::{Scope, pinned_kind};
 use kube::{Client, ResourceExt};
-use serde::Deserialize as _;
 use wasmop_tests::{client, workspace_root};
 
 async fn dry_run_apply(client: &Client, value: serde_json::Value) -> anyhow::Result<()> {
@@ -25,8 +24,7 @@ async fn the_in_cluster_manifest_is_accepted_by_the_api_server() -> anyhow::Resu
     let client = client().await?;
     let text = std::fs::read_to_string(workspace_root().join("host/deploy/wasmop.yaml"))?;
     let mut kinds = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_json::Value::deserialize(doc)?;
+    for value in serde_saphyr::from_multiple::<serde_json::Value>(&text)? {
         kinds.push(value["kind"].as_str().unwrap_or_default().to_string());
         // The namespace does not exist in a dry run: create it for real, it is harmless.
         if value["kind"] == "Namespace" {

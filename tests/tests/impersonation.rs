@@ -23,7 +23,7 @@ async fn a_plugin_writes_only_what_its_service_account_may() -> anyhow::Result<(
         &ns,
         &["fixture-bulk"],
         Limits::default(),
-        serde_yaml::from_str(&yaml)?,
+        serde_saphyr::from_str(&yaml)?,
     )?;
 
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);

@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn the_shipped_crd_is_the_reconciler_plugin_kind() {
-        let crd: Value = serde_yaml::from_str(&crd_yaml()).unwrap();
+        let crd: Value = serde_saphyr::from_str(&crd_yaml()).unwrap();
         let resource = resource();
         assert_eq!(crd["spec"]["group"], resource.group.as_str());
         assert_eq!(crd["spec"]["names"]["plural"], resource.plural.as_str());
