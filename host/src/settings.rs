@@ -151,9 +151,9 @@ pub enum ConfigError {
     ParseFailed {
         /// The file.
         path: std::path::PathBuf,
-        /// The YAML error.
+        /// The YAML error (boxed: it carries the location and a snippet).
         #[source]
-        source: serde_saphyr::Error,
+        source: Box<serde_saphyr::Error>,
     },
 }
 
@@ -162,7 +162,8 @@ impl HostConfig {
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFailed { path: path.into(), source })?;
-        serde_saphyr::from_str(&text).map_err(|source| ConfigError::ParseFailed { path: path.into(), source })
+        serde_saphyr::from_str(&text)
+            .map_err(|source| ConfigError::ParseFailed { path: path.into(), source: Box::new(source) })
     }
 }
 
