@@ -197,7 +197,8 @@ async fn status_storm(api: &Api<DynamicObject>, stop: &AtomicBool) -> (u64, u64)
         let name = format!("swap-{}", n as usize % OBJECTS);
         let Ok(swap) = api.get_status(&name).await else { continue };
         let current = swap.resource_version().unwrap_or_default();
-        let version = if n % 2 == 0 { stale.get(&name).cloned().unwrap_or(current.clone()) } else { current.clone() };
+        let version =
+            if n.is_multiple_of(2) { stale.get(&name).cloned().unwrap_or(current.clone()) } else { current.clone() };
         stale.insert(name.clone(), current);
         let patch = serde_json::json!({ "metadata": { "resourceVersion": version }, "status": { "noise": n } });
         match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
