@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod object;
 pub mod own_writes;
 pub mod ratelimit;
+pub mod reachability;
 pub mod retry;
 pub mod runtime;
 pub mod scheduler;

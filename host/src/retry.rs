@@ -35,6 +35,19 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// How runs that could not reach the API server are retried: after 200 ms, doubling up to
+    /// 1 s, each +-50%, without limit. A down API server costs each waiting object about one
+    /// run a second; one that returns is seen within about 1.5 s.
+    pub fn reconnect() -> Self {
+        Self {
+            max_attempts: u32::MAX,
+            initial_interval: Duration::from_millis(200),
+            multiplier: 2.0,
+            max_interval: Duration::from_secs(1),
+            jitter: 0.5,
+        }
+    }
+
     /// The delay before retry number `attempt` (1 for the first retry).
     pub fn delay(&self, attempt: u32) -> Duration {
         let exponent = attempt.saturating_sub(1).min(i32::MAX as u32) as i32;

@@ -40,6 +40,13 @@ pub enum WriteError {
     },
 }
 
+impl WriteError {
+    /// Whether the write failed because the API server could not be reached.
+    pub fn unreachable(&self) -> bool {
+        matches!(self, WriteError::Failed { source, .. } if crate::reachability::unreachable(source))
+    }
+}
+
 /// Changes to a primary's metadata; `None` values remove.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MetadataChanges {

@@ -24,6 +24,8 @@ use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
 
 pub mod links;
+pub mod overlaps;
+pub mod swaps;
 
 /// The workspace root.
 pub fn workspace_root() -> &'static Path {
@@ -42,6 +44,32 @@ pub fn kubeconfig() -> &'static Path {
 pub fn remote_kubeconfig() -> &'static Path {
     static KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
     KUBECONFIG.get_or_init(|| control_plane("WASMOP_TEST_REMOTE_KUBECONFIG", "target/test-cluster-remote"))
+}
+
+/// The kubeconfig of the fault suite's own control plane, whose processes its tests kill and
+/// restart: the one named by `WASMOP_TEST_FAULTS_KUBECONFIG` (it must be `DIR/kubeconfig` of a
+/// cluster that `tests/testbed/cluster.sh up DIR` started), else one started on first use in
+/// `target/test-cluster-faults` and stopped when this process exits.
+pub fn faults_kubeconfig() -> &'static Path {
+    static KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
+    KUBECONFIG.get_or_init(|| control_plane("WASMOP_TEST_FAULTS_KUBECONFIG", "target/test-cluster-faults"))
+}
+
+/// A client for the fault suite's control plane.
+pub async fn faults_client() -> anyhow::Result<Client> {
+    client_of(faults_kubeconfig()).await
+}
+
+/// Runs `cluster.sh kill|start DIR component` on the fault suite's control plane: `kill` is a
+/// SIGKILL, `start` returns once the component is healthy again.
+pub async fn faults_cluster(command: &str, component: &str) -> anyhow::Result<()> {
+    let dir = faults_kubeconfig().parent().context("the kubeconfig lies in the cluster's directory")?;
+    let status = tokio::process::Command::new(workspace_root().join("tests/testbed/cluster.sh"))
+        .args([command, &dir.to_string_lossy(), component])
+        .status()
+        .await?;
+    anyhow::ensure!(status.success(), "cluster.sh {command} {} {component} failed", dir.display());
+    Ok(())
 }
 
 /// The kubeconfig named by `variable`, else that of a control plane started in `dir`.
@@ -243,6 +271,15 @@ pub fn settings(namespace: &str, config: HostConfig) -> HostSettings {
         defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4 },
         max_concurrent_reconciles: 16,
     }
+}
+
+/// A host on `namespace` without plugins (install them with [`Host::install`]), whose calls are
+/// timed into its metrics.
+pub fn bare_host(client: &Client, namespace: &str) -> anyhow::Result<Arc<Host>> {
+    let metrics = Metrics::new();
+    let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
+    let clusters = Clusters::new(client.clone());
+    Ok(Arc::new(Host::new(clusters, runtime, metrics, settings(namespace, HostConfig::default()))))
 }
 
 /// A host running in-process on one namespace; its plugins stop when it is dropped.

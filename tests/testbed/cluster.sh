@@ -13,6 +13,14 @@
 #   cluster.sh down DIR
 #       Stops exactly the processes recorded in DIR/pids (TERM, then KILL) and the watchdog, and
 #       removes DIR/etcd and DIR/pids. Certificates, kubeconfigs and logs are kept. Safe to repeat.
+#   cluster.sh kill DIR etcd|apiserver|controller-manager
+#       Kills one component of the running cluster with SIGKILL (a crash, for fault tests) and waits
+#       until it is gone. Its data stays.
+#   cluster.sh start DIR etcd|apiserver|controller-manager
+#       Starts a killed component again on the same ports and data, and waits until it is healthy.
+#
+# DIR/pids has one line per component, "NAME PID", in start order (etcd, apiserver,
+# controller-manager); a killed component keeps its line without a PID until it is started again.
 #
 # Environment: WASMOP_CLUSTER_TIMEOUT (seconds to wait for readiness, default 60); the variables of
 # build-control-plane.sh (WASMOP_K8S_VERSION, WASMOP_ETCD_VERSION, WASMOP_CACHE).
@@ -29,7 +37,7 @@ log() { echo "cluster.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-  echo "usage: $0 up DIR [--watch-pid PID] | $0 down DIR" >&2
+  echo "usage: $0 up DIR [--watch-pid PID] | $0 down DIR | $0 kill|start DIR etcd|apiserver|controller-manager" >&2
   exit 2
 }
 
@@ -65,15 +73,40 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 }
 
-# Runs a server detached from this shell's session and terminal, logging to DIR/logs/NAME.log, and
-# records its PID. Usage: launch NAME COMMAND [ARGS...]
+# record NAME PID: sets the PID of component NAME in DIR/pids, in place if it has a line, else
+# appended (start order). An empty PID marks it stopped.
+record() {
+  local name=$1 pid=$2 line found= lines=()
+  if [[ -f "$DIR/pids" ]]; then
+    while read -r line; do
+      [[ -n "$line" ]] || continue
+      if [[ "${line%% *}" == "$name" ]]; then line="$name $pid" found=1; fi
+      lines+=("$line")
+    done <"$DIR/pids"
+  fi
+  [[ -n "$found" ]] || lines+=("$name $pid")
+  printf '%s\n' "${lines[@]}" >"$DIR/pids.new"
+  mv "$DIR/pids.new" "$DIR/pids"
+}
+
+# pid_of NAME: the recorded PID of component NAME (empty when stopped or unknown).
+pid_of() {
+  local name pid
+  [[ -f "$DIR/pids" ]] || return 0
+  while read -r name pid; do
+    if [[ "$name" == "$1" ]]; then echo "$pid"; fi
+  done <"$DIR/pids"
+}
+
+# Runs a server detached from this shell's session and terminal, appending to DIR/logs/NAME.log,
+# and records its PID. Usage: launch NAME COMMAND [ARGS...]
 launch() {
   local name=$1
   shift
   # 9>&- : do not leak the lock file descriptor into long-lived processes.
-  setsid "$@" </dev/null >"$DIR/logs/$name.log" 2>&1 9>&- &
-  echo "$!" >>"$DIR/pids"
+  setsid "$@" </dev/null >>"$DIR/logs/$name.log" 2>&1 9>&- &
   LAUNCHED_PID=$!
+  record "$name" "$LAUNCHED_PID"
 }
 
 # Prints the last lines of a log and fails.
@@ -201,6 +234,86 @@ start_watchdog() {
   log "watchdog $! stops the cluster once PID $1 exits"
 }
 
+# --- components ----------------------------------------------------------------------------
+
+# The components in start order; stopped in reverse.
+COMPONENTS=(etcd apiserver controller-manager)
+
+# start_component NAME: starts one component with the binaries, ports and data recorded in DIR by
+# `up`, and waits until it is healthy.
+start_component() {
+  local name=$1 bin etcd_port peer_port api_port kcm_port pki="$DIR/pki"
+  bin=$(cat "$DIR/bin")
+  read -r etcd_port peer_port api_port kcm_port <"$DIR/ports"
+  case "$name" in
+    etcd)
+      log "starting etcd on 127.0.0.1:$etcd_port"
+      launch etcd "$bin/etcd" --name=default --data-dir="$DIR/etcd" \
+        --listen-client-urls="http://127.0.0.1:$etcd_port" \
+        --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+        --listen-peer-urls="http://127.0.0.1:$peer_port" \
+        --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
+        --initial-cluster="default=http://127.0.0.1:$peer_port" \
+        --unsafe-no-fsync
+      wait_for etcd "$LAUNCHED_PID" "etcd /health" \
+        curl -sf --max-time 2 "http://127.0.0.1:$etcd_port/health"
+      ;;
+    apiserver)
+      log "starting kube-apiserver on 127.0.0.1:$api_port"
+      launch apiserver "$bin/kube-apiserver" \
+        --etcd-servers="http://127.0.0.1:$etcd_port" \
+        --bind-address=127.0.0.1 --secure-port="$api_port" --advertise-address=127.0.0.1 \
+        --endpoint-reconciler-type=none \
+        --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+        --client-ca-file="$pki/ca.crt" \
+        --authorization-mode=RBAC \
+        --service-cluster-ip-range=10.0.0.0/24 \
+        --allow-privileged=true \
+        --disable-admission-plugins=ServiceAccount \
+        --service-account-issuer="https://127.0.0.1:$api_port/" \
+        --service-account-key-file="$pki/sa.pub" \
+        --service-account-signing-key-file="$pki/sa.key"
+      wait_for apiserver "$LAUNCHED_PID" "kube-apiserver /readyz" apiserver_ready
+      ;;
+    controller-manager)
+      log "starting kube-controller-manager (health on 127.0.0.1:$kcm_port)"
+      launch controller-manager "$bin/kube-controller-manager" \
+        --kubeconfig="$DIR/controller-manager.kubeconfig" \
+        --controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller \
+        --use-service-account-credentials=false \
+        --leader-elect=false \
+        --bind-address=127.0.0.1 --secure-port="$kcm_port" \
+        --cert-dir="$DIR/kcm-certs"
+      # /healthz is always allowed without authentication; it answers once the controllers started.
+      wait_for controller-manager "$LAUNCHED_PID" "kube-controller-manager /healthz" \
+        curl -skf --max-time 2 "https://127.0.0.1:$kcm_port/healthz"
+      ;;
+    *) usage ;;
+  esac
+}
+
+# cmd_kill NAME: SIGKILL of one running component; its line in DIR/pids loses the PID.
+cmd_kill() {
+  local name=$1 pid
+  pid=$(pid_of "$name")
+  [[ -n "$pid" ]] && ours "$pid" || die "$name is not running in $DIR"
+  log "killing $name ($pid)"
+  kill -KILL "$pid"
+  for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
+  ! alive "$pid" || die "$name ($pid) survived SIGKILL"
+  record "$name" ""
+}
+
+# cmd_start NAME: starts a stopped component again on its ports and data.
+cmd_start() {
+  local name=$1 pid
+  [[ -f "$DIR/ports" && -f "$DIR/pids" ]] || die "no cluster was started in $DIR"
+  pid=$(pid_of "$name")
+  if [[ -n "$pid" ]] && ours "$pid"; then die "$name is already running ($pid)"; fi
+  start_component "$name"
+  log "$name is back"
+}
+
 # --- commands ----------------------------------------------------------------------------------
 
 # stop PID: TERM, then KILL if it is still alive after 5 s; returns once it is gone.
@@ -222,8 +335,9 @@ cmd_down() {
     # When the watchdog itself runs `down` (it execs this script), it must not kill itself.
     if [[ "$pid" != "$$" ]] && ours "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi
   fi
+  local name
   if [[ -f "$DIR/pids" ]]; then
-    while read -r pid; do
+    while read -r name pid; do
       [[ -n "$pid" ]] && ours "$pid" && pids+=("$pid")
     done <"$DIR/pids"
   fi
@@ -235,7 +349,7 @@ cmd_down() {
     stop "${pids[i]}"
   done
   rm -rf "$DIR/etcd" "$DIR/kcm-certs"
-  rm -f "$DIR/pids" "$DIR/watchdog.pid" "$DIR/watch-pids"
+  rm -f "$DIR/pids" "$DIR/pids.new" "$DIR/watchdog.pid" "$DIR/watch-pids"
 }
 
 cmd_up() {
@@ -243,9 +357,9 @@ cmd_up() {
 
   # Reuse a running, ready cluster.
   if [[ -f "$DIR/pids" ]]; then
-    local pid healthy=1
-    while read -r pid; do
-      [[ -z "$pid" ]] || ours "$pid" || healthy=
+    local name pid healthy=1
+    while read -r name pid; do
+      [[ -n "$pid" ]] && ours "$pid" || healthy=
     done <"$DIR/pids"
     if [[ -n "$healthy" ]] && apiserver_ready; then
       log "cluster in $DIR is already running"
@@ -259,9 +373,11 @@ cmd_up() {
     cmd_down
   fi
 
-  local bin
+  local bin name
   bin=$("$HERE/build-control-plane.sh") || die "could not build the control plane binaries"
+  echo "$bin" >"$DIR/bin"
   mkdir -p "$DIR/logs"
+  for name in "${COMPONENTS[@]}"; do : >"$DIR/logs/$name.log"; done
   : >"$DIR/pids"
   # A watchdog first, so that even a failed `up` is cleaned up once the watched process exits.
   [[ -z "$watch_pid" ]] || start_watchdog "$watch_pid"
@@ -271,52 +387,15 @@ cmd_up() {
   read -r etcd_port peer_port api_port kcm_port < <(free_ports 4) || true
   [[ -n "$kcm_port" ]] || die "could not pick free ports (python3 is required)"
   echo "$api_port" >"$DIR/apiserver.port"
+  echo "$etcd_port $peer_port $api_port $kcm_port" >"$DIR/ports"
   write_kubeconfig "$DIR/kubeconfig" "$api_port" admin
   write_kubeconfig "$DIR/controller-manager.kubeconfig" "$api_port" controller-manager
 
   # On failure from here on, stop whatever was started (the logs are kept).
   trap 'status=$?; if ((status)); then log "up failed, stopping what was started"; cmd_down; fi' EXIT
 
-  log "starting etcd on 127.0.0.1:$etcd_port"
   rm -rf "$DIR/etcd"
-  launch etcd "$bin/etcd" --name=default --data-dir="$DIR/etcd" \
-    --listen-client-urls="http://127.0.0.1:$etcd_port" \
-    --advertise-client-urls="http://127.0.0.1:$etcd_port" \
-    --listen-peer-urls="http://127.0.0.1:$peer_port" \
-    --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
-    --initial-cluster="default=http://127.0.0.1:$peer_port" \
-    --unsafe-no-fsync
-  wait_for etcd "$LAUNCHED_PID" "etcd /health" \
-    curl -sf --max-time 2 "http://127.0.0.1:$etcd_port/health"
-
-  log "starting kube-apiserver on 127.0.0.1:$api_port"
-  local pki="$DIR/pki"
-  launch apiserver "$bin/kube-apiserver" \
-    --etcd-servers="http://127.0.0.1:$etcd_port" \
-    --bind-address=127.0.0.1 --secure-port="$api_port" --advertise-address=127.0.0.1 \
-    --endpoint-reconciler-type=none \
-    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
-    --client-ca-file="$pki/ca.crt" \
-    --authorization-mode=RBAC \
-    --service-cluster-ip-range=10.0.0.0/24 \
-    --allow-privileged=true \
-    --disable-admission-plugins=ServiceAccount \
-    --service-account-issuer="https://127.0.0.1:$api_port/" \
-    --service-account-key-file="$pki/sa.pub" \
-    --service-account-signing-key-file="$pki/sa.key"
-  wait_for apiserver "$LAUNCHED_PID" "kube-apiserver /readyz" apiserver_ready
-
-  log "starting kube-controller-manager (health on 127.0.0.1:$kcm_port)"
-  launch controller-manager "$bin/kube-controller-manager" \
-    --kubeconfig="$DIR/controller-manager.kubeconfig" \
-    --controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller \
-    --use-service-account-credentials=false \
-    --leader-elect=false \
-    --bind-address=127.0.0.1 --secure-port="$kcm_port" \
-    --cert-dir="$DIR/kcm-certs"
-  # /healthz is always allowed without authentication; it answers once the controllers started.
-  wait_for controller-manager "$LAUNCHED_PID" "kube-controller-manager /healthz" \
-    curl -skf --max-time 2 "https://127.0.0.1:$kcm_port/healthz"
+  for name in "${COMPONENTS[@]}"; do start_component "$name"; done
 
   trap - EXIT
   log "cluster ready in ${SECONDS}s; export KUBECONFIG=$DIR/kubeconfig"
@@ -332,6 +411,12 @@ mkdir -p "$2"
 DIR=$(cd "$2" && pwd)
 shift 2
 watch_pid=
+component=
+if [[ "$cmd" == kill || "$cmd" == start ]]; then
+  (($# == 1)) || usage
+  case "$1" in etcd | apiserver | controller-manager) component=$1 ;; *) usage ;; esac
+  shift
+fi
 while (($#)); do
   case "$1" in
     --watch-pid)
@@ -351,6 +436,10 @@ fi
 
 case "$cmd" in
   up) cmd_up "$watch_pid" ;;
+  kill | start)
+    [[ -z "$watch_pid" && -n "$component" ]] || usage
+    "cmd_$cmd" "$component"
+    ;;
   down)
     [[ -z "$watch_pid" ]] || usage
     cmd_down

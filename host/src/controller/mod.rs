@@ -24,6 +24,7 @@ use crate::informer::{self, CachedKind, Clusters, Subscription, WatchedCache};
 use crate::mapping::{Links, PrimaryKind};
 use crate::metrics::Metrics;
 use crate::object::ObjectKey;
+use crate::retry::RetryPolicy;
 use crate::runtime::Current;
 use crate::runtime::bindings::wasmop::plugin::types::{Dependent, KindRef, Mapper, Ownership, PluginConfig, Watch};
 use crate::scheduler::{self, Priority, Settings};
@@ -271,6 +272,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         max_concurrent: settings.max_concurrent,
         global,
         retry: settings.retry.clone(),
+        reconnect: RetryPolicy::reconnect(),
         max_interval: settings.max_interval,
         rate_limit: settings.rate_limit,
         aging: BACKGROUND_AGING,

@@ -47,6 +47,8 @@ struct Failure {
     error: ReconcileError,
     reason: &'static str,
     retry: bool,
+    /// The API server could not be reached: no fault of the plugin or the object.
+    unreachable: bool,
 }
 
 impl Failure {
@@ -56,18 +58,26 @@ impl Failure {
             ReconcileError::Permanent(_) => ("ReconcileFailed", false),
             ReconcileError::Invalid(_) => ("InvalidResource", false),
         };
-        Self { error, reason, retry }
+        Self { error, reason, retry, unreachable: false }
+    }
+
+    fn permanent(reason: &'static str, message: String) -> Self {
+        Self { error: ReconcileError::Permanent(message), reason, retry: false, unreachable: false }
     }
 
     /// Traps (deadline, memory, panic) and host-side failures are transient: the next attempt
     /// gets a fresh sandbox and fresh state.
     fn transient(reason: &'static str, message: String) -> Self {
-        Self { error: ReconcileError::Transient(message), reason, retry: true }
+        Self { error: ReconcileError::Transient(message), reason, retry: true, unreachable: false }
     }
 
     fn write(err: WriteError) -> Self {
         let reason = if matches!(err, WriteError::Conflict { .. }) { "Conflict" } else { "WriteFailed" };
-        Self::transient(reason, err.to_string())
+        Self { unreachable: err.unreachable(), ..Self::transient(reason, err.to_string()) }
+    }
+
+    fn dependent(reason: &'static str, err: dependents::DependentError) -> Self {
+        Self { unreachable: err.unreachable(), ..Self::transient(reason, err.to_string()) }
     }
 
     fn message(&self) -> &str {
@@ -120,6 +130,11 @@ impl Reconciler {
         };
         self.metrics.reconciled(module.name(), metrics::Outcome::Failure);
         let (reason, retry, message) = (failure.reason, failure.retry, failure.message().to_string());
+        if failure.unreachable {
+            // Neither an Event nor an error status could be written now; the run repeats soon.
+            tracing::warn!(object = %run.key, reason, ?elapsed, "API server unreachable, reconciling again soon: {message}");
+            return Verdict::Unreachable;
+        }
         tracing::warn!(object = %run.key, reason, retry, ?elapsed, "reconcile failed: {message}");
         let note = format!("reconcile of {} failed: {message}", run.key);
         self.writer.publish(&object, EventType::Warning, reason, "Reconcile", Some(note)).await;
@@ -205,12 +220,10 @@ impl Reconciler {
         let primary = dependents::Primary { object, key: &key, resource: &self.resource };
         dependents.reconcile(&primary, desired, &check).await.map_err(|err| match err {
             dependents::DependentError::InvalidDesired { .. } => {
-                Failure { error: ReconcileError::Permanent(err.to_string()), reason: "InvalidDependent", retry: false }
+                Failure::permanent("InvalidDependent", err.to_string())
             }
-            dependents::DependentError::Undeclared { .. } => {
-                Failure { error: ReconcileError::Permanent(err.to_string()), reason: "CapabilityDenied", retry: false }
-            }
-            dependents::DependentError::Api { .. } => Failure::transient("DependentFailed", err.to_string()),
+            dependents::DependentError::Undeclared { .. } => Failure::permanent("CapabilityDenied", err.to_string()),
+            dependents::DependentError::Api { .. } => Failure::dependent("DependentFailed", err),
         })
     }
 
@@ -239,10 +252,7 @@ impl Reconciler {
         if let Some(dependents) = &self.dependents {
             let key = ObjectKey::of(object).unwrap_or_else(|| run.key.clone());
             let primary = dependents::Primary { object, key: &key, resource: &self.resource };
-            dependents
-                .delete_annotated(&primary)
-                .await
-                .map_err(|e| Failure::transient("CleanupFailed", e.to_string()))?;
+            dependents.delete_annotated(&primary).await.map_err(|e| Failure::dependent("CleanupFailed", e))?;
         }
         let finalizers = object.finalizers().iter().filter(|f| *f != finalizer).cloned().collect();
         let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };

@@ -80,6 +80,13 @@ pub enum DependentError {
     },
 }
 
+impl DependentError {
+    /// Whether the request failed because the API server could not be reached.
+    pub fn unreachable(&self) -> bool {
+        matches!(self, DependentError::Api { source, .. } if crate::reachability::unreachable(source))
+    }
+}
+
 /// One declared dependent, with its watch.
 pub struct DependentKind {
     /// What the plugin declared.

@@ -1,6 +1,8 @@
 //! Informers: `kube` watchers over dynamic objects feeding reflector stores, shared between
 //! controllers through the [`Registry`], and the guest's view of those caches.
 
+use std::time::Duration;
+
 use futures::Stream;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, Store, store::Writer};
@@ -87,7 +89,7 @@ pub fn watch(
     let store = writer.as_reader();
     let stream = reflector::reflector(
         writer,
-        watcher(api, config).default_backoff().modify(|o: &mut DynamicObject| {
+        watcher(api, config).backoff(watch_backoff()).modify(|o: &mut DynamicObject| {
             o.managed_fields_mut().retain(|f| {
                 f.operation.as_deref() == Some("Apply")
                     && f.manager.as_deref().is_some_and(|m| m.starts_with("wasmop-"))
@@ -95,4 +97,32 @@ pub fn watch(
         }),
     );
     (store, stream)
+}
+
+/// How a failed watch is retried: after 100 ms, doubling up to 1 s, each plus a random 0-100%,
+/// without limit, and from 100 ms again after any successful event. kube's default (client-go's
+/// reflector) grows to 30 s, so a watch could stay down that long after its API server returned.
+pub fn watch_backoff() -> watcher::ExponentialBackoff {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(1))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_watch_is_retried_within_two_seconds_and_starts_over_after_a_success() {
+        use kube::runtime::utils::Backoff as _;
+        let mut backoff = watch_backoff();
+        let delays: Vec<Duration> = (0..20).map(|_| backoff.next().expect("never gives up")).collect();
+        assert!(delays.iter().all(|d| *d <= Duration::from_secs(2)), "{delays:?}");
+        backoff.reset();
+        assert!(backoff.next().expect("never gives up") <= Duration::from_millis(200));
+    }
 }

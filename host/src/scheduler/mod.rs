@@ -16,6 +16,8 @@
 //!   number and whether it is the last attempt; success resets retries and earlier reschedules;
 //!   a trigger during a pending retry runs at once and does not count as an attempt; after the
 //!   last attempt a trigger still runs, still marked last attempt;
+//! - a run that could not reach the API server ([`Verdict::Unreachable`]) runs again after the
+//!   short [`Settings::reconnect`] backoff, indefinitely, and counts no attempt;
 //! - with a [`RateLimit`], a key runs at most `max_reconciles` times in any `period`; excess runs
 //!   are postponed, never dropped, whatever caused them;
 //! - [`Priority::Background`] triggers (initial lists, resyncs) yield to live ones, but age: one
@@ -61,6 +63,9 @@ pub enum Verdict {
         /// Whether to retry with backoff.
         retry: bool,
     },
+    /// The run could not reach the API server (a transport error, or the server is
+    /// unavailable): run again soon with the [`Settings::reconnect`] backoff, counting no attempt.
+    Unreachable,
 }
 
 /// How urgent a trigger is.
@@ -81,6 +86,9 @@ pub struct Settings {
     pub global: Option<Arc<Semaphore>>,
     /// Backoff for failed runs.
     pub retry: RetryPolicy,
+    /// Backoff for runs that could not reach the API server; its `max_attempts` is not used,
+    /// they are retried until the server answers.
+    pub reconnect: RetryPolicy,
     /// Run every key at least this long after its last run; `None` turns it off.
     pub max_interval: Option<Duration>,
     /// Per-key rate limit; `None` turns it off.
@@ -90,13 +98,14 @@ pub struct Settings {
 }
 
 impl Default for Settings {
-    /// 16 concurrent runs, no shared permits, default retries, no maximum interval, no rate
-    /// limit, background triggers age after 5 s.
+    /// 16 concurrent runs, no shared permits, default retries, reconnects after 0.2 s growing
+    /// to 1 s (+-50%), no maximum interval, no rate limit, background triggers age after 5 s.
     fn default() -> Self {
         Self {
             max_concurrent: 16,
             global: None,
             retry: RetryPolicy::default(),
+            reconnect: RetryPolicy::reconnect(),
             max_interval: None,
             rate_limit: None,
             aging: Duration::from_secs(5),

@@ -47,6 +47,8 @@ struct Entry {
     cause: Cause,
     /// Failed attempts counted since the last success.
     failures: u32,
+    /// Runs in a row that could not reach the API server.
+    unreachable: u32,
     timer: Option<(delay_queue::Key, Pending)>,
     window: Window,
     /// The key was forgotten while running: drop it when the run finishes.
@@ -59,6 +61,7 @@ impl Entry {
             phase: Phase::Idle,
             cause: Cause::Event,
             failures: 0,
+            unreachable: 0,
             timer: None,
             window: Window::default(),
             forgotten: false,
@@ -173,6 +176,7 @@ impl<K: Clone + Eq + Hash> State<K> {
         let Phase::Running { rerun } = entry.phase else { return };
         entry.phase = Phase::Idle;
         let retry = &self.settings.retry;
+        entry.unreachable = if verdict == Verdict::Unreachable { entry.unreachable.saturating_add(1) } else { 0 };
         let next = match verdict {
             Verdict::Done { requeue_after } => {
                 entry.failures = 0;
@@ -191,6 +195,11 @@ impl<K: Clone + Eq + Hash> State<K> {
                 }
                 let delay = retry.jittered_delay(entry.failures, fastrand::f64());
                 Some((delay, Cause::Retry, Priority::Live))
+            }
+            // Not the plugin's failure: the same run, with the same cause, runs again soon.
+            Verdict::Unreachable => {
+                let delay = self.settings.reconnect.jittered_delay(entry.unreachable, fastrand::f64());
+                Some((delay, entry.cause, Priority::Live))
             }
             // No retry follows: only a new event or the maximum interval runs it again.
             Verdict::Failed { .. } => self.settings.max_interval.map(|max| (max, Cause::Timer, Priority::Background)),

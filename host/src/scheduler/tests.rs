@@ -463,3 +463,37 @@ async fn a_live_trigger_promotes_a_queued_background_item() {
     assert_eq!(times(&log, "i1"), vec![200]);
     assert_eq!(times(&log, "i2"), vec![300]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_api_server_is_retried_soon_without_using_up_attempts() {
+    let reconnect = RetryPolicy {
+        initial_interval: Duration::from_millis(250),
+        multiplier: 2.0,
+        max_interval: Duration::from_secs(1),
+        ..RetryPolicy::default()
+    };
+    let retry = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
+    let settings = Settings { max_concurrent: 4, retry, reconnect, ..Settings::default() };
+    let verdict = |_: &Run<&'static str>, n: usize| match n {
+        0..5 => Verdict::Unreachable,
+        5 => fail(),
+        _ => done(),
+    };
+    let (h, log) = start_with(settings, Duration::ZERO, verdict, Arc::new(Mutex::new(Log::default())));
+    h.trigger("a");
+    sleep(Duration::from_secs(60)).await;
+    // 250, 500, then 1000 ms apart at most, all still the first attempt; the real failure after
+    // them is the first retry, and the last one.
+    assert_eq!(
+        runs(&log, "a"),
+        vec![
+            (0, 0, false),
+            (250, 0, false),
+            (750, 0, false),
+            (1750, 0, false),
+            (2750, 0, false),
+            (3750, 0, false),
+            (5750, 1, true)
+        ]
+    );
+}

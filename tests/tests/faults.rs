@@ -1,0 +1,307 @@
+//! The fault suite, on a control plane of its own whose processes the tests kill and restart
+//! (`tests/testbed/cluster.sh kill|start`), so the tests run one at a time.
+//!
+//! Each scenario makes a burst of spec changes over 50 Swaps while a fault happens, then asserts
+//! that every Swap converges (`fixture-swap`'s status reflects its last spec and generation),
+//! that no Swap was ever reconciled by two runs at once (the plugin's begin/end log lines), and
+//! that the host stayed up. It prints the changes made and the time to converge after the fault
+//! ended; those times are reported, never asserted.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use tokio::sync::{Mutex, MutexGuard};
+use wasmop::host::Host;
+use wasmop_tests::overlaps::Overlaps;
+use wasmop_tests::swaps::{self, all_settled};
+use wasmop_tests::{
+    apply_file, bare_host, faults_client, faults_cluster, faults_kubeconfig, namespace, plugin, within, workspace_root,
+};
+
+const OBJECTS: usize = 50;
+const CHANGES: u64 = 200;
+/// One change every 10 ms: the burst lasts 2 s unless a fault holds changes back.
+const PACE: Duration = Duration::from_millis(10);
+
+/// One fault test at a time: they restart the processes the others use.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// A namespace with 50 settled Swaps on the fault suite's control plane.
+struct Bed {
+    _serial: MutexGuard<'static, ()>,
+    client: Client,
+    ns: String,
+    api: Api<DynamicObject>,
+}
+
+impl Bed {
+    async fn new(test: &str) -> anyhow::Result<Self> {
+        let serial = SERIAL.lock().await;
+        let client = faults_client().await?;
+        apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
+        let ns = namespace(&client, test).await?;
+        let api = swaps::api(&client, &ns);
+        swaps::create(&api, OBJECTS).await?;
+        Ok(Self { _serial: serial, client, ns, api })
+    }
+
+    /// An in-process host running `fixture-swap` v1 on this namespace, once every Swap settled.
+    async fn host(&self) -> anyhow::Result<Arc<Host>> {
+        let host = bare_host(&self.client, &self.ns)?;
+        let v1 = plugin("fixture-swap");
+        host.install("test", &v1, std::fs::read(&v1)?, None).await?;
+        all_settled(&self.api, OBJECTS, "v1", v1_result).await?;
+        Ok(host)
+    }
+
+    /// [`CHANGES`] spec changes round robin over the Swaps, one every [`PACE`]; a change the API
+    /// server refuses or cannot take (it is down) is tried again until it is made. Returns once
+    /// every change is made, with the time the last one was.
+    async fn burst(&self) -> anyhow::Result<Instant> {
+        let mut ticks = tokio::time::interval(PACE);
+        let mut changes = tokio::task::JoinSet::new();
+        for n in 0..CHANGES {
+            ticks.tick().await;
+            let (api, name) = (self.api.clone(), format!("swap-{}", n as usize % OBJECTS));
+            changes.spawn(async move {
+                while swaps::set_value(&api, &name, n + 1).await.is_err() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            });
+        }
+        within(Duration::from_secs(120), "every change made", async {
+            while let Some(done) = changes.join_next().await {
+                done?;
+            }
+            anyhow::Ok(Instant::now())
+        })
+        .await?
+    }
+
+    /// Waits until every Swap settled on v1 and prints the figures of the scenario: the time
+    /// to converge after the fault ended, and after the API server took the last change.
+    async fn converged(&self, scenario: &str, fault_ended: Instant, last_change: Instant) -> anyhow::Result<Duration> {
+        all_settled(&self.api, OBJECTS, "v1", v1_result).await?;
+        let (took, after_last) = (fault_ended.elapsed(), last_change.elapsed());
+        eprintln!(
+            "faults: {scenario}: {CHANGES} changes over {OBJECTS} Swaps converged {took:.1?} after the fault ended, \
+             {after_last:.1?} after the last change was made"
+        );
+        Ok(took)
+    }
+}
+
+fn v1_result(value: i64) -> i64 {
+    value + 1
+}
+
+/// Asserts that no Swap was reconciled by two runs at once since `before` (begun, overlapping)
+/// and that reconciles happened.
+fn assert_no_overlap(overlaps: &Overlaps, before: (u64, u64)) {
+    let begun = overlaps.begun() - before.0;
+    let overlapping = overlaps.overlapping() - before.1;
+    assert!(begun >= OBJECTS as u64, "the capture saw the reconciles ({begun})");
+    assert_eq!(overlapping, 0, "no Swap was reconciled by two runs at once ({begun} reconciles)");
+}
+
+/// A new change still converges.
+async fn assert_still_reconciles(bed: &Bed) -> anyhow::Result<()> {
+    swaps::set_value(&bed.api, "swap-0", CHANGES + 1).await?;
+    all_settled(&bed.api, OBJECTS, "v1", v1_result).await
+}
+
+/// The in-process host's plugin still runs and still reconciles a new change.
+async fn assert_host_serves(bed: &Bed, host: &Host) -> anyhow::Result<()> {
+    assert_eq!(host.plugins(), vec!["fixture-swap".to_string()], "the plugin still runs");
+    assert_still_reconciles(bed).await
+}
+
+/// Kills `component` 1 s into the burst and starts it again `down` later; returns when it is
+/// healthy again.
+async fn outage(component: &str, down: Duration) -> anyhow::Result<Instant> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    faults_cluster("kill", component).await?;
+    tokio::time::sleep(down).await;
+    faults_cluster("start", component).await?;
+    Ok(Instant::now())
+}
+
+/// A burst while `component` of the control plane is down for `down`, with an in-process host.
+async fn control_plane_outage(test: &str, component: &str, down: Duration) -> anyhow::Result<Duration> {
+    let overlaps = Overlaps::in_process();
+    let bed = Bed::new(test).await?;
+    let host = bed.host().await?;
+    let before = (overlaps.begun(), overlaps.overlapping());
+    let (burst, ready) = tokio::join!(bed.burst(), outage(component, down));
+    let took = bed.converged(&format!("{component} killed for {down:?}"), ready?, burst?).await?;
+    assert_no_overlap(&overlaps, before);
+    assert_host_serves(&bed, &host).await?;
+    host.stop_all().await;
+    Ok(took)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_apiserver_killed_during_a_burst() -> anyhow::Result<()> {
+    let took = control_plane_outage("apiserver-kill", "apiserver", Duration::from_secs(8)).await?;
+    let goal = if took <= Duration::from_secs(5) { "met" } else { "missed" };
+    eprintln!("faults: recovery within 5 s of the API server's return: {goal}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_restarted_during_a_burst() -> anyhow::Result<()> {
+    control_plane_outage("etcd-restart", "etcd", Duration::from_secs(3)).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_module_swapped_in_during_a_burst() -> anyhow::Result<()> {
+    let overlaps = Overlaps::in_process();
+    let bed = Bed::new("corrupt-module").await?;
+    let host = bed.host().await?;
+    let running = host.module("fixture-swap").expect("running").digest().to_string();
+    let before = (overlaps.begun(), overlaps.overlapping());
+    let corrupt = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let refused = host.install("test", Path::new("fixture-swap.wasm"), b"\0asm corrupt".to_vec(), None).await;
+        (refused.map(|_| ()), Instant::now())
+    };
+    let (burst, (refused, refused_at)) = tokio::join!(bed.burst(), corrupt);
+    let err = refused.expect_err("a corrupt module is refused").to_string();
+    assert!(err.contains("is not a valid WebAssembly component"), "{err}");
+    assert_eq!(host.module("fixture-swap").expect("still running").digest(), running, "v1 keeps running");
+    bed.converged("corrupt module refused", refused_at, burst?).await?;
+    assert_no_overlap(&overlaps, before);
+    assert_host_serves(&bed, &host).await?;
+    host.stop_all().await;
+    Ok(())
+}
+
+/// Another writer of the Swaps' status while the host reconciles them: it reads each Swap and
+/// patches `status.noise` at the resourceVersion it read, and every other time at the one
+/// before, so that the host's status patches (at the version its cache holds) meet 409s, and so
+/// do its own stale ones. Returns (writes made, writes refused with 409).
+async fn status_storm(api: &Api<DynamicObject>, stop: &AtomicBool) -> (u64, u64) {
+    let (mut made, mut conflicts, mut stale) = (0, 0, HashMap::new());
+    let mut n = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        n += 1;
+        let name = format!("swap-{}", n as usize % OBJECTS);
+        let Ok(swap) = api.get_status(&name).await else { continue };
+        let current = swap.resource_version().unwrap_or_default();
+        let version =
+            if n.is_multiple_of(2) { stale.get(&name).cloned().unwrap_or(current.clone()) } else { current.clone() };
+        stale.insert(name.clone(), current);
+        let patch = serde_json::json!({ "metadata": { "resourceVersion": version }, "status": { "noise": n } });
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => made += 1,
+            Err(kube::Error::Api(s)) if s.code == 409 => conflicts += 1,
+            Err(_) => {}
+        }
+    }
+    (made, conflicts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_writer_causes_a_409_storm_on_status() -> anyhow::Result<()> {
+    let overlaps = Overlaps::in_process();
+    let bed = Bed::new("conflict-storm").await?;
+    let host = bed.host().await?;
+    let before = (overlaps.begun(), overlaps.overlapping());
+    let stop = AtomicBool::new(false);
+    let storm = status_storm(&bed.api, &stop);
+    let burst = async {
+        let last = bed.burst().await;
+        // The storm goes on for 3 s after the burst.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        stop.store(true, Ordering::SeqCst);
+        (last, Instant::now())
+    };
+    let ((last, stopped), (made, refused)) = tokio::join!(burst, storm);
+    let conflicts = host.metrics().conflicts_of("fixture-swap");
+    eprintln!(
+        "faults: 409 storm: the other writer made {made} status writes, {refused} refused with 409; the host met {conflicts} conflicts"
+    );
+    bed.converged("409 storm on status", stopped, last?).await?;
+    assert!(conflicts > 0, "the storm made the host's status writes conflict");
+    assert_no_overlap(&overlaps, before);
+    assert_host_serves(&bed, &host).await?;
+    host.stop_all().await;
+    Ok(())
+}
+
+/// A `wasmop run` process on the bed's namespace, its log fed to its own overlap detector; it
+/// is killed (SIGKILL) when dropped.
+struct HostProcess {
+    child: Child,
+    overlaps: Arc<Overlaps>,
+}
+
+impl HostProcess {
+    fn start(bed: &Bed) -> anyhow::Result<Self> {
+        let binary = std::env::current_exe()?
+            .parent()
+            .and_then(Path::parent)
+            .map(|debug| debug.join(format!("wasmop{}", std::env::consts::EXE_SUFFIX)))
+            .context("the test binary lies in target/<profile>/deps")?;
+        anyhow::ensure!(binary.exists(), "{} is missing: run `cargo build -p wasmop` first", binary.display());
+        let mut child = Command::new(binary)
+            .args(["run", "--namespace", &bed.ns, "--plugin"])
+            .arg(plugin("fixture-swap"))
+            .env("KUBECONFIG", faults_kubeconfig())
+            .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let overlaps = Arc::new(Overlaps::default());
+        let (log, fed) = (child.stderr.take().context("piped")?, overlaps.clone());
+        std::thread::spawn(move || BufReader::new(log).lines().map_while(Result::ok).for_each(|l| fed.log_line(&l)));
+        Ok(Self { child, overlaps })
+    }
+
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_process_killed_during_a_burst_and_restarted() -> anyhow::Result<()> {
+    let bed = Bed::new("host-kill").await?;
+    let mut first = HostProcess::start(&bed)?;
+    all_settled(&bed.api, OBJECTS, "v1", v1_result).await?;
+    let crash = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        first.child.kill()?; // SIGKILL
+        first.child.wait()?;
+        let second = HostProcess::start(&bed)?;
+        anyhow::Ok((second, Instant::now()))
+    };
+    let (burst, restarted) = tokio::join!(bed.burst(), crash);
+    let (mut second, started) = restarted?;
+    bed.converged("host process killed and restarted", started, burst?).await?;
+    for (host, overlaps) in [("first", &first.overlaps), ("second", &second.overlaps)] {
+        assert_eq!(overlaps.overlapping(), 0, "the {host} host never reconciled a Swap twice at once");
+    }
+    assert!(second.overlaps.begun() >= OBJECTS as u64, "the second host reconciled every Swap");
+    assert_still_reconciles(&bed).await?;
+    assert!(second.running(), "the restarted host is still up");
+    Ok(())
+}
