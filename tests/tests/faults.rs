@@ -124,13 +124,23 @@ async fn assert_host_serves(bed: &Bed, host: &Host) -> anyhow::Result<()> {
     assert_still_reconciles(bed).await
 }
 
-/// Kills `component` 1 s into the burst and starts it again `down` later; returns when it is
-/// healthy again.
-async fn outage(component: &str, down: Duration) -> anyhow::Result<Instant> {
+/// Kills `component` 1 s into the burst and starts it again `down` later; returns when it
+/// serves Swaps again. A restarted kube-apiserver answers `/readyz` before it serves custom
+/// resources (it must first set up a handler for each CRD), and no client can read or change a
+/// Swap before then: the host's recovery is measured from there.
+async fn outage(api: &Api<DynamicObject>, component: &str, down: Duration) -> anyhow::Result<Instant> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     faults_cluster("kill", component).await?;
     tokio::time::sleep(down).await;
     faults_cluster("start", component).await?;
+    let healthy = Instant::now();
+    within(Duration::from_secs(60), "Swaps served again", async {
+        while api.get("swap-0").await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await?;
+    eprintln!("faults: {component} healthy again; Swaps served {:.1?} later", healthy.elapsed());
     Ok(Instant::now())
 }
 
@@ -140,8 +150,8 @@ async fn control_plane_outage(test: &str, component: &str, down: Duration) -> an
     let bed = Bed::new(test).await?;
     let host = bed.host().await?;
     let before = (overlaps.begun(), overlaps.overlapping());
-    let (burst, ready) = tokio::join!(bed.burst(), outage(component, down));
-    let took = bed.converged(&format!("{component} killed for {down:?}"), ready?, burst?).await?;
+    let (burst, serving) = tokio::join!(bed.burst(), outage(&bed.api, component, down));
+    let took = bed.converged(&format!("{component} killed for {down:?}"), serving?, burst?).await?;
     assert_no_overlap(&overlaps, before);
     assert_host_serves(&bed, &host).await?;
     host.stop_all().await;
@@ -152,7 +162,7 @@ async fn control_plane_outage(test: &str, component: &str, down: Duration) -> an
 async fn kube_apiserver_killed_during_a_burst() -> anyhow::Result<()> {
     let took = control_plane_outage("apiserver-kill", "apiserver", Duration::from_secs(8)).await?;
     let goal = if took <= Duration::from_secs(5) { "met" } else { "missed" };
-    eprintln!("faults: recovery within 5 s of the API server's return: {goal}");
+    eprintln!("faults: recovery within 5 s of the API server serving Swaps again: {goal}");
     Ok(())
 }
 
