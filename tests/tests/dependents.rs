@@ -514,3 +514,27 @@ async fn memcached_sizes_its_deployment_and_lists_its_pods() -> anyhow::Result<(
     host.stop().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_deleted_by_someone_else_right_after_its_creation_is_created_again() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "ghost-dependent").await?;
+    let config_maps = api(&client, &ns, "", "v1", "ConfigMap", "configmaps");
+    let host = RunningHost::start(&client, &ns, &["fixture-bulk"], Limits::default())?;
+    let primary = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "p", "labels": { "wasmop.dev/fixture": "bulk" } },
+        "data": { "count": "1" },
+    });
+    apply(&client, primary, Some(&ns)).await?;
+    wait_until(&config_maps, "p", "1 bulk object", |p| annotation(p, "wasmop.dev/bulk").as_deref() == Some("1"))
+        .await?;
+    let first = config_maps.get("p-0").await?;
+    // The host must not go on seeing its own create once the watch delivered the object (the
+    // cache-level case, with no read in between, is `informer.rs`'s overlay test).
+    config_maps.delete("p-0", &DeleteParams::default()).await?;
+    let again = wait_until(&config_maps, "p-0", "created again", move |o| o.uid() != first.uid()).await?;
+    assert!(owned_by(&again, &config_maps.get("p").await?), "the new p-0 is owned by its primary");
+    host.stop().await;
+    Ok(())
+}

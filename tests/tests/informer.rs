@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::runtime::watcher::Event;
 use kube::{Client, ResourceExt};
+use serde_json::json;
 use wasmop::informer::{Registry, Selectors, SharedEvent};
+use wasmop::object::ObjectKey;
 use wasmop_tests::{client, namespace, within};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -68,5 +70,49 @@ async fn subscribers_share_one_watch_and_one_leaving_keeps_the_others_events_flo
     drop(other);
     drop((second, late, second_events, late_events));
     assert_eq!(registry.active(), 0, "the watch stops with its last subscriber");
+    Ok(())
+}
+
+/// Waits for a `Delete` of the object called `name`.
+async fn deleted<S: Stream<Item = SharedEvent> + Unpin>(events: &mut S, name: &str) -> anyhow::Result<()> {
+    within(WAIT, &format!("{name} deleted"), async {
+        while let Some(event) = events.next().await {
+            if let Event::Delete(o) = event
+                && o.name_any() == name
+            {
+                return Ok(());
+            }
+        }
+        anyhow::bail!("the event stream ended")
+    })
+    .await?
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_leaves_the_overlay_once_delivered_so_a_later_deletion_shows() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "ghost-overlay").await?;
+    let registry = Registry::new(client.clone());
+    let subscription = registry.subscribe(&ApiResource::erase::<ConfigMap>(&()), Some(&ns), Selectors::default());
+    let mut events = Box::pin(subscription.events());
+    let cache = subscription.cache();
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &ApiResource::erase::<ConfigMap>(&()));
+
+    // The host creates an object and records its write, then the watch delivers it.
+    let created = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "mine" } }))?,
+        )
+        .await?;
+    let key = ObjectKey::of(&created).expect("named");
+    cache.wrote(created, None);
+    applied(&mut events, "mine").await?;
+    // Someone else deletes it before anything read the key: the cache must show it gone.
+    api.delete("mine", &DeleteParams::default()).await?;
+    deleted(&mut events, "mine").await?;
+    assert!(cache.get(&key).is_none(), "a delivered then deleted create is no longer seen");
+    assert!(cache.state().is_empty(), "nor listed");
     Ok(())
 }

@@ -1,6 +1,12 @@
 //! A watch's cache: the reflector store, plus the host's own writes the watch has not delivered
 //! yet, so that a reconcile reads what the previous one wrote (JOSDK's temporary resource
-//! cache). An entry is dropped as soon as the store moves past the version it replaced.
+//! cache).
+//!
+//! An entry leaves the overlay as soon as the watch delivers the write or anything newer, or the
+//! object's deletion, judged on every event of the watch ([`Cache::observe`]) and again on every
+//! read; a re-list drops every entry recorded before it began, since the list shows those writes
+//! or something newer. So the overlay never outlives the watch's view of a write: an object the
+//! host created, that the watch delivered and that someone else then deleted, is seen as gone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,13 +14,45 @@ use std::sync::{Arc, Mutex};
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::Event;
 
 use crate::object::ObjectKey;
 
-/// One of the host's writes: the object after it (`None`: deleted) and the version it replaced.
+/// One of the host's writes: the object after it (`None`: deleted), the version it replaced, and
+/// the list it was recorded during.
 struct Recent {
     replaced: Option<String>,
     object: Option<Arc<DynamicObject>>,
+    uid: Option<String>,
+    list: u64,
+}
+
+impl Recent {
+    /// Whether `seen`, a version of the object the watch delivered, is this write or newer.
+    fn superseded_by(&self, seen: &DynamicObject) -> bool {
+        if let (Some(mine), Some(theirs)) = (&self.uid, seen.uid())
+            && *mine != theirs
+        {
+            return true; // another incarnation of the name
+        }
+        let seen = seen.resource_version();
+        let written = self.object.as_ref().and_then(|o| o.resource_version());
+        // resourceVersions are etcd revisions; ordered comparison when both are numbers, as
+        // JOSDK does, else only "not the version the write replaced".
+        let number = |v: &Option<String>| v.as_deref().and_then(|v| v.parse::<u64>().ok());
+        match (number(&seen), number(&written), number(&self.replaced)) {
+            (Some(seen), Some(written), _) => seen >= written,
+            (Some(seen), None, Some(replaced)) if self.object.is_none() => seen > replaced,
+            _ => seen != self.replaced,
+        }
+    }
+}
+
+/// The host's writes not delivered yet, by key, and the number of lists the watch began.
+#[derive(Default)]
+struct Overlay {
+    recent: HashMap<ObjectKey, Recent>,
+    lists: u64,
 }
 
 /// A watch's store with the host's recent writes laid over it. Cheap to clone.
@@ -22,13 +60,13 @@ struct Recent {
 pub struct Cache {
     store: Store<DynamicObject>,
     resource: ApiResource,
-    recent: Arc<Mutex<HashMap<ObjectKey, Recent>>>,
+    overlay: Arc<Mutex<Overlay>>,
 }
 
 impl Cache {
     /// A cache over the `store` of objects of `resource`, with no writes of its own yet.
     pub fn new(store: Store<DynamicObject>, resource: ApiResource) -> Self {
-        Self { store, resource, recent: Arc::default() }
+        Self { store, resource, overlay: Arc::default() }
     }
 
     fn stored(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
@@ -39,20 +77,55 @@ impl Cache {
         self.store.get(&reference)
     }
 
-    /// Whether the store has not yet seen the write `recent` made over `stored`.
+    /// Whether the store has not yet seen the write `recent`, given what it holds.
     fn pending(recent: &Recent, stored: Option<&Arc<DynamicObject>>) -> bool {
-        stored.and_then(|o| o.resource_version()) == recent.replaced
+        match stored {
+            Some(stored) => !recent.superseded_by(stored),
+            // Absent: a write not delivered yet (a delivered one that was deleted since left on
+            // the Delete event), or the host's deletion, delivered.
+            None => recent.object.is_some(),
+        }
+    }
+
+    fn overlay(&self) -> std::sync::MutexGuard<'_, Overlay> {
+        self.overlay.lock().expect("never poisoned")
+    }
+
+    /// Settles the overlay with an event the watch delivered (after the store applied it).
+    pub fn observe(&self, event: &Event<DynamicObject>) {
+        let mut overlay = self.overlay();
+        match event {
+            Event::Apply(seen) | Event::InitApply(seen) => {
+                let Some(key) = ObjectKey::of(seen) else { return };
+                if overlay.recent.get(&key).is_some_and(|r| r.superseded_by(seen)) {
+                    overlay.recent.remove(&key);
+                }
+            }
+            Event::Delete(gone) => {
+                let Some(key) = ObjectKey::of(gone) else { return };
+                // A deletion of an older incarnation leaves a write of a newer one alone.
+                let older = |r: &Recent| r.object.is_some() && r.uid.is_some() && r.uid != gone.uid();
+                if overlay.recent.get(&key).is_some_and(|r| !older(r)) {
+                    overlay.recent.remove(&key);
+                }
+            }
+            Event::Init => overlay.lists += 1,
+            Event::InitDone => {
+                let list = overlay.lists;
+                overlay.recent.retain(|_, r| r.list >= list);
+            }
+        }
     }
 
     /// The object `key`, as the host last wrote it or as the watch delivered it, whichever is
     /// newer.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
         let stored = self.stored(key);
-        let mut recent = self.recent.lock().expect("never poisoned");
-        match recent.get(key) {
+        let mut overlay = self.overlay();
+        match overlay.recent.get(key) {
             Some(entry) if Self::pending(entry, stored.as_ref()) => entry.object.clone(),
             Some(_) => {
-                recent.remove(key);
+                overlay.recent.remove(key);
                 stored
             }
             None => stored,
@@ -62,8 +135,8 @@ impl Cache {
     /// Every object, with the host's pending writes applied.
     pub fn state(&self) -> Vec<Arc<DynamicObject>> {
         let mut objects = self.store.state();
-        let mut recent = self.recent.lock().expect("never poisoned");
-        if recent.is_empty() {
+        let mut overlay = self.overlay();
+        if overlay.recent.is_empty() {
             return objects;
         }
         let mut stored: HashMap<ObjectKey, usize> = HashMap::new();
@@ -72,9 +145,9 @@ impl Cache {
                 stored.insert(key, i);
             }
         }
-        recent.retain(|key, entry| Self::pending(entry, stored.get(key).map(|&i| &objects[i])));
+        overlay.recent.retain(|key, entry| Self::pending(entry, stored.get(key).map(|&i| &objects[i])));
         let mut removed = Vec::new();
-        for (key, entry) in recent.iter() {
+        for (key, entry) in overlay.recent.iter() {
             match (stored.get(key), &entry.object) {
                 (Some(&i), Some(object)) => objects[i] = object.clone(),
                 (Some(&i), None) => removed.push(i),
@@ -89,18 +162,36 @@ impl Cache {
         objects
     }
 
+    /// How many of the host's writes the watch has not delivered yet.
+    pub fn pending_writes(&self) -> usize {
+        self.overlay().recent.len()
+    }
+
+    fn record(
+        &self,
+        key: ObjectKey,
+        replaced: Option<String>,
+        object: Option<Arc<DynamicObject>>,
+        uid: Option<String>,
+    ) {
+        let mut overlay = self.overlay();
+        let list = overlay.lists;
+        overlay.recent.insert(key, Recent { replaced, object, uid, list });
+    }
+
     /// Records the host's write of `object`, which replaced version `replaced` (`None`: it
     /// created the object).
     pub fn wrote(&self, object: DynamicObject, replaced: Option<String>) {
         if let Some(key) = ObjectKey::of(&object) {
-            let entry = Recent { replaced, object: Some(Arc::new(object)) };
-            self.recent.lock().expect("never poisoned").insert(key, entry);
+            let uid = object.uid();
+            self.record(key, replaced, Some(Arc::new(object)), uid);
         }
     }
 
     /// Records that the host deleted `key`, which was at version `replaced`.
     pub fn deleted(&self, key: ObjectKey, replaced: Option<String>) {
-        self.recent.lock().expect("never poisoned").insert(key, Recent { replaced, object: None });
+        let uid = self.stored(&key).and_then(|o| o.uid());
+        self.record(key, replaced, None, uid);
     }
 }
 
@@ -158,6 +249,72 @@ mod tests {
         writer.apply_watcher_event(&Event::Apply(object("new", "5", "created")));
         writer.apply_watcher_event(&Event::Delete(object("gone", "1", "x")));
         assert_eq!(cache.state().len(), 1);
-        assert!(cache.recent.lock().unwrap().is_empty(), "delivered writes are forgotten");
+        assert_eq!(cache.pending_writes(), 0, "delivered writes are forgotten");
+    }
+
+    /// Applies `event` to the store, then to the overlay, in the watch task's order.
+    fn deliver(writer: &mut Writer<DynamicObject>, cache: &Cache, event: Event<DynamicObject>) {
+        writer.apply_watcher_event(&event);
+        cache.observe(&event);
+    }
+
+    fn with_uid(mut o: DynamicObject, uid: &str) -> DynamicObject {
+        o.metadata.uid = Some(uid.into());
+        o
+    }
+
+    #[test]
+    fn a_delivered_create_leaves_the_overlay_so_a_later_deletion_shows() {
+        let (mut writer, cache) = cache();
+        cache.wrote(with_uid(object("new", "5", "created"), "u1"), None);
+        deliver(&mut writer, &cache, Event::Apply(with_uid(object("new", "5", "created"), "u1")));
+        assert_eq!(cache.pending_writes(), 0, "delivered, with no read in between");
+        deliver(&mut writer, &cache, Event::Delete(with_uid(object("new", "5", "created"), "u1")));
+        assert!(cache.get(&key("new")).is_none(), "someone else deleted it");
+    }
+
+    #[test]
+    fn an_older_event_keeps_the_write_and_a_newer_one_replaces_it() {
+        let (mut writer, cache) = cache();
+        deliver(&mut writer, &cache, Event::Apply(object("a", "10", "old")));
+        cache.wrote(object("a", "12", "mine"), Some("10".into()));
+        deliver(&mut writer, &cache, Event::Apply(object("a", "11", "someone's, before mine")));
+        assert_eq!(data(&cache.get(&key("a")).unwrap()), "mine", "version 11 is older than the write");
+        deliver(&mut writer, &cache, Event::Apply(object("a", "13", "after mine")));
+        assert_eq!(cache.pending_writes(), 0);
+        assert_eq!(data(&cache.get(&key("a")).unwrap()), "after mine");
+    }
+
+    #[test]
+    fn deleting_an_older_incarnation_keeps_the_write_of_the_new_one() {
+        let (mut writer, cache) = cache();
+        deliver(&mut writer, &cache, Event::Apply(with_uid(object("a", "3", "old"), "old")));
+        cache.wrote(with_uid(object("a", "9", "re-created"), "new"), None);
+        deliver(&mut writer, &cache, Event::Delete(with_uid(object("a", "3", "old"), "old")));
+        assert_eq!(data(&cache.get(&key("a")).unwrap()), "re-created");
+        deliver(&mut writer, &cache, Event::Apply(with_uid(object("a", "4", "someone's"), "other")));
+        assert_eq!(data(&cache.get(&key("a")).unwrap()), "someone's", "another incarnation supersedes it");
+    }
+
+    #[test]
+    fn a_relist_drops_the_writes_recorded_before_it_began() {
+        let (mut writer, cache) = cache();
+        cache.wrote(object("gone", "5", "created, then deleted while the watch was down"), None);
+        deliver(&mut writer, &cache, Event::Init);
+        cache.wrote(object("during", "7", "written during the list"), None);
+        deliver(&mut writer, &cache, Event::InitDone);
+        let names: Vec<String> = cache.state().iter().map(|o| o.name_any()).collect();
+        assert_eq!(names, ["during"], "the list is the truth for earlier writes only");
+    }
+
+    #[test]
+    fn opaque_versions_fall_back_to_any_other_version() {
+        let (mut writer, cache) = cache();
+        deliver(&mut writer, &cache, Event::Apply(object("a", "x", "old")));
+        cache.wrote(object("a", "y", "mine"), Some("x".into()));
+        deliver(&mut writer, &cache, Event::Apply(object("a", "x", "old")));
+        assert_eq!(data(&cache.get(&key("a")).unwrap()), "mine");
+        deliver(&mut writer, &cache, Event::Apply(object("a", "z", "newer")));
+        assert_eq!(data(&cache.get(&key("a")).unwrap()), "newer");
     }
 }

@@ -104,6 +104,8 @@ impl Registry {
         let sender = events.clone();
         let synced = Arc::new(AtomicBool::new(false));
         let set_synced = synced.clone();
+        let cache = Cache::new(store.clone(), resource.clone());
+        let overlay = cache.clone();
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
@@ -113,6 +115,8 @@ impl Registry {
                         if matches!(event, watcher::Event::InitDone) {
                             set_synced.store(true, Ordering::SeqCst);
                         }
+                        // The store applied it: settle the host's writes it delivers.
+                        overlay.observe(&event);
                         // Nobody listening is fine: the cache is still kept up to date.
                         drop(sender.send(share(event)));
                     }
@@ -123,7 +127,6 @@ impl Registry {
         .abort_handle();
         tracing::info!(kind = %key.kind, namespace = ?key.namespace, "watch started");
         self.started.fetch_add(1, Ordering::SeqCst);
-        let cache = Cache::new(store.clone(), resource.clone());
         let watch = Arc::new(SharedWatch { store, cache, synced, events, task });
         watches.insert(key, Arc::downgrade(&watch));
         Subscription { watch }
