@@ -3,13 +3,18 @@
 //!
 //! A write is announced before it is sent: its watch event can arrive before the API server's
 //! response. Events of the object that arrive meanwhile are held; when the write ends, the one
-//! carrying the resourceVersion it produced is dropped, and any other means someone else changed
-//! the object too, which the caller must reconcile.
+//! carrying the resourceVersion it produced is dropped, and any other that mattered means someone
+//! else changed the object too, which the caller must reconcile.
+//!
+//! Every event of the object settles its record, whether or not it leads to a reconcile: the
+//! write's own event, any later version, or the object's deletion; a re-list clears every record
+//! no write is in flight for. So the records hold only writes in flight or just answered, never
+//! one per object ever written.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use crate::object::ObjectKey;
+use crate::object::{ObjectKey, version_at_least};
 
 /// What a deletion is recorded as.
 const DELETED: &str = "";
@@ -18,9 +23,10 @@ const DELETED: &str = "";
 struct Entry {
     /// Writes sent and not answered yet.
     in_flight: u32,
-    /// Versions of the events that arrived while writes were in flight.
-    seen: Vec<String>,
-    /// The version the last write produced, until its event arrives.
+    /// Versions of the events that arrived while writes were in flight, and whether each would
+    /// have led to a reconcile.
+    seen: Vec<(String, bool)>,
+    /// The version the last write produced, until its event (or a later one) arrives.
     ours: Option<String>,
 }
 
@@ -29,13 +35,17 @@ struct Entry {
 pub struct OwnWrites(Mutex<HashMap<ObjectKey, Entry>>);
 
 impl OwnWrites {
-    /// A write of `key` is about to be sent.
-    pub fn begin(&self, key: &ObjectKey) {
-        self.0.lock().expect("never poisoned").entry(key.clone()).or_default().in_flight += 1;
+    fn writes(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Entry>> {
+        self.0.lock().expect("never poisoned")
     }
 
-    /// The write of `key` produced `version`; returns whether events of other writers arrived
-    /// while it was in flight (the caller then reconciles the object's primary).
+    /// A write of `key` is about to be sent.
+    pub fn begin(&self, key: &ObjectKey) {
+        self.writes().entry(key.clone()).or_default().in_flight += 1;
+    }
+
+    /// The write of `key` produced `version`; returns whether events of other writers that
+    /// mattered arrived while it was in flight (the caller then reconciles the object's primary).
     pub fn wrote(&self, key: &ObjectKey, version: Option<String>) -> bool {
         self.end(key, Some(version.unwrap_or_default()).filter(|v| !v.is_empty()))
     }
@@ -51,16 +61,20 @@ impl OwnWrites {
     }
 
     fn end(&self, key: &ObjectKey, produced: Option<String>) -> bool {
-        let mut writes = self.0.lock().expect("never poisoned");
+        let mut writes = self.writes();
         let entry = writes.entry(key.clone()).or_default();
         entry.in_flight = entry.in_flight.saturating_sub(1);
         let mut ours_seen = false;
         let mut foreign = false;
-        for version in entry.seen.drain(..) {
-            if Some(&version) == produced.as_ref() {
-                ours_seen = true;
-            } else {
-                foreign = true;
+        for (version, matters) in entry.seen.drain(..) {
+            match &produced {
+                Some(produced) if *produced == version => ours_seen = true,
+                // A version after ours (or the deletion) was delivered: ours will not come.
+                Some(produced) if version == DELETED || version_at_least(&version, produced) == Some(true) => {
+                    ours_seen = true;
+                    foreign |= matters;
+                }
+                _ => foreign |= matters,
             }
         }
         entry.ours = if ours_seen { None } else { produced };
@@ -72,19 +86,43 @@ impl OwnWrites {
 
     /// Whether the event of `key` at `version` (`None`: a deletion) is to be ignored: it is the
     /// host's own, or a write is in flight (the event is held and judged when the write ends).
-    pub fn consume(&self, key: &ObjectKey, version: Option<&str>) -> bool {
+    /// `matters` says whether the event would reconcile if it were someone else's. Every event of
+    /// a key must be passed here, so that its record is settled.
+    pub fn consume(&self, key: &ObjectKey, version: Option<&str>, matters: bool) -> bool {
         let version = version.unwrap_or(DELETED);
-        let mut writes = self.0.lock().expect("never poisoned");
+        let mut writes = self.writes();
         let Some(entry) = writes.get_mut(key) else { return false };
         if entry.in_flight > 0 {
-            entry.seen.push(version.to_string());
+            entry.seen.push((version.to_string(), matters));
             return true;
         }
-        let own = entry.ours.as_deref() == Some(version);
-        if own {
+        let ours = entry.ours.as_deref();
+        let own = ours == Some(version);
+        // Settled by our own event, a later version or the deletion; an earlier version (someone
+        // else's write delivered after our response) keeps waiting for ours.
+        let settled =
+            own || version == DELETED || ours.is_none_or(|ours| version_at_least(version, ours).unwrap_or(true));
+        if settled {
             writes.remove(key);
         }
         own
+    }
+
+    /// The watch listed its objects again (each listed version went through
+    /// [`OwnWrites::consume`]): the records of objects the list no longer has, with no write in
+    /// flight, wait for nothing and go.
+    pub fn relisted(&self, listed: &HashSet<ObjectKey>) {
+        self.writes().retain(|key, entry| entry.in_flight > 0 || listed.contains(key));
+    }
+
+    /// How many objects have a write in flight or an event still awaited.
+    pub fn len(&self) -> usize {
+        self.writes().len()
+    }
+
+    /// Whether no write is in flight or awaited.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -101,32 +139,67 @@ mod tests {
         let own = OwnWrites::default();
         own.begin(&key("a"));
         assert!(!own.wrote(&key("a"), Some("5".into())));
-        assert!(!own.consume(&key("a"), Some("4")), "an older event is someone else's");
-        assert!(own.consume(&key("a"), Some("5")));
-        assert!(!own.consume(&key("a"), Some("5")), "consumed");
+        assert!(!own.consume(&key("a"), Some("4"), true), "an older event is someone else's");
+        assert!(own.consume(&key("a"), Some("5"), true));
+        assert!(!own.consume(&key("a"), Some("5"), true), "consumed");
         own.begin(&key("b"));
         assert!(!own.deleted(&key("b")));
-        assert!(own.consume(&key("b"), None));
+        assert!(own.consume(&key("b"), None, true));
     }
 
     #[test]
     fn an_event_faster_than_the_response_is_still_recognised() {
         let own = OwnWrites::default();
         own.begin(&key("a"));
-        assert!(own.consume(&key("a"), Some("7")), "held while the write is in flight");
+        assert!(own.consume(&key("a"), Some("7"), true), "held while the write is in flight");
         assert!(!own.wrote(&key("a"), Some("7".into())), "it was ours");
-        assert!(!own.consume(&key("a"), Some("7")), "and it is forgotten");
+        assert!(!own.consume(&key("a"), Some("7"), true), "and it is forgotten");
     }
 
     #[test]
     fn a_foreign_event_during_a_write_is_reported_when_it_ends() {
         let own = OwnWrites::default();
         own.begin(&key("a"));
-        assert!(own.consume(&key("a"), Some("6")));
+        assert!(own.consume(&key("a"), Some("6"), true));
         assert!(own.wrote(&key("a"), Some("7".into())), "version 6 was someone else's");
-        assert!(own.consume(&key("a"), Some("7")));
+        assert!(own.consume(&key("a"), Some("7"), true));
         own.begin(&key("b"));
-        assert!(own.consume(&key("b"), Some("9")));
+        assert!(own.consume(&key("b"), Some("9"), true));
         assert!(own.failed(&key("b")), "the write failed; the event was someone else's");
+    }
+
+    #[test]
+    fn filtered_events_and_deletions_settle_the_records() {
+        let own = OwnWrites::default();
+        own.begin(&key("status"));
+        own.wrote(&key("status"), Some("5".into()));
+        assert!(own.consume(&key("status"), Some("5"), false), "a status patch's event reconciles nothing");
+        own.begin(&key("gone"));
+        own.wrote(&key("gone"), Some("8".into()));
+        assert!(!own.consume(&key("gone"), None, true), "someone else deleted it before our event came");
+        own.begin(&key("newer"));
+        own.wrote(&key("newer"), Some("10".into()));
+        assert!(!own.consume(&key("newer"), Some("9"), true), "an older event is someone else's");
+        assert_eq!(own.len(), 1, "and ours is still awaited");
+        assert!(!own.consume(&key("newer"), Some("11"), true), "ours was skipped");
+        assert!(own.is_empty(), "every record settled: {}", own.len());
+    }
+
+    #[test]
+    fn a_relist_clears_what_it_no_longer_lists_and_a_filtered_foreign_event_is_not_reported() {
+        let own = OwnWrites::default();
+        own.begin(&key("a"));
+        own.wrote(&key("a"), Some("5".into()));
+        own.begin(&key("b"));
+        assert!(own.consume(&key("b"), Some("6"), false), "held");
+        own.begin(&key("listed"));
+        own.wrote(&key("listed"), Some("9".into()));
+        assert!(!own.consume(&key("listed"), Some("8"), false), "listed at a version before the write");
+        own.relisted(&HashSet::from([key("listed")]));
+        assert_eq!(own.len(), 2, "the write in flight stays, and so does the listed one");
+        assert!(!own.wrote(&key("b"), Some("7".into())), "the held event would not have reconciled");
+        assert!(own.consume(&key("b"), Some("7"), false), "its own event");
+        assert!(own.consume(&key("listed"), Some("9"), true), "its own event, after the list");
+        assert!(own.is_empty());
     }
 }

@@ -326,9 +326,11 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         match event {
             Some(watcher::Event::Apply(object)) => {
                 let Some(key) = ObjectKey::of(&object) else { continue };
-                // The filter sees every change; the host's own writes reconcile nothing.
+                // The filter and the own-write records see every change; the host's own writes
+                // reconcile nothing.
                 let admitted = filter.admit(&key, &object.metadata);
-                if admitted && !own.consume(&key, object.resource_version().as_deref()) {
+                let own_write = own.consume(&key, object.resource_version().as_deref(), admitted);
+                if admitted && !own_write {
                     references.primary_changed(&key, &object).await;
                     handle.trigger_with(key, Priority::Live);
                 }
@@ -337,6 +339,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
             Some(watcher::Event::InitApply(object)) => {
                 if let Some(key) = ObjectKey::of(&object) {
                     listed.insert(key.clone());
+                    own.consume(&key, object.resource_version().as_deref(), false);
                     if filter.admit(&key, &object.metadata) {
                         references.primary_changed(&key, &object).await;
                         handle.trigger_with(key, Priority::Background);
@@ -345,6 +348,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
             }
             Some(watcher::Event::Delete(object)) => {
                 if let Some(key) = ObjectKey::of(&object) {
+                    own.consume(&key, None, false);
                     filter.forget(&key);
                     references.primary_deleted(&key);
                     handle.forget(key);
@@ -355,6 +359,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
                 tracing::debug!(plugin, "listing primaries");
             }
             Some(watcher::Event::InitDone) => {
+                own.relisted(&listed);
                 for key in filter.retain_listed(&std::mem::take(&mut listed)) {
                     references.primary_deleted(&key);
                     handle.forget(key);

@@ -16,7 +16,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 
-use crate::object::ObjectKey;
+use crate::object::{ObjectKey, version_at_least};
 
 /// One of the host's writes: the object after it (`None`: deleted), the version it replaced, and
 /// the list it was recorded during.
@@ -36,15 +36,17 @@ impl Recent {
             return true; // another incarnation of the name
         }
         let seen = seen.resource_version();
-        let written = self.object.as_ref().and_then(|o| o.resource_version());
-        // resourceVersions are etcd revisions; ordered comparison when both are numbers, as
-        // JOSDK does, else only "not the version the write replaced".
-        let number = |v: &Option<String>| v.as_deref().and_then(|v| v.parse::<u64>().ok());
-        match (number(&seen), number(&written), number(&self.replaced)) {
-            (Some(seen), Some(written), _) => seen >= written,
-            (Some(seen), None, Some(replaced)) if self.object.is_none() => seen > replaced,
-            _ => seen != self.replaced,
-        }
+        let ordered = match (&seen, &self.object, &self.replaced) {
+            // Our write, or a later version.
+            (Some(seen), Some(written), _) => written.resource_version().and_then(|w| version_at_least(seen, &w)),
+            // Our deletion: a later version than the one deleted (say, finalizers still hold it).
+            (Some(seen), None, Some(replaced)) => {
+                version_at_least(seen, replaced).map(|later| later && seen != replaced)
+            }
+            _ => None,
+        };
+        // Unordered versions: anything but the version the write replaced.
+        ordered.unwrap_or(seen != self.replaced)
     }
 }
 

@@ -91,6 +91,8 @@ impl SecondarySource {
                     if let Some(listing) = &mut seen.listing {
                         listing.insert(key.clone());
                     }
+                    // Settles the record of a write the list shows (or shows superseded).
+                    self.is_own(&key, object.resource_version().as_deref());
                     if seen.versions.get(&key).map(String::as_str) == object.resource_version().as_deref() {
                         continue;
                     }
@@ -110,6 +112,9 @@ impl SecondarySource {
                 }
                 watcher::Event::InitDone => {
                     let listed = seen.listing.take().unwrap_or_default();
+                    if let Some(own) = &self.own {
+                        own.relisted(&listed);
+                    }
                     let gone: Vec<ObjectKey> = seen.versions.keys().filter(|k| !listed.contains(*k)).cloned().collect();
                     let affected = gone.iter().flat_map(|key| self.deleted(&mut seen, key)).collect();
                     if let Some(synced) = synced.take() {
@@ -129,7 +134,7 @@ impl SecondarySource {
 
     /// Whether the event of `key` at `version` (`None`: deleted) is the host's own write.
     fn is_own(&self, key: &ObjectKey, version: Option<&str>) -> bool {
-        self.own.as_ref().is_some_and(|own| own.consume(key, version))
+        self.own.as_ref().is_some_and(|own| own.consume(key, version, true))
     }
 
     /// Records a new or changed secondary; returns the primaries it concerns now or did before.
@@ -287,6 +292,7 @@ mod tests {
         source.own = Some(own);
         let events = vec![
             watcher::Event::Init,
+            watcher::Event::InitApply(annotated("mine", "1", "a")),
             watcher::Event::InitDone,
             watcher::Event::Apply(annotated("mine", "2", "a")),
             watcher::Event::Apply(annotated("mine", "3", "a")),
