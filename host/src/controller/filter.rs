@@ -61,6 +61,7 @@ impl Default for Filters {
 /// What the filter remembers of the last seen version of an object.
 #[derive(Debug, Clone, PartialEq)]
 struct Seen {
+    uid: Option<String>,
     generation: Option<i64>,
     resource_version: Option<String>,
     deleting: bool,
@@ -72,6 +73,7 @@ struct Seen {
 impl Seen {
     fn of(meta: &ObjectMeta) -> Self {
         Self {
+            uid: meta.uid.clone(),
             generation: meta.generation,
             resource_version: meta.resource_version.clone(),
             deleting: meta.deletion_timestamp.is_some(),
@@ -84,7 +86,10 @@ impl Seen {
 
 /// Decides whether a new version of an object is worth a reconcile.
 ///
-/// The first version of an object is a create. A later version is a delete when it newly
+/// The first version of an object is a create, and so is a version with another UID than the
+/// one seen before under its name: an object deleted and created again while the watch was down
+/// starts at generation 1 again, which generation filtering alone would drop (kube-rs keys its
+/// predicates by UID for the same reason). A later version is a delete when it newly
 /// carries a deletion timestamp, else an update; with generation awareness an update counts only
 /// when the generation or the finalizers changed, so status-only and metadata-only updates
 /// (including the host's own status patches) are dropped. Annotation and label changes count
@@ -107,6 +112,7 @@ impl ChangeFilter {
         let f = &self.filters;
         let admit = match self.seen.get(key) {
             None => f.on_create,
+            Some(before) if before.uid != now.uid => f.on_create,
             Some(before) if now.deleting && !before.deleting => f.on_delete,
             Some(before) => {
                 let updated = if f.generation_aware && now.generation.is_some() {
@@ -239,5 +245,14 @@ mod tests {
         let mut deleting = meta(Some(2), "3");
         deleting.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
         assert!(f.admit(&key(), &deleting));
+    }
+
+    #[test]
+    fn an_object_deleted_and_created_again_unseen_is_a_create() {
+        let mut f = ChangeFilter::new(Filters::default());
+        let incarnation = |uid: &str, rv: &str| ObjectMeta { uid: Some(uid.into()), ..meta(Some(1), rv) };
+        assert!(f.admit(&key(), &incarnation("first", "1")));
+        assert!(!f.admit(&key(), &incarnation("first", "2")), "a status update");
+        assert!(f.admit(&key(), &incarnation("second", "7")), "same name and generation, another object");
     }
 }
