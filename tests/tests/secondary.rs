@@ -144,6 +144,12 @@ async fn a_shared_config_map_reconciles_every_primary_that_references_it() -> an
     let mut expected = vec![seen_entry(&other), seen_entry(&barrier)];
     expected.sort();
     assert_eq!(seen(&m1), expected, "m1 reads both of its ConfigMaps from the cache");
+    let metrics = host.host().metrics().encode();
+    assert!(
+        metrics.contains(&format!(r#"plugin="{PLUGIN}",export="secondaries-of""#)),
+        "asked:
+{metrics}"
+    );
     host.stop().await;
     Ok(())
 }

@@ -193,3 +193,26 @@ async fn a_rate_limit_of_2_per_3s_holds_over_10_rapid_spec_changes_and_the_last_
     host.stop().await;
     Ok(())
 }
+
+/// `secondaries-of` answers serve primary-references watches only: a plugin without one is never
+/// asked (each call would cost a fresh sandbox per admitted event).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_without_a_primary_references_watch_is_never_asked_for_secondaries_of() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "no-references").await?;
+    let api = probes(&client, &ns).await?;
+    let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], "{}")?;
+    api.create(&PostParams::default(), &probe("plain", serde_json::json!({ "payload": "one" }))).await?;
+    wait_for(&api, "plain", "the first reconcile", |o| reconciles(o) == 1).await?;
+    let spec = serde_json::json!({ "spec": { "payload": "two" } });
+    api.patch("plain", &PatchParams::default(), &Patch::Merge(&spec)).await?;
+    wait_for(&api, "plain", "the second reconcile", |o| reconciles(o) == 2).await?;
+    let metrics = host.host().metrics().encode();
+    assert!(metrics.contains(r#"plugin="fixture-probe",export="reconcile""#), "calls are counted:\n{metrics}");
+    assert!(
+        !metrics.contains(r#"plugin="fixture-probe",export="secondaries-of""#),
+        "no secondaries-of call:\n{metrics}"
+    );
+    host.stop().await;
+    Ok(())
+}

@@ -23,8 +23,12 @@ pub(crate) struct References {
 
 impl References {
     /// Asks the plugin which secondaries `primary` uses and records the answer. On failure the
-    /// previous answer stays.
+    /// previous answer stays. A plugin without a primary-references watch is not asked: the
+    /// call would cost a sandbox for an answer nothing uses.
     pub(crate) async fn primary_changed(&self, key: &ObjectKey, primary: &DynamicObject) {
+        if self.watches.is_empty() {
+            return;
+        }
         let refs = match self.ask(primary).await {
             Ok(refs) => refs,
             Err(err) => {
