@@ -5,6 +5,7 @@ use std::sync::Arc;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -73,6 +74,7 @@ pub struct Metrics {
     reconciles: Family<ReconcileLabels, Counter>,
     calls: Family<CallLabels, Histogram, fn() -> Histogram>,
     fuel: Family<PluginLabels, Counter>,
+    own_write_records: Family<PluginLabels, Gauge>,
     /// Writes per plugin, of every kind and verb (not exported: the sum of `writes`).
     plugin_writes: Family<PluginLabels, Counter>,
 }
@@ -103,8 +105,14 @@ impl Metrics {
             "Fuel used by the calls into plugins that run with a fuel budget",
             fuel.clone(),
         );
+        let own_write_records = Family::<PluginLabels, Gauge>::default();
+        registry.register(
+            "own_write_records",
+            "The host's writes in flight or whose watch event is still awaited, by plugin",
+            own_write_records.clone(),
+        );
         let plugin_writes = Family::default();
-        Arc::new(Self { registry, writes, conflicts, reconciles, calls, fuel, plugin_writes })
+        Arc::new(Self { registry, writes, conflicts, reconciles, calls, fuel, own_write_records, plugin_writes })
     }
 
     /// Counts one write request of `plugin` on an object of `kind`.
@@ -137,6 +145,16 @@ impl Metrics {
     /// Fuel `plugin` used so far (zero unless it runs with a fuel budget).
     pub fn fuel_of(&self, plugin: &str) -> u64 {
         self.fuel.get_or_create(&PluginLabels { plugin: plugin.to_string() }).get()
+    }
+
+    /// The gauge of `plugin`'s own-write records, shared by all its watches.
+    pub fn own_write_records(&self, plugin: &str) -> Gauge {
+        self.own_write_records.get_or_create(&PluginLabels { plugin: plugin.to_string() }).clone()
+    }
+
+    /// How many own-write records `plugin` holds now.
+    pub fn own_write_records_of(&self, plugin: &str) -> i64 {
+        self.own_write_records(plugin).get()
     }
 
     /// Conflicts `plugin` met so far.

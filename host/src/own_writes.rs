@@ -14,6 +14,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
+use prometheus_client::metrics::gauge::Gauge;
+
 use crate::object::{ObjectKey, version_at_least};
 
 /// What a deletion is recorded as.
@@ -32,11 +34,53 @@ struct Entry {
 
 /// The host's writes of one watch's objects.
 #[derive(Debug, Default)]
-pub struct OwnWrites(Mutex<HashMap<ObjectKey, Entry>>);
+pub struct OwnWrites {
+    writes: Mutex<HashMap<ObjectKey, Entry>>,
+    /// How many records there are, added into a gauge shared with the plugin's other watches.
+    records: Gauge,
+}
+
+/// The records of one [`OwnWrites`], counted into its gauge when the guard drops.
+struct Records<'a> {
+    writes: std::sync::MutexGuard<'a, HashMap<ObjectKey, Entry>>,
+    before: usize,
+    gauge: &'a Gauge,
+}
+
+impl std::ops::Deref for Records<'_> {
+    type Target = HashMap<ObjectKey, Entry>;
+    fn deref(&self) -> &Self::Target {
+        &self.writes
+    }
+}
+
+impl std::ops::DerefMut for Records<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.writes
+    }
+}
+
+impl Drop for Records<'_> {
+    fn drop(&mut self) {
+        self.gauge.inc_by(self.writes.len() as i64 - self.before as i64);
+    }
+}
+
+impl Drop for OwnWrites {
+    fn drop(&mut self) {
+        self.records.dec_by(self.len() as i64);
+    }
+}
 
 impl OwnWrites {
-    fn writes(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Entry>> {
-        self.0.lock().expect("never poisoned")
+    /// Records whose count is added into `records` (the plugin's gauge).
+    pub fn counted_in(records: Gauge) -> Self {
+        Self { writes: Mutex::default(), records }
+    }
+
+    fn writes(&self) -> Records<'_> {
+        let writes = self.writes.lock().expect("never poisoned");
+        Records { before: writes.len(), writes, gauge: &self.records }
     }
 
     /// A write of `key` is about to be sent.
@@ -117,7 +161,7 @@ impl OwnWrites {
 
     /// How many objects have a write in flight or an event still awaited.
     pub fn len(&self) -> usize {
-        self.writes().len()
+        self.writes.lock().expect("never poisoned").len()
     }
 
     /// Whether no write is in flight or awaited.
@@ -183,6 +227,20 @@ mod tests {
         assert_eq!(own.len(), 1, "and ours is still awaited");
         assert!(!own.consume(&key("newer"), Some("11"), true), "ours was skipped");
         assert!(own.is_empty(), "every record settled: {}", own.len());
+    }
+
+    #[test]
+    fn the_gauge_counts_the_records_of_every_watch_of_a_plugin() {
+        let gauge = Gauge::default();
+        let (primary, dependent) = (OwnWrites::counted_in(gauge.clone()), OwnWrites::counted_in(gauge.clone()));
+        primary.begin(&key("a"));
+        dependent.begin(&key("b"));
+        assert_eq!(gauge.get(), 2);
+        primary.wrote(&key("a"), Some("3".into()));
+        assert!(primary.consume(&key("a"), Some("3"), false));
+        assert_eq!(gauge.get(), 1);
+        drop(dependent);
+        assert_eq!(gauge.get(), 0, "a stopped controller's records leave the gauge");
     }
 
     #[test]

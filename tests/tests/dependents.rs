@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use anyhow::Context as _;
+
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
@@ -535,6 +537,48 @@ async fn a_dependent_deleted_by_someone_else_right_after_its_creation_is_created
     config_maps.delete("p-0", &DeleteParams::default()).await?;
     let again = wait_until(&config_maps, "p-0", "created again", move |o| o.uid() != first.uid()).await?;
     assert!(owned_by(&again, &config_maps.get("p").await?), "the new p-0 is owned by its primary");
+    host.stop().await;
+    Ok(())
+}
+
+/// The host's records of its own writes empty out once the watches delivered them, whichever
+/// the writes: dependents applied and deleted, patches of a primary without a generation, and
+/// status and finalizer patches that the generation-aware change filter drops. Before, records
+/// of filtered events stayed forever, one per object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_write_records_empty_out_once_the_watches_deliver_the_writes() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "own-write-records").await?;
+    let config_maps = api(&client, &ns, "", "v1", "ConfigMap", "configmaps");
+    let probes = probes(&client, &ns);
+    let host = RunningHost::start(&client, &ns, &["fixture-bulk", "fixture-probe"], Limits::default())?;
+    for name in ["one", "two"] {
+        create_probe(&client, &ns, name, json!({})).await?;
+        wait_until(&probes, name, "reconciled", |p| p.data["status"]["observedGeneration"] == 1).await?;
+    }
+    for p in ["p", "q"] {
+        let primary = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": p, "labels": { "wasmop.dev/fixture": "bulk" } },
+            "data": { "count": "3" },
+        });
+        apply(&client, primary, Some(&ns)).await?;
+        wait_until(&config_maps, p, "3 bulk objects", |p| annotation(p, "wasmop.dev/bulk").as_deref() == Some("3"))
+            .await?;
+    }
+    config_maps.patch("p", &PatchParams::default(), &Patch::Merge(json!({ "data": { "count": "1" } }))).await?;
+    wait_until(&config_maps, "p", "1 bulk object", |p| annotation(p, "wasmop.dev/bulk").as_deref() == Some("1"))
+        .await?;
+    wait_for(&config_maps, "p-2", "deleted: no longer desired", |o| o.is_none()).await?;
+    let metrics = host.host().metrics().clone();
+    let left = || ["fixture-bulk", "fixture-probe"].map(|p| metrics.own_write_records_of(p));
+    within(WAIT, "no own-write record left", async {
+        while left() != [0, 0] {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .with_context(|| format!("records left (bulk, probe): {:?}", left()))?;
     host.stop().await;
     Ok(())
 }

@@ -176,8 +176,9 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     // What the runs enqueue into must not keep their own scheduler running.
     let runs_sink: Arc<dyn Sink> = Arc::new(handle.downgrade());
     // The dependents' own writes, per dependent watch.
+    let records = || Arc::new(OwnWrites::counted_in(metrics.own_write_records(&plugin)));
     let owns: Vec<Option<Arc<OwnWrites>>> =
-        (0..secondaries.len()).map(|i| (i >= config.watches.len()).then(|| Arc::new(OwnWrites::default()))).collect();
+        (0..secondaries.len()).map(|i| (i >= config.watches.len()).then(records)).collect();
     let dependents = if config.dependents.is_empty() {
         None
     } else {
@@ -204,7 +205,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
             }
         }
     };
-    let own = Arc::new(OwnWrites::default());
+    let own = records();
     let finalizer = module.get().finalizer();
     let reconciler = Arc::new(Reconciler {
         module: module.clone(),
