@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use wasmop::host::{Host, HostSettings, Sources};
 use wasmop::informer::{ClusterSpec, Clusters};
 use wasmop::metrics::Metrics;
-use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
+use wasmop::runtime::{Limits, MemoryMib, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
 
 /// Runs Kubernetes controllers as sandboxed WebAssembly plugins.
@@ -87,9 +87,9 @@ struct RuntimeArgs {
     /// Wall-clock limit of one call into a plugin, e.g. 5s or 500ms.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     deadline: Duration,
-    /// Memory limit of one plugin instance, in MiB.
-    #[arg(long, default_value_t = 64, value_name = "MIB")]
-    memory_limit_mib: usize,
+    /// Memory limit of one plugin instance, in MiB (1 to 4096).
+    #[arg(long, default_value = "64", value_name = "MIB")]
+    memory_limit_mib: MemoryMib,
     /// Fuel budget of one call (instructions, roughly); unset runs plugins unmetered, which is
     /// faster. A plugin's own `limits.fuel` override beats it.
     #[arg(long)]
@@ -123,7 +123,7 @@ impl RuntimeArgs {
                 directories::ProjectDirs::from("dev", "wasmop", "wasmop").map(|d| d.cache_dir().join("modules"))
             })
         };
-        let limits = Limits { deadline: self.deadline, memory_bytes: self.memory_limit_mib << 20, fuel: self.fuel };
+        let limits = Limits { deadline: self.deadline, memory_bytes: self.memory_limit_mib.bytes(), fuel: self.fuel };
         let observer = observer.map(|m| m as Arc<dyn wasmop::runtime::CallObserver>);
         Ok(Runtime::new(RuntimeConfig { cache_dir, limits, observer })?)
     }

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use crate::controller::Filters;
 use crate::ratelimit::RateLimit;
 use crate::retry::RetryPolicy;
-use crate::runtime::Limits;
 use crate::runtime::bindings::wasmop::plugin::types::PluginConfig;
+use crate::runtime::{Limits, MemoryMib};
 
 /// The default maximum reconciliation interval (JOSDK: 10 hours).
 pub const DEFAULT_MAX_RECONCILE_INTERVAL: Duration = Duration::from_secs(10 * 3600);
@@ -53,8 +53,8 @@ pub struct Overrides {
 pub struct LimitOverrides {
     /// Wall-clock budget of one call in milliseconds.
     pub deadline_ms: Option<u64>,
-    /// Memory cap of one instance in MiB.
-    pub memory_mib: Option<usize>,
+    /// Memory cap of one instance in MiB (1 to 4096).
+    pub memory_mib: Option<MemoryMib>,
     /// Fuel budget of one call; 0 runs unmetered.
     pub fuel: Option<u64>,
 }
@@ -64,7 +64,7 @@ impl LimitOverrides {
     pub fn apply(&self, defaults: Limits) -> Limits {
         Limits {
             deadline: self.deadline_ms.map_or(defaults.deadline, Duration::from_millis),
-            memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, |mib| mib << 20),
+            memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, MemoryMib::bytes),
             fuel: match self.fuel {
                 None => defaults.fuel,
                 Some(0) => None,
@@ -306,8 +306,17 @@ mod tests {
         let yaml = "deadlineMs: 250\nfuel: 0\n";
         let limits = serde_saphyr::from_str::<LimitOverrides>(yaml).unwrap().apply(defaults);
         assert_eq!(limits, Limits { deadline: Duration::from_millis(250), fuel: None, ..Limits::default() });
-        let limits = LimitOverrides { memory_mib: Some(8), fuel: Some(5), ..Default::default() }.apply(defaults);
+        let overrides = serde_saphyr::from_str::<LimitOverrides>("memoryMib: 8\nfuel: 5\n").unwrap();
+        let limits = overrides.apply(defaults);
         assert_eq!((limits.memory_bytes, limits.fuel, limits.deadline), (8 << 20, Some(5), defaults.deadline));
+    }
+
+    #[test]
+    fn a_memory_limit_out_of_range_is_an_error_not_an_overflow() {
+        for mib in ["0", "4097", "17592186044416"] {
+            let err = serde_saphyr::from_str::<LimitOverrides>(&format!("memoryMib: {mib}\n")).unwrap_err();
+            assert!(err.to_string().contains("out of range: 1 to 4096 MiB"), "{mib}: {err}");
+        }
     }
 
     #[test]

@@ -48,3 +48,12 @@ fn run_without_plugins_says_how_to_give_them() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--plugin FILE or --plugins DIR"));
 }
+
+#[test]
+fn a_memory_limit_past_what_wasm32_can_address_is_refused_with_the_range() {
+    let out =
+        wasmop().args(["run", "--memory-limit-mib", "17592186044416", "--plugin"]).arg(webpage()).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("out of range: 1 to 4096 MiB"), "{stderr}");
+}
