@@ -75,6 +75,7 @@ pub struct Metrics {
     calls: Family<CallLabels, Histogram, fn() -> Histogram>,
     fuel: Family<PluginLabels, Counter>,
     own_write_records: Family<PluginLabels, Gauge>,
+    plugin_resource_checks: Counter,
     /// Writes per plugin, of every kind and verb (not exported: the sum of `writes`).
     plugin_writes: Family<PluginLabels, Counter>,
 }
@@ -111,8 +112,24 @@ impl Metrics {
             "The host's writes in flight or whose watch event is still awaited, by plugin",
             own_write_records.clone(),
         );
+        let plugin_resource_checks = Counter::default();
+        registry.register(
+            "reconciler_plugin_checks",
+            "Checks of ReconcilerPlugin resources: module fetched, installed if it changed, status updated if it changed",
+            plugin_resource_checks.clone(),
+        );
         let plugin_writes = Family::default();
-        Arc::new(Self { registry, writes, conflicts, reconciles, calls, fuel, own_write_records, plugin_writes })
+        Arc::new(Self {
+            registry,
+            writes,
+            conflicts,
+            reconciles,
+            calls,
+            fuel,
+            own_write_records,
+            plugin_resource_checks,
+            plugin_writes,
+        })
     }
 
     /// Counts one write request of `plugin` on an object of `kind`.
@@ -155,6 +172,16 @@ impl Metrics {
     /// How many own-write records `plugin` holds now.
     pub fn own_write_records_of(&self, plugin: &str) -> i64 {
         self.own_write_records(plugin).get()
+    }
+
+    /// Counts one check of a ReconcilerPlugin resource.
+    pub fn plugin_resource_checked(&self) {
+        self.plugin_resource_checks.inc();
+    }
+
+    /// Checks of ReconcilerPlugin resources so far.
+    pub fn plugin_resource_checks(&self) -> u64 {
+        self.plugin_resource_checks.get()
     }
 
     /// Conflicts `plugin` met so far.

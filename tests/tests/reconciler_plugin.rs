@@ -106,6 +106,22 @@ async fn a_module_from_a_config_map_runs_swaps_on_edit_and_bad_versions_show_on_
     until("v2 reconciles the Swap", async || Ok(api.get("s").await?), status("v2", 6)).await?;
     until("the resource reports v2 loaded", async || Ok(resources.get(&name).await?), loaded(digest(&v2))).await?;
 
+    // A steady resource's status is not written again while its plugin reconciles: the counts
+    // are metrics, and every status write would be an event for the resource's own controller.
+    let steady = resources.get(&name).await?.metadata.resource_version;
+    let patch = serde_json::json!({ "spec": { "value": 5 } });
+    api.patch("s", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    until("v2 reconciles the change", async || Ok(api.get("s").await?), status("v2", 10)).await?;
+    let checks = host.metrics().plugin_resource_checks();
+    until(
+        "two more checks of the resource",
+        async || Ok(host.metrics().plugin_resource_checks()),
+        |c| *c >= checks + 2,
+    )
+    .await?;
+    let after = resources.get(&name).await?;
+    assert_eq!(after.metadata.resource_version, steady, "no status write: {:?}", after.data["status"]);
+
     // Refused versions show on the status; v2 keeps reconciling.
     let refused = |needle: &'static str| {
         move |r: &DynamicObject| {
@@ -123,9 +139,9 @@ async fn a_module_from_a_config_map_runs_swaps_on_edit_and_bad_versions_show_on_
     let mismatch = "built against contract wasmop:plugin@9.9.9";
     let r = until("the future module refused", async || Ok(resources.get(&name).await?), refused(mismatch)).await?;
     assert_eq!(r.data["status"]["digest"], digest(&v2), "v2 still runs");
-    let patch = serde_json::json!({ "spec": { "value": 10 } });
+    let patch = serde_json::json!({ "spec": { "value": 11 } });
     api.patch("s", &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    until("v2 still reconciles", async || Ok(api.get("s").await?), status("v2", 20)).await?;
+    until("v2 still reconciles", async || Ok(api.get("s").await?), status("v2", 22)).await?;
 
     // Deleting the resource stops the plugin and releases its watch.
     resources.delete(&name, &DeleteParams::default()).await?;

@@ -2,7 +2,9 @@
 //! module ([`fetch`](super::fetch)) and its deployment-time overrides; the host runs it with
 //! [`Host::install`] under the owner `ReconcilerPlugin/<name>` and reports on the status:
 //! `Loaded` (the spec's module runs), `Ready` (some version runs), `Degraded` (the spec's module
-//! was refused or could not be fetched), the running digest and the plugin's reconcile counts.
+//! was refused or could not be fetched) and the running digest. The status is written only when
+//! it changes: every write is an event for this controller. The plugin's reconcile counts are
+//! metrics (`wasmop_reconciles_total{plugin}`), not status.
 //!
 //! The module is fetched again every [`RECHECK`] (a single GET for a ConfigMap) and installed
 //! only when its digest or the overrides changed, so an edited ConfigMap swaps the plugin within
@@ -25,13 +27,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::fetch::ModuleSpec;
 use crate::host::Host;
-use crate::metrics::Outcome;
 use crate::settings::Overrides;
 
 /// The `ReconcilerPlugin` CustomResourceDefinition, as shipped.
 const CRD: &str = include_str!("../../crds/reconcilerplugin.yaml");
 
-/// How often a resource's module is fetched again, and its counters refreshed.
+/// How often a resource's module is fetched again.
 pub const RECHECK: Duration = Duration::from_secs(5);
 
 /// The finalizer that stops a plugin before its resource goes.
@@ -188,16 +189,22 @@ async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<
     }
     let plugin = context.host.owned_by(&owner).into_iter().next();
     let digest = plugin.as_deref().and_then(|p| context.host.module(p)).map(|m| m.digest().to_string());
-    let metrics = context.host.metrics();
-    let count = |outcome| plugin.as_deref().map_or(0, |p| metrics.reconciles_of(p, outcome));
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let patch = json!({ "status": {
+    let new = json!({
         "conditions": conditions(&status["conditions"], &report, object.metadata.generation, &now),
         "plugin": plugin, "digest": digest, "observedGeneration": object.metadata.generation,
-        "reconciles": count(Outcome::Success), "failures": count(Outcome::Failure),
-    }});
-    context.api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    });
+    if changed(status, &new) {
+        context.api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": new }))).await?;
+    }
+    context.host.metrics().plugin_resource_checked();
     Ok(Action::requeue(RECHECK))
+}
+
+/// Whether `new` (every field of the status the host writes) differs from the `current` status.
+/// Fields the host does not write (say, counters an older host wrote) do not count.
+fn changed(current: &Value, new: &Value) -> bool {
+    new.as_object().into_iter().flatten().any(|(field, value)| current.get(field).unwrap_or(&Value::Null) != value)
 }
 
 /// Fetches the resource's module and runs it, unless it already runs with these overrides.
@@ -260,6 +267,17 @@ mod tests {
         let times: Vec<&str> = later.iter().map(|c| c["lastTransitionTime"].as_str().unwrap()).collect();
         // Loaded and Degraded flipped; Ready stayed True.
         assert_eq!(times, ["t2", "t1", "t2"]);
+    }
+
+    #[test]
+    fn an_unchanged_status_is_not_written_again() {
+        let new = json!({ "conditions": [{ "type": "Loaded", "status": "True" }], "plugin": "p", "digest": null });
+        let mut current = new.clone();
+        current["reconciles"] = json!(7); // written by an older host
+        assert!(!changed(&current, &new));
+        current["plugin"] = json!("q");
+        assert!(changed(&current, &new));
+        assert!(changed(&Value::Null, &new), "no status yet");
     }
 
     #[test]
