@@ -433,6 +433,8 @@ pub struct Sources {
     pub watch_files: bool,
     /// Run the plugins that `ReconcilerPlugin` resources name.
     pub resources: bool,
+    /// What those resources may fetch.
+    pub fetch_policy: crate::loader::fetch::FetchPolicy,
 }
 
 /// Runs the plugins of `sources` until `shutdown` fires, serving metrics on `metrics_address`.
@@ -476,7 +478,7 @@ pub async fn run(
     }
     if sources.resources {
         let (host, stop) = (host.clone(), shutdown.clone());
-        tasks.spawn(crate::loader::resource::run(host, stop));
+        tasks.spawn(crate::loader::resource::run(host, sources.fetch_policy.clone(), stop));
     }
     if let Some(address) = metrics_address {
         let (metrics, stop) = (host.metrics.clone(), shutdown.clone());

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 use wasmop::host::{Host, HostSettings, Sources};
 use wasmop::informer::{ClusterSpec, Clusters};
+use wasmop::loader::fetch::FetchPolicy;
 use wasmop::metrics::Metrics;
 use wasmop::runtime::{Limits, MemoryMib, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
@@ -58,6 +59,11 @@ struct RunArgs {
     /// `wasmop crd | kubectl apply -f -`).
     #[arg(long, env = "WASMOP_RECONCILER_PLUGINS")]
     reconciler_plugins: bool,
+    /// A directory whose files ReconcilerPlugin resources may name as `spec.module.file`
+    /// (symbolic links and `..` resolved first). Repeat for more; with none, file sources are
+    /// refused.
+    #[arg(long = "allow-module-dir", value_name = "DIR")]
+    allow_module_dirs: Vec<PathBuf>,
     /// Only watch and reconcile objects in this namespace (a plugin's override wins).
     #[arg(long, short, env = "WASMOP_NAMESPACE")]
     namespace: Option<String>,
@@ -186,6 +192,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         dirs: args.plugin_dirs,
         watch_files: args.watch,
         resources: args.reconciler_plugins,
+        fetch_policy: FetchPolicy::new(&args.allow_module_dirs).map_err(anyhow::Error::msg)?,
     };
     wasmop::host::run(host, sources, args.metrics_address, shutdown).await?;
     Ok(())

@@ -66,6 +66,12 @@ pub enum Outcome {
     Failure,
 }
 
+/// Labels of per-ReconcilerPlugin metrics.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabels {
+    resource: String,
+}
+
 /// The host's metrics; cheap to share.
 pub struct Metrics {
     registry: Registry,
@@ -75,7 +81,7 @@ pub struct Metrics {
     calls: Family<CallLabels, Histogram, fn() -> Histogram>,
     fuel: Family<PluginLabels, Counter>,
     own_write_records: Family<PluginLabels, Gauge>,
-    plugin_resource_checks: Counter,
+    plugin_resource_checks: Family<ResourceLabels, Counter>,
     /// Writes per plugin, of every kind and verb (not exported: the sum of `writes`).
     plugin_writes: Family<PluginLabels, Counter>,
 }
@@ -112,7 +118,7 @@ impl Metrics {
             "The host's writes in flight or whose watch event is still awaited, by plugin",
             own_write_records.clone(),
         );
-        let plugin_resource_checks = Counter::default();
+        let plugin_resource_checks = Family::<ResourceLabels, Counter>::default();
         registry.register(
             "reconciler_plugin_checks",
             "Checks of ReconcilerPlugin resources: module fetched, installed if it changed, status updated if it changed",
@@ -174,14 +180,14 @@ impl Metrics {
         self.own_write_records(plugin).get()
     }
 
-    /// Counts one check of a ReconcilerPlugin resource.
-    pub fn plugin_resource_checked(&self) {
-        self.plugin_resource_checks.inc();
+    /// Counts one check of the ReconcilerPlugin `resource`.
+    pub fn plugin_resource_checked(&self, resource: &str) {
+        self.plugin_resource_checks.get_or_create(&ResourceLabels { resource: resource.to_string() }).inc();
     }
 
-    /// Checks of ReconcilerPlugin resources so far.
-    pub fn plugin_resource_checks(&self) -> u64 {
-        self.plugin_resource_checks.get()
+    /// Checks of the ReconcilerPlugin `resource` so far.
+    pub fn plugin_resource_checks(&self, resource: &str) -> u64 {
+        self.plugin_resource_checks.get_or_create(&ResourceLabels { resource: resource.to_string() }).get()
     }
 
     /// Conflicts `plugin` met so far.

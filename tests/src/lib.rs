@@ -182,6 +182,29 @@ pub async fn within<F: std::future::Future>(limit: Duration, what: &str, future:
     }
 }
 
+/// Polls `get` every 200 ms, for up to a minute, until `done` holds for what it returns.
+pub async fn until<T>(
+    what: &str,
+    mut get: impl AsyncFnMut() -> anyhow::Result<T>,
+    done: impl Fn(&T) -> bool,
+) -> anyhow::Result<T> {
+    within(Duration::from_secs(60), what, async {
+        loop {
+            let value = get().await?;
+            if done(&value) {
+                return anyhow::Ok(value);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await?
+}
+
+/// The status condition `type_` of `object`.
+pub fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a serde_json::Value> {
+    object.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+}
+
 /// Waits up to `limit` for an Event on `object` in `ns` whose note contains `needle`; returns
 /// the note.
 pub async fn event_note(

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -17,35 +16,13 @@ use wasmop::host::Host;
 use wasmop::metrics::Metrics;
 use wasmop::runtime::Limits;
 use wasmop::settings::HostConfig;
-use wasmop_tests::{apply_file, client, namespace, observed_runtime, plugin, settings, within, workspace_root};
-
-const WAIT: Duration = Duration::from_secs(60);
+use wasmop_tests::{
+    apply_file, client, condition, namespace, observed_runtime, plugin, settings, until, workspace_root,
+};
 
 fn swaps(client: &Client, ns: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("test.wasmop.dev", "v1", "Swap");
     Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "swaps"))
-}
-
-/// Polls `get` until `done` holds for what it returns.
-async fn until<T>(
-    what: &str,
-    mut get: impl AsyncFnMut() -> anyhow::Result<T>,
-    done: impl Fn(&T) -> bool,
-) -> anyhow::Result<T> {
-    within(WAIT, what, async {
-        loop {
-            let value = get().await?;
-            if done(&value) {
-                return anyhow::Ok(value);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await?
-}
-
-fn condition<'a>(resource: &'a DynamicObject, type_: &str) -> Option<&'a serde_json::Value> {
-    resource.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
 }
 
 fn module_map(bytes: &[u8]) -> ConfigMap {
@@ -68,7 +45,8 @@ async fn a_module_from_a_config_map_runs_swaps_on_edit_and_bad_versions_show_on_
     let clusters = wasmop::informer::Clusters::new(client.clone());
     let host = Arc::new(Host::new(clusters, runtime, metrics, settings(&ns, HostConfig::default())));
     let stop = CancellationToken::new();
-    let loader = tokio::spawn(wasmop::loader::resource::run(host.clone(), stop.clone()));
+    let policy = wasmop::loader::fetch::FetchPolicy::default();
+    let loader = tokio::spawn(wasmop::loader::resource::run(host.clone(), policy, stop.clone()));
 
     let (v1, v2) = (std::fs::read(plugin("fixture-swap"))?, std::fs::read(plugin("fixture-swap-v2"))?);
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
@@ -112,13 +90,8 @@ async fn a_module_from_a_config_map_runs_swaps_on_edit_and_bad_versions_show_on_
     let patch = serde_json::json!({ "spec": { "value": 5 } });
     api.patch("s", &PatchParams::default(), &Patch::Merge(&patch)).await?;
     until("v2 reconciles the change", async || Ok(api.get("s").await?), status("v2", 10)).await?;
-    let checks = host.metrics().plugin_resource_checks();
-    until(
-        "two more checks of the resource",
-        async || Ok(host.metrics().plugin_resource_checks()),
-        |c| *c >= checks + 2,
-    )
-    .await?;
+    let checks = host.metrics().plugin_resource_checks(&name);
+    until("two more checks", async || Ok(host.metrics().plugin_resource_checks(&name)), |c| *c >= checks + 2).await?;
     let after = resources.get(&name).await?;
     assert_eq!(after.metadata.resource_version, steady, "no status write: {:?}", after.data["status"]);
 

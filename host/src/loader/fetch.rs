@@ -1,7 +1,13 @@
 //! Fetches a module named by a `ReconcilerPlugin`: from a ConfigMap's `binaryData`, a file on
 //! the host, or an https URL, checking its sha256 whenever one is given (always, for URLs).
+//!
+//! Nothing a resource names can make the host read without bound: files must be regular files
+//! inside the directories the operator allows (`--allow-module-dir`), and are read on the
+//! blocking pool; downloads time out; both stop reading past [`MAX_MODULE_BYTES`].
 
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
@@ -9,7 +15,36 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 /// The largest module the host fetches.
-const MAX_MODULE_BYTES: usize = 64 << 20;
+pub const MAX_MODULE_BYTES: usize = 64 << 20;
+
+/// How long a download may take to connect, and in all.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the operator lets `ReconcilerPlugin` resources fetch: the directories `file` sources may
+/// lie in (none by default, which refuses file sources), and the HTTP client of downloads.
+#[derive(Debug, Clone, Default)]
+pub struct FetchPolicy {
+    /// Canonical directories.
+    allowed_dirs: Vec<PathBuf>,
+    http: reqwest::Client,
+}
+
+impl FetchPolicy {
+    /// A policy allowing files under `dirs` (each must exist), with the default timeouts.
+    pub fn new(dirs: &[PathBuf]) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(DOWNLOAD_TIMEOUT)
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let allowed_dirs = dirs
+            .iter()
+            .map(|d| d.canonicalize().map_err(|e| format!("module directory {}: {e}", d.display())))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { allowed_dirs, http })
+    }
+}
 
 /// A ConfigMap key holding a module.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -71,7 +106,7 @@ impl ModuleSpec {
     }
 
     /// The module's bytes, checked against `sha256` when given.
-    pub async fn fetch(&self, client: &Client) -> Result<Vec<u8>, String> {
+    pub async fn fetch(&self, client: &Client, policy: &FetchPolicy) -> Result<Vec<u8>, String> {
         let bytes = match self.location()? {
             Location::ConfigMap(key) => {
                 let api: Api<ConfigMap> = Api::namespaced(client.clone(), &key.namespace);
@@ -85,11 +120,16 @@ impl ModuleSpec {
                 })?;
                 data.0
             }
-            Location::File(path) => std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?,
-            Location::Url(url) => download(&url).await?,
+            Location::File(path) => {
+                let allowed = policy.allowed_dirs.clone();
+                tokio::task::spawn_blocking(move || read_file(&path, &allowed))
+                    .await
+                    .map_err(|e| format!("reading the module failed: {e}"))??
+            }
+            Location::Url(url) => download(&policy.http, &url).await?,
         };
         if bytes.len() > MAX_MODULE_BYTES {
-            return Err(format!("the module has {} bytes, more than the {MAX_MODULE_BYTES} allowed", bytes.len()));
+            return Err(too_large());
         }
         if let Some(expected) = &self.sha256 {
             verify(&bytes, expected)?;
@@ -98,12 +138,69 @@ impl ModuleSpec {
     }
 }
 
-/// Downloads `url`.
-async fn download(url: &str) -> Result<Vec<u8>, String> {
-    let response = reqwest::get(url).await.map_err(|e| format!("cannot fetch {url}: {e}"))?;
-    let response = response.error_for_status().map_err(|e| format!("cannot fetch {url}: {e}"))?;
-    let bytes = response.bytes().await.map_err(|e| format!("cannot fetch {url}: {e}"))?;
-    Ok(bytes.to_vec())
+fn too_large() -> String {
+    format!("the module is larger than the {MAX_MODULE_BYTES} bytes allowed")
+}
+
+/// Reads the regular file `path`, which must lie in one of the `allowed` (canonical)
+/// directories once links and `..` are resolved, up to [`MAX_MODULE_BYTES`]. Blocking.
+fn read_file(path: &Path, allowed: &[PathBuf]) -> Result<Vec<u8>, String> {
+    if allowed.is_empty() {
+        return Err(format!(
+            "spec.module.file {} is refused: this host allows no module directory (--allow-module-dir)",
+            path.display()
+        ));
+    }
+    let real = path.canonicalize().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !allowed.iter().any(|dir| real.starts_with(dir)) {
+        let dirs: Vec<String> = allowed.iter().map(|d| d.display().to_string()).collect();
+        return Err(format!(
+            "{} is outside the module directories this host allows ({})",
+            path.display(),
+            dirs.join(", ")
+        ));
+    }
+    let file = std::fs::File::open(&real).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let meta = file.metadata().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    read_capped(file).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Reads `reader` to its end, failing as soon as it yields more than [`MAX_MODULE_BYTES`].
+fn read_capped(reader: impl Read) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    reader.take(MAX_MODULE_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() > MAX_MODULE_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// Downloads `url` with `http` (which has the timeouts), stopping past [`MAX_MODULE_BYTES`].
+async fn download(http: &reqwest::Client, url: &str) -> Result<Vec<u8>, String> {
+    let failed = |e: reqwest::Error| {
+        let mut message = format!("cannot fetch {url}: {e}");
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            message = format!("{message}: {cause}");
+            source = cause.source();
+        }
+        message
+    };
+    let mut response = http.get(url).send().await.and_then(|r| r.error_for_status()).map_err(failed)?;
+    if response.content_length().is_some_and(|length| length > MAX_MODULE_BYTES as u64) {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(failed)? {
+        if bytes.len() + chunk.len() > MAX_MODULE_BYTES {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
 }
 
 /// Checks that `bytes` have the sha256 `expected` (hex, any case).
@@ -141,5 +238,82 @@ mod tests {
         let digest = hex::encode(Sha256::digest(b"module"));
         assert_eq!(verify(b"module", &digest.to_uppercase()), Ok(()));
         assert!(verify(b"other", &digest).unwrap_err().contains("not the expected"));
+    }
+
+    #[test]
+    fn files_must_be_regular_files_in_an_allowed_directory() {
+        let dir = std::env::temp_dir().join(format!("wasmop-fetch-{}", std::process::id()));
+        let inside = dir.join("allowed");
+        std::fs::create_dir_all(&inside).unwrap();
+        std::fs::write(inside.join("m.wasm"), b"module").unwrap();
+        std::fs::write(dir.join("secret"), b"secret").unwrap();
+        let allowed = [inside.canonicalize().unwrap()];
+        assert_eq!(read_file(&inside.join("m.wasm"), &allowed), Ok(b"module".to_vec()));
+        let escape = read_file(&inside.join("../secret"), &allowed).unwrap_err();
+        assert!(escape.contains("outside the module directories"), "{escape}");
+        std::os::unix::fs::symlink(dir.join("secret"), inside.join("link")).unwrap();
+        let link = read_file(&inside.join("link"), &allowed).unwrap_err();
+        assert!(link.contains("outside the module directories"), "{link}");
+        let none = read_file(&inside.join("m.wasm"), &[]).unwrap_err();
+        assert!(none.contains("allows no module directory"), "{none}");
+        let device = read_file(Path::new("/dev/zero"), &[PathBuf::from("/dev")]).unwrap_err();
+        assert!(device.contains("not a regular file"), "{device}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn reading_stops_past_the_cap() {
+        assert_eq!(read_capped(std::io::repeat(0).take(1000)).unwrap().len(), 1000);
+        let endless = read_capped(std::io::repeat(0)).unwrap_err();
+        assert!(endless.contains("larger than"), "{endless}");
+    }
+
+    /// A loopback HTTP server that answers every request with `head` and then `body` bytes
+    /// (endless when `None`), or never answers when `head` is empty. Returns its URL.
+    async fn server(head: &'static str, body: Option<usize>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/m.wasm", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !request.ends_with(b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    if head.is_empty() {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                    }
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    let chunk = vec![0u8; 1 << 16];
+                    let mut left = body.unwrap_or(usize::MAX);
+                    while left > 0 && socket.write_all(&chunk[..left.min(chunk.len())]).await.is_ok() {
+                        left = left.saturating_sub(chunk.len());
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn downloads_stop_past_the_cap_and_time_out() {
+        let policy = FetchPolicy::new(&[]).unwrap();
+        let small = server("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", Some(1000)).await;
+        assert_eq!(download(&policy.http, &small).await.unwrap().len(), 1000);
+        let endless = server("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", None).await;
+        let err = download(&policy.http, &endless).await.unwrap_err();
+        assert!(err.contains("larger than"), "{err}");
+        let declared = server("HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n", Some(0)).await;
+        let err = download(&policy.http, &declared).await.unwrap_err();
+        assert!(err.contains("larger than"), "{err}");
+        let quick = reqwest::Client::builder().timeout(Duration::from_millis(300)).build().unwrap();
+        let silent = server("", None).await;
+        let err = download(&quick, &silent).await.unwrap_err();
+        assert!(err.contains("timed out"), "{err}");
     }
 }

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::fetch::ModuleSpec;
+use super::fetch::{FetchPolicy, ModuleSpec};
 use crate::host::Host;
 use crate::settings::Overrides;
 
@@ -65,6 +65,7 @@ type Applied = (String, Option<Overrides>);
 
 struct Context {
     host: Arc<Host>,
+    policy: FetchPolicy,
     api: Api<DynamicObject>,
     recorder: Recorder,
     /// What each resource last had installed, by resource name.
@@ -121,9 +122,10 @@ pub fn conditions(previous: &Value, report: &Report, generation: Option<i64>, no
         .collect()
 }
 
-/// Runs the plugins `ReconcilerPlugin` resources name, and reports on their status, until
-/// `shutdown` fires. Waits (quietly, retrying every 30 s) for the CRD to be installed.
-pub async fn run(host: Arc<Host>, shutdown: CancellationToken) {
+/// Runs the plugins `ReconcilerPlugin` resources name, fetched under `policy`, and reports on
+/// their status, until `shutdown` fires. Waits (quietly, retrying every 30 s) for the CRD to be
+/// installed.
+pub async fn run(host: Arc<Host>, policy: FetchPolicy, shutdown: CancellationToken) {
     let client = host.clusters().local().client().clone();
     let resource = resource();
     let gvk = GroupVersionKind::gvk(&resource.group, &resource.version, &resource.kind);
@@ -141,7 +143,7 @@ pub async fn run(host: Arc<Host>, shutdown: CancellationToken) {
     }
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let recorder = Recorder::new(client, Reporter { controller: "wasmop".into(), instance: None });
-    let context = Arc::new(Context { host, api: api.clone(), recorder, applied: Mutex::new(HashMap::new()) });
+    let context = Arc::new(Context { host, policy, api: api.clone(), recorder, applied: Mutex::new(HashMap::new()) });
     tracing::info!("running the plugins of ReconcilerPlugin resources");
     Controller::new_with(api, watcher::Config::default(), resource)
         .graceful_shutdown_on(async move { shutdown.cancelled().await })
@@ -197,7 +199,7 @@ async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<
     if changed(status, &new) {
         context.api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": new }))).await?;
     }
-    context.host.metrics().plugin_resource_checked();
+    context.host.metrics().plugin_resource_checked(&name);
     Ok(Action::requeue(RECHECK))
 }
 
@@ -215,14 +217,22 @@ async fn load(context: &Context, name: &str, owner: &str, object: &DynamicObject
         Ok(spec) => spec,
         Err(err) => return refused("InvalidSpec", format!("invalid spec: {err}")),
     };
+    let before = context.applied.lock().expect("never poisoned").get(name).cloned();
+    // The plugin, when it already runs what `applied` says.
+    let already = |applied: &Applied| (before.as_ref() == Some(applied)).then(|| context.host.owned_by(owner).pop());
+    // A module pinned by its digest that already runs with these overrides is not fetched again.
+    if let Some(pinned) = &spec.module.sha256
+        && let Some(Some(plugin)) = already(&(pinned.trim().to_ascii_lowercase(), spec.overrides.clone()))
+    {
+        return Report::Loaded { plugin };
+    }
     let client = context.host.clusters().local().client().clone();
-    let bytes = match spec.module.fetch(&client).await {
+    let bytes = match spec.module.fetch(&client, &context.policy).await {
         Ok(bytes) => bytes,
         Err(message) => return refused("FetchFailed", message),
     };
     let applied = (hex::encode(Sha256::digest(&bytes)), spec.overrides.clone());
-    let before = context.applied.lock().expect("never poisoned").get(name).cloned();
-    if let (true, Some(plugin)) = (before.as_ref() == Some(&applied), context.host.owned_by(owner).pop()) {
+    if let Some(Some(plugin)) = already(&applied) {
         return Report::Loaded { plugin };
     }
     let origin = std::path::PathBuf::from(format!("ReconcilerPlugin {name}"));
