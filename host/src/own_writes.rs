@@ -108,10 +108,13 @@ impl OwnWrites {
         let mut writes = self.writes();
         let entry = writes.entry(key.clone()).or_default();
         entry.in_flight = entry.in_flight.saturating_sub(1);
+        // The version an earlier write produced, whose event may have been held by this one.
+        let earlier = entry.ours.take();
         let mut ours_seen = false;
         let mut foreign = false;
         for (version, matters) in entry.seen.drain(..) {
             match &produced {
+                _ if earlier.as_deref() == Some(version.as_str()) => {}
                 Some(produced) if *produced == version => ours_seen = true,
                 // A version after ours (or the deletion) was delivered: ours will not come.
                 Some(produced) if version == DELETED || version_at_least(&version, produced) == Some(true) => {
@@ -210,6 +213,18 @@ mod tests {
         own.begin(&key("b"));
         assert!(own.consume(&key("b"), Some("9"), true));
         assert!(own.failed(&key("b")), "the write failed; the event was someone else's");
+    }
+
+    #[test]
+    fn the_event_of_an_earlier_write_held_by_a_later_one_is_not_someone_elses() {
+        let own = OwnWrites::default();
+        own.begin(&key("a"));
+        assert!(!own.wrote(&key("a"), Some("5".into())), "the finalizer patch");
+        own.begin(&key("a"));
+        assert!(own.consume(&key("a"), Some("5"), true), "its event, held by the status patch");
+        assert!(!own.wrote(&key("a"), Some("6".into())), "version 5 was ours");
+        assert!(own.consume(&key("a"), Some("6"), false));
+        assert!(own.is_empty());
     }
 
     #[test]
