@@ -13,12 +13,53 @@
 //! assert!(conditions::is_true(&current, "Ready"));
 //! ```
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Serialize};
 
-pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+/// A status condition, `metav1.Condition`'s fields, read leniently: other controllers write
+/// conditions into the same list, and a CRD may accept them without `lastTransitionTime`,
+/// `reason` or `message`, or with fields of their own (`lastProbeTime`...). Every field but
+/// `type` may be missing, fields it does not know are kept in `extra`, and what was missing stays
+/// missing when the list is written back, so another controller's condition round-trips as it
+/// was.
+///
+/// ```
+/// use wasmop_guest::conditions::Condition;
+///
+/// let foreign = serde_json::json!({ "type": "Synced", "status": "True", "lastProbeTime": null });
+/// let parsed: Condition = serde_json::from_value(foreign.clone()).unwrap();
+/// assert!(parsed.last_transition_time.is_none());
+/// assert_eq!(serde_json::to_value(&parsed).unwrap(), foreign);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// The condition's type, e.g. `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown` ([`Status`]).
+    #[serde(default)]
+    pub status: String,
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// A CamelCase reason.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// A message for humans.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The `metadata.generation` the condition was set for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Fields of another controller's condition that this type does not know, kept as they were.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
 
 /// The status of a condition: `True`, `False` or `Unknown`. A `bool` converts into it.
 ///
@@ -84,7 +125,8 @@ pub fn new(type_: &str, status: impl Into<Status>, reason: &str, message: impl I
         reason: reason.to_owned(),
         message: message.into(),
         observed_generation: None,
-        last_transition_time: now(),
+        last_transition_time: Some(now()),
+        extra: BTreeMap::new(),
     }
 }
 
@@ -114,7 +156,8 @@ pub fn set(conditions: &mut Vec<Condition>, mut condition: Condition) -> bool {
         Some(existing) => {
             let transition = existing.status != condition.status;
             if !transition {
-                condition.last_transition_time = existing.last_transition_time.clone();
+                condition.last_transition_time =
+                    existing.last_transition_time.clone().or(condition.last_transition_time);
             }
             *existing = condition;
             transition

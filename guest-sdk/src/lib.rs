@@ -8,8 +8,10 @@
 //! # Where to start
 //!
 //! Implement [`Reconciler`] for a unit struct and hand it to [`export!`]. The primary type is any
-//! serde type; [`k8s_openapi`] (re-exported) has `ObjectMeta` and `Condition`, and
-//! [`conditions`] keeps conditions the Kubernetes way. Unit-test the plugin natively with
+//! serde type; [`k8s_openapi`] (re-exported) has `ObjectMeta`, and [`conditions`] has a lenient
+//! `Condition` (other controllers' conditions parse and round-trip) and keeps conditions the
+//! Kubernetes way. A primary that does not parse fails its reconcile as invalid, with the path of
+//! the field at fault, and is reconciled again on its next change. Unit-test the plugin natively with
 //! [`testing::FakeHost`].
 //!
 //! ```
@@ -594,18 +596,22 @@ macro_rules! export {
 /// Runs one reconcile of `R` on the primary's JSON text: the one code path shared by the
 /// component export and [`testing`].
 pub(crate) fn run<R: Reconciler>(object: &str, ctx: &Context) -> Result<Outcome, Error> {
-    let primary: R::Primary = serde_json::from_str(object).map_err(|e| {
-        Error::invalid(format!("the primary does not deserialize as {}: {e}", std::any::type_name::<R::Primary>()))
-    })?;
-    let outcome = R::reconcile(primary, ctx)?;
+    let outcome = R::reconcile(primary::<R>(object)?, ctx)?;
     outcome.check()?;
     Ok(outcome)
 }
 
-/// The primary's JSON text as `R::Primary`, or an invalid-resource error naming the type.
+/// The primary's JSON text as `R::Primary`, or an invalid-resource error naming the type and the
+/// path of the field at fault (`status.conditions[1].status`).
 fn primary<R: Reconciler>(object: &str) -> Result<R::Primary, Error> {
-    serde_json::from_str(object).map_err(|e| {
-        Error::invalid(format!("the primary does not deserialize as {}: {e}", std::any::type_name::<R::Primary>()))
+    let mut json = serde_json::Deserializer::from_str(object);
+    serde_path_to_error::deserialize(&mut json).map_err(|e| {
+        let path = e.path().to_string();
+        Error::invalid(format!(
+            "the primary does not deserialize as {} at `{path}`: {}",
+            std::any::type_name::<R::Primary>(),
+            e.inner()
+        ))
     })
 }
 

@@ -1172,4 +1172,64 @@ mod tests {
     fn error_status_of_a_successful_run_panics() {
         let _ = FakeHost::new().reconcile::<Flaky>(&flaky("ok")).error_status();
     }
+
+    /// Keeps a `Ready` condition in a status it types, beside other controllers' conditions.
+    struct Conditioned;
+
+    #[derive(Deserialize)]
+    struct WithConditions {
+        metadata: ObjectMeta,
+        #[serde(default)]
+        status: ConditionsStatus,
+    }
+
+    #[derive(Default, Deserialize)]
+    struct ConditionsStatus {
+        #[serde(default)]
+        conditions: Vec<crate::conditions::Condition>,
+    }
+
+    impl Reconciler for Conditioned {
+        type Primary = WithConditions;
+
+        fn config() -> Config {
+            Config::new("conditioned", Kind::namespaced("test.wasmop.dev", "v1", "Probe"))
+        }
+
+        fn reconcile(primary: WithConditions, _: &Context) -> Result<Outcome, Error> {
+            let mut conditions = primary.status.conditions;
+            let ready = crate::conditions::new("Ready", true, "Reconciled", "");
+            let generation = primary.metadata.generation;
+            crate::conditions::set(
+                &mut conditions,
+                crate::conditions::Condition { observed_generation: generation, ..ready },
+            );
+            Ok(Outcome::done().status(json!({ "conditions": conditions })))
+        }
+    }
+
+    fn conditioned(conditions: Value) -> Value {
+        json!({ "apiVersion": "test.wasmop.dev/v1", "kind": "Probe",
+                "metadata": { "name": "p", "namespace": "ns", "generation": 2 },
+                "status": { "conditions": conditions } })
+    }
+
+    #[test]
+    fn another_controllers_condition_without_a_transition_time_parses_and_is_kept_as_it_was() {
+        let foreign = json!({ "type": "Synced", "status": "True", "lastProbeTime": null });
+        let run = FakeHost::new().reconcile::<Conditioned>(&conditioned(json!([foreign.clone()])));
+        let conditions = run.status().expect("a status")["conditions"].as_array().expect("conditions").clone();
+        assert_eq!(conditions[0], foreign, "the foreign condition round-trips unchanged");
+        assert_eq!(conditions[1]["type"], "Ready");
+        assert_eq!(conditions[1]["observedGeneration"], 2);
+        assert!(conditions[1]["lastTransitionTime"].is_string());
+    }
+
+    #[test]
+    fn a_primary_that_does_not_parse_is_invalid_and_the_error_names_the_field() {
+        let run = FakeHost::new().reconcile::<Conditioned>(&conditioned(json!([{ "type": "Ready", "status": 1 }])));
+        let error = run.error();
+        assert!(matches!(error, Error::Invalid(_)), "{error:?}");
+        assert!(error.message().contains("at `status.conditions[0].status`"), "{error}");
+    }
 }

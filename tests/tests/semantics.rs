@@ -216,3 +216,46 @@ async fn a_plugin_without_a_primary_references_watch_is_never_asked_for_secondar
     host.stop().await;
     Ok(())
 }
+
+/// Another controller's condition without `lastTransitionTime` (the Probe CRD allows it) does
+/// not stop the plugin: it parses, reconciles and is written back as it was. A status the plugin
+/// cannot parse fails the reconcile with an Event naming the field, and a later change reconciles
+/// again once it is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_condition_is_kept_and_an_unparseable_primary_is_reported_then_reconciled_again() -> anyhow::Result<()>
+{
+    let client = client().await?;
+    let ns = namespace(&client, "foreign-condition").await?;
+    let api = probes(&client, &ns).await?;
+    let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], "{}")?;
+    api.create(&PostParams::default(), &probe("shared", serde_json::json!({ "payload": "one" }))).await?;
+    let first = wait_for(&api, "shared", "the first reconcile", |o| reconciles(o) == 1).await?;
+
+    let foreign = serde_json::json!({ "type": "Synced", "status": "True", "reason": "ByOthers" });
+    let mut conditions = status(&first)["conditions"].as_array().cloned().unwrap_or_default();
+    conditions.push(foreign.clone());
+    let patch = serde_json::json!({ "status": { "conditions": conditions } });
+    api.patch_status("shared", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    let spec = |payload: &str| serde_json::json!({ "spec": { "payload": payload } });
+    api.patch("shared", &PatchParams::default(), &Patch::Merge(&spec("two"))).await?;
+    let second = wait_for(&api, "shared", "a reconcile despite the foreign condition", |o| reconciles(o) == 2).await?;
+    let kept = status(&second)["conditions"].as_array().cloned().unwrap_or_default();
+    assert!(kept.contains(&foreign), "the foreign condition is written back as it was: {kept:?}");
+    assert!(kept.iter().any(|c| c["type"] == "Ready" && c["observedGeneration"] == 2), "{kept:?}");
+
+    let broken = serde_json::json!({ "status": { "conditions": "not a list" } });
+    api.patch_status("shared", &PatchParams::default(), &Patch::Merge(&broken)).await?;
+    api.patch("shared", &PatchParams::default(), &Patch::Merge(&spec("three"))).await?;
+    let note = wasmop_tests::event_note(&client, &ns, WAIT, "shared", "does not deserialize").await?;
+    assert!(note.contains("at `status.conditions`"), "the Event names the field: {note}");
+
+    let fixed = serde_json::json!({ "status": { "conditions": [] } });
+    api.patch_status("shared", &PatchParams::default(), &Patch::Merge(&fixed)).await?;
+    api.patch("shared", &PatchParams::default(), &Patch::Merge(&spec("four"))).await?;
+    wait_for(&api, "shared", "a reconcile of the next change", |o| {
+        reconciles(o) == 3 && status(o)["observedGeneration"] == 4
+    })
+    .await?;
+    host.stop().await;
+    Ok(())
+}
