@@ -23,11 +23,24 @@ async fn create_config_map(client: &Client, ns: &str, name: &str) -> anyhow::Res
 
 /// Waits for an `Apply` (or `InitApply`) of the object called `name`.
 async fn applied<S: Stream<Item = SharedEvent> + Unpin>(events: &mut S, name: &str) -> anyhow::Result<()> {
-    within(WAIT, &format!("{name} applied"), async {
+    seen(events, name, false).await
+}
+
+/// Waits for a `Delete` of the object called `name`.
+async fn deleted<S: Stream<Item = SharedEvent> + Unpin>(events: &mut S, name: &str) -> anyhow::Result<()> {
+    seen(events, name, true).await
+}
+
+/// Waits for an event of the object called `name`: its deletion, or else an apply.
+async fn seen<S: Stream<Item = SharedEvent> + Unpin>(events: &mut S, name: &str, deletion: bool) -> anyhow::Result<()> {
+    within(WAIT, &format!("{name} {}", if deletion { "deleted" } else { "applied" }), async {
         while let Some(event) = events.next().await {
-            if let Event::Apply(o) | Event::InitApply(o) = event
-                && o.name_any() == name
-            {
+            let object = match event {
+                Event::Apply(o) | Event::InitApply(o) if !deletion => o,
+                Event::Delete(o) if deletion => o,
+                _ => continue,
+            };
+            if object.name_any() == name {
                 return Ok(());
             }
         }
@@ -71,21 +84,6 @@ async fn subscribers_share_one_watch_and_one_leaving_keeps_the_others_events_flo
     drop((second, late, second_events, late_events));
     assert_eq!(registry.active(), 0, "the watch stops with its last subscriber");
     Ok(())
-}
-
-/// Waits for a `Delete` of the object called `name`.
-async fn deleted<S: Stream<Item = SharedEvent> + Unpin>(events: &mut S, name: &str) -> anyhow::Result<()> {
-    within(WAIT, &format!("{name} deleted"), async {
-        while let Some(event) = events.next().await {
-            if let Event::Delete(o) = event
-                && o.name_any() == name
-            {
-                return Ok(());
-            }
-        }
-        anyhow::bail!("the event stream ended")
-    })
-    .await?
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
