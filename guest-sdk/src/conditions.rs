@@ -23,17 +23,19 @@ use serde::{Deserialize, Serialize};
 /// A status condition, `metav1.Condition`'s fields, read leniently: other controllers write
 /// conditions into the same list, and a CRD may accept them without `lastTransitionTime`,
 /// `reason` or `message`, or with fields of their own (`lastProbeTime`...). Every field but
-/// `type` may be missing, fields it does not know are kept in `extra`, and what was missing stays
-/// missing when the list is written back, so another controller's condition round-trips as it
-/// was.
+/// `type` may be missing, and fields it does not know are kept in `extra`, so another
+/// controller's condition is written back as it was, except that `reason` and `message` are
+/// always written (empty when missing), as `metav1.Condition` requires them.
 ///
 /// ```
 /// use wasmop_guest::conditions::Condition;
 ///
 /// let foreign = serde_json::json!({ "type": "Synced", "status": "True", "lastProbeTime": null });
-/// let parsed: Condition = serde_json::from_value(foreign.clone()).unwrap();
+/// let parsed: Condition = serde_json::from_value(foreign).unwrap();
 /// assert!(parsed.last_transition_time.is_none());
-/// assert_eq!(serde_json::to_value(&parsed).unwrap(), foreign);
+/// let written = serde_json::to_value(&parsed).unwrap();
+/// assert_eq!(written["lastProbeTime"], serde_json::Value::Null);
+/// assert!(written.get("lastTransitionTime").is_none());
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -47,11 +49,11 @@ pub struct Condition {
     /// When the status last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
-    /// A CamelCase reason.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// A CamelCase reason (always written: CRDs generated for `metav1.Condition` require it).
+    #[serde(default)]
     pub reason: String,
-    /// A message for humans.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// A message for humans, maybe empty (always written, like `reason`).
+    #[serde(default)]
     pub message: String,
     /// The `metadata.generation` the condition was set for.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1216,7 +1216,7 @@ mod tests {
 
     #[test]
     fn another_controllers_condition_without_a_transition_time_parses_and_is_kept_as_it_was() {
-        let foreign = json!({ "type": "Synced", "status": "True", "lastProbeTime": null });
+        let foreign = json!({ "type": "Synced", "status": "True", "reason": "", "message": "", "lastProbeTime": null });
         let run = FakeHost::new().reconcile::<Conditioned>(&conditioned(json!([foreign.clone()])));
         let conditions = run.status().expect("a status")["conditions"].as_array().expect("conditions").clone();
         assert_eq!(conditions[0], foreign, "the foreign condition round-trips unchanged");

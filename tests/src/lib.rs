@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config, ResourceExt};
@@ -164,12 +164,25 @@ pub async fn apply(
     let applied = api.patch(&name, &PatchParams::apply("wasmop-tests").force(), &Patch::Apply(&object)).await?;
     if types.kind == "CustomResourceDefinition" {
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        within(
+        let crd = within(
             Duration::from_secs(30),
             &format!("CRD {name} established"),
             await_condition(crds, &name, conditions::is_crd_established()),
         )
-        .await??;
+        .await??
+        .context("the CRD vanished")?;
+        // Established is not yet served: the API server sets up the kind's handler after it, and
+        // answers 404 until then. Wait until a list of the kind succeeds.
+        let version = crd.spec.versions.iter().find(|v| v.storage).context("a CRD has a storage version")?;
+        let gvk = kube::api::GroupVersionKind::gvk(&crd.spec.group, &version.name, &crd.spec.names.kind);
+        let served: Api<DynamicObject> =
+            Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, &crd.spec.names.plural));
+        within(Duration::from_secs(30), &format!("{} served", crd.spec.names.plural), async {
+            while served.list(&kube::api::ListParams::default().limit(1)).await.is_err() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await?;
     }
     Ok(applied)
 }

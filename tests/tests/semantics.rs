@@ -231,7 +231,7 @@ async fn a_foreign_condition_is_kept_and_an_unparseable_primary_is_reported_then
     api.create(&PostParams::default(), &probe("shared", serde_json::json!({ "payload": "one" }))).await?;
     let first = wait_for(&api, "shared", "the first reconcile", |o| reconciles(o) == 1).await?;
 
-    let foreign = serde_json::json!({ "type": "Synced", "status": "True", "reason": "ByOthers" });
+    let foreign = serde_json::json!({ "type": "Synced", "status": "True", "reason": "ByOthers", "message": "" });
     let mut conditions = status(&first)["conditions"].as_array().cloned().unwrap_or_default();
     conditions.push(foreign.clone());
     let patch = serde_json::json!({ "status": { "conditions": conditions } });
