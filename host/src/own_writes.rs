@@ -10,13 +10,24 @@
 //! write's own event, any later version, or the object's deletion; a re-list clears every record
 //! no write is in flight for. So the records hold only writes in flight or just answered, never
 //! one per object ever written.
+//!
+//! A write the API server found to change nothing answers with a version the watch already
+//! delivered, and no event follows; so an answered write whose event has not come within
+//! [`AWAIT_EVENT`] is forgotten. Should its event come later after all, it counts as someone
+//! else's, which costs one reconcile more, never one less. A write in flight is never forgotten.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
+use tokio::time::Instant;
 
 use crate::object::{ObjectKey, version_at_least};
+
+/// How long an answered write waits for its watch event before its record goes (the watch
+/// delivers within milliseconds while it runs, and a re-list settles what it missed meanwhile).
+pub const AWAIT_EVENT: Duration = Duration::from_secs(60);
 
 /// What a deletion is recorded as.
 const DELETED: &str = "";
@@ -30,19 +41,39 @@ struct Entry {
     seen: Vec<(String, bool)>,
     /// The version the last write produced, until its event (or a later one) arrives.
     ours: Option<String>,
+    /// When the record of an answered write goes if its event has not come.
+    expires: Option<Instant>,
+}
+
+/// The records by object, and the earliest time one of them may expire.
+#[derive(Debug, Default)]
+struct Ledger {
+    entries: HashMap<ObjectKey, Entry>,
+    next_expiry: Option<Instant>,
+}
+
+impl Ledger {
+    /// Forgets the answered writes whose events have not come in time.
+    fn expire(&mut self, now: Instant) {
+        if self.next_expiry.is_none_or(|at| at > now) {
+            return;
+        }
+        self.entries.retain(|_, entry| entry.expires.is_none_or(|at| at > now));
+        self.next_expiry = self.entries.values().filter_map(|entry| entry.expires).min();
+    }
 }
 
 /// The host's writes of one watch's objects.
 #[derive(Debug, Default)]
 pub struct OwnWrites {
-    writes: Mutex<HashMap<ObjectKey, Entry>>,
+    ledger: Mutex<Ledger>,
     /// How many records there are, added into a gauge shared with the plugin's other watches.
     records: Gauge,
 }
 
 /// The records of one [`OwnWrites`], counted into its gauge when the guard drops.
 struct Records<'a> {
-    writes: std::sync::MutexGuard<'a, HashMap<ObjectKey, Entry>>,
+    ledger: std::sync::MutexGuard<'a, Ledger>,
     before: usize,
     gauge: &'a Gauge,
 }
@@ -50,19 +81,19 @@ struct Records<'a> {
 impl std::ops::Deref for Records<'_> {
     type Target = HashMap<ObjectKey, Entry>;
     fn deref(&self) -> &Self::Target {
-        &self.writes
+        &self.ledger.entries
     }
 }
 
 impl std::ops::DerefMut for Records<'_> {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.writes
+        &mut self.ledger.entries
     }
 }
 
 impl Drop for Records<'_> {
     fn drop(&mut self) {
-        self.gauge.inc_by(self.writes.len() as i64 - self.before as i64);
+        self.gauge.inc_by(self.ledger.entries.len() as i64 - self.before as i64);
     }
 }
 
@@ -75,17 +106,23 @@ impl Drop for OwnWrites {
 impl OwnWrites {
     /// Records whose count is added into `records` (the plugin's gauge).
     pub fn counted_in(records: Gauge) -> Self {
-        Self { writes: Mutex::default(), records }
+        Self { ledger: Mutex::default(), records }
     }
 
+    /// The records, after forgetting the answered writes whose events have not come in time.
     fn writes(&self) -> Records<'_> {
-        let writes = self.writes.lock().expect("never poisoned");
-        Records { before: writes.len(), writes, gauge: &self.records }
+        let ledger = self.ledger.lock().expect("never poisoned");
+        let mut records = Records { before: ledger.entries.len(), ledger, gauge: &self.records };
+        records.ledger.expire(Instant::now());
+        records
     }
 
     /// A write of `key` is about to be sent.
     pub fn begin(&self, key: &ObjectKey) {
-        self.writes().entry(key.clone()).or_default().in_flight += 1;
+        let mut writes = self.writes();
+        let entry = writes.entry(key.clone()).or_default();
+        entry.in_flight += 1;
+        entry.expires = None;
     }
 
     /// The write of `key` produced `version`; returns whether events of other writers that
@@ -125,9 +162,17 @@ impl OwnWrites {
             }
         }
         entry.ours = if ours_seen { None } else { produced };
-        if entry.in_flight == 0 && entry.ours.is_none() {
-            writes.remove(key);
+        if entry.in_flight > 0 {
+            return foreign;
         }
+        if entry.ours.is_none() {
+            writes.remove(key);
+            return foreign;
+        }
+        let expires = Instant::now() + AWAIT_EVENT;
+        entry.expires = Some(expires);
+        let next = &mut writes.ledger.next_expiry;
+        *next = Some(next.map_or(expires, |at| at.min(expires)));
         foreign
     }
 
@@ -164,7 +209,7 @@ impl OwnWrites {
 
     /// How many objects have a write in flight or an event still awaited.
     pub fn len(&self) -> usize {
-        self.writes.lock().expect("never poisoned").len()
+        self.writes().len()
     }
 
     /// Whether no write is in flight or awaited.
@@ -242,6 +287,29 @@ mod tests {
         assert_eq!(own.len(), 1, "and ours is still awaited");
         assert!(!own.consume(&key("newer"), Some("11"), true), "ours was skipped");
         assert!(own.is_empty(), "every record settled: {}", own.len());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answered_write_whose_event_never_comes_expires() {
+        let gauge = Gauge::default();
+        let own = OwnWrites::counted_in(gauge.clone());
+        // The watch delivered version 5; a write that changes nothing answers with it again, and
+        // no event follows.
+        assert!(!own.consume(&key("no-op"), Some("5"), true));
+        own.begin(&key("no-op"));
+        assert!(!own.wrote(&key("no-op"), Some("5".into())));
+        own.begin(&key("late"));
+        assert!(!own.wrote(&key("late"), Some("7".into())));
+        own.begin(&key("in-flight"));
+        tokio::time::advance(AWAIT_EVENT - Duration::from_millis(1)).await;
+        assert!(own.consume(&key("late"), Some("7"), true), "a late event is still known as ours");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(own.len(), 1, "only the write in flight is left");
+        assert_eq!(gauge.get(), 1);
+        assert!(!own.consume(&key("no-op"), Some("6"), true), "someone else's change after expiry");
+        assert!(own.consume(&key("in-flight"), Some("9"), true), "held: a write in flight never expires");
+        assert!(!own.wrote(&key("in-flight"), Some("9".into())));
+        assert!(own.is_empty());
     }
 
     #[test]
