@@ -25,6 +25,7 @@ use wasmop::settings::{Defaults, HostConfig};
 
 pub mod links;
 pub mod overlaps;
+pub mod relay;
 pub mod swaps;
 
 /// The workspace root.
@@ -58,6 +59,11 @@ pub fn faults_kubeconfig() -> &'static Path {
 /// A client for the fault suite's control plane.
 pub async fn faults_client() -> anyhow::Result<Client> {
     client_of(faults_kubeconfig()).await
+}
+
+/// The client configuration of the fault suite's control plane.
+pub async fn faults_config() -> anyhow::Result<Config> {
+    config_of(faults_kubeconfig()).await
 }
 
 /// Runs `cluster.sh kill|start DIR component` on the fault suite's control plane: `kill` is a

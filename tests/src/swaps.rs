@@ -17,13 +17,18 @@ pub fn api(client: &Client, ns: &str) -> Api<DynamicObject> {
 /// Creates `swap-0` .. `swap-{count-1}` with `spec.value` 0.
 pub async fn create(api: &Api<DynamicObject>, count: usize) -> anyhow::Result<()> {
     for i in 0..count {
-        let swap: DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "test.wasmop.dev/v1", "kind": "Swap",
-            "metadata": { "name": format!("swap-{i}") }, "spec": { "value": 0 }
-        }))?;
-        api.create(&PostParams::default(), &swap).await?;
+        create_one(api, &format!("swap-{i}")).await?;
     }
     Ok(())
+}
+
+/// Creates the Swap `name` with `spec.value` 0.
+pub async fn create_one(api: &Api<DynamicObject>, name: &str) -> anyhow::Result<DynamicObject> {
+    let swap: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "test.wasmop.dev/v1", "kind": "Swap",
+        "metadata": { "name": name }, "spec": { "value": 0 }
+    }))?;
+    Ok(api.create(&PostParams::default(), &swap).await?)
 }
 
 /// Sets `spec.value` of Swap `name`.

@@ -16,14 +16,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use tokio::sync::{Mutex, MutexGuard};
 use wasmop::host::Host;
 use wasmop_tests::overlaps::Overlaps;
+use wasmop_tests::relay::Relay;
 use wasmop_tests::swaps::{self, all_settled};
 use wasmop_tests::{
-    apply_file, bare_host, faults_client, faults_cluster, faults_kubeconfig, namespace, plugin, within, workspace_root,
+    apply_file, bare_host, faults_client, faults_cluster, faults_config, faults_kubeconfig, namespace, plugin, within,
+    workspace_root,
 };
 
 const OBJECTS: usize = 50;
@@ -55,7 +57,12 @@ impl Bed {
 
     /// An in-process host running `fixture-swap` v1 on this namespace, once every Swap settled.
     async fn host(&self) -> anyhow::Result<Arc<Host>> {
-        let host = bare_host(&self.client, &self.ns)?;
+        self.host_on(&self.client).await
+    }
+
+    /// [`Bed::host`], talking to the API server through `client`.
+    async fn host_on(&self, client: &Client) -> anyhow::Result<Arc<Host>> {
+        let host = bare_host(client, &self.ns)?;
         let v1 = plugin("fixture-swap");
         host.install("test", &v1, std::fs::read(&v1)?, None).await?;
         all_settled(&self.api, OBJECTS, "v1", v1_result).await?;
@@ -313,5 +320,33 @@ async fn the_host_process_killed_during_a_burst_and_restarted() -> anyhow::Resul
     assert!(second.overlaps.begun() >= OBJECTS as u64, "the second host reconciled every Swap");
     assert_still_reconciles(&bed).await?;
     assert!(second.running(), "the restarted host is still up");
+    Ok(())
+}
+
+/// A Swap deleted and created again under its name while the host's watch was down comes back
+/// in a re-list as another object at generation 1, the generation the host last saw of the first
+/// one: it is reconciled as a create. The host's client goes through a relay the test cuts, and
+/// the API server restarts meanwhile, so that the watch cannot resume where it stopped (a
+/// restarted API server's watch cache starts at the current version) and lists again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swap_deleted_and_created_again_while_the_watch_was_down_is_reconciled() -> anyhow::Result<()> {
+    let bed = Bed::new("recreated-while-the-watch-was-down").await?;
+    let mut config = faults_config().await?;
+    let api_server = config.cluster_url.authority().context("the API server's address")?.as_str().parse()?;
+    let relay = Relay::to(api_server).await?;
+    config.cluster_url = relay.url();
+    let host = bed.host_on(&Client::try_from(config)?).await?;
+    relay.cut();
+    let first = bed.api.get("swap-0").await?;
+    bed.api.delete("swap-0", &DeleteParams::default()).await?;
+    let second = swaps::create_one(&bed.api, "swap-0").await?;
+    assert_ne!(first.uid(), second.uid());
+    assert_eq!((first.metadata.generation, second.metadata.generation), (Some(1), Some(1)));
+    outage(&bed.api, "apiserver", Duration::ZERO).await?;
+    relay.restore();
+    // A change the host must see once its watch is back, so that only a missed create fails.
+    swaps::set_value(&bed.api, "swap-1", 1).await?;
+    all_settled(&bed.api, OBJECTS, "v1", v1_result).await?;
+    host.stop_all().await;
     Ok(())
 }
