@@ -5,7 +5,8 @@
 //! that every Swap converges (`fixture-swap`'s status reflects its last spec and generation),
 //! that no Swap was ever reconciled by two runs at once (the plugin's begin/end log lines), and
 //! that the host stayed up. It prints the changes made and the time to converge after the fault
-//! ended; those times are reported, never asserted.
+//! ended; those times are reported, never asserted. One more scenario makes a watch gap: an
+//! object deleted and created again while the host cannot reach the API server.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
