@@ -40,4 +40,5 @@ cluster-down: ## Stop the processes `make cluster` started
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
+	tests/testbed/check-layers.py
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -1,127 +1,12 @@
-//! What a plugin says about itself: [`Config`], [`Kind`], [`Watch`], [`Retry`], [`RateLimit`],
+//! What a plugin says about itself: [`Config`], [`Watch`], [`Retry`], [`RateLimit`],
 //! [`Filters`].
 
-use std::any::TypeId;
-use std::fmt;
 use std::time::Duration;
-
-use k8s_openapi::{NamespaceResourceScope, Resource};
 
 use crate::bindings::wasmop::plugin::types as wit;
 use crate::dependent::Dependent;
-
-/// A Kubernetes resource type: group, version, kind, and whether it is namespaced.
-///
-/// ```
-/// use wasmop_guest::Kind;
-///
-/// let webpage = Kind::namespaced("sample.wasmop.dev", "v1", "WebPage");
-/// let config_map = Kind::namespaced("", "v1", "ConfigMap");
-/// let node = Kind::cluster("", "v1", "Node");
-/// let policy = Kind::namespaced("example.com", "v1", "Policy").plural("policies");
-/// assert_eq!(policy.plural.as_deref(), Some("policies"));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct Kind {
-    /// API group; empty for the core group.
-    pub group: String,
-    /// API version within the group, e.g. `v1`.
-    pub version: String,
-    /// Kind, e.g. `WebPage`.
-    pub kind: String,
-    /// Plural resource name; the host derives it (lower case + "s") when absent.
-    pub plural: Option<String>,
-    /// Whether objects of this kind live in a namespace.
-    pub namespaced: bool,
-}
-
-impl Kind {
-    /// A kind whose objects live in a namespace.
-    ///
-    /// ```
-    /// let kind = wasmop_guest::Kind::namespaced("apps", "v1", "Deployment");
-    /// assert!(kind.namespaced);
-    /// ```
-    pub fn namespaced(group: impl Into<String>, version: impl Into<String>, kind: impl Into<String>) -> Self {
-        Self { group: group.into(), version: version.into(), kind: kind.into(), plural: None, namespaced: true }
-    }
-
-    /// A cluster-scoped kind.
-    ///
-    /// ```
-    /// let kind = wasmop_guest::Kind::cluster("", "v1", "Namespace");
-    /// assert!(!kind.namespaced);
-    /// ```
-    pub fn cluster(group: impl Into<String>, version: impl Into<String>, kind: impl Into<String>) -> Self {
-        Self { namespaced: false, ..Self::namespaced(group, version, kind) }
-    }
-
-    /// The kind of a `k8s_openapi` type, plural and scope included.
-    ///
-    /// ```
-    /// use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
-    /// use wasmop_guest::Kind;
-    ///
-    /// let kind = Kind::of::<ConfigMap>();
-    /// assert_eq!(kind, Kind::namespaced("", "v1", "ConfigMap").plural("configmaps"));
-    /// ```
-    pub fn of<K>() -> Self
-    where
-        K: Resource,
-        K::Scope: 'static,
-    {
-        Self {
-            group: K::GROUP.to_owned(),
-            version: K::VERSION.to_owned(),
-            kind: K::KIND.to_owned(),
-            plural: Some(K::URL_PATH_SEGMENT.to_owned()),
-            namespaced: TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>(),
-        }
-    }
-
-    /// Sets the plural resource name, for kinds whose plural is not the kind in lower case + "s".
-    ///
-    /// ```
-    /// let kind = wasmop_guest::Kind::namespaced("example.com", "v1", "Proxy").plural("proxies");
-    /// ```
-    #[must_use]
-    pub fn plural(mut self, plural: impl Into<String>) -> Self {
-        self.plural = Some(plural.into());
-        self
-    }
-
-    /// Whether `other` names the same group, version and kind (plural and scope aside).
-    pub(crate) fn same_type(&self, other: &Kind) -> bool {
-        self.group == other.group && self.version == other.version && self.kind == other.kind
-    }
-
-    pub(crate) fn to_wit(&self) -> wit::KindRef {
-        wit::KindRef {
-            group: self.group.clone(),
-            version: self.version.clone(),
-            kind: self.kind.clone(),
-            plural: self.plural.clone(),
-            namespaced: self.namespaced,
-        }
-    }
-}
-
-/// `group/version/Kind`, or `version/Kind` for the core group.
-///
-/// ```
-/// let kind = wasmop_guest::Kind::namespaced("apps", "v1", "Deployment");
-/// assert_eq!(kind.to_string(), "apps/v1/Deployment");
-/// ```
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.is_empty() {
-            write!(f, "{}/{}", self.version, self.kind)
-        } else {
-            write!(f, "{}/{}/{}", self.group, self.version, self.kind)
-        }
-    }
-}
+use crate::kind::Kind;
+use crate::wire::millis;
 
 /// The annotation naming a secondary's primary, read by the annotations mapper
 /// ([`Watch::annotated`]): the primary's name.
@@ -129,7 +14,7 @@ impl fmt::Display for Kind {
 /// ```
 /// assert_eq!(wasmop_guest::PRIMARY_NAME_ANNOTATION, "wasmop.dev/primary-name");
 /// ```
-pub const PRIMARY_NAME_ANNOTATION: &str = "wasmop.dev/primary-name";
+pub const PRIMARY_NAME_ANNOTATION: &str = wasmop_core::dependent::PRIMARY_NAME_ANNOTATION;
 
 /// The annotation naming the namespace of a secondary's primary, read by the annotations mapper
 /// ([`Watch::annotated`]) together with [`PRIMARY_NAME_ANNOTATION`]. When it is absent the primary
@@ -138,7 +23,7 @@ pub const PRIMARY_NAME_ANNOTATION: &str = "wasmop.dev/primary-name";
 /// ```
 /// assert_eq!(wasmop_guest::PRIMARY_NAMESPACE_ANNOTATION, "wasmop.dev/primary-namespace");
 /// ```
-pub const PRIMARY_NAMESPACE_ANNOTATION: &str = "wasmop.dev/primary-namespace";
+pub const PRIMARY_NAMESPACE_ANNOTATION: &str = wasmop_core::dependent::PRIMARY_NAMESPACE_ANNOTATION;
 
 /// How a change of a watched secondary finds the primaries to reconcile: JOSDK's
 /// `SecondaryToPrimaryMapper` and `PrimaryToSecondaryMapper`, controller-runtime's event handlers.
@@ -202,7 +87,7 @@ impl Mapper {
 ///
 /// | setter | default |
 /// |---|---|
-/// | [`namespace`](Watch::namespace) | all namespaces |
+/// | [`namespace`](Watch::namespace) | the namespace the host watches primaries in (`--namespace`), else all |
 /// | [`label_selector`](Watch::label_selector) | none |
 /// | [`field_selector`](Watch::field_selector) | none |
 /// | [`cluster`](Watch::cluster) | the primary's cluster |
@@ -223,7 +108,8 @@ impl Mapper {
 pub struct Watch {
     /// The watched kind.
     pub kind: Kind,
-    /// Only this namespace; all namespaces when absent.
+    /// Only this namespace; when absent, the namespace the host watches primaries in
+    /// (`--namespace` or the plugin's `namespace` override), else all namespaces.
     pub namespace: Option<String>,
     /// Only objects matching this label selector (Kubernetes syntax); none by default.
     pub label_selector: Option<String>,
@@ -257,7 +143,9 @@ impl Watch {
         }
     }
 
-    /// Only watch objects in this namespace; all namespaces by default.
+    /// Only watch objects in this namespace. By default a watch of a namespaced kind follows the
+    /// namespace the host watches primaries in (`--namespace`), and covers all namespaces when
+    /// the host watches them all.
     ///
     /// ```
     /// # use wasmop_guest::{Kind, Watch};
@@ -615,6 +503,11 @@ pub struct Config {
     pub finalizer: Finalizer,
     /// The kinds the plugin's reconciles create and keep in shape; none by default.
     pub dependents: Vec<Dependent>,
+    /// The host keeps the primary's `Ready`, `Reconciling` and `Degraded` conditions from the
+    /// outcome's readiness ([`Outcome::ready`](crate::Outcome::ready)) and from failures. On by
+    /// default for custom resources (a primary with an API group); off for core kinds (a
+    /// ConfigMap has no status to keep them in) and with [`Config::own_conditions`].
+    pub conditions: bool,
 }
 
 /// The primary's finalizer (JOSDK's finalizer support): with one, the host adds it before the
@@ -646,6 +539,7 @@ impl Config {
     /// assert!(config.watches.is_empty());
     /// ```
     pub fn new(name: impl Into<String>, primary: Kind) -> Self {
+        let conditions = !primary.group.is_empty();
         Self {
             name: name.into(),
             primary,
@@ -661,7 +555,22 @@ impl Config {
             resync_period: None,
             finalizer: Finalizer::Derived,
             dependents: Vec::new(),
+            conditions,
         }
+    }
+
+    /// The plugin keeps the primary's conditions itself: the host writes none of `Ready`,
+    /// `Reconciling` and `Degraded`, and ignores the outcome's readiness.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Kind};
+    /// let config = Config::new("cm", Kind::namespaced("", "v1", "ConfigMap")).own_conditions();
+    /// assert!(!config.conditions);
+    /// ```
+    #[must_use]
+    pub fn own_conditions(mut self) -> Self {
+        self.conditions = false;
+        self
     }
 
     /// Only reconcile primaries matching this label selector, in Kubernetes syntax
@@ -930,13 +839,9 @@ impl Config {
                 Finalizer::Disabled => wit::Finalizer::Disabled,
             },
             dependents: self.dependents.into_iter().map(Dependent::into_wit).collect(),
+            conditions: self.conditions,
         }
     }
-}
-
-/// Whole milliseconds, saturating at `u64::MAX`.
-pub(crate) fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

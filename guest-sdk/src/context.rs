@@ -2,6 +2,7 @@
 
 use std::any::type_name;
 
+use k8s_openapi::Resource;
 use serde::de::DeserializeOwned;
 
 use crate::Kind;
@@ -122,6 +123,64 @@ impl Context {
     /// Every dependent's state, in declaration order.
     pub fn dependents(&self) -> &[DependentState] {
         &self.dependents
+    }
+
+    /// The objects of the dependent `name`, typed: a handle on what the host applied (or
+    /// observed) for it just before this reconcile. Fails with [`Error::Permanent`] for an
+    /// undeclared name or an object that does not deserialize as `K`.
+    ///
+    /// ```
+    /// use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
+    /// # use wasmop_guest::{Context, Error};
+    /// # fn f(ctx: &Context) -> Result<usize, Error> {
+    /// let copies: Vec<ConfigMap> = ctx.dependent_objects::<ConfigMap>("copies")?;
+    /// # Ok(copies.len())
+    /// # }
+    /// ```
+    pub fn dependent_objects<K: DeserializeOwned>(&self, name: &str) -> Result<Vec<K>, Error> {
+        let state = self
+            .dependent(name)
+            .ok_or_else(|| Error::permanent(format!("no dependent named {name:?} was reconciled")))?;
+        state.objects_as()
+    }
+
+    /// One object of the Kubernetes type `K` (a `k8s_openapi` type: its kind comes from the
+    /// type) from the host's cache: [`Context::get`] without naming the kind.
+    ///
+    /// ```
+    /// use wasmop_guest::k8s_openapi::api::core::v1::Secret;
+    /// # use wasmop_guest::{Context, Error};
+    /// # fn f(ctx: &Context) -> Result<bool, Error> {
+    /// let credentials: Option<Secret> = ctx.get_of::<Secret>(Some("default"), "db")?;
+    /// # Ok(credentials.is_some())
+    /// # }
+    /// ```
+    pub fn get_of<K>(&self, namespace: Option<&str>, name: &str) -> Result<Option<K>, Error>
+    where
+        K: Resource + DeserializeOwned,
+        K::Scope: 'static,
+    {
+        self.get(&Kind::of::<K>(), namespace, name)
+    }
+
+    /// Objects of the Kubernetes type `K` from the host's cache: [`Context::list`] without
+    /// naming the kind.
+    pub fn list_of<K>(&self, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<K>, Error>
+    where
+        K: Resource + DeserializeOwned,
+        K::Scope: 'static,
+    {
+        self.list(&Kind::of::<K>(), namespace, label_selector)
+    }
+
+    /// The primary's secondaries of the Kubernetes type `K`: [`Context::secondaries`] without
+    /// naming the kind.
+    pub fn secondaries_of<K>(&self) -> Result<Vec<K>, Error>
+    where
+        K: Resource + DeserializeOwned,
+        K::Scope: 'static,
+    {
+        self.secondaries(&Kind::of::<K>())
     }
 
     /// 0 on the first attempt, incremented on each retry after a failure.

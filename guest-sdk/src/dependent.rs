@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::bindings::wasmop::plugin::types as wit;
-use crate::config::millis;
+use crate::wire::millis;
 use crate::{Error, Event, Kind};
 
 /// A condition the host evaluates on an object: a dependent's readiness
@@ -78,6 +78,16 @@ impl Check {
         Self::Plugin(name.into())
     }
 
+    pub(crate) fn to_core(&self) -> wasmop_core::check::Check {
+        use wasmop_core::check::Check as Core;
+        match self.clone() {
+            Self::FieldEquals { path, value } => Core::FieldEquals { path, value },
+            Self::FieldsEqual { left, right } => Core::FieldsEqual { left, right },
+            Self::ConditionTrue(type_) => Core::ConditionTrue(type_),
+            Self::Plugin(name) => Core::Plugin(name),
+        }
+    }
+
     fn into_wit(self) -> wit::Condition {
         match self {
             Self::FieldEquals { path, value } => wit::Condition::FieldEquals(wit::FieldValue { path, value }),
@@ -116,6 +126,12 @@ pub struct Dependent {
     pub reconcile_when: Option<Check>,
     /// Tied to the primary by annotations instead of an owner reference.
     pub annotation_owned: bool,
+    /// Ready when the plugin desires none of its objects; true by default.
+    pub ready_when_empty: bool,
+    /// Takes over existing objects someone else manages; false by default.
+    pub adopt: bool,
+    /// The one namespace its objects live in, when not the primary's; none by default.
+    pub namespace: Option<String>,
 }
 
 impl Dependent {
@@ -130,7 +146,36 @@ impl Dependent {
             ready_when: None,
             reconcile_when: None,
             annotation_owned: false,
+            ready_when_empty: true,
+            adopt: false,
+            namespace: None,
         }
+    }
+
+    /// Its objects live in `namespace` (a dependent owned by annotations, in another namespace
+    /// than the primary's): the host watches just that namespace for it, it is the default
+    /// namespace of its desired objects, and objects in any other are refused.
+    #[must_use]
+    pub fn in_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Not ready while the plugin desires none of its objects (by default a dependent with zero
+    /// desired objects is ready: there is nothing to wait for).
+    #[must_use]
+    pub fn not_ready_when_empty(mut self) -> Self {
+        self.ready_when_empty = false;
+        self
+    }
+
+    /// Takes over an object that already exists and is managed by someone else (a forced
+    /// server-side apply). Without it, such an object fails the dependent with a conflict that
+    /// names it, and is left as it is.
+    #[must_use]
+    pub fn adopt(mut self) -> Self {
+        self.adopt = true;
+        self
     }
 
     /// Observed, never written: [`Reconciler::desired`](crate::Reconciler::desired) only names
@@ -172,6 +217,23 @@ impl Dependent {
         self
     }
 
+    /// The dependent as the core's workflow sees it, as the host converts the WIT record.
+    pub(crate) fn to_core(&self) -> wasmop_core::dependent::DependentSpec {
+        use wasmop_core::dependent::Ownership;
+        wasmop_core::dependent::DependentSpec {
+            name: self.name.clone(),
+            kind: self.kind.to_core(),
+            read_only: self.read_only,
+            depends_on: self.depends_on.clone(),
+            ready_when: self.ready_when.as_ref().map(Check::to_core),
+            reconcile_when: self.reconcile_when.as_ref().map(Check::to_core),
+            ready_when_empty: self.ready_when_empty,
+            namespace: self.namespace.clone(),
+            declared_ownership: if self.annotation_owned { Ownership::Annotations } else { Ownership::OwnerReference },
+            adopt: self.adopt,
+        }
+    }
+
     pub(crate) fn into_wit(self) -> wit::Dependent {
         wit::Dependent {
             name: self.name,
@@ -181,6 +243,9 @@ impl Dependent {
             ready_when: self.ready_when.map(Check::into_wit),
             reconcile_when: self.reconcile_when.map(Check::into_wit),
             ownership: if self.annotation_owned { wit::Ownership::Annotations } else { wit::Ownership::OwnerReference },
+            ready_when_empty: self.ready_when_empty,
+            namespace: self.namespace,
+            adopt: self.adopt,
         }
     }
 }
@@ -205,17 +270,36 @@ pub struct Desired {
     /// The object: `apiVersion`, `kind`, `metadata.name` (the namespace defaults to the
     /// primary's) and the fields the plugin manages.
     pub object: Value,
+    /// Leave the object as the cluster holds it: neither applied nor pruned.
+    pub keep: bool,
 }
 
 impl Desired {
     /// `object` for the dependent `dependent`; an object that does not serialize becomes `null`,
     /// which the host refuses with an error naming the dependent.
     pub fn new(dependent: impl Into<String>, object: &impl Serialize) -> Self {
-        Self { dependent: dependent.into(), object: serde_json::to_value(object).unwrap_or(Value::Null) }
+        Self { dependent: dependent.into(), object: serde_json::to_value(object).unwrap_or(Value::Null), keep: false }
+    }
+
+    /// "Leave this one as it is": the object `name` (in `namespace`, default the primary's) of
+    /// the dependent stays as the cluster holds it, neither applied nor pruned.
+    ///
+    /// ```
+    /// use wasmop_guest::Desired;
+    ///
+    /// let untouched = Desired::unchanged("configmap", "site-html", None);
+    /// assert!(untouched.keep);
+    /// ```
+    pub fn unchanged(dependent: impl Into<String>, name: &str, namespace: Option<&str>) -> Self {
+        let mut object = serde_json::json!({ "metadata": { "name": name } });
+        if let Some(namespace) = namespace {
+            object["metadata"]["namespace"] = namespace.into();
+        }
+        Self { dependent: dependent.into(), object, keep: true }
     }
 
     pub(crate) fn into_wit(self) -> wit::DesiredObject {
-        wit::DesiredObject { dependent: self.dependent, object: self.object.to_string() }
+        wit::DesiredObject { dependent: self.dependent, object: self.object.to_string(), keep: self.keep }
     }
 }
 
@@ -230,6 +314,18 @@ pub enum Phase {
     Skipped,
     /// Its reconcile condition is false: its objects were deleted.
     Deleted,
+}
+
+impl From<wasmop_core::dependent::Phase> for Phase {
+    fn from(phase: wasmop_core::dependent::Phase) -> Self {
+        use wasmop_core::dependent::Phase as Core;
+        match phase {
+            Core::Ready => Self::Ready,
+            Core::NotReady => Self::NotReady,
+            Core::Skipped => Self::Skipped,
+            Core::Deleted => Self::Deleted,
+        }
+    }
 }
 
 /// A dependent's state, as [`Context::dependent`](crate::Context::dependent) gives it.

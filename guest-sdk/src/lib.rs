@@ -128,18 +128,22 @@ pub mod conditions;
 mod config;
 mod context;
 mod dependent;
+mod kind;
 mod outcome;
 mod refs;
+mod resource;
 pub mod testing;
+mod wire;
 
 pub use config::{
-    Config, Filters, Finalizer, Kind, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry,
-    Watch,
+    Config, Filters, Finalizer, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry, Watch,
 };
 pub use context::{Context, Level};
 pub use dependent::{Check, Cleanup, Dependent, DependentState, Desired, Phase};
+pub use kind::Kind;
 pub use outcome::{Error, Event, EventType, Outcome};
 pub use refs::{PrimaryRef, SecondaryRef};
+pub use resource::Resource;
 
 /// The raw bindings wit-bindgen generates for the `wasmop:plugin` WIT world.
 ///
@@ -338,7 +342,7 @@ pub trait Reconciler {
     /// #   fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
     ///
     ///     // A ConfigMap names its Web, in its own namespace, in `data.web`.
-    ///     fn map_secondary(secondary: &Value, previous: Option<&Value>) -> Result<Vec<PrimaryRef>, String> {
+    ///     fn map_secondary(secondary: &Value, previous: Option<&Value>, _: &Context) -> Result<Vec<PrimaryRef>, String> {
     ///         let namespace = secondary["metadata"]["namespace"].as_str().ok_or("no namespace")?;
     ///         let web = |cm: &Value| cm["data"]["web"].as_str().map(|name| PrimaryRef::namespaced(namespace, name));
     ///         // Before and after an update: a ConfigMap moved to another Web reconciles both.
@@ -349,13 +353,15 @@ pub trait Reconciler {
     /// }
     ///
     /// let cm = json!({ "metadata": { "namespace": "default" }, "data": { "web": "front" } });
-    /// assert_eq!(Web::map_secondary(&cm, None), Ok(vec![PrimaryRef::namespaced("default", "front")]));
+    /// let mapped = wasmop_guest::testing::FakeHost::new().map_secondary::<Web>(&cm, None);
+    /// assert_eq!(mapped, Ok(vec![PrimaryRef::namespaced("default", "front")]));
     /// ```
     fn map_secondary(
         secondary: &serde_json::Value,
         previous: Option<&serde_json::Value>,
+        ctx: &Context,
     ) -> Result<Vec<PrimaryRef>, String> {
-        let _ = (secondary, previous);
+        let _ = (secondary, previous, ctx);
         Err(format!(
             "plugin {} declares a watch with the plugin mapper but does not implement Reconciler::map_secondary",
             Self::config().name
@@ -387,7 +393,7 @@ pub trait Reconciler {
     /// #   fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
     ///
     ///     // A Web uses the ConfigMap named in `spec.settings`, in its own namespace.
-    ///     fn secondaries_of(web: &Value) -> Vec<SecondaryRef> {
+    ///     fn secondaries_of(web: &Value, _: &Context) -> Vec<SecondaryRef> {
     ///         let namespace = web["metadata"]["namespace"].as_str();
     ///         let settings = web["spec"]["settings"].as_str();
     ///         settings.map(|name| SecondaryRef::new(Kind::of::<ConfigMap>(), namespace, name)).into_iter().collect()
@@ -395,10 +401,11 @@ pub trait Reconciler {
     /// }
     ///
     /// let web = json!({ "metadata": { "namespace": "default" }, "spec": { "settings": "web-settings" } });
-    /// assert_eq!(Web::secondaries_of(&web)[0].name, "web-settings");
+    /// let used = wasmop_guest::testing::FakeHost::new().secondaries_of::<Web>(&web).unwrap();
+    /// assert_eq!(used[0].name, "web-settings");
     /// ```
-    fn secondaries_of(primary: &Self::Primary) -> Vec<SecondaryRef> {
-        let _ = primary;
+    fn secondaries_of(primary: &Self::Primary, ctx: &Context) -> Vec<SecondaryRef> {
+        let _ = (primary, ctx);
         Vec::new()
     }
 
@@ -442,8 +449,8 @@ pub trait Reconciler {
 
     /// Evaluates the plugin condition `name` ([`Check::plugin`]) on `primary` and, for a ready
     /// condition, one of the dependent's objects. False by default.
-    fn check(name: &str, primary: &Self::Primary, dependent: Option<&serde_json::Value>) -> bool {
-        let _ = (name, primary, dependent);
+    fn check(name: &str, primary: &Self::Primary, dependent: Option<&serde_json::Value>, ctx: &Context) -> bool {
+        let _ = (name, primary, dependent, ctx);
         false
     }
 }
@@ -646,6 +653,40 @@ pub(crate) fn error_status<R: Reconciler>(object: &str, error: &Error, ctx: &Con
     }
 }
 
+/// Runs `R`'s [`Reconciler::check`] on JSON text: false when the primary or the dependent does
+/// not decode. Shared by the export and [`testing`].
+pub(crate) fn check<R: Reconciler>(name: &str, primary: &str, dependent: Option<&str>, ctx: &Context) -> bool {
+    let Ok(primary) = serde_json::from_str::<R::Primary>(primary) else { return false };
+    match dependent.map(serde_json::from_str::<serde_json::Value>).transpose() {
+        Ok(dependent) => R::check(name, &primary, dependent.as_ref(), ctx),
+        Err(_) => false,
+    }
+}
+
+/// Runs `R`'s [`Reconciler::map_secondary`] on JSON text: an object that is not JSON is an
+/// error naming it. Shared by the export and [`testing`].
+pub(crate) fn map_secondary<R: Reconciler>(
+    secondary: &str,
+    previous: Option<&str>,
+    ctx: &Context,
+) -> Result<Vec<PrimaryRef>, String> {
+    let secondary: serde_json::Value =
+        serde_json::from_str(secondary).map_err(|e| format!("the secondary is not JSON: {e}"))?;
+    let previous: Option<serde_json::Value> = previous
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| format!("the previous version of the secondary is not JSON: {e}"))?;
+    R::map_secondary(&secondary, previous.as_ref(), ctx)
+}
+
+/// Runs `R`'s [`Reconciler::secondaries_of`] on JSON text: a primary that does not deserialize
+/// is an error naming the type and the serde error. Shared by the export and [`testing`].
+pub(crate) fn secondaries_of<R: Reconciler>(primary: &str, ctx: &Context) -> Result<Vec<SecondaryRef>, String> {
+    let primary: R::Primary = serde_json::from_str(primary)
+        .map_err(|e| format!("the primary does not deserialize as {}: {e}", std::any::type_name::<R::Primary>()))?;
+    Ok(R::secondaries_of(&primary, ctx))
+}
+
 /// Glue used by [`export!`]; not part of the API.
 #[doc(hidden)]
 pub mod __private {
@@ -689,13 +730,15 @@ pub mod __private {
         crate::cleanup::<R>(&object, &ctx).map(crate::Cleanup::into_wit).map_err(crate::Error::into_wit)
     }
 
+    /// A context for the calls outside a reconcile (`check`, `map-secondary`,
+    /// `secondaries-of`): `get` and `list` read the host's caches.
+    fn outside() -> Context {
+        Context::new(Box::new(WitHost), 0, false)
+    }
+
     /// `check` for `R`: false when the primary or the dependent does not decode.
     pub fn check<R: Reconciler>(name: String, primary: String, dependent: Option<String>) -> bool {
-        let Ok(primary) = serde_json::from_str::<R::Primary>(&primary) else { return false };
-        match dependent.map(|d| serde_json::from_str::<serde_json::Value>(&d)).transpose() {
-            Ok(dependent) => R::check(&name, &primary, dependent.as_ref()),
-            Err(_) => false,
-        }
+        crate::check::<R>(&name, &primary, dependent.as_deref(), &outside())
     }
 
     /// `update-error-status` for `R`, talking to the real host imports.
@@ -709,22 +752,15 @@ pub mod __private {
         secondary: String,
         previous: Option<String>,
     ) -> Result<Vec<WitObjectRef>, String> {
-        let secondary: serde_json::Value =
-            serde_json::from_str(&secondary).map_err(|e| format!("the secondary is not JSON: {e}"))?;
-        let previous: Option<serde_json::Value> = previous
-            .map(|previous| serde_json::from_str(&previous))
-            .transpose()
-            .map_err(|e| format!("the previous version of the secondary is not JSON: {e}"))?;
-        let primaries = R::map_secondary(&secondary, previous.as_ref())?;
+        let primaries = crate::map_secondary::<R>(&secondary, previous.as_deref(), &outside())?;
         Ok(primaries.into_iter().map(crate::PrimaryRef::into_wit).collect())
     }
 
     /// `secondaries-of` for `R`: a primary that does not deserialize is an error naming the type
     /// and the serde error.
     pub fn secondaries_of<R: Reconciler>(primary: String) -> Result<Vec<WitSecondaryRef>, String> {
-        let primary: R::Primary = serde_json::from_str(&primary)
-            .map_err(|e| format!("the primary does not deserialize as {}: {e}", std::any::type_name::<R::Primary>()))?;
-        Ok(R::secondaries_of(&primary).into_iter().map(crate::SecondaryRef::into_wit).collect())
+        let secondaries = crate::secondaries_of::<R>(&primary, &outside())?;
+        Ok(secondaries.into_iter().map(crate::SecondaryRef::into_wit).collect())
     }
 }
 
@@ -799,7 +835,7 @@ mod tests {
             Ok(Outcome::done())
         }
 
-        fn map_secondary(secondary: &Value, previous: Option<&Value>) -> Result<Vec<PrimaryRef>, String> {
+        fn map_secondary(secondary: &Value, previous: Option<&Value>, _: &Context) -> Result<Vec<PrimaryRef>, String> {
             let names = secondary["data"]["primaries"].as_str().ok_or("no data.primaries")?;
             let mut primaries: Vec<PrimaryRef> =
                 names.split(',').map(|name| PrimaryRef::namespaced("ns", name)).collect();
@@ -807,7 +843,7 @@ mod tests {
             Ok(primaries)
         }
 
-        fn secondaries_of(primary: &Self::Primary) -> Vec<SecondaryRef> {
+        fn secondaries_of(primary: &Self::Primary, _: &Context) -> Vec<SecondaryRef> {
             let data = primary.data.clone().unwrap_or_default();
             let kind = Kind::of::<k8s_openapi::api::core::v1::ConfigMap>();
             data.get("uses")
@@ -820,12 +856,13 @@ mod tests {
     #[test]
     fn map_secondary_and_secondaries_of_default_to_an_error_and_nothing() {
         let secondary = json!({ "metadata": { "name": "cm" } });
-        let error = Reporter::map_secondary(&secondary, Some(&secondary)).unwrap_err();
+        let host = crate::testing::FakeHost::new();
+        let error = host.map_secondary::<Reporter>(&secondary, Some(&secondary)).unwrap_err();
         assert_eq!(
             error,
             "plugin reporter declares a watch with the plugin mapper but does not implement Reconciler::map_secondary"
         );
-        assert!(Reporter::secondaries_of(&k8s_openapi::api::core::v1::ConfigMap::default()).is_empty());
+        assert!(host.secondaries_of::<Reporter>(&k8s_openapi::api::core::v1::ConfigMap::default()).unwrap().is_empty());
         let object = secondary.to_string();
         assert_eq!(super::__private::map_secondary::<Reporter>(object.clone(), None).map(|p| p.len()), Err(error));
         assert_eq!(super::__private::secondaries_of::<Reporter>(object).map(|refs| refs.len()), Ok(0));

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::wasmop::plugin::types as wit;
-use crate::config::millis;
+use crate::wire::millis;
 
 /// What the host should do after a successful reconcile: write a status, record events,
 /// reconcile again later.
@@ -33,6 +33,8 @@ pub struct Outcome {
     pub(crate) events: Vec<Event>,
     pub(crate) labels: Vec<(String, Option<String>)>,
     pub(crate) annotations: Vec<(String, Option<String>)>,
+    /// Whether the primary is ready, and the conditions' message.
+    pub(crate) readiness: Option<(bool, String)>,
 }
 
 impl Outcome {
@@ -46,6 +48,37 @@ impl Outcome {
     /// ```
     pub fn done() -> Self {
         Self::default()
+    }
+
+    /// Done, and the primary is ready: the host sets its `Ready` condition True with `message`,
+    /// and `Reconciling` and `Degraded` False (unless the plugin keeps its own conditions).
+    ///
+    /// ```
+    /// use wasmop_guest::Outcome;
+    ///
+    /// let outcome = Outcome::ready("serving 3 pages");
+    /// assert_eq!(outcome.readiness(), Some((true, "serving 3 pages")));
+    /// ```
+    pub fn ready(message: impl Into<String>) -> Self {
+        Self { readiness: Some((true, message.into())), ..Self::default() }
+    }
+
+    /// Done for now, but the primary is not ready yet: `Ready` False (reason `NotReady`) and
+    /// `Reconciling` True, with `message`. Pair it with a reschedule or a watch.
+    ///
+    /// ```
+    /// use wasmop_guest::Outcome;
+    ///
+    /// let outcome = Outcome::not_ready("waiting for the database");
+    /// assert_eq!(outcome.readiness(), Some((false, "waiting for the database")));
+    /// ```
+    pub fn not_ready(message: impl Into<String>) -> Self {
+        Self { readiness: Some((false, message.into())), ..Self::default() }
+    }
+
+    /// The readiness stated, if any: whether ready, and the message.
+    pub fn readiness(&self) -> Option<(bool, &str)> {
+        self.readiness.as_ref().map(|(ready, message)| (*ready, message.as_str()))
     }
 
     /// Merges `status` into the primary's `.status` through the status subresource (a JSON merge
@@ -168,6 +201,7 @@ impl Outcome {
             events: self.events.into_iter().map(Event::into_wit).collect(),
             labels: self.labels,
             annotations: self.annotations,
+            readiness: self.readiness.map(|(ready, message)| wit::Readiness { ready, message }),
         }
     }
 }

@@ -128,8 +128,8 @@ pub fn load(
 ) -> Result<Module, LoadError> {
     let defaults = runtime.default_limits();
     let limits_for = |name: &str| {
-        let overrides = overrides.or_else(|| config.plugins.get(name));
-        overrides.and_then(|o| o.limits.as_ref()).map(|l| l.apply(defaults))
+        let overrides = overrides.or_else(|| config.plugins.get(name))?;
+        overrides.limits.as_ref().map(|l| crate::settings::limits(Some(l), defaults))
     };
     runtime.load_with(origin, bytes, &limits_for)
 }
@@ -420,76 +420,4 @@ impl Drop for Host {
             running.stop.cancel();
         }
     }
-}
-
-/// Where the host finds its plugins.
-#[derive(Debug, Clone, Default)]
-pub struct Sources {
-    /// Plugin files.
-    pub files: Vec<PathBuf>,
-    /// Directories: every `*.wasm` file in them is a plugin.
-    pub dirs: Vec<PathBuf>,
-    /// Reload files and directories when they change.
-    pub watch_files: bool,
-    /// Run the plugins that `ReconcilerPlugin` resources name.
-    pub resources: bool,
-    /// What those resources may fetch.
-    pub fetch_policy: crate::loader::fetch::FetchPolicy,
-}
-
-/// Runs the plugins of `sources` until `shutdown` fires, serving metrics on `metrics_address`.
-/// The files given at start must all load, or none runs; later changes are hot reloads, and a
-/// version that fails to load is refused while the running one stays.
-pub async fn run(
-    host: Arc<Host>,
-    sources: Sources,
-    metrics_address: Option<std::net::SocketAddr>,
-    shutdown: CancellationToken,
-) -> Result<(), HostError> {
-    let mut files = sources.files.clone();
-    for dir in &sources.dirs {
-        files.extend(plugin_files(dir)?);
-    }
-    if files.is_empty() && !sources.resources {
-        return Err(HostError::NoPlugins);
-    }
-    let mut refused = Vec::new();
-    for file in &files {
-        match std::fs::read(file) {
-            Err(source) => refused.push(LoadError::ReadFailed { path: file.clone(), source }),
-            Ok(bytes) => match host.install(&file.display().to_string(), file, bytes, None).await {
-                Ok(_) => {}
-                Err(HostError::Load(err)) => refused.push(err),
-                Err(err) => {
-                    host.stop_all().await;
-                    return Err(err);
-                }
-            },
-        }
-    }
-    if !refused.is_empty() {
-        host.stop_all().await;
-        return Err(HostError::PluginsRefused(refused));
-    }
-    let mut tasks = tokio::task::JoinSet::new();
-    if sources.watch_files {
-        let (host, stop) = (host.clone(), shutdown.clone());
-        tasks.spawn(crate::loader::files::watch(host, sources.files, sources.dirs, stop));
-    }
-    if sources.resources {
-        let (host, stop) = (host.clone(), shutdown.clone());
-        tasks.spawn(crate::loader::resource::run(host, sources.fetch_policy.clone(), stop));
-    }
-    if let Some(address) = metrics_address {
-        let (metrics, stop) = (host.metrics.clone(), shutdown.clone());
-        tasks.spawn(async move {
-            if let Err(err) = crate::metrics::serve(metrics, address, stop).await {
-                tracing::error!(%address, %err, "cannot serve metrics");
-            }
-        });
-    }
-    shutdown.cancelled().await;
-    while tasks.join_next().await.is_some() {}
-    host.stop_all().await;
-    Ok(())
 }

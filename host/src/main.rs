@@ -7,8 +7,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
-use wasmop::host::{Host, HostSettings, Sources};
+use wasmop::host::{Host, HostSettings};
 use wasmop::informer::{ClusterSpec, Clusters};
+use wasmop::loader::Sources;
 use wasmop::loader::fetch::FetchPolicy;
 use wasmop::metrics::Metrics;
 use wasmop::runtime::{Limits, MemoryMib, Runtime, RuntimeConfig};
@@ -32,7 +33,28 @@ enum Command {
     Run(RunArgs),
     /// Print the ReconcilerPlugin CustomResourceDefinition, to `kubectl apply -f -`.
     Crd,
-    /// Print what a plugin's describe() returns.
+    /// Scaffold a plugin crate: Cargo.toml, src/lib.rs (a reconciler and its unit test), the
+    /// CRD and an example object. It builds with `cargo build --release --target
+    /// wasm32-wasip2` and passes `cargo test` as generated.
+    New {
+        /// The plugin's name, also its crate's and directory's, e.g. hello-op.
+        name: String,
+        /// The primary's API group, e.g. demo.example.com.
+        #[arg(long)]
+        group: String,
+        /// The primary's kind, e.g. Hello.
+        #[arg(long)]
+        kind: String,
+        /// Where to create the crate's directory.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The SDK (guest-sdk) to depend on by path; default: the one this binary was built
+        /// from, if it is still there, else the published crate.
+        #[arg(long, value_name = "DIR")]
+        sdk: Option<PathBuf>,
+    },
+    /// Print what a plugin's describe() says, in the words of the overrides file: its settings
+    /// (the block `--config` and a ReconcilerPlugin's overrides take), watches and dependents.
     Inspect {
         /// The plugin file.
         file: PathBuf,
@@ -142,11 +164,28 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect { file, output, runtime } => {
             let module = runtime.runtime(None)?.load(&file)?;
+            let described = wasmop::inspect::describe(module.config());
             let text = match output {
-                Output::Json => serde_json::to_string_pretty(module.config())?,
-                Output::Yaml => serde_saphyr::to_string(module.config())?,
+                Output::Json => serde_json::to_string_pretty(&described)?,
+                Output::Yaml => serde_saphyr::to_string(&described)?,
             };
             println!("{text}");
+            Ok(())
+        }
+        Command::New { name, group, kind, dir, sdk } => {
+            let sdk = sdk.or_else(wasmop::scaffold::local_sdk);
+            let files = wasmop::scaffold::Scaffold { name: name.clone(), group, kind, sdk }.files()?;
+            let root = dir.join(&name);
+            anyhow::ensure!(!root.exists(), "{} exists already", root.display());
+            for (path, text) in files {
+                let path = root.join(path);
+                std::fs::create_dir_all(path.parent().expect("files are in the crate"))?;
+                std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            println!(
+                "created {}: `cargo test` and `cargo build --release --target wasm32-wasip2` there",
+                root.display()
+            );
             Ok(())
         }
         Command::Crd => {
@@ -194,7 +233,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         resources: args.reconciler_plugins,
         fetch_policy: FetchPolicy::new(&args.allow_module_dirs).map_err(anyhow::Error::msg)?,
     };
-    wasmop::host::run(host, sources, args.metrics_address, shutdown).await?;
+    wasmop::loader::run(host, sources, args.metrics_address, shutdown).await?;
     Ok(())
 }
 

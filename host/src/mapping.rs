@@ -11,9 +11,9 @@ use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::{KindRef, Mapper, ObjectRef, Owners};
 
 /// The annotation naming a secondary's primary, read by the annotations mapper.
-pub const PRIMARY_NAME_ANNOTATION: &str = "wasmop.dev/primary-name";
+pub use wasmop_core::dependent::PRIMARY_NAME_ANNOTATION;
 /// The annotation naming the primary's namespace; absent means the secondary's own namespace.
-pub const PRIMARY_NAMESPACE_ANNOTATION: &str = "wasmop.dev/primary-namespace";
+pub use wasmop_core::dependent::PRIMARY_NAMESPACE_ANNOTATION;
 
 /// A primary a secondary points at.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -45,6 +45,13 @@ struct ReconcileLabels {
     result: Outcome,
 }
 
+/// Labels of the reconcile failure counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    plugin: String,
+    reason: &'static str,
+}
+
 /// Labels of the per-call histogram.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -78,6 +85,7 @@ pub struct Metrics {
     writes: Family<WriteLabels, Counter>,
     conflicts: Family<PluginLabels, Counter>,
     reconciles: Family<ReconcileLabels, Counter>,
+    failures: Family<FailureLabels, Counter>,
     calls: Family<CallLabels, Histogram, fn() -> Histogram>,
     fuel: Family<PluginLabels, Counter>,
     own_write_records: Family<PluginLabels, Gauge>,
@@ -100,6 +108,13 @@ impl Metrics {
         );
         let reconciles = Family::<ReconcileLabels, Counter>::default();
         registry.register("reconciles", "Reconciles run, by plugin and result", reconciles.clone());
+        let failures = Family::<FailureLabels, Counter>::default();
+        registry.register(
+            "reconcile_failures",
+            "Failed reconciles by plugin and reason (the Event's): a plugin error, a deadline, a memory-limit hit, \
+             fuel, a panic, a trap, a write or dependent failure",
+            failures.clone(),
+        );
         let calls = Family::<CallLabels, Histogram, fn() -> Histogram>::new_with_constructor(call_histogram);
         registry.register(
             "plugin_call_duration_seconds",
@@ -130,6 +145,7 @@ impl Metrics {
             writes,
             conflicts,
             reconciles,
+            failures,
             calls,
             fuel,
             own_write_records,
@@ -153,6 +169,16 @@ impl Metrics {
     /// Counts one reconcile of `plugin`.
     pub fn reconciled(&self, plugin: &str, result: Outcome) {
         self.reconciles.get_or_create(&ReconcileLabels { plugin: plugin.to_string(), result }).inc();
+    }
+
+    /// Counts one failed reconcile of `plugin`, by `reason` (the Warning Event's reason).
+    pub fn failed(&self, plugin: &str, reason: &'static str) {
+        self.failures.get_or_create(&FailureLabels { plugin: plugin.to_string(), reason }).inc();
+    }
+
+    /// Failed reconciles of `plugin` with `reason`.
+    pub fn failures_of(&self, plugin: &str, reason: &'static str) -> u64 {
+        self.failures.get_or_create(&FailureLabels { plugin: plugin.to_string(), reason }).get()
     }
 
     /// Reconciles of `plugin` that ended with `result`.

@@ -7,114 +7,33 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::controller::Filters;
+pub use wasmop_core::settings::{Limits as LimitSettings, ServiceAccount, Settings};
+
 use crate::ratelimit::RateLimit;
 use crate::retry::RetryPolicy;
 use crate::runtime::bindings::wasmop::plugin::types::PluginConfig;
 use crate::runtime::{Limits, MemoryMib};
+use wasmop_core::filter::Filters;
 
 /// The default maximum reconciliation interval (JOSDK: 10 hours).
 pub const DEFAULT_MAX_RECONCILE_INTERVAL: Duration = Duration::from_secs(10 * 3600);
 
-/// Deployment-time overrides of one plugin's `describe()`; an absent field keeps the plugin's
-/// own value. Field names are camelCase in the configuration file.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Overrides {
-    /// Watch only this namespace.
-    pub namespace: Option<String>,
-    /// Label selector of the primary watch.
-    pub label_selector: Option<String>,
-    /// Field selector of the primary watch.
-    pub field_selector: Option<String>,
-    /// Generation-aware filtering on or off.
-    pub generation_aware: Option<bool>,
-    /// Event filters; every field of the block must be given.
-    pub filters: Option<Filters>,
-    /// Retry policy; absent fields keep the plugin's values.
-    pub retry: Option<RetryOverrides>,
-    /// Maximum reconciliation interval in milliseconds; 0 turns it off.
-    pub max_reconcile_interval_ms: Option<u64>,
-    /// Per-object rate limit; `maxReconciles: 0` turns it off.
-    pub rate_limit: Option<RateLimitOverrides>,
-    /// Concurrent reconciles of this plugin.
-    pub max_concurrent_reconciles: Option<u32>,
-    /// Resync period in milliseconds; 0 turns it off.
-    pub resync_period_ms: Option<u64>,
-    /// Sandbox limits of every call; absent fields keep the host's defaults.
-    pub limits: Option<LimitOverrides>,
-    /// Write as this ServiceAccount (impersonated), so that cluster RBAC bounds the plugin.
-    pub service_account: Option<ServiceAccountRef>,
-}
+/// Deployment-time overrides of one plugin's `describe()`: the same [`Settings`] shape (one
+/// definition, in `wasmop_core::settings`); an absent field keeps the plugin's own value.
+pub type Overrides = Settings;
 
-/// Overrides of the sandbox limits.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LimitOverrides {
-    /// Wall-clock budget of one call in milliseconds.
-    pub deadline_ms: Option<u64>,
-    /// Memory cap of one instance in MiB (1 to 4096).
-    pub memory_mib: Option<MemoryMib>,
-    /// Fuel budget of one call; 0 runs unmetered.
-    pub fuel: Option<u64>,
-}
-
-impl LimitOverrides {
-    /// `defaults` with these overrides applied.
-    pub fn apply(&self, defaults: Limits) -> Limits {
-        Limits {
-            deadline: self.deadline_ms.map_or(defaults.deadline, Duration::from_millis),
-            memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, MemoryMib::bytes),
-            fuel: match self.fuel {
-                None => defaults.fuel,
-                Some(0) => None,
-                Some(fuel) => Some(fuel),
-            },
-        }
+/// `defaults` with the limit settings applied.
+pub fn limits(settings: Option<&LimitSettings>, defaults: Limits) -> Limits {
+    let Some(settings) = settings else { return defaults };
+    Limits {
+        deadline: settings.deadline_ms.map_or(defaults.deadline, Duration::from_millis),
+        memory_bytes: settings.memory_mib.map_or(defaults.memory_bytes, MemoryMib::bytes),
+        fuel: match settings.fuel {
+            None => defaults.fuel,
+            Some(0) => None,
+            Some(fuel) => Some(fuel),
+        },
     }
-}
-
-/// A ServiceAccount the host impersonates.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ServiceAccountRef {
-    /// Its namespace.
-    pub namespace: String,
-    /// Its name.
-    pub name: String,
-}
-
-impl ServiceAccountRef {
-    /// The user name the API server knows it by.
-    pub fn user(&self) -> String {
-        format!("system:serviceaccount:{}:{}", self.namespace, self.name)
-    }
-}
-
-/// Overrides of the retry policy.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RetryOverrides {
-    /// Retries after the first failure.
-    pub max_attempts: Option<u32>,
-    /// First delay in milliseconds.
-    pub initial_interval_ms: Option<u64>,
-    /// Growth factor of the delay.
-    pub multiplier: Option<f64>,
-    /// Cap of the delay in milliseconds.
-    pub max_interval_ms: Option<u64>,
-    /// Random spread as a fraction.
-    pub jitter: Option<f64>,
-}
-
-/// Override of the rate limit.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RateLimitOverrides {
-    /// Reconciles per window; 0 turns the limit off.
-    pub max_reconciles: u32,
-    /// Window length in milliseconds.
-    pub period_ms: u64,
 }
 
 /// The host's configuration file (`wasmop run --config FILE`).
@@ -131,7 +50,7 @@ pub struct RateLimitOverrides {
 pub struct HostConfig {
     /// Overrides per plugin name.
     #[serde(default)]
-    pub plugins: BTreeMap<String, Overrides>,
+    pub plugins: BTreeMap<String, Settings>,
 }
 
 /// Errors of reading the configuration file.
@@ -201,58 +120,43 @@ pub struct Resolved {
 
 /// Combines `describe()`, the overrides and the host defaults, in that order of precedence
 /// from lowest to highest: overrides beat the plugin, the plugin beats the defaults.
-pub fn resolve(config: &PluginConfig, overrides: &Overrides, defaults: &Defaults) -> Resolved {
-    let plugin_retry = config.retry.as_ref().map_or_else(RetryPolicy::default, |r| RetryPolicy {
-        max_attempts: r.max_attempts,
-        initial_interval: Duration::from_millis(r.initial_interval_ms),
-        multiplier: r.multiplier,
-        max_interval: Duration::from_millis(r.max_interval_ms),
-        jitter: r.jitter,
-    });
-    let retry = match &overrides.retry {
-        None => plugin_retry,
-        Some(o) => RetryPolicy {
-            max_attempts: o.max_attempts.unwrap_or(plugin_retry.max_attempts),
-            initial_interval: o.initial_interval_ms.map_or(plugin_retry.initial_interval, Duration::from_millis),
-            multiplier: o.multiplier.unwrap_or(plugin_retry.multiplier),
-            max_interval: o.max_interval_ms.map_or(plugin_retry.max_interval, Duration::from_millis),
-            jitter: o.jitter.unwrap_or(plugin_retry.jitter),
+pub fn resolve(config: &PluginConfig, overrides: &Settings, defaults: &Defaults) -> Resolved {
+    let s = overrides.over(&crate::runtime::bindings::settings(config));
+    let base = RetryPolicy::default();
+    let retry = match &s.retry {
+        None => base,
+        Some(r) => RetryPolicy {
+            max_attempts: r.max_attempts.unwrap_or(base.max_attempts),
+            initial_interval: r.initial_interval_ms.map_or(base.initial_interval, Duration::from_millis),
+            multiplier: r.multiplier.unwrap_or(base.multiplier),
+            max_interval: r.max_interval_ms.map_or(base.max_interval, Duration::from_millis),
+            jitter: r.jitter.unwrap_or(base.jitter),
         },
     };
-    let max_interval = match overrides.max_reconcile_interval_ms.or(config.max_reconcile_interval_ms) {
+    let max_interval = match s.max_reconcile_interval_ms {
         None => Some(DEFAULT_MAX_RECONCILE_INTERVAL),
         Some(0) => None,
         Some(ms) => Some(Duration::from_millis(ms)),
     };
-    let rate_limit = match &overrides.rate_limit {
-        Some(o) => (o.max_reconciles, o.period_ms),
-        None => config.rate_limit.as_ref().map_or((0, 0), |r| (r.max_reconciles, r.period_ms)),
-    };
-    let rate_limit = (rate_limit.0 > 0 && rate_limit.1 > 0)
-        .then(|| RateLimit { max_reconciles: rate_limit.0, period: Duration::from_millis(rate_limit.1) });
-    let mut filters = overrides.filters.clone().unwrap_or_else(|| Filters::from_config(config));
-    if let Some(aware) = overrides.generation_aware {
+    let rate_limit = s
+        .rate_limit
+        .filter(|r| r.max_reconciles > 0 && r.period_ms > 0)
+        .map(|r| RateLimit { max_reconciles: r.max_reconciles, period: Duration::from_millis(r.period_ms) });
+    let mut filters = s.filters.clone().unwrap_or_default();
+    if let Some(aware) = s.generation_aware {
         filters.generation_aware = aware;
     }
-    let max_concurrent = overrides
-        .max_concurrent_reconciles
-        .or(config.max_concurrent_reconciles)
-        .unwrap_or(defaults.max_concurrent_reconciles)
-        .max(1) as usize;
+    let max_concurrent = s.max_concurrent_reconciles.unwrap_or(defaults.max_concurrent_reconciles).max(1) as usize;
     Resolved {
-        namespace: overrides.namespace.clone().or_else(|| defaults.namespace.clone()),
-        label_selector: overrides.label_selector.clone().or_else(|| config.label_selector.clone()),
-        field_selector: overrides.field_selector.clone().or_else(|| config.field_selector.clone()),
+        namespace: s.namespace.or_else(|| defaults.namespace.clone()),
+        label_selector: s.label_selector,
+        field_selector: s.field_selector,
         filters,
         retry,
         max_interval,
         rate_limit,
         max_concurrent,
-        resync_period: overrides
-            .resync_period_ms
-            .or(config.resync_period_ms)
-            .filter(|ms| *ms > 0)
-            .map(Duration::from_millis),
+        resync_period: s.resync_period_ms.filter(|ms| *ms > 0).map(Duration::from_millis),
     }
 }
 
@@ -304,17 +208,17 @@ mod tests {
     fn limit_overrides_replace_the_defaults_field_by_field() {
         let defaults = Limits { fuel: Some(1_000), ..Limits::default() };
         let yaml = "deadlineMs: 250\nfuel: 0\n";
-        let limits = serde_saphyr::from_str::<LimitOverrides>(yaml).unwrap().apply(defaults);
+        let limits = super::limits(Some(&serde_saphyr::from_str::<LimitSettings>(yaml).unwrap()), defaults);
         assert_eq!(limits, Limits { deadline: Duration::from_millis(250), fuel: None, ..Limits::default() });
-        let overrides = serde_saphyr::from_str::<LimitOverrides>("memoryMib: 8\nfuel: 5\n").unwrap();
-        let limits = overrides.apply(defaults);
+        let overrides = serde_saphyr::from_str::<LimitSettings>("memoryMib: 8\nfuel: 5\n").unwrap();
+        let limits = super::limits(Some(&overrides), defaults);
         assert_eq!((limits.memory_bytes, limits.fuel, limits.deadline), (8 << 20, Some(5), defaults.deadline));
     }
 
     #[test]
     fn a_memory_limit_out_of_range_is_an_error_not_an_overflow() {
         for mib in ["0", "4097", "17592186044416"] {
-            let err = serde_saphyr::from_str::<LimitOverrides>(&format!("memoryMib: {mib}\n")).unwrap_err();
+            let err = serde_saphyr::from_str::<LimitSettings>(&format!("memoryMib: {mib}\n")).unwrap_err();
             assert!(err.to_string().contains("out of range: 1 to 4096 MiB"), "{mib}: {err}");
         }
     }

@@ -10,6 +10,8 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use wasmop_core::status::Report;
+
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
 
@@ -86,39 +88,17 @@ impl MetadataChanges {
     }
 }
 
-/// The status merge patch for `status` on `object`, with `observedGeneration` set to the
-/// object's generation unless the plugin set it; `None` when the status already holds it all.
-pub fn status_patch(object: &DynamicObject, status: &str) -> Result<Option<Value>, WriteError> {
-    let mut status: Value = serde_json::from_str(status).map_err(|e| WriteError::StatusNotAnObject(e.to_string()))?;
-    let Some(fields) = status.as_object_mut() else {
-        return Err(WriteError::StatusNotAnObject(format!("got {}", kind_of(&status))));
-    };
-    if let Some(generation) = object.metadata.generation {
-        fields.entry("observedGeneration").or_insert(json!(generation));
-    }
-    let current = object.data.get("status").cloned().unwrap_or(Value::Null);
-    let mut merged = current.clone();
-    json_patch_merge(&mut merged, &status);
-    Ok((merged != current).then(|| json!({ "status": status })))
-}
-
-/// RFC 7386 JSON merge patch.
-fn json_patch_merge(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = json!({});
-    }
-    let target = target.as_object_mut().expect("made an object above");
-    for (key, value) in patch {
-        if value.is_null() {
-            target.remove(key);
-        } else {
-            json_patch_merge(target.entry(key.clone()).or_insert(Value::Null), value);
-        }
-    }
+/// The status merge patch for the plugin's `status` and the host's conditions after `report`
+/// on `object` (`wasmop_core::status::patch`); `None` when the status already holds it all.
+pub fn status_patch(
+    object: &DynamicObject,
+    status: Option<Value>,
+    report: Option<&Report<'_>>,
+) -> Result<Option<Value>, WriteError> {
+    use k8s_openapi::jiff::{Timestamp, Unit};
+    let now = Timestamp::now().round(Unit::Second).unwrap_or_else(|_| Timestamp::now());
+    wasmop_core::status::patch(object.data.get("status"), status, object.metadata.generation, report, &now.to_string())
+        .map_err(WriteError::StatusNotAnObject)
 }
 
 /// Writes on behalf of one plugin, as field manager `wasmop-<plugin>`.
@@ -158,9 +138,10 @@ impl Writer {
     pub async fn patch_status(
         &self,
         object: &DynamicObject,
-        status: &str,
+        status: Option<Value>,
+        report: Option<&Report<'_>>,
     ) -> Result<Option<DynamicObject>, WriteError> {
-        let Some(patch) = status_patch(object, status)? else { return Ok(None) };
+        let Some(patch) = status_patch(object, status, report)? else { return Ok(None) };
         self.patch(object, "patching the status of", patch, Verb::PatchStatus).await.map(Some)
     }
 
@@ -182,7 +163,7 @@ impl Writer {
         mut patch: Value,
         verb: Verb,
     ) -> Result<DynamicObject, WriteError> {
-        let key = ObjectKey::of(object).unwrap_or_else(|| ObjectKey { namespace: None, name: String::new() });
+        let key = crate::object::key_of(object).unwrap_or_else(|| ObjectKey { namespace: None, name: String::new() });
         patch["metadata"]["resourceVersion"] = json!(object.resource_version());
         let api = self.api(&key);
         let patch = Patch::Merge(&patch);
@@ -232,17 +213,6 @@ impl Writer {
     }
 }
 
-fn kind_of(value: &serde_json::Value) -> &'static str {
-    match value {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
-}
-
 fn truncate(mut text: String, max: usize) -> String {
     if text.len() > max {
         let mut cut = max - 3;
@@ -273,16 +243,16 @@ mod tests {
     #[test]
     fn a_status_the_object_already_has_is_not_written() {
         let o = object(json!({ "observedGeneration": 3, "phase": "Ready", "other": 1 }));
-        assert_eq!(status_patch(&o, r#"{"phase":"Ready"}"#).unwrap(), None);
-        let patch = status_patch(&o, r#"{"phase":"Failed"}"#).unwrap().unwrap();
+        assert_eq!(status_patch(&o, Some(json!({"phase":"Ready"})), None).unwrap(), None);
+        let patch = status_patch(&o, Some(json!({"phase":"Failed"})), None).unwrap().unwrap();
         assert_eq!(patch, json!({ "status": { "phase": "Failed", "observedGeneration": 3 } }));
-        assert!(status_patch(&o, "[1]").is_err());
+        assert!(status_patch(&o, Some(json!([1])), None).is_err());
     }
 
     #[test]
     fn observed_generation_is_set_unless_the_plugin_sets_it() {
         let o = object(json!({}));
-        let patch = status_patch(&o, r#"{"observedGeneration":1}"#).unwrap().unwrap();
+        let patch = status_patch(&o, Some(json!({"observedGeneration":1})), None).unwrap().unwrap();
         assert_eq!(patch["status"]["observedGeneration"], 1);
     }
 
@@ -300,13 +270,6 @@ mod tests {
             some.patch_for(&o),
             Some(json!({ "metadata": { "labels": { "drop": null, "new": "y" }, "finalizers": ["f", "g"] } }))
         );
-    }
-
-    #[test]
-    fn merge_patch_follows_rfc_7386() {
-        let mut target = json!({ "a": { "b": 1, "c": 2 }, "d": [1] });
-        json_patch_merge(&mut target, &json!({ "a": { "b": null, "e": 3 }, "d": [2] }));
-        assert_eq!(target, json!({ "a": { "c": 2, "e": 3 }, "d": [2] }));
     }
 
     #[test]

@@ -23,7 +23,13 @@ fn inspect_prints_what_describe_returns_as_json_and_yaml() {
     let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(config["name"], "webpage");
     assert_eq!(config["primary"]["kind"], "WebPage");
-    assert_eq!(config["primary"]["group"], "sample.wasmop.dev");
+    assert_eq!(config["primary"]["apiVersion"], "sample.wasmop.dev/v1");
+    // The settings in the overrides file's words, and the workflow as the SDK declares it.
+    assert_eq!(config["settings"]["filters"]["generationAware"], true);
+    assert_eq!(config["dependents"][1]["name"], "deployment");
+    assert_eq!(config["dependents"][1]["dependsOn"], serde_json::json!(["configmap"]));
+    assert_eq!(config["dependents"][1]["readyWhen"], "status.readyReplicas == spec.replicas");
+    assert_eq!(config["conditions"], "kept by the host");
 
     let out = wasmop().arg("inspect").arg(webpage()).output().unwrap();
     assert!(out.status.success());

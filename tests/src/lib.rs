@@ -120,6 +120,18 @@ async fn config_of(kubeconfig: &Path) -> anyhow::Result<Config> {
     Ok(Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?)
 }
 
+/// The `wasmop` binary of this build (`target/<profile>/wasmop`), which `make test` builds
+/// before the tests run.
+pub fn wasmop_binary() -> anyhow::Result<PathBuf> {
+    let binary = std::env::current_exe()?
+        .parent()
+        .and_then(Path::parent)
+        .map(|profile| profile.join(format!("wasmop{}", std::env::consts::EXE_SUFFIX)))
+        .context("the test binary lies in target/<profile>/deps")?;
+    anyhow::ensure!(binary.exists(), "{} is missing: run `cargo build -p wasmop` first", binary.display());
+    Ok(binary)
+}
+
 /// A namespace of its own for one test.
 pub async fn namespace(client: &Client, test: &str) -> anyhow::Result<String> {
     static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

@@ -12,6 +12,6 @@ if [[ -z "${WASMOP_TEST_KUBECONFIG:-}" ]]; then
   export WASMOP_TEST_KUBECONFIG
 fi
 echo "using the cluster of $WASMOP_TEST_KUBECONFIG" >&2
-cargo test --workspace --all-targets
+cargo test --workspace --all-targets "${@:2}"
 # Documentation examples run too: the SDK promises runnable ones.
 cargo test --workspace --doc

@@ -25,8 +25,8 @@ use wasmop_tests::overlaps::Overlaps;
 use wasmop_tests::relay::Relay;
 use wasmop_tests::swaps::{self, all_settled};
 use wasmop_tests::{
-    apply_file, bare_host, faults_client, faults_cluster, faults_config, faults_kubeconfig, namespace, plugin, within,
-    workspace_root,
+    apply_file, bare_host, faults_client, faults_cluster, faults_config, faults_kubeconfig, namespace, plugin,
+    wasmop_binary, within, workspace_root,
 };
 
 const OBJECTS: usize = 50;
@@ -267,13 +267,7 @@ struct HostProcess {
 
 impl HostProcess {
     fn start(bed: &Bed) -> anyhow::Result<Self> {
-        let binary = std::env::current_exe()?
-            .parent()
-            .and_then(Path::parent)
-            .map(|debug| debug.join(format!("wasmop{}", std::env::consts::EXE_SUFFIX)))
-            .context("the test binary lies in target/<profile>/deps")?;
-        anyhow::ensure!(binary.exists(), "{} is missing: run `cargo build -p wasmop` first", binary.display());
-        let mut child = Command::new(binary)
+        let mut child = Command::new(wasmop_binary()?)
             .args(["run", "--namespace", &bed.ns, "--plugin"])
             .arg(plugin("fixture-swap"))
             .env("KUBECONFIG", faults_kubeconfig())

@@ -10,7 +10,6 @@ use kube::runtime::watcher::Event;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use wasmop::informer::{Registry, Selectors, SharedEvent};
-use wasmop::object::ObjectKey;
 use wasmop_tests::{client, namespace, within};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -104,7 +103,7 @@ async fn a_create_leaves_the_overlay_once_delivered_so_a_later_deletion_shows() 
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "mine" } }))?,
         )
         .await?;
-    let key = ObjectKey::of(&created).expect("named");
+    let key = wasmop::object::key_of(&created).expect("named");
     cache.wrote(created, None);
     applied(&mut events, "mine").await?;
     // Someone else deletes it before anything read the key: the cache must show it gone.

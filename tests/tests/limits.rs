@@ -74,7 +74,17 @@ async fn per_plugin_deadline_and_memory_cap_stop_their_fixture_only() -> anyhow:
     event_note(&client, &ns, WAIT, "alloc", "memory limit of 16 MiB exceeded").await?;
     probe_keeps_working(&client, &ns, "after the traps").await?;
 
-    let text = host.host().metrics().encode();
+    // The kinds of failure stay apart, in the metrics as in the Events' reasons.
+    let metrics = host.host().metrics();
+    assert!(metrics.failures_of("fixture-loop", "DeadlineExceeded") >= 1);
+    assert!(metrics.failures_of("fixture-alloc", "MemoryLimitExceeded") >= 1);
+    assert_eq!(metrics.failures_of("fixture-loop", "MemoryLimitExceeded"), 0);
+    assert_eq!(metrics.failures_of("fixture-probe", "DeadlineExceeded"), 0);
+    let text = metrics.encode();
+    assert!(
+        text.contains("wasmop_reconcile_failures_total{plugin=\"fixture-loop\",reason=\"DeadlineExceeded\"}"),
+        "{text}"
+    );
     for export in ["fixture-loop\",export=\"reconcile", "fixture-probe\",export=\"reconcile"] {
         let count = format!("wasmop_plugin_call_duration_seconds_count{{plugin=\"{export}\"}}");
         assert!(text.contains(&count), "the time of calls is recorded per plugin ({count}):\n{text}");
@@ -106,6 +116,7 @@ async fn a_fuel_budget_stops_a_loop_long_before_its_deadline() -> anyhow::Result
         metrics.fuel_of("fixture-loop")
     );
     assert_eq!(metrics.fuel_of("fixture-probe"), 0, "the probe runs unmetered");
+    assert!(metrics.failures_of("fixture-loop", "FuelExhausted") >= 1);
     host.stop().await;
     Ok(())
 }

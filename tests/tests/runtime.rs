@@ -43,13 +43,14 @@ fn webpage_describes_its_primary_kind() {
 }
 
 #[test]
-fn webpage_returns_a_ready_status_for_the_observed_generation() {
+fn webpage_returns_its_status_and_readiness_for_the_host_to_write() {
     let module = runtime(limits()).unwrap().load(&plugin("webpage")).unwrap();
     let outcome = module.reconcile(Arc::new(EmptyCache), &request(webpage(7))).unwrap().unwrap();
     let status: serde_json::Value = serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap();
-    assert_eq!(status["observedGeneration"], 7);
-    let ready = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
-    assert_eq!(ready["status"], "True");
+    assert_eq!(status["htmlConfigMap"], "hello-html");
+    // The host turns the readiness into the conditions, with observedGeneration.
+    let readiness = outcome.readiness.expect("the webpage states its readiness");
+    assert!(readiness.ready, "{}", readiness.message);
 }
 
 #[test]

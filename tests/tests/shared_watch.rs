@@ -72,7 +72,8 @@ async fn two_plugins_declaring_one_watch_share_one_connection_and_unloading_one_
     let before = namespaced_config_map_watches(&client).await?;
 
     // Both declare the ConfigMap watch labeled wasmop.dev/link=owned in the primaries'
-    // namespace; the other watches of fixture-link are cluster-wide.
+    // namespace. fixture-link's other two ConfigMap watches (other label selectors) follow the
+    // host's namespace too; its Secret watch, mapped by annotations, is cluster-wide.
     let host = RunningHost::start(&client, &ns, &["fixture-link", "fixture-probe"], Limits::default())?;
     let link = links.create("link", "link", &[]).await?;
     let probe = apply(
@@ -95,7 +96,7 @@ async fn two_plugins_declaring_one_watch_share_one_connection_and_unloading_one_
     owned_by_probe.apply(&client).await?;
     let runs = probe_reconciled_beyond(&probes, "probe", runs).await?;
 
-    wait_for_watches(&client, before + 1).await?;
+    wait_for_watches(&client, before + 3).await?;
     // fixture-link: its primary and four watches; fixture-probe: its primary and the shared watch.
     assert_eq!(host.host().clusters().local().active(), 6);
 

@@ -2,7 +2,6 @@
 //! writer, with a secondary source per declared watch and an optional resync timer feeding the
 //! same scheduler. Glue only: each step lives in its own module.
 
-mod filter;
 mod reconcile;
 mod references;
 
@@ -17,7 +16,8 @@ use kube::{Client, ResourceExt};
 use tokio::sync::{Notify, Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 
-pub use filter::{ChangeFilter, Filters};
+use wasmop_core::dependent::DependentSpec;
+pub use wasmop_core::filter::{ChangeFilter, Filters, Version};
 
 use crate::dependents::{self, DependentKind, Dependents, OwnWrites};
 use crate::informer::{self, CachedKind, Clusters, Subscription, WatchedCache};
@@ -26,7 +26,7 @@ use crate::metrics::Metrics;
 use crate::object::ObjectKey;
 use crate::retry::RetryPolicy;
 use crate::runtime::Current;
-use crate::runtime::bindings::wasmop::plugin::types::{Dependent, KindRef, Mapper, Ownership, PluginConfig, Watch};
+use crate::runtime::bindings::wasmop::plugin::types::{Dependent, KindRef, Mapper, PluginConfig, Watch};
 use crate::scheduler::{self, Priority, Settings};
 use crate::settings::Resolved;
 use crate::source::secondary::{Mapping, SecondarySource};
@@ -57,12 +57,6 @@ async fn resolve(client: &Client, kind: &KindRef, plugin: &str, shutdown: &Cance
     }
 }
 
-/// How a dependent points at its primary: owner references cannot reach from a cluster-scoped
-/// object to a namespaced one.
-fn ownership(config: &PluginConfig, dependent: &Dependent) -> Ownership {
-    if config.primary.namespaced && !dependent.kind.namespaced { Ownership::Annotations } else { dependent.ownership }
-}
-
 /// The watch of a dependent kind: the plugin's objects of that kind, by the management label.
 /// Read-only dependents are not the plugin's: their watch covers the kind, and a change of an
 /// object reconciles the primaries whose `desired` named it.
@@ -71,9 +65,11 @@ fn dependent_watch(config: &PluginConfig, dependent: &Dependent) -> Watch {
         (None, Mapper::PrimaryReferences)
     } else {
         let selector = format!("{}={}", dependents::MANAGED_BY_LABEL, config.name);
-        (Some(selector), DependentKind::mapper(ownership(config, dependent)))
+        let ownership = DependentSpec::from(dependent).ownership(&(&config.primary).into());
+        (Some(selector), DependentKind::mapper(ownership))
     };
-    Watch { kind: dependent.kind.clone(), namespace: None, label_selector, field_selector: None, cluster: None, mapper }
+    let namespace = dependent.namespace.clone();
+    Watch { kind: dependent.kind.clone(), namespace, label_selector, field_selector: None, cluster: None, mapper }
 }
 
 /// A declared watch, subscribed.
@@ -84,8 +80,10 @@ struct Secondary {
     links: Arc<RwLock<Links>>,
 }
 
-/// Subscribes to the plugin's declared watches. Owner-reference watches without a namespace
-/// follow the primary's namespace: owned objects live beside their owner.
+/// Subscribes to the plugin's declared watches. A watch of a namespaced kind without a
+/// namespace of its own follows the primaries' namespace when they are narrowed to one
+/// (`--namespace`, or the plugin's `namespace` override), except a watch mapped by annotations,
+/// which exists to reach other namespaces: it covers all of them unless it names one.
 async fn subscribe_all(
     watches: &[Watch],
     clusters: &Clusters,
@@ -104,10 +102,18 @@ async fn subscribe_all(
             }
         };
         let resource = resolve(registry.client(), &watch.kind, plugin, shutdown).await?;
-        let namespace = match (&watch.namespace, &watch.mapper) {
-            (Some(ns), _) => Some(ns.as_str()),
-            (None, Mapper::OwnerReferences(_)) => primary_namespace,
-            (None, _) => None,
+        // `--namespace` (or the plugin's namespace) narrows the watches of this cluster, the
+        // dependents' included. Cluster-scoped kinds, other clusters and the annotations mapper
+        // (which exists to reach across namespaces) are watched whole unless they name a namespace.
+        let namespace = match &watch.namespace {
+            Some(ns) => Some(ns.as_str()),
+            None if watch.kind.namespaced
+                && watch.cluster.is_none()
+                && !matches!(watch.mapper, Mapper::Annotations) =>
+            {
+                primary_namespace
+            }
+            None => None,
         };
         let selectors =
             informer::Selectors { labels: watch.label_selector.as_deref(), fields: watch.field_selector.as_deref() };
@@ -145,24 +151,103 @@ pub struct Controller {
 /// reconcile waits until the primary and every declared watch are synced (and `after`). The
 /// configuration comes from the module current at start: a version that changes it runs in a new
 /// controller.
+///
+/// The stages, in order: [`watch`] subscribes the informers the plugin reads (the read side);
+/// [`reconciler`] builds the per-object pipeline a run goes through (read from the cache, call
+/// the plugin, write: `reconcile.rs`); [`spawn_sources`] starts the secondary watches' mappers and
+/// the resync timer, which feed the scheduler; [`dispatch`] filters the primary's events into the
+/// scheduler and starts it once the caches are synced (schedule).
 pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let Controller { module, clusters, settings, global, metrics, writes, after, reconcile_all } = controller;
     let config = module.get().config().clone();
-    let plugin = config.name.clone();
+    let Some(watched) = watch(&config, &clusters, &settings, &metrics, &shutdown).await else { return };
+    let (handle, inbox) = scheduler::channel();
+    // What the runs enqueue into must not keep their own scheduler running.
+    let runs_sink: Arc<dyn Sink> = Arc::new(handle.downgrade());
+    let writes = writes.unwrap_or_else(|| clusters.local().client().clone());
+    let events = clusters.local().client().clone();
+    let Some(reconciler) = reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink) else { return };
+    let references = References {
+        module: module.clone(),
+        cache: watched.cache.clone(),
+        watches: watched.secondaries[..config.watches.len()]
+            .iter()
+            .filter(|s| matches!(s.watch.mapper, Mapper::PrimaryReferences))
+            .map(|s| (s.watch.kind.clone(), s.links.clone()))
+            .collect(),
+    };
+    let stop_sources = shutdown.child_token();
+    let sink: Arc<dyn Sink> = Arc::new(handle.clone());
+    let Watched { subscription, primaries, secondaries, cache, owns, .. } = watched;
+    let (sources, synced) =
+        spawn_sources(&module, &config, &settings, secondaries, owns, &cache, &primaries, &sink, &stop_sources);
+    let scheduler_settings = Settings {
+        max_concurrent: settings.max_concurrent,
+        global,
+        retry: settings.retry.clone(),
+        reconnect: RetryPolicy::reconnect(),
+        max_interval: settings.max_interval,
+        rate_limit: settings.rate_limit,
+        aging: BACKGROUND_AGING,
+    };
+    tracing::info!(plugin = config.name, kind = %config.primary.kind, namespace = ?settings.namespace,
+        watches = config.watches.len(), "controller started");
+    let dispatch = Dispatch {
+        plugin: config.name.clone(),
+        filter: ChangeFilter::new(settings.filters.clone()),
+        own: reconciler.own.clone(),
+        references,
+        primaries,
+        handle,
+    };
+    let scheduler = dispatch
+        .run(&subscription, (inbox, scheduler_settings, reconciler), synced, after, &reconcile_all, &shutdown)
+        .await;
+    stop_sources.cancel();
+    let mut sources = sources;
+    while sources.join_next().await.is_some() {}
+    drop(sink);
+    drop(subscription);
+    if let Some(scheduler) = scheduler
+        && let Err(err) = scheduler.await
+    {
+        tracing::error!(plugin = config.name, %err, "scheduler stopped abnormally");
+    }
+    tracing::info!(plugin = config.name, "controller stopped");
+}
+
+/// The informers one controller reads: the primary's, and one per declared watch and dependent.
+struct Watched {
+    /// Held for the controller's life: a shared watch stops when its last subscriber goes.
+    subscription: Subscription,
+    /// The primary's API resource.
+    resource: ApiResource,
+    primaries: informer::Cache,
+    secondaries: Vec<Secondary>,
+    /// Everything the plugin may read.
+    cache: Arc<WatchedCache>,
+    /// The own-write records of each secondary watch: the dependents' watches have one.
+    owns: Vec<Option<Arc<OwnWrites>>>,
+}
+
+/// Read: resolves the primary kind and subscribes to its watch, the declared watches and one
+/// watch per dependent kind (by the management label). `None` when `shutdown` fired first.
+async fn watch(
+    config: &PluginConfig,
+    clusters: &Clusters,
+    settings: &Resolved,
+    metrics: &Metrics,
+    shutdown: &CancellationToken,
+) -> Option<Watched> {
+    let plugin = &config.name;
     let local = clusters.local();
-    let writer_client = writes.unwrap_or_else(|| local.client().clone());
-    let Some(resource) = resolve(local.client(), &config.primary, &plugin, &shutdown).await else { return };
+    let resource = resolve(local.client(), &config.primary, plugin, shutdown).await?;
     let selectors =
         informer::Selectors { labels: settings.label_selector.as_deref(), fields: settings.field_selector.as_deref() };
-    // Held for the controller's life: a shared watch stops when its last subscriber goes.
     let subscription = local.subscribe(&resource, settings.namespace.as_deref(), selectors);
-    // Declared watches, then one watch per dependent kind (by the management label).
-    let dependent_watches: Vec<Watch> = config.dependents.iter().map(|d| dependent_watch(&config, d)).collect();
+    let dependent_watches: Vec<Watch> = config.dependents.iter().map(|d| dependent_watch(config, d)).collect();
     let watches: Vec<Watch> = config.watches.iter().chain(&dependent_watches).cloned().collect();
-    let Some(secondaries) = subscribe_all(&watches, &clusters, settings.namespace.as_deref(), &plugin, &shutdown).await
-    else {
-        return;
-    };
+    let secondaries = subscribe_all(&watches, clusters, settings.namespace.as_deref(), plugin, shutdown).await?;
     let primaries = subscription.cache();
     let mut kinds = vec![CachedKind { kind: config.primary.clone(), cache: primaries.clone(), links: None }];
     kinds.extend(secondaries.iter().map(|s| CachedKind {
@@ -170,67 +255,86 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         cache: s.subscription.cache(),
         links: Some(s.links.clone()),
     }));
-    let cache = WatchedCache::new(kinds);
-    let (handle, inbox) = scheduler::channel();
-    let sink: Arc<dyn Sink> = Arc::new(handle.clone());
-    // What the runs enqueue into must not keep their own scheduler running.
-    let runs_sink: Arc<dyn Sink> = Arc::new(handle.downgrade());
     // The dependents' own writes, per dependent watch.
-    let records = || Arc::new(OwnWrites::counted_in(metrics.own_write_records(&plugin)));
-    let owns: Vec<Option<Arc<OwnWrites>>> =
-        (0..secondaries.len()).map(|i| (i >= config.watches.len()).then(records)).collect();
+    let records = || Arc::new(OwnWrites::counted_in(metrics.own_write_records(plugin)));
+    let owns = (0..secondaries.len()).map(|i| (i >= config.watches.len()).then(records)).collect();
+    let cache = WatchedCache::new(kinds);
+    Some(Watched { subscription, resource, primaries, cache, owns, secondaries })
+}
+
+/// Call and write: the per-object pipeline every run goes through (`reconcile.rs`), with the
+/// dependents' workflow. `None` when the dependents are invalid (checked at load already).
+fn reconciler(
+    module: &Arc<Current>,
+    config: &PluginConfig,
+    watched: &Watched,
+    writes: Client,
+    events: Client,
+    metrics: &Arc<Metrics>,
+    runs_sink: Arc<dyn Sink>,
+) -> Option<Arc<Reconciler>> {
+    let plugin = &config.name;
     let dependents = if config.dependents.is_empty() {
         None
     } else {
-        let kinds = config
+        let declared = config.watches.len();
+        let (specs, kinds): (Vec<_>, Vec<_>) = config
             .dependents
             .iter()
-            .zip(&secondaries[config.watches.len()..])
-            .zip(&owns[config.watches.len()..])
-            .map(|((spec, secondary), own)| DependentKind {
-                spec: spec.clone(),
-                resource: secondary.resource.clone(),
-                cache: secondary.subscription.cache(),
-                links: secondary.links.clone(),
-                ownership: ownership(&config, spec),
-                own: own.clone().expect("every dependent watch records its own writes"),
+            .zip(&watched.secondaries[declared..])
+            .zip(&watched.owns[declared..])
+            .map(|((spec, secondary), own)| {
+                let own = own.clone().expect("every dependent watch records its own writes");
+                let kind = DependentKind {
+                    resource: secondary.resource.clone(),
+                    cache: secondary.subscription.cache(),
+                    links: secondary.links.clone(),
+                    own,
+                };
+                (DependentSpec::from(spec), kind)
             })
-            .collect();
-        match Dependents::new(writer_client.clone(), &plugin, kinds, metrics.clone(), runs_sink.clone()) {
+            .unzip();
+        match Dependents::new(writes.clone(), plugin, specs, kinds, metrics.clone(), runs_sink.clone()) {
             Ok(dependents) => Some(dependents),
             Err(err) => {
                 // `describe()` was validated at load; this is a safety net.
                 tracing::error!(plugin, %err, "invalid dependents");
-                return;
+                return None;
             }
         }
     };
-    let own = records();
-    let finalizer = module.get().finalizer();
-    let reconciler = Arc::new(Reconciler {
+    let resource = watched.resource.clone();
+    Some(Arc::new(Reconciler {
         module: module.clone(),
-        cache: cache.clone(),
-        writer: Writer::new(writer_client, local.client().clone(), resource.clone(), &plugin, metrics.clone()),
-        metrics,
+        cache: watched.cache.clone(),
+        writer: Writer::new(writes, events, resource.clone(), plugin, metrics.clone()),
+        metrics: metrics.clone(),
         resource,
-        primaries: primaries.clone(),
-        finalizer,
+        primary_kind: (&config.primary).into(),
+        conditions: config.conditions,
+        primaries: watched.primaries.clone(),
+        finalizer: module.get().finalizer(),
         dependents,
-        own: own.clone(),
+        own: Arc::new(OwnWrites::counted_in(metrics.own_write_records(plugin))),
         sink: runs_sink,
-    });
-    let references = References {
-        module: module.clone(),
-        cache: cache.clone(),
-        watches: secondaries[..config.watches.len()]
-            .iter()
-            .filter(|s| matches!(s.watch.mapper, Mapper::PrimaryReferences))
-            .map(|s| (s.watch.kind.clone(), s.links.clone()))
-            .collect(),
-    };
+    }))
+}
 
-    // Sources other than the primary watch: one per declared watch, and the resync timer.
-    let stop_sources = shutdown.child_token();
+/// Events in: one source per secondary watch (its mapper turns changes into primary keys) and
+/// the resync timer, all feeding `sink`. Returns the tasks and a future that resolves once
+/// every secondary cache has synced (an error: a source stopped first).
+#[allow(clippy::too_many_arguments, reason = "one call site; the stage's inputs, named")]
+fn spawn_sources(
+    module: &Arc<Current>,
+    config: &PluginConfig,
+    settings: &Resolved,
+    secondaries: Vec<Secondary>,
+    owns: Vec<Option<Arc<OwnWrites>>>,
+    cache: &Arc<WatchedCache>,
+    primaries: &informer::Cache,
+    sink: &Arc<dyn Sink>,
+    stop: &CancellationToken,
+) -> (tokio::task::JoinSet<()>, futures::future::JoinAll<oneshot::Receiver<()>>) {
     let mut sources = tokio::task::JoinSet::new();
     let mut syncs = Vec::with_capacity(secondaries.len());
     for (secondary, own) in secondaries.into_iter().zip(owns) {
@@ -243,7 +347,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
             Mapper::PrimaryReferences => Mapping::PrimaryReferences,
         };
         let source = SecondarySource {
-            plugin: plugin.clone(),
+            plugin: config.name.clone(),
             kind: secondary.watch.kind.kind.clone(),
             primary: PrimaryKind::from(&config.primary),
             mapping,
@@ -251,7 +355,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
             own,
         };
         let events = secondary.subscription.events();
-        let (sink, stop) = (sink.clone(), stop_sources.clone());
+        let (sink, stop) = (sink.clone(), stop.clone());
         // The source owns the subscription: the watch lives as long as the source.
         let subscription = secondary.subscription;
         sources.spawn(async move {
@@ -260,124 +364,156 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         });
     }
     if let Some(period) = settings.resync_period {
-        let (cache, sink, stop) = (primaries.clone(), sink.clone(), stop_sources.clone());
-        let keys = move || cache.state().iter().filter_map(|o| ObjectKey::of(o)).collect();
+        let (cache, sink, stop) = (primaries.clone(), sink.clone(), stop.clone());
+        let keys = move || cache.state().iter().filter_map(|o| crate::object::key_of(o)).collect();
         sources.spawn(async move { timer::resync(period, keys, &*sink, stop).await });
     }
-    let mut secondaries_synced = std::pin::pin!(futures::future::join_all(syncs));
-    let mut waiting_for_secondaries = true;
-    let mut after = after;
-    let mut waiting_for_predecessor = after.is_some();
+    (sources, futures::future::join_all(syncs))
+}
 
-    let scheduler_settings = Settings {
-        max_concurrent: settings.max_concurrent,
-        global,
-        retry: settings.retry.clone(),
-        reconnect: RetryPolicy::reconnect(),
-        max_interval: settings.max_interval,
-        rate_limit: settings.rate_limit,
-        aging: BACKGROUND_AGING,
-    };
-    // The scheduler starts once every cache is synced; triggers wait in its inbox until then.
-    let mut unstarted = Some((inbox, scheduler_settings, reconciler));
-    let mut primary_synced = false;
-    let mut scheduler = None;
+/// Schedule: the primary's watch events, filtered, into the scheduler.
+struct Dispatch {
+    plugin: String,
+    filter: ChangeFilter,
+    /// The host's own writes of primaries, whose events reconcile nothing.
+    own: Arc<OwnWrites>,
+    references: References,
+    primaries: informer::Cache,
+    handle: scheduler::Handle<ObjectKey>,
+}
 
-    tracing::info!(plugin, kind = %config.primary.kind, namespace = ?settings.namespace,
-        watches = config.watches.len(), "controller started");
-    let mut filter = ChangeFilter::new(settings.filters.clone());
-    // Keys of the list in progress, to find objects deleted while the watch was down.
-    let mut listed = HashSet::new();
-    let mut events = std::pin::pin!(subscription.events());
-    loop {
-        if primary_synced
-            && !waiting_for_secondaries
-            && !waiting_for_predecessor
-            && let Some((inbox, scheduler_settings, reconciler)) = unstarted.take()
-        {
-            tracing::info!(plugin, "caches synced; reconciling");
-            let run = move |run| reconciler.clone().run(run);
-            scheduler = Some(tokio::spawn(scheduler::run(inbox, scheduler_settings, run)));
+/// The scheduler's parts, until every cache has synced.
+type Unstarted = (scheduler::Inbox<ObjectKey>, Settings, Arc<Reconciler>);
+
+impl Dispatch {
+    /// Feeds the primary's events to the scheduler until the watch ends or `shutdown` fires;
+    /// starts the scheduler once the primary's and the secondaries' caches are synced and the
+    /// predecessor (`after`) is gone. Returns the scheduler's task, if it started.
+    async fn run(
+        mut self,
+        subscription: &Subscription,
+        unstarted: Unstarted,
+        secondaries_synced: futures::future::JoinAll<oneshot::Receiver<()>>,
+        mut after: Option<oneshot::Receiver<()>>,
+        reconcile_all: &Notify,
+        shutdown: &CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let plugin = self.plugin.clone();
+        let mut unstarted = Some(unstarted);
+        let mut secondaries_synced = std::pin::pin!(secondaries_synced);
+        let mut waiting_for_secondaries = true;
+        let mut waiting_for_predecessor = after.is_some();
+        let mut primary_synced = false;
+        let mut scheduler = None;
+        // Keys of the list in progress, to find objects deleted while the watch was down.
+        let mut listed = HashSet::new();
+        let mut events = std::pin::pin!(subscription.events());
+        loop {
+            if primary_synced
+                && !waiting_for_secondaries
+                && !waiting_for_predecessor
+                && let Some((inbox, scheduler_settings, reconciler)) = unstarted.take()
+            {
+                tracing::info!(plugin, "caches synced; reconciling");
+                let run = move |run| reconciler.clone().run(run);
+                scheduler = Some(tokio::spawn(scheduler::run(inbox, scheduler_settings, run)));
+            }
+            let event = tokio::select! {
+                event = events.next() => event,
+                results = &mut secondaries_synced, if waiting_for_secondaries => {
+                    waiting_for_secondaries = false;
+                    if results.iter().any(Result::is_err) {
+                        tracing::error!(plugin, "a secondary source stopped before its cache synced");
+                        break;
+                    }
+                    tracing::debug!(plugin, "secondary caches synced");
+                    continue;
+                }
+                // Sent or dropped: either way the predecessor is gone.
+                _ = async { after.as_mut().expect("waited on only while set").await }, if waiting_for_predecessor => {
+                    waiting_for_predecessor = false;
+                    tracing::debug!(plugin, "the previous controller stopped");
+                    continue;
+                }
+                () = reconcile_all.notified() => {
+                    for key in self.primaries.state().iter().filter_map(|o| crate::object::key_of(o)) {
+                        self.handle.trigger_with(key, Priority::Background);
+                    }
+                    continue;
+                }
+                _ = shutdown.cancelled() => break,
+            };
+            let Some(event) = event else { break };
+            if self.event(event, &mut listed).await {
+                primary_synced = true;
+            }
         }
-        let event = tokio::select! {
-            event = events.next() => event,
-            results = &mut secondaries_synced, if waiting_for_secondaries => {
-                waiting_for_secondaries = false;
-                if results.iter().any(Result::is_err) {
-                    tracing::error!(plugin, "a secondary source stopped before its cache synced");
-                    break;
-                }
-                tracing::debug!(plugin, "secondary caches synced");
-                continue;
-            }
-            // Sent or dropped: either way the predecessor is gone.
-            _ = async { after.as_mut().expect("waited on only while set").await }, if waiting_for_predecessor => {
-                waiting_for_predecessor = false;
-                tracing::debug!(plugin, "the previous controller stopped");
-                continue;
-            }
-            () = reconcile_all.notified() => {
-                for key in primaries.state().iter().filter_map(|o| ObjectKey::of(o)) {
-                    handle.trigger_with(key, Priority::Background);
-                }
-                continue;
-            }
-            _ = shutdown.cancelled() => break,
-        };
+        scheduler
+    }
+
+    /// Handles one event of the primary's watch; true when it ends a (re-)list.
+    async fn event(
+        &mut self,
+        event: watcher::Event<Arc<kube::api::DynamicObject>>,
+        listed: &mut HashSet<ObjectKey>,
+    ) -> bool {
         match event {
-            Some(watcher::Event::Apply(object)) => {
-                let Some(key) = ObjectKey::of(&object) else { continue };
+            watcher::Event::Apply(object) => {
+                let Some(key) = crate::object::key_of(&object) else { return false };
                 // The filter and the own-write records see every change; the host's own writes
                 // reconcile nothing.
-                let admitted = filter.admit(&key, &object.metadata);
-                let own_write = own.consume(&key, object.resource_version().as_deref(), admitted);
+                let admitted = self.filter.admit(&key, version(&object.metadata));
+                let own_write = self.own.consume(&key, object.resource_version().as_deref(), admitted);
                 if admitted && !own_write {
-                    references.primary_changed(&key, &object).await;
-                    handle.trigger_with(key, Priority::Live);
+                    self.references.primary_changed(&key, &object).await;
+                    self.handle.trigger_with(key, Priority::Live);
                 }
             }
             // The initial list (and re-lists after a watch restart) must not starve live changes.
-            Some(watcher::Event::InitApply(object)) => {
-                if let Some(key) = ObjectKey::of(&object) {
+            watcher::Event::InitApply(object) => {
+                if let Some(key) = crate::object::key_of(&object) {
                     listed.insert(key.clone());
-                    own.consume(&key, object.resource_version().as_deref(), false);
-                    if filter.admit(&key, &object.metadata) {
-                        references.primary_changed(&key, &object).await;
-                        handle.trigger_with(key, Priority::Background);
+                    self.own.consume(&key, object.resource_version().as_deref(), false);
+                    if self.filter.admit(&key, version(&object.metadata)) {
+                        self.references.primary_changed(&key, &object).await;
+                        self.handle.trigger_with(key, Priority::Background);
                     }
                 }
             }
-            Some(watcher::Event::Delete(object)) => {
-                if let Some(key) = ObjectKey::of(&object) {
-                    own.consume(&key, None, false);
-                    filter.forget(&key);
-                    references.primary_deleted(&key);
-                    handle.forget(key);
+            watcher::Event::Delete(object) => {
+                if let Some(key) = crate::object::key_of(&object) {
+                    self.own.consume(&key, None, false);
+                    self.filter.forget(&key);
+                    self.references.primary_deleted(&key);
+                    self.handle.forget(key);
                 }
             }
-            Some(watcher::Event::Init) => {
+            watcher::Event::Init => {
                 listed.clear();
-                tracing::debug!(plugin, "listing primaries");
+                tracing::debug!(plugin = self.plugin, "listing primaries");
             }
-            Some(watcher::Event::InitDone) => {
-                own.relisted(&listed);
-                for key in filter.retain_listed(&std::mem::take(&mut listed)) {
-                    references.primary_deleted(&key);
-                    handle.forget(key);
+            watcher::Event::InitDone => {
+                self.own.relisted(listed);
+                for key in self.filter.retain_listed(&std::mem::take(listed)) {
+                    self.references.primary_deleted(&key);
+                    self.handle.forget(key);
                 }
-                primary_synced = true;
+                return true;
             }
-            None => break,
         }
+        false
     }
-    stop_sources.cancel();
-    while sources.join_next().await.is_some() {}
-    drop((handle, sink));
-    drop(subscription);
-    if let Some(scheduler) = scheduler
-        && let Err(err) = scheduler.await
-    {
-        tracing::error!(plugin, %err, "scheduler stopped abnormally");
+}
+
+/// What the change filter looks at in a version of a primary.
+fn version(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Version {
+    Version {
+        uid: meta.uid.clone(),
+        generation: meta.generation,
+        resource_version: meta.resource_version.clone(),
+        deleting: meta.deletion_timestamp.is_some(),
+        finalizers: meta.finalizers.clone(),
+        annotations: meta.annotations.clone(),
+        labels: meta.labels.clone(),
     }
-    tracing::info!(plugin, "controller stopped");
 }

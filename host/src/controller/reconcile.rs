@@ -10,6 +10,10 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
 use tracing::Instrument;
 
+use wasmop_core::dependent::{Desired, PrimaryRef};
+use wasmop_core::status::Report;
+use wasmop_core::workflow::WorkflowError;
+
 use crate::dependents::{self, Dependents, OwnWrites};
 use crate::informer::{Cache, WatchedCache};
 use crate::metrics::{self, Metrics};
@@ -27,6 +31,10 @@ pub(crate) struct Reconciler {
     /// The plugin's current version; a run keeps the version it started with.
     pub(crate) module: Arc<Current>,
     pub(crate) resource: ApiResource,
+    /// The primary's kind, as the plugin declared it.
+    pub(crate) primary_kind: wasmop_core::KindRef,
+    /// Whether the host keeps the primary's `Ready`, `Reconciling` and `Degraded` conditions.
+    pub(crate) conditions: bool,
     /// The primaries' cache.
     pub(crate) primaries: Cache,
     /// Everything the plugin may read.
@@ -61,6 +69,12 @@ impl Failure {
         Self { error, reason, retry, unreachable: false }
     }
 
+    /// The call into the plugin failed: a deadline, a memory-limit hit, fuel, a panic or another
+    /// trap, each with its own reason.
+    fn trap(error: CallError) -> Self {
+        Self::transient(error.reason(), error.to_string())
+    }
+
     fn permanent(reason: &'static str, message: String) -> Self {
         Self { error: ReconcileError::Permanent(message), reason, retry: false, unreachable: false }
     }
@@ -76,8 +90,20 @@ impl Failure {
         Self { unreachable: err.unreachable(), ..Self::transient(reason, err.to_string()) }
     }
 
-    fn dependent(reason: &'static str, err: dependents::DependentError) -> Self {
-        Self { unreachable: err.unreachable(), ..Self::transient(reason, err.to_string()) }
+    fn cleanup(err: dependents::WriteFailure) -> Self {
+        Self { unreachable: err.unreachable(), ..Self::transient("CleanupFailed", err.to_string()) }
+    }
+
+    fn dependents(plugin: &str, err: dependents::DependentError) -> Self {
+        let reason = err.reason();
+        match &err {
+            WorkflowError::Invalid { .. } => Self::permanent(reason, err.to_string()),
+            WorkflowError::Refused { .. } => Self::permanent(reason, format!("plugin {plugin:?} {err}")),
+            WorkflowError::Failed { errors, .. } => {
+                let unreachable = errors.iter().any(|(_, e)| e.unreachable());
+                Self { unreachable, ..Self::transient(reason, err.to_string()) }
+            }
+        }
     }
 
     fn message(&self) -> &str {
@@ -130,6 +156,7 @@ impl Reconciler {
         };
         self.metrics.reconciled(module.name(), metrics::Outcome::Failure);
         let (reason, retry, message) = (failure.reason, failure.retry, failure.message().to_string());
+        self.metrics.failed(module.name(), reason);
         if failure.unreachable {
             // Neither an Event nor an error status could be written now; the run repeats soon.
             tracing::warn!(object = %run.key, reason, ?elapsed, "API server unreachable, reconciling again soon: {message}");
@@ -138,10 +165,18 @@ impl Reconciler {
         tracing::warn!(object = %run.key, reason, retry, ?elapsed, "reconcile failed: {message}");
         let note = format!("reconcile of {} failed: {message}", run.key);
         self.writer.publish(&object, EventType::Warning, reason, "Reconcile", Some(note)).await;
-        if !retry || run.last_attempt {
-            // The run may have written the primary (its finalizer): patch the latest version.
-            let latest = self.primaries.get(&run.key).unwrap_or(object);
-            self.update_error_status(module, &run, &latest, view, failure.error).await;
+        let retrying = retry && !run.last_attempt;
+        // The run may have written the primary (its finalizer): patch the latest version.
+        let latest = self.primaries.get(&run.key).unwrap_or(object);
+        let status = match retrying {
+            true => None,
+            false => self.error_status(module, &run, &latest, view, failure.error).await,
+        };
+        let report = self.conditions.then_some(Report::Failure { reason, message: &message, retrying });
+        if (status.is_some() || report.is_some())
+            && let Err(err) = self.write_status(&latest, status, report.as_ref()).await
+        {
+            tracing::warn!(object = %run.key, %err, "cannot write the error status");
         }
         Verdict::Failed { retry }
     }
@@ -179,13 +214,15 @@ impl Reconciler {
         };
         let request = Arc::new(Self::request(run, &object, states)?);
         let outcome = Self::call(module, view.clone(), request, |m, c, r| m.reconcile(c, r)).await;
-        let outcome: Outcome =
-            outcome.map_err(|trap| Failure::transient("ReconcileFailed", trap))?.map_err(Failure::from_plugin)?;
+        let outcome: Outcome = outcome.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let changes =
             MetadataChanges { labels: outcome.labels, annotations: outcome.annotations, ..MetadataChanges::default() };
         object = self.write_metadata(&object, &changes).await?;
-        if let Some(status) = &outcome.status {
-            self.write_status(&object, status).await.map_err(Failure::write)?;
+        let readiness = outcome.readiness.as_ref().map(|r| (r.ready, r.message.as_str()));
+        let report = self.conditions.then_some(Report::Success { readiness });
+        if outcome.status.is_some() || report.is_some() {
+            let status = outcome.status.as_deref().map(parse_status).transpose().map_err(Failure::write)?;
+            self.write_status(&object, status, report.as_ref()).await.map_err(Failure::write)?;
         }
         self.publish(&object, outcome.events).await;
         Ok(outcome.reschedule_after_ms.map(Duration::from_millis))
@@ -202,8 +239,8 @@ impl Reconciler {
     ) -> Result<Vec<DependentState>, Failure> {
         let request = Arc::new(Self::request(run, object, Vec::new())?);
         let desired = Self::call(module, view.clone(), request.clone(), |m, c, r| m.desired(c, r)).await;
-        let desired =
-            desired.map_err(|trap| Failure::transient("ReconcileFailed", trap))?.map_err(Failure::from_plugin)?;
+        let desired = desired.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
+        let plugin = module.name().to_string();
         let (module, view, primary_json) = (module.clone(), view.clone(), request.object.clone());
         let check = move |name: String, dependent: Option<String>| {
             let (module, view, primary) = (module.clone(), view.clone(), primary_json.clone());
@@ -216,15 +253,34 @@ impl Reconciler {
                 })
             }) as futures::future::BoxFuture<'static, bool>
         };
-        let key = ObjectKey::of(object).unwrap_or_else(|| run.key.clone());
-        let primary = dependents::Primary { object, key: &key, resource: &self.resource };
-        dependents.reconcile(&primary, desired, &check).await.map_err(|err| match err {
-            dependents::DependentError::InvalidDesired { .. } => {
-                Failure::permanent("InvalidDependent", err.to_string())
-            }
-            dependents::DependentError::Undeclared { .. } => Failure::permanent("CapabilityDenied", err.to_string()),
-            dependents::DependentError::Api { .. } => Failure::dependent("DependentFailed", err),
-        })
+        let desired = desired
+            .into_iter()
+            .map(|d| match serde_json::from_str(&d.object) {
+                Ok(object) => Ok(Desired { dependent: d.dependent, object, keep: d.keep }),
+                Err(e) => Err(Failure::permanent(
+                    "InvalidDependent",
+                    format!("desired object of dependent {:?} is invalid: {e}", d.dependent),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let primary = self.primary(run, object);
+        let states = dependents.reconcile(&primary, desired, &check).await;
+        let states = states.map_err(|err| Failure::dependents(&plugin, err))?;
+        Ok(states
+            .into_iter()
+            .map(|state| DependentState {
+                name: state.name,
+                phase: state.phase.into(),
+                objects: state.objects.iter().filter_map(|o| serde_json::to_string(&**o).ok()).collect(),
+            })
+            .collect())
+    }
+
+    /// What the dependents' workflow knows of the primary `object`.
+    fn primary<'a>(&self, run: &Run<ObjectKey>, object: &'a DynamicObject) -> dependents::Primary<'a> {
+        let key = crate::object::key_of(object).unwrap_or_else(|| run.key.clone());
+        let reference = PrimaryRef { kind: self.primary_kind.clone(), key, uid: object.uid().unwrap_or_default() };
+        dependents::Primary { object, reference }
     }
 
     /// Runs `cleanup` for a primary marked for deletion and releases the finalizer, unless the
@@ -242,7 +298,7 @@ impl Reconciler {
         let request = Arc::new(Self::request(run, object, Vec::new())?);
         let cleaned = Self::call(module, view.clone(), request, |m, c, r| m.cleanup(c, r)).await;
         let CleanupOutcome { keep_finalizer, reschedule_after_ms, events } =
-            cleaned.map_err(|trap| Failure::transient("CleanupFailed", trap))?.map_err(Failure::from_plugin)?;
+            cleaned.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         self.publish(object, events).await;
         let requeue_after = reschedule_after_ms.map(Duration::from_millis);
         if keep_finalizer {
@@ -250,9 +306,8 @@ impl Reconciler {
             return Ok(requeue_after);
         }
         if let Some(dependents) = &self.dependents {
-            let key = ObjectKey::of(object).unwrap_or_else(|| run.key.clone());
-            let primary = dependents::Primary { object, key: &key, resource: &self.resource };
-            dependents.delete_annotated(&primary).await.map_err(|e| Failure::dependent("CleanupFailed", e))?;
+            let primary = self.primary(run, object);
+            dependents.delete_annotated(&primary).await.map_err(Failure::cleanup)?;
         }
         let finalizers = object.finalizers().iter().filter(|f| *f != finalizer).cloned().collect();
         let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };
@@ -273,13 +328,15 @@ impl Reconciler {
         }
     }
 
-    /// Patches the primary's status; the object as it is now, if it was written.
+    /// Patches the primary's status with the plugin's `status` and the host's conditions for
+    /// `report`; the object as it is now, if it was written.
     async fn write_status(
         &self,
         object: &Arc<DynamicObject>,
-        status: &str,
+        status: Option<serde_json::Value>,
+        report: Option<&Report<'_>>,
     ) -> Result<Option<Arc<DynamicObject>>, WriteError> {
-        let written = self.tracked(object, self.writer.patch_status(object, status)).await?;
+        let written = self.tracked(object, self.writer.patch_status(object, status, report)).await?;
         Ok(written.map(|written| self.remember(object, written)))
     }
 
@@ -290,7 +347,7 @@ impl Reconciler {
         object: &DynamicObject,
         write: impl std::future::Future<Output = Result<Option<DynamicObject>, WriteError>>,
     ) -> Result<Option<DynamicObject>, WriteError> {
-        let Some(key) = ObjectKey::of(object) else { return write.await };
+        let Some(key) = crate::object::key_of(object) else { return write.await };
         self.own.begin(&key);
         let written = write.await;
         let foreign = match &written {
@@ -326,32 +383,41 @@ impl Reconciler {
         cache: Arc<dyn CacheReader>,
         request: Arc<ReconcileRequest>,
         f: impl FnOnce(&Module, Arc<dyn CacheReader>, &ReconcileRequest) -> Result<R, CallError> + Send + 'static,
-    ) -> Result<R, String> {
+    ) -> Result<R, CallError> {
         crate::runtime::spawn_call(module.clone(), move |m| f(m, cache, &request)).await
     }
 
-    /// No retry follows a failure: let the plugin put the error on the status
+    /// No retry follows a failure: the status the plugin puts the error on, if any
     /// (JOSDK's ErrorStatusHandler).
-    async fn update_error_status(
+    async fn error_status(
         &self,
         module: &Arc<Module>,
         run: &Run<ObjectKey>,
         object: &Arc<DynamicObject>,
         view: Arc<dyn CacheReader>,
         error: ReconcileError,
-    ) {
-        let Ok(request) = Self::request(run, object, Vec::new()) else { return };
+    ) -> Option<serde_json::Value> {
+        let request = Self::request(run, object, Vec::new()).ok()?;
         let update = move |module: &Module, cache, request: &ReconcileRequest| {
             module.update_error_status(cache, request, &error)
         };
         match Self::call(module, view, Arc::new(request), update).await {
-            Ok(Some(status)) => {
-                if let Err(err) = self.write_status(object, &status).await {
+            Ok(status) => status
+                .as_deref()
+                .map(parse_status)?
+                .inspect_err(|err| {
                     tracing::warn!(object = %run.key, %err, "cannot write the error status");
-                }
+                })
+                .ok(),
+            Err(err) => {
+                tracing::warn!(object = %run.key, %err, "update-error-status failed");
+                None
             }
-            Ok(None) => {}
-            Err(err) => tracing::warn!(object = %run.key, %err, "update-error-status failed"),
         }
     }
+}
+
+/// The plugin's status, which must be a JSON object.
+fn parse_status(status: &str) -> Result<serde_json::Value, WriteError> {
+    serde_json::from_str(status).map_err(|e| WriteError::StatusNotAnObject(e.to_string()))
 }

@@ -61,6 +61,7 @@ impl References {
     async fn ask(&self, primary: &DynamicObject) -> Result<Vec<SecondaryRef>, String> {
         let json = serde_json::to_string(primary).map_err(|e| format!("cannot serialize the primary: {e}"))?;
         let cache = self.cache.clone() as Arc<dyn CacheReader>;
-        crate::runtime::spawn_call(self.module.get(), move |m| m.secondaries_of(cache, &json)).await?
+        let call = crate::runtime::spawn_call(self.module.get(), move |m| m.secondaries_of(cache, &json));
+        call.await.map_err(|trap| trap.to_string())?
     }
 }

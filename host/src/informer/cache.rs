@@ -98,13 +98,13 @@ impl Cache {
         let mut overlay = self.overlay();
         match event {
             Event::Apply(seen) | Event::InitApply(seen) => {
-                let Some(key) = ObjectKey::of(seen) else { return };
+                let Some(key) = crate::object::key_of(seen) else { return };
                 if overlay.recent.get(&key).is_some_and(|r| r.superseded_by(seen)) {
                     overlay.recent.remove(&key);
                 }
             }
             Event::Delete(gone) => {
-                let Some(key) = ObjectKey::of(gone) else { return };
+                let Some(key) = crate::object::key_of(gone) else { return };
                 // A deletion of an older incarnation leaves a write of a newer one alone.
                 let older = |r: &Recent| r.object.is_some() && r.uid.is_some() && r.uid != gone.uid();
                 if overlay.recent.get(&key).is_some_and(|r| !older(r)) {
@@ -143,7 +143,7 @@ impl Cache {
         }
         let mut stored: HashMap<ObjectKey, usize> = HashMap::new();
         for (i, o) in objects.iter().enumerate() {
-            if let Some(key) = ObjectKey::of(o) {
+            if let Some(key) = crate::object::key_of(o) {
                 stored.insert(key, i);
             }
         }
@@ -184,7 +184,7 @@ impl Cache {
     /// Records the host's write of `object`, which replaced version `replaced` (`None`: it
     /// created the object).
     pub fn wrote(&self, object: DynamicObject, replaced: Option<String>) {
-        if let Some(key) = ObjectKey::of(&object) {
+        if let Some(key) = crate::object::key_of(&object) {
             let uid = object.uid();
             self.record(key, replaced, Some(Arc::new(object)), uid);
         }

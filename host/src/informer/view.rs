@@ -13,7 +13,7 @@ use crate::mapping::Links;
 use crate::object::ObjectKey;
 use crate::runtime::CacheReader;
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
-use crate::selector::LabelSelector;
+use wasmop_core::selector::LabelSelector;
 
 /// One cached kind: the primary or a watched secondary.
 pub struct CachedKind {

@@ -6,7 +6,7 @@
 //! [`QUIET`] (or after [`MAX_DELAY`] of continuous change), each such path is read and its
 //! current content decides (see [`decide`]): new bytes are installed, a vanished file's plugin
 //! is removed, and bytes that already run, or were just refused, are left alone. A path names
-//! its plugin's owner the way [`crate::host::run`] does at start, so a new version replaces the
+//! its plugin's owner the way [`crate::loader::run`] does at start, so a new version replaces the
 //! one the file started.
 
 use std::collections::{BTreeSet, HashMap};

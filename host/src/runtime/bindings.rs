@@ -8,10 +8,125 @@ wasmtime::component::bindgen!({
 });
 
 /// The contract version this host implements, as found in the exported interface name.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.3.0";
 
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";
+
+use wasmop::plugin::types;
+
+impl From<&types::KindRef> for wasmop_core::KindRef {
+    fn from(kind: &types::KindRef) -> Self {
+        Self {
+            group: kind.group.clone(),
+            version: kind.version.clone(),
+            kind: kind.kind.clone(),
+            plural: kind.plural.clone(),
+            namespaced: kind.namespaced,
+        }
+    }
+}
+
+impl From<&types::Condition> for wasmop_core::check::Check {
+    fn from(condition: &types::Condition) -> Self {
+        match condition {
+            types::Condition::FieldEquals(f) => Self::FieldEquals { path: f.path.clone(), value: f.value.clone() },
+            types::Condition::FieldsEqual(p) => Self::FieldsEqual { left: p.left.clone(), right: p.right.clone() },
+            types::Condition::ConditionTrue(type_) => Self::ConditionTrue(type_.clone()),
+            types::Condition::Plugin(name) => Self::Plugin(name.clone()),
+        }
+    }
+}
+
+impl From<types::Ownership> for wasmop_core::dependent::Ownership {
+    fn from(ownership: types::Ownership) -> Self {
+        match ownership {
+            types::Ownership::OwnerReference => Self::OwnerReference,
+            types::Ownership::Annotations => Self::Annotations,
+        }
+    }
+}
+
+impl From<&types::Dependent> for wasmop_core::dependent::DependentSpec {
+    fn from(d: &types::Dependent) -> Self {
+        Self {
+            name: d.name.clone(),
+            kind: (&d.kind).into(),
+            read_only: d.read_only,
+            depends_on: d.depends_on.clone(),
+            ready_when: d.ready_when.as_ref().map(Into::into),
+            reconcile_when: d.reconcile_when.as_ref().map(Into::into),
+            ready_when_empty: d.ready_when_empty,
+            namespace: d.namespace.clone(),
+            declared_ownership: d.ownership.into(),
+            adopt: d.adopt,
+        }
+    }
+}
+
+impl From<types::DependentPhase> for wasmop_core::dependent::Phase {
+    fn from(phase: types::DependentPhase) -> Self {
+        match phase {
+            types::DependentPhase::Ready => Self::Ready,
+            types::DependentPhase::NotReady => Self::NotReady,
+            types::DependentPhase::Skipped => Self::Skipped,
+            types::DependentPhase::Deleted => Self::Deleted,
+        }
+    }
+}
+
+impl From<wasmop_core::dependent::Phase> for types::DependentPhase {
+    fn from(phase: wasmop_core::dependent::Phase) -> Self {
+        use wasmop_core::dependent::Phase;
+        match phase {
+            Phase::Ready => Self::Ready,
+            Phase::NotReady => Self::NotReady,
+            Phase::Skipped => Self::Skipped,
+            Phase::Deleted => Self::Deleted,
+        }
+    }
+}
+
+/// A plugin's settings as its `describe()` states them: the one conversion of the WIT record
+/// into the settings users read and override (`wasmop_core::settings`).
+pub fn settings(config: &types::PluginConfig) -> wasmop_core::settings::Settings {
+    use wasmop_core::settings::{RateLimit, Retry, Settings};
+    Settings {
+        label_selector: config.label_selector.clone(),
+        field_selector: config.field_selector.clone(),
+        // The plugin's generation awareness lives in its filters; only overrides set this.
+        generation_aware: None,
+        filters: Some(filters(config)),
+        retry: config.retry.as_ref().map(|r| Retry {
+            max_attempts: Some(r.max_attempts),
+            initial_interval_ms: Some(r.initial_interval_ms),
+            multiplier: Some(r.multiplier),
+            max_interval_ms: Some(r.max_interval_ms),
+            jitter: Some(r.jitter),
+        }),
+        max_reconcile_interval_ms: config.max_reconcile_interval_ms,
+        rate_limit: config
+            .rate_limit
+            .as_ref()
+            .map(|r| RateLimit { max_reconciles: r.max_reconciles, period_ms: r.period_ms }),
+        max_concurrent_reconciles: config.max_concurrent_reconciles,
+        resync_period_ms: config.resync_period_ms,
+        ..Settings::default()
+    }
+}
+
+/// The change filters a plugin's `describe()` asks for.
+fn filters(config: &types::PluginConfig) -> wasmop_core::filter::Filters {
+    let f = &config.filters;
+    wasmop_core::filter::Filters {
+        generation_aware: config.generation_aware,
+        on_create: f.on_create,
+        on_update: f.on_update,
+        on_delete: f.on_delete,
+        on_annotation_change: f.on_annotation_change,
+        on_label_change: f.on_label_change,
+    }
+}
 
 /// A plugin configuration with the SDK's defaults for `kind` in group `g`, for unit tests.
 #[cfg(test)]
@@ -38,5 +153,6 @@ pub(crate) fn test_config(kind: &str) -> wasmop::plugin::types::PluginConfig {
         resync_period_ms: None,
         finalizer: wasmop::plugin::types::Finalizer::Derived,
         dependents: Vec::new(),
+        conditions: false,
     }
 }

@@ -99,4 +99,43 @@ pub enum CallError {
     /// A fresh instance could not be created.
     #[error("cannot instantiate plugin: {0}")]
     InstantiateFailed(String),
+    /// The task running the call failed (the host is shutting down, or it panicked).
+    #[error("the call into the plugin failed: {0}")]
+    CallFailed(String),
+}
+
+impl CallError {
+    /// A short CamelCase name of the kind of failure, for Event reasons and metric labels:
+    /// a deadline, a memory-limit hit, fuel, a panic and any other trap stay apart.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::DeadlineExceeded(_) => "DeadlineExceeded",
+            Self::MemoryLimitExceeded(_) => "MemoryLimitExceeded",
+            Self::FuelExhausted(_) => "FuelExhausted",
+            Self::Panicked(_) => "PluginPanicked",
+            Self::Trapped(_) => "PluginTrapped",
+            Self::InstantiateFailed(_) => "InstantiateFailed",
+            Self::CallFailed(_) => "CallFailed",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_of_call_failure_has_its_own_reason() {
+        let errors = [
+            CallError::DeadlineExceeded(Duration::from_millis(300)),
+            CallError::FuelExhausted(10),
+            CallError::Panicked("p".into()),
+            CallError::Trapped("t".into()),
+            CallError::InstantiateFailed("i".into()),
+            CallError::CallFailed("c".into()),
+        ];
+        let reasons: std::collections::HashSet<_> = errors.iter().map(CallError::reason).collect();
+        assert_eq!(reasons.len(), errors.len());
+        assert!(reasons.contains("DeadlineExceeded") && reasons.contains("PluginPanicked"));
+    }
 }

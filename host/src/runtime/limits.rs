@@ -21,49 +21,7 @@ impl Default for Limits {
     }
 }
 
-/// A memory cap in MiB, checked to lie within 1 to 4096 MiB: a wasm32 memory cannot grow past
-/// 4 GiB, and the byte count can then never overflow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(try_from = "u64")]
-pub struct MemoryMib(u32);
-
-impl MemoryMib {
-    /// The largest cap: all a wasm32 memory can address.
-    pub const MAX: u32 = 4096;
-
-    /// The cap in bytes.
-    pub fn bytes(self) -> usize {
-        usize::try_from(u64::from(self.0) << 20).unwrap_or(usize::MAX)
-    }
-}
-
-impl TryFrom<u64> for MemoryMib {
-    type Error = String;
-
-    fn try_from(mib: u64) -> Result<Self, Self::Error> {
-        match u32::try_from(mib) {
-            Ok(mib @ 1..=Self::MAX) => Ok(Self(mib)),
-            _ => Err(format!(
-                "a memory limit of {mib} MiB is out of range: 1 to {} MiB (a wasm32 memory cannot exceed 4 GiB)",
-                Self::MAX
-            )),
-        }
-    }
-}
-
-impl std::str::FromStr for MemoryMib {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.parse::<u64>().map_err(|e| format!("{s:?} is not a number of MiB: {e}"))?.try_into()
-    }
-}
-
-impl std::fmt::Display for MemoryMib {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
+pub use wasmop_core::settings::MemoryMib;
 
 /// The memory cap a plugin ran into.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -103,20 +61,5 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
 
     fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= MAX_TABLE_ELEMENTS)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn memory_caps_are_checked_before_they_become_bytes() {
-        assert_eq!("64".parse::<MemoryMib>().unwrap().bytes(), 64 << 20);
-        assert_eq!("4096".parse::<MemoryMib>().unwrap().bytes(), 4 << 30);
-        for bad in ["0", "4097", "18446744073709551615", "-1", "lots"] {
-            let err = bad.parse::<MemoryMib>().unwrap_err();
-            assert!(err.contains("MiB"), "{bad}: {err}");
-        }
     }
 }

@@ -161,16 +161,16 @@ impl Runtime {
 }
 
 /// Runs `f` on `module` on the blocking pool (a call blocks its thread up to the deadline),
-/// inside the current tracing span. A trap or a failed task becomes an error message.
+/// inside the current tracing span. The error stays typed ([`CallError::reason`]), so a
+/// deadline, a memory-limit hit and a trap stay apart in Events and metrics.
 pub async fn spawn_call<R: Send + 'static>(
     module: Arc<Module>,
     f: impl FnOnce(&Module) -> Result<R, CallError> + Send + 'static,
-) -> Result<R, String> {
+) -> Result<R, CallError> {
     let span = tracing::Span::current();
     match tokio::task::spawn_blocking(move || span.in_scope(|| f(&module))).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(trap)) => Err(trap.to_string()),
-        Err(join) => Err(format!("the call into the plugin failed: {join}")),
+        Ok(result) => result,
+        Err(join) => Err(CallError::CallFailed(join.to_string())),
     }
 }
 

@@ -312,7 +312,7 @@ fn validate(config: &PluginConfig) -> Result<(), String> {
     {
         return Err(format!("finalizer {name:?} must be a qualified name such as example.com/cleanup"));
     }
-    crate::dependents::workflow::Workflow::new(&config.dependents)?;
+    wasmop_core::workflow::Workflow::new(config.dependents.iter().map(Into::into).collect())?;
     if let Some(d) = config.dependents.iter().find(|d| d.kind.version.is_empty() || d.kind.kind.is_empty()) {
         return Err(format!("dependent {:?} needs a kind with a version and a kind", d.name));
     }

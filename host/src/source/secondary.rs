@@ -13,10 +13,10 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::Sink;
-use crate::dependents::OwnWrites;
 use crate::informer::{SharedEvent, WatchedCache};
 use crate::mapping::{Links, PrimaryKind};
 use crate::object::ObjectKey;
+use crate::own_writes::OwnWrites;
 use crate::runtime::bindings::wasmop::plugin::types::Owners;
 use crate::runtime::{CacheReader, Current};
 use crate::scheduler::Priority;
@@ -87,7 +87,7 @@ impl SecondarySource {
                     Vec::new()
                 }
                 watcher::Event::InitApply(object) => {
-                    let Some(key) = ObjectKey::of(&object) else { continue };
+                    let Some(key) = crate::object::key_of(&object) else { continue };
                     if let Some(listing) = &mut seen.listing {
                         listing.insert(key.clone());
                     }
@@ -99,13 +99,13 @@ impl SecondarySource {
                     self.changed(&mut seen, key, object).await
                 }
                 watcher::Event::Apply(object) => {
-                    let Some(key) = ObjectKey::of(&object) else { continue };
+                    let Some(key) = crate::object::key_of(&object) else { continue };
                     let own = self.is_own(&key, object.resource_version().as_deref());
                     let affected = self.changed(&mut seen, key, object).await;
                     if own { Vec::new() } else { affected }
                 }
                 watcher::Event::Delete(object) => {
-                    let Some(key) = ObjectKey::of(&object) else { continue };
+                    let Some(key) = crate::object::key_of(&object) else { continue };
                     let own = self.is_own(&key, None);
                     let affected = self.deleted(&mut seen, &key);
                     if own { Vec::new() } else { affected }
@@ -185,7 +185,9 @@ async fn map_with_plugin(
         .transpose()
         .map_err(|e| format!("cannot serialize the previous secondary: {e}"))?;
     let cache = cache.clone() as Arc<dyn CacheReader>;
-    crate::runtime::spawn_call(module.get(), move |m| m.map_secondary(cache, &secondary, previous.as_deref())).await?
+    let call =
+        crate::runtime::spawn_call(module.get(), move |m| m.map_secondary(cache, &secondary, previous.as_deref()));
+    call.await.map_err(|trap| trap.to_string())?
 }
 
 #[cfg(test)]

@@ -3,29 +3,20 @@
 //! lists the names of the pods, found through a watch on Pods mapped by their `memcached_cr`
 //! label.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use wasmop_guest::k8s_openapi::api::core::v1::Pod;
-use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use wasmop_guest::serde_json::{Value, json};
-use wasmop_guest::{Config, Context, Dependent, Desired, Error, Kind, Outcome, PrimaryRef, Reconciler, Watch};
+use wasmop_guest::{
+    Config, Context, Dependent, Desired, Error, Kind, Outcome, PrimaryRef, Reconciler, Resource, Watch,
+};
 
-#[derive(Deserialize)]
-struct Memcached {
-    metadata: ObjectMeta,
-    spec: MemcachedSpec,
-}
-
+/// A Memcached's spec; the host sets the status's `observedGeneration` and conditions.
 #[derive(Deserialize)]
 struct MemcachedSpec {
     size: i32,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct MemcachedStatus {
-    observed_generation: Option<i64>,
-    nodes: Vec<String>,
-}
+type Memcached = Resource<MemcachedSpec>;
 
 /// The label naming a pod's Memcached.
 const OWNER_LABEL: &str = "memcached_cr";
@@ -74,10 +65,10 @@ impl Reconciler for MemcachedReconciler {
         let mut nodes: Vec<String> = pods.into_iter().filter_map(|p| p.metadata.name).collect();
         nodes.sort();
         ctx.info(format!("{} of {} memcached pods exist", nodes.len(), memcached.spec.size));
-        Ok(Outcome::done().status(MemcachedStatus { observed_generation: memcached.metadata.generation, nodes }))
+        Ok(Outcome::done().status(json!({ "nodes": nodes })))
     }
 
-    fn map_secondary(pod: &Value, _previous: Option<&Value>) -> Result<Vec<PrimaryRef>, String> {
+    fn map_secondary(pod: &Value, _previous: Option<&Value>, _: &Context) -> Result<Vec<PrimaryRef>, String> {
         let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
         let owner = pod["metadata"]["labels"][OWNER_LABEL].as_str();
         Ok(owner.map(|name| PrimaryRef::namespaced(namespace, name)).into_iter().collect())
@@ -115,16 +106,20 @@ mod tests {
 
     #[test]
     fn the_status_lists_the_pods_sorted() {
-        let host = FakeHost::new().with_secondary(&pods(), &pod("cache-b")).with_secondary(&pods(), &pod("cache-a"));
-        let status = host.reconcile::<MemcachedReconciler>(&memcached(2)).status().cloned().expect("a status");
-        assert_eq!(status, json!({ "observedGeneration": 2, "nodes": ["cache-a", "cache-b"] }));
+        let mut host =
+            FakeHost::new().with_secondary(&pods(), &pod("cache-b")).with_secondary(&pods(), &pod("cache-a"));
+        let stable = host.run_until_stable::<MemcachedReconciler>(&memcached(2));
+        // The plugin writes the nodes; the host adds observedGeneration and the conditions.
+        assert_eq!(stable.status()["nodes"], json!(["cache-a", "cache-b"]));
+        assert_eq!(stable.status()["observedGeneration"], 2);
+        assert_eq!(stable.condition("Ready").map(|c| &c["status"]), Some(&json!("True")));
     }
 
     #[test]
     fn pods_map_to_the_memcached_their_label_names() {
-        let refs = MemcachedReconciler::map_secondary(&pod("cache-a"), None).expect("mapped");
+        let refs = FakeHost::new().map_secondary::<MemcachedReconciler>(&pod("cache-a"), None).expect("mapped");
         assert_eq!(refs, [PrimaryRef::namespaced("default", "cache")]);
         let stray = json!({ "metadata": { "name": "x", "namespace": "default" } });
-        assert!(MemcachedReconciler::map_secondary(&stray, None).expect("mapped").is_empty());
+        assert!(FakeHost::new().map_secondary::<MemcachedReconciler>(&stray, None).expect("mapped").is_empty());
     }
 }

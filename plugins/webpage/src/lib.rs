@@ -4,7 +4,7 @@
 //! they stand; the status names the ConfigMap and says whether the page is Ready (its dependents
 //! are applied) and Available (nginx runs).
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use wasmop_guest::conditions::{self, Condition};
 use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use wasmop_guest::serde_json::json;
@@ -24,12 +24,8 @@ struct WebPageSpec {
     html: String,
 }
 
-#[derive(Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Deserialize)]
 struct WebPageStatus {
-    observed_generation: Option<i64>,
-    #[serde(default)]
-    html_config_map: Option<String>,
     #[serde(default)]
     conditions: Vec<Condition>,
 }
@@ -127,31 +123,21 @@ impl Reconciler for WebPageReconciler {
     }
 
     fn reconcile(page: WebPage, ctx: &Context) -> Result<Outcome, Error> {
-        let generation = page.metadata.generation;
-        let name = page.metadata.name.clone().unwrap_or_default();
+        let name = page.metadata.name.unwrap_or_default();
         ctx.info(format!("reconciling a WebPage of {} bytes of html", page.spec.html.len()));
-        let applied =
-            ctx.dependents().iter().all(|d| matches!(d.phase, Phase::Ready | Phase::NotReady | Phase::Deleted));
         let available = ctx.dependent("deployment").is_some_and(|d| d.is_ready());
-        let mut status = page.status.unwrap_or_default();
-        status.observed_generation = generation;
-        status.html_config_map = Some(format!("{name}-html"));
-        let ready = if applied {
-            conditions::new("Ready", true, "Reconciled", "the WebPage's dependents are applied")
-        } else {
-            conditions::new("Ready", false, "DependentsPending", "some dependents wait for others")
-        };
-        let serving = if available {
-            conditions::new("Available", true, "Serving", "nginx serves the page")
-        } else {
-            conditions::new("Available", false, "Deploying", "nginx is not ready yet")
-        };
-        let mut outcome = Outcome::done();
-        if conditions::set(&mut status.conditions, Condition { observed_generation: generation, ..ready }) && applied {
-            outcome = outcome.event(Event::normal("Ready", "Reconcile").note("the WebPage is ready"));
+        let status = json!({ "htmlConfigMap": format!("{name}-html"), "available": available });
+        // The host keeps Ready, Reconciling and Degraded (with observedGeneration) from this.
+        if ctx.dependents().iter().any(|d| d.phase == Phase::Skipped) {
+            return Ok(Outcome::not_ready("some dependents wait for others").status(status));
         }
-        conditions::set(&mut status.conditions, Condition { observed_generation: generation, ..serving });
-        Ok(outcome.status(status))
+        let outcome = Outcome::ready("the WebPage's dependents are applied").status(status);
+        let was_ready = page.status.is_some_and(|s| conditions::is_true(&s.conditions, "Ready"));
+        Ok(if was_ready {
+            outcome
+        } else {
+            outcome.event(Event::normal("Ready", "Reconcile").note("the WebPage is ready"))
+        })
     }
 
     fn cleanup(page: WebPage, _ctx: &Context) -> Result<Cleanup, Error> {
@@ -223,13 +209,8 @@ mod tests {
     #[test]
     fn an_applied_page_is_ready_and_names_its_config_map() {
         let run = reconcile(&applied_host(Phase::NotReady), &page(3, Value::Null));
-        let status: WebPageStatus = run.status_as();
-        assert_eq!(status.observed_generation, Some(3));
-        assert_eq!(status.html_config_map.as_deref(), Some("hello-html"));
-        let ready = conditions::get(&status.conditions, "Ready").expect("a Ready condition");
-        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Reconciled"));
-        let available = conditions::get(&status.conditions, "Available").expect("an Available condition");
-        assert_eq!((available.status.as_str(), available.reason.as_str()), ("False", "Deploying"));
+        assert_eq!(run.status(), Some(&json!({ "htmlConfigMap": "hello-html", "available": false })));
+        assert_eq!(run.outcome().readiness(), Some((true, "the WebPage's dependents are applied")));
         assert_eq!(run.events().len(), 1);
         assert_eq!(run.events()[0].event_type, EventType::Normal);
         assert!(run.logs()[0].message.contains("14 bytes"));
@@ -238,27 +219,33 @@ mod tests {
     #[test]
     fn a_page_with_skipped_dependents_is_not_ready_and_a_running_deployment_is_available() {
         let skipped = FakeHost::new().with_dependent_state("service", Phase::Skipped, &[] as &[Value]);
-        let status: WebPageStatus = reconcile(&skipped, &page(1, Value::Null)).status_as();
-        let ready = conditions::get(&status.conditions, "Ready").expect("a Ready condition");
-        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "DependentsPending"));
-        let status: WebPageStatus = reconcile(&applied_host(Phase::Ready), &page(1, Value::Null)).status_as();
-        assert_eq!(conditions::get(&status.conditions, "Available").map(|c| c.status.as_str()), Some("True"));
+        let run = reconcile(&skipped, &page(1, Value::Null));
+        assert_eq!(run.outcome().readiness(), Some((false, "some dependents wait for others")));
+        let run = reconcile(&applied_host(Phase::Ready), &page(1, Value::Null));
+        assert_eq!(run.status().map(|s| &s["available"]), Some(&json!(true)));
     }
 
     #[test]
-    fn already_ready_page_keeps_its_transition_time_and_gets_no_event() {
-        let ready_since_2020 = json!({
-            "observedGeneration": 1,
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "Reconciled", "message": "",
-                "lastTransitionTime": "2020-01-01T00:00:00Z", "observedGeneration": 1,
-            }],
-        });
-        let run = reconcile(&applied_host(Phase::NotReady), &page(2, ready_since_2020));
-        let status = run.status().expect("a status");
-        assert_eq!(status["observedGeneration"], 2);
-        assert_eq!(status["conditions"][0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+    fn an_already_ready_page_gets_no_event() {
+        let ready = json!({ "conditions": [{ "type": "Ready", "status": "True", "reason": "Ready", "message": "" }] });
+        let run = reconcile(&applied_host(Phase::NotReady), &page(2, ready));
         assert!(run.events().is_empty());
+    }
+
+    #[test]
+    fn the_whole_loop_applies_the_dependents_and_keeps_the_conditions() {
+        let mut host = FakeHost::new();
+        let stable = host.run_until_stable::<WebPageReconciler>(&page(1, Value::Null));
+        // No Deployment controller here: the Deployment never gets readyReplicas, so the
+        // Service (independent of it) is applied and the Ingress (spec.exposed unset) is not.
+        assert_eq!(stable.objects(&config_map()).len(), 1);
+        assert_eq!(stable.objects(&deployment()).len(), 1);
+        assert_eq!(stable.objects(&service()).len(), 1);
+        assert!(stable.objects(&ingress()).is_empty());
+        let ready = stable.condition("Ready").expect("the host keeps Ready");
+        assert_eq!((&ready["status"], &ready["observedGeneration"]), (&json!("True"), &json!(1)));
+        assert_eq!(stable.status()["available"], false);
+        assert_eq!(stable.passes(), 2);
     }
 
     #[test]

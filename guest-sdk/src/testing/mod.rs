@@ -45,6 +45,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use wasmop_core::selector::LabelSelector;
+
+mod until_stable;
+pub use until_stable::{FAKE_NOW, Stable};
+
 use crate::context::Host;
 use crate::{Cleanup, Context, DependentState, Desired, Error, Event, Kind, Level, Outcome, Phase, Reconciler};
 
@@ -79,6 +84,8 @@ pub struct FakeHost {
     secondaries: Vec<(Kind, Value)>,
     failures: Vec<(Kind, String)>,
     dependents: Vec<DependentState>,
+    /// The store's last resourceVersion.
+    revision: u64,
 }
 
 impl FakeHost {
@@ -428,6 +435,51 @@ impl FakeHost {
         crate::cleanup::<R>(&json, &ctx)
     }
 
+    /// Calls `R`'s [`Reconciler::map_secondary`] for a change of `secondary` (and its
+    /// `previous` version), as the host does for a watch mapped by the plugin; its
+    /// [`Context`] reads this host's objects.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// # struct Noop;
+    /// # impl Reconciler for Noop {
+    /// #     type Primary = wasmop_guest::serde_json::Value;
+    /// #     fn config() -> Config { Config::new("noop", Kind::namespaced("", "v1", "ConfigMap")) }
+    /// #     fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+    /// # }
+    /// // Noop has no mapper: the default says so.
+    /// assert!(FakeHost::new().map_secondary::<Noop>(&json!({}), None).is_err());
+    /// ```
+    pub fn map_secondary<R: Reconciler>(
+        &self,
+        secondary: &impl Serialize,
+        previous: Option<&Value>,
+    ) -> Result<Vec<crate::PrimaryRef>, String> {
+        let secondary = serde_json::to_string(secondary).expect("the secondary serializes");
+        let previous = previous.map(Value::to_string);
+        let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
+        crate::map_secondary::<R>(&secondary, previous.as_deref(), &ctx)
+    }
+
+    /// Calls `R`'s [`Reconciler::secondaries_of`] for `primary`, as the host does for watches
+    /// referenced by the primary; its [`Context`] reads this host's objects.
+    pub fn secondaries_of<R: Reconciler>(&self, primary: &impl Serialize) -> Result<Vec<crate::SecondaryRef>, String> {
+        let primary = serde_json::to_string(primary).expect("the primary serializes");
+        let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
+        crate::secondaries_of::<R>(&primary, &ctx)
+    }
+
+    /// Evaluates `R`'s plugin condition `name` ([`Reconciler::check`]) on `primary` and, for a
+    /// ready condition, a `dependent` object, as the host's workflow does.
+    pub fn check<R: Reconciler>(&self, name: &str, primary: &impl Serialize, dependent: Option<&Value>) -> bool {
+        let primary = serde_json::to_string(primary).expect("the primary serializes");
+        let dependent = dependent.map(Value::to_string);
+        let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
+        crate::check::<R>(name, &primary, dependent.as_deref(), &ctx)
+    }
+
     /// A [`Context`] for `plugin` on a copy of this host's objects, and the log it records to.
     fn context(&self, plugin: &Plugin, attempt: u32, last_attempt: bool) -> (Context, Rc<RefCell<Vec<LogLine>>>) {
         let logs = Rc::new(RefCell::new(Vec::new()));
@@ -451,17 +503,57 @@ fn to_object(method: &str, kind: &Kind, object: &impl Serialize) -> Value {
     object
 }
 
-/// What the host knows of the plugin under test: its name and the kinds it watches.
+/// What the host knows of the plugin under test: its name, its primary kind, and the kinds
+/// related to its primaries (watched and dependent kinds).
 #[derive(Clone, Debug)]
 struct Plugin {
     name: String,
-    watched: Vec<Kind>,
+    primary: Kind,
+    related: Vec<Kind>,
+    /// What the host's watches cache, as (kind, label selector, namespace) filters.
+    caches: Vec<(Kind, Option<LabelSelector>, Option<String>)>,
 }
 
 impl Plugin {
     fn of<R: Reconciler>() -> Self {
         let config = R::config();
-        Self { name: config.name, watched: config.watches.into_iter().map(|watch| watch.kind).collect() }
+        let selector = |s: Option<&String>| s.and_then(|s| s.parse::<LabelSelector>().ok());
+        let managed = format!("{}={}", wasmop_core::dependent::MANAGED_BY_LABEL, config.name);
+        let mut caches = vec![(config.primary.clone(), selector(config.label_selector.as_ref()), None)];
+        caches.extend(
+            config.watches.iter().map(|w| (w.kind.clone(), selector(w.label_selector.as_ref()), w.namespace.clone())),
+        );
+        caches.extend(config.dependents.iter().map(|d| {
+            // A dependent's watch: the plugin's objects by the management label; all of a
+            // read-only dependent's kind.
+            let selector = if d.read_only { None } else { selector(Some(&managed)) };
+            (d.kind.clone(), selector, d.namespace.clone())
+        }));
+        let watched = config.watches.into_iter().map(|watch| watch.kind);
+        let related = watched.chain(config.dependents.into_iter().map(|d| d.kind)).collect();
+        Self { name: config.name, primary: config.primary, related, caches }
+    }
+
+    /// Whether one of the host's watches would cache `object` of `kind`: the primary's, a
+    /// declared watch's (its label selector and namespace) or a dependent's.
+    fn caches(&self, kind: &Kind, object: &Value) -> bool {
+        self.caches.iter().any(|(k, selector, namespace)| {
+            k.same_type(kind)
+                && selector.as_ref().is_none_or(|s| s.matches_object(object))
+                && namespace.as_deref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns))
+        })
+    }
+
+    /// As the host: only the primary kind and the related kinds are cached, so reading any
+    /// other kind fails.
+    fn reads(&self, kind: &Kind) -> Result<(), String> {
+        if self.primary.same_type(kind) || self.related.iter().any(|related| related.same_type(kind)) {
+            return Ok(());
+        }
+        Err(format!(
+            "{kind} is not watched by this plugin ({}); only the primary and watched kinds can be read",
+            self.name
+        ))
     }
 }
 
@@ -493,9 +585,11 @@ impl Backend {
         }
     }
 
-    /// The cached objects of `kind`, secondaries included.
+    /// The cached objects of `kind`: the stored ones the host's watches would cache, and the
+    /// secondaries.
     fn of_kind<'a>(&'a self, kind: &'a Kind) -> impl Iterator<Item = &'a Value> + 'a {
-        self.objects.iter().chain(&self.secondaries).filter(move |(k, _)| k.same_type(kind)).map(|(_, object)| object)
+        let stored = self.objects.iter().filter(move |(k, object)| k.same_type(kind) && self.plugin.caches(k, object));
+        stored.chain(self.secondaries.iter().filter(move |(k, _)| k.same_type(kind))).map(|(_, object)| object)
     }
 }
 
@@ -512,6 +606,7 @@ impl Host for Backend {
 
     fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
         self.fail(kind)?;
+        self.plugin.reads(kind)?;
         Ok(self
             .of_kind(kind)
             .find(|object| meta_str(object, "name") == Some(name) && meta_str(object, "namespace") == namespace)
@@ -520,20 +615,21 @@ impl Host for Backend {
 
     fn list(&self, kind: &Kind, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
         self.fail(kind)?;
-        let selector = label_selector.map(Selector::parse).transpose()?;
+        self.plugin.reads(kind)?;
+        let selector = label_selector.map(str::parse::<LabelSelector>).transpose().map_err(|e| e.to_string())?;
         Ok(self
             .of_kind(kind)
             .filter(|object| namespace.is_none() || meta_str(object, "namespace") == namespace)
-            .filter(|object| selector.as_ref().is_none_or(|selector| selector.matches(&object["metadata"]["labels"])))
+            .filter(|object| selector.as_ref().is_none_or(|selector| selector.matches_object(object)))
             .map(Value::to_string)
             .collect())
     }
 
     fn secondaries(&self, kind: &Kind) -> Result<Vec<String>, String> {
         self.fail(kind)?;
-        if !self.plugin.watched.iter().any(|watched| watched.same_type(kind)) {
+        if !self.plugin.related.iter().any(|related| related.same_type(kind)) {
             return Err(format!(
-                "{kind} is not watched by plugin {}: only watched kinds have secondaries",
+                "{kind} is not watched by plugin {}: only watched and dependent kinds have secondaries",
                 self.plugin.name
             ));
         }
@@ -549,103 +645,6 @@ fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
 }
 
 /// A parsed Kubernetes label selector: every requirement must hold.
-struct Selector(Vec<Requirement>);
-
-enum Requirement {
-    Exists(String),
-    NotExists(String),
-    Equals(String, String),
-    NotEquals(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-}
-
-impl Selector {
-    fn parse(text: &str) -> Result<Self, String> {
-        let mut terms = Vec::new();
-        let (mut depth, mut start) = (0_i32, 0);
-        for (i, c) in text.char_indices() {
-            match c {
-                '(' => depth += 1,
-                ')' => depth -= 1,
-                ',' if depth == 0 => {
-                    terms.push(&text[start..i]);
-                    start = i + 1;
-                }
-                _ => {}
-            }
-        }
-        terms.push(&text[start..]);
-        terms
-            .into_iter()
-            .map(str::trim)
-            .filter(|term| !term.is_empty())
-            .map(|term| Requirement::parse(term).ok_or_else(|| format!("invalid label selector {text:?} at {term:?}")))
-            .collect::<Result<_, _>>()
-            .map(Self)
-    }
-
-    fn matches(&self, labels: &Value) -> bool {
-        self.0.iter().all(|requirement| {
-            let label = |key: &str| labels[key].as_str();
-            match requirement {
-                Requirement::Exists(key) => label(key).is_some(),
-                Requirement::NotExists(key) => label(key).is_none(),
-                Requirement::Equals(key, value) => label(key) == Some(value),
-                Requirement::NotEquals(key, value) => label(key) != Some(value),
-                Requirement::In(key, values) => label(key).is_some_and(|l| values.iter().any(|v| v == l)),
-                Requirement::NotIn(key, values) => !label(key).is_some_and(|l| values.iter().any(|v| v == l)),
-            }
-        })
-    }
-}
-
-impl Requirement {
-    fn parse(term: &str) -> Option<Self> {
-        let key = |s: &str| {
-            let key = s.trim();
-            (!key.is_empty() && is_label_text(key)).then(|| key.to_owned())
-        };
-        let value = |s: &str| Some(s.trim()).filter(|v| is_label_text(v)).map(str::to_owned);
-        if let Some(open) = term.find('(') {
-            let inner = term[open + 1..].strip_suffix(')')?;
-            let values = inner.split(',').map(value).collect::<Option<Vec<_>>>()?;
-            let (name, op) = term[..open].trim().split_once(char::is_whitespace)?;
-            let name = key(name)?;
-            return match op.trim() {
-                "in" => Some(Self::In(name, values)),
-                "notin" => Some(Self::NotIn(name, values)),
-                _ => None,
-            };
-        }
-        if let Some(name) = term.strip_prefix('!') {
-            return Some(Self::NotExists(key(name)?));
-        }
-        if let Some((name, v)) = term.split_once("!=") {
-            return Some(Self::NotEquals(key(name)?, value(v)?));
-        }
-        if let Some((name, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-            return Some(Self::Equals(key(name)?, value(v)?));
-        }
-        Some(Self::Exists(key(term)?))
-    }
-}
-
-/// Characters allowed in label keys (with their prefix) and values.
-fn is_label_text(text: &str) -> bool {
-    text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-}
-
-/// One line the plugin logged through its [`Context`].
-///
-/// ```
-/// # use wasmop_guest::testing::Run;
-/// use wasmop_guest::Level;
-///
-/// fn warnings(run: &Run) -> Vec<&str> {
-///     run.logs().iter().filter(|l| l.level == Level::Warn).map(|l| l.message.as_str()).collect()
-/// }
-/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LogLine {
@@ -903,25 +902,6 @@ mod tests {
         assert!(!status.found, "other-ns lives in kube-system");
         assert_eq!(status.labelled, 3, "no selector, all namespaces");
         assert!(run.events().is_empty());
-    }
-
-    #[test]
-    fn label_selectors() {
-        let labels = json!({ "app": "web", "tier": "front" });
-        let matches = |selector: &str| Selector::parse(selector).unwrap().matches(&labels);
-        assert!(matches("app=web"));
-        assert!(matches("app==web,tier"));
-        assert!(matches("app in (web, db), tier notin (back)"));
-        assert!(matches("!missing,app!=db"));
-        assert!(matches(""));
-        assert!(!matches("app=db"));
-        assert!(!matches("app notin (web)"));
-        assert!(!matches("missing in (x)"));
-        assert!(!matches("!app"));
-        assert!(Selector::parse("app in web)").is_err());
-        assert!(Selector::parse("app=a b").is_err());
-        assert!(Selector::parse("app in (web").is_err());
-        assert!(Selector::parse("wasmop.dev/fixture=loop").is_ok());
     }
 
     #[test]

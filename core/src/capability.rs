@@ -12,24 +12,16 @@
 
 use serde_json::Value;
 
-use crate::runtime::bindings::wasmop::plugin::types::{Dependent, Ownership};
+use crate::dependent::{DependentSpec, Ownership, PrimaryRef};
 
-/// Whether the plugin may have `object` under its dependent `spec`, tied to the primary by
-/// `ownership`, for a primary in `primary_namespace` (`None`: cluster-scoped). The error names
-/// the object and why it is refused, e.g.
+/// Whether the plugin may have `object` under its dependent `spec` for `primary`. The error
+/// names the object and why it is refused, e.g.
 /// `v1/Secret "x": dependent "bulk" is declared as v1/ConfigMap`.
-pub(crate) fn check(
-    spec: &Dependent,
-    ownership: Ownership,
-    primary_namespace: Option<&str>,
-    object: &Value,
-) -> Result<(), String> {
+pub fn check(spec: &DependentSpec, primary: &PrimaryRef, object: &Value) -> Result<(), String> {
     let declared = &spec.kind;
-    let api_version = if declared.group.is_empty() {
-        declared.version.clone()
-    } else {
-        format!("{}/{}", declared.group, declared.version)
-    };
+    let api_version = declared.api_version();
+    let ownership = spec.ownership(&primary.kind);
+    let primary_namespace = primary.key.namespace.as_deref();
     let given = |field: &str| object.get(field).and_then(Value::as_str);
     let given_version = given("apiVersion").unwrap_or(&api_version);
     let given_kind = given("kind").unwrap_or(&declared.kind);
@@ -39,6 +31,14 @@ pub(crate) fn check(
         return Err(format!("{what}: dependent {:?} is declared as {api_version}/{}", spec.name, declared.kind));
     }
     let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).filter(|ns| !ns.is_empty());
+    if let (Some(namespace), Some(declared)) = (namespace, &spec.namespace)
+        && namespace != declared
+    {
+        return Err(format!(
+            "{what} in namespace {namespace:?}: dependent {:?} is declared in namespace {declared:?}",
+            spec.name
+        ));
+    }
     let may_leave = spec.read_only || ownership == Ownership::Annotations || !declared.namespaced;
     if let (Some(namespace), Some(primary_namespace)) = (namespace, primary_namespace)
         && namespace != primary_namespace
@@ -58,26 +58,35 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::runtime::bindings::wasmop::plugin::types::KindRef;
+    use crate::kind::{KindRef, ObjectKey};
 
-    fn dependent(group: &str, version: &str, kind: &str, namespaced: bool) -> Dependent {
-        Dependent {
+    fn dependent(group: &str, version: &str, kind: &str, namespaced: bool) -> DependentSpec {
+        DependentSpec {
             name: "bulk".into(),
             kind: KindRef { group: group.into(), version: version.into(), kind: kind.into(), plural: None, namespaced },
-            read_only: false,
-            depends_on: Vec::new(),
-            ready_when: None,
-            reconcile_when: None,
-            ownership: Ownership::OwnerReference,
+            ..crate::dependent::tests::config_maps("bulk", &[])
         }
     }
 
-    fn config_maps() -> Dependent {
+    fn config_maps() -> DependentSpec {
         dependent("", "v1", "ConfigMap", true)
     }
 
-    fn owned(spec: &Dependent, primary_namespace: Option<&str>, object: &Value) -> Result<(), String> {
-        check(spec, Ownership::OwnerReference, primary_namespace, object)
+    /// A primary in `namespace`; cluster-scoped without one.
+    fn primary(namespace: Option<&str>) -> PrimaryRef {
+        let mut primary = crate::dependent::tests::primary();
+        primary.kind.namespaced = namespace.is_some();
+        primary.key = ObjectKey { namespace: namespace.map(str::to_owned), name: "m".into() };
+        primary
+    }
+
+    fn owned(spec: &DependentSpec, primary_namespace: Option<&str>, object: &Value) -> Result<(), String> {
+        check(spec, &primary(primary_namespace), object)
+    }
+
+    fn annotated(spec: &DependentSpec, primary_namespace: Option<&str>, object: &Value) -> Result<(), String> {
+        let spec = DependentSpec { declared_ownership: Ownership::Annotations, ..spec.clone() };
+        check(&spec, &primary(primary_namespace), object)
     }
 
     #[test]
@@ -122,6 +131,20 @@ mod tests {
     }
 
     #[test]
+    fn a_declared_namespace_is_the_only_one() {
+        let spec = DependentSpec {
+            namespace: Some("mirror".into()),
+            declared_ownership: Ownership::Annotations,
+            ..config_maps()
+        };
+        let there = json!({ "metadata": { "name": "a", "namespace": "mirror" } });
+        assert_eq!(owned(&spec, Some("ns"), &there), Ok(()));
+        let elsewhere = json!({ "metadata": { "name": "a", "namespace": "kube-system" } });
+        let refused = owned(&spec, Some("ns"), &elsewhere).unwrap_err();
+        assert!(refused.contains("declared in namespace \"mirror\""), "{refused}");
+    }
+
+    #[test]
     fn the_primarys_namespace_or_none_is_permitted() {
         let here = json!({ "metadata": { "name": "a", "namespace": "ns" } });
         assert_eq!(owned(&config_maps(), Some("ns"), &here), Ok(()));
@@ -141,7 +164,7 @@ mod tests {
     #[test]
     fn another_namespace_is_permitted_where_declared_read_only_or_without_a_primary_namespace() {
         let elsewhere = json!({ "metadata": { "name": "a", "namespace": "other" } });
-        assert_eq!(check(&config_maps(), Ownership::Annotations, Some("ns"), &elsewhere), Ok(()));
+        assert_eq!(annotated(&config_maps(), Some("ns"), &elsewhere), Ok(()));
         let mut observed = config_maps();
         observed.read_only = true;
         assert_eq!(owned(&observed, Some("ns"), &elsewhere), Ok(()));
@@ -149,6 +172,6 @@ mod tests {
         assert_eq!(owned(&config_maps(), None, &elsewhere), Ok(()));
         // A cluster-scoped dependent has no namespace: one given is not where it goes.
         let namespaces = dependent("", "v1", "Namespace", false);
-        assert_eq!(check(&namespaces, Ownership::Annotations, Some("ns"), &elsewhere), Ok(()));
+        assert_eq!(owned(&namespaces, Some("ns"), &elsewhere), Ok(()));
     }
 }

@@ -1,9 +1,30 @@
-//! Declarative workflow conditions, evaluated by the host on objects as JSON (JOSDK's
-//! ready post-conditions and reconcile pre-conditions). Pure.
+//! Declarative workflow conditions, evaluated on objects as JSON (JOSDK's ready
+//! post-conditions and reconcile pre-conditions).
 
 use serde_json::Value;
 
-use crate::runtime::bindings::wasmop::plugin::types::Condition;
+/// A condition on an object (a dependent's `ready_when`, `reconcile_when`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// The value at `path` equals `value` (JSON text); a missing path equals `null`.
+    FieldEquals {
+        /// Dot-separated path, e.g. `spec.exposed`; `[n]` indexes lists.
+        path: String,
+        /// The expected value as JSON text.
+        value: String,
+    },
+    /// The values at both paths are equal (and present).
+    FieldsEqual {
+        /// Dot-separated path.
+        left: String,
+        /// Dot-separated path.
+        right: String,
+    },
+    /// `status.conditions` has an entry of this type with status `"True"`.
+    ConditionTrue(String),
+    /// The plugin's `check` export decides; the string names the condition for it.
+    Plugin(String),
+}
 
 /// The value at a dot-separated `path` (`spec.replicas`, `status.conditions[0].type`), if any.
 pub fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
@@ -34,22 +55,22 @@ fn same(a: &Value, b: &Value) -> bool {
 
 /// Whether a declarative `condition` holds on `object`; `None` for plugin conditions, which
 /// only the plugin can evaluate. An expected value that is not valid JSON never holds.
-pub fn holds(condition: &Condition, object: &Value) -> Option<bool> {
+pub fn holds(condition: &Check, object: &Value) -> Option<bool> {
     Some(match condition {
-        Condition::FieldEquals(field) => match serde_json::from_str::<Value>(&field.value) {
-            Ok(expected) => same(lookup(object, &field.path).unwrap_or(&Value::Null), &expected),
+        Check::FieldEquals { path, value } => match serde_json::from_str::<Value>(value) {
+            Ok(expected) => same(lookup(object, path).unwrap_or(&Value::Null), &expected),
             Err(_) => false,
         },
-        Condition::FieldsEqual(pair) => match (lookup(object, &pair.left), lookup(object, &pair.right)) {
+        Check::FieldsEqual { left, right } => match (lookup(object, left), lookup(object, right)) {
             (Some(left), Some(right)) => !left.is_null() && same(left, right),
             _ => false,
         },
-        Condition::ConditionTrue(type_) => object["status"]["conditions"]
+        Check::ConditionTrue(type_) => object["status"]["conditions"]
             .as_array()
             .into_iter()
             .flatten()
             .any(|c| c["type"] == type_.as_str() && c["status"] == "True"),
-        Condition::Plugin(_) => return None,
+        Check::Plugin(_) => return None,
     })
 }
 
@@ -58,10 +79,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::runtime::bindings::wasmop::plugin::types::{FieldPair, FieldValue};
-
-    fn equals(path: &str, value: &str) -> Condition {
-        Condition::FieldEquals(FieldValue { path: path.into(), value: value.into() })
+    fn equals(path: &str, value: &str) -> Check {
+        Check::FieldEquals { path: path.into(), value: value.into() }
     }
 
     #[test]
@@ -84,8 +103,7 @@ mod tests {
 
     #[test]
     fn fields_equal_needs_both_present() {
-        let pair =
-            Condition::FieldsEqual(FieldPair { left: "status.readyReplicas".into(), right: "spec.replicas".into() });
+        let pair = Check::FieldsEqual { left: "status.readyReplicas".into(), right: "spec.replicas".into() };
         assert_eq!(holds(&pair, &json!({ "spec": { "replicas": 1 } })), Some(false));
         assert_eq!(holds(&pair, &json!({ "spec": { "replicas": 1 }, "status": { "readyReplicas": 1 } })), Some(true));
     }
@@ -93,8 +111,8 @@ mod tests {
     #[test]
     fn condition_true_reads_status_conditions() {
         let o = json!({ "status": { "conditions": [{ "type": "Available", "status": "True" }] } });
-        assert_eq!(holds(&Condition::ConditionTrue("Available".into()), &o), Some(true));
-        assert_eq!(holds(&Condition::ConditionTrue("Progressing".into()), &o), Some(false));
-        assert_eq!(holds(&Condition::Plugin("mine".into()), &o), None);
+        assert_eq!(holds(&Check::ConditionTrue("Available".into()), &o), Some(true));
+        assert_eq!(holds(&Check::ConditionTrue("Progressing".into()), &o), Some(false));
+        assert_eq!(holds(&Check::Plugin("mine".into()), &o), None);
     }
 }

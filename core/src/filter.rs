@@ -3,14 +3,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::object::ObjectKey;
-use crate::runtime::bindings::wasmop::plugin::types::PluginConfig;
+use crate::kind::ObjectKey;
 
 /// Which changes of a primary lead to a reconcile.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Filters {
     /// Skip updates that keep `metadata.generation` (JOSDK `generationAwareEventProcessing`,
@@ -29,21 +28,6 @@ pub struct Filters {
     pub on_label_change: bool,
 }
 
-impl Filters {
-    /// The filters a plugin's `describe()` asks for.
-    pub fn from_config(config: &PluginConfig) -> Self {
-        let f = &config.filters;
-        Self {
-            generation_aware: config.generation_aware,
-            on_create: f.on_create,
-            on_update: f.on_update,
-            on_delete: f.on_delete,
-            on_annotation_change: f.on_annotation_change,
-            on_label_change: f.on_label_change,
-        }
-    }
-}
-
 impl Default for Filters {
     /// Generation aware; creates, updates and deletion marking reconcile; metadata changes do not.
     fn default() -> Self {
@@ -58,28 +42,41 @@ impl Default for Filters {
     }
 }
 
-/// What the filter remembers of the last seen version of an object.
-#[derive(Debug, Clone, PartialEq)]
-struct Seen {
-    uid: Option<String>,
-    generation: Option<i64>,
-    resource_version: Option<String>,
-    deleting: bool,
-    finalizers: Option<Vec<String>>,
-    annotations: Option<BTreeMap<String, String>>,
-    labels: Option<BTreeMap<String, String>>,
+/// What the filter looks at in a version of an object: its metadata, as the driver read it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Version {
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `metadata.finalizers`.
+    pub finalizers: Option<Vec<String>>,
+    /// `metadata.annotations`.
+    pub annotations: Option<BTreeMap<String, String>>,
+    /// `metadata.labels`.
+    pub labels: Option<BTreeMap<String, String>>,
 }
 
-impl Seen {
-    fn of(meta: &ObjectMeta) -> Self {
+impl Version {
+    /// The version of an object given as JSON.
+    pub fn of_json(object: &Value) -> Self {
+        let metadata = &object["metadata"];
+        let text = |field: &str| metadata[field].as_str().map(str::to_owned);
+        fn field<T: serde::de::DeserializeOwned>(value: &Value) -> Option<T> {
+            serde_json::from_value(value.clone()).ok()
+        }
         Self {
-            uid: meta.uid.clone(),
-            generation: meta.generation,
-            resource_version: meta.resource_version.clone(),
-            deleting: meta.deletion_timestamp.is_some(),
-            finalizers: meta.finalizers.clone(),
-            annotations: meta.annotations.clone(),
-            labels: meta.labels.clone(),
+            uid: text("uid"),
+            generation: metadata["generation"].as_i64(),
+            resource_version: text("resourceVersion"),
+            deleting: !metadata["deletionTimestamp"].is_null(),
+            finalizers: field(&metadata["finalizers"]),
+            annotations: field(&metadata["annotations"]),
+            labels: field(&metadata["labels"]),
         }
     }
 }
@@ -97,7 +94,7 @@ impl Seen {
 #[derive(Debug, Default)]
 pub struct ChangeFilter {
     filters: Filters,
-    seen: HashMap<ObjectKey, Seen>,
+    seen: HashMap<ObjectKey, Version>,
 }
 
 impl ChangeFilter {
@@ -106,9 +103,8 @@ impl ChangeFilter {
         Self { filters, seen: HashMap::new() }
     }
 
-    /// Records `meta` as the latest version of `key` and says whether to reconcile it.
-    pub fn admit(&mut self, key: &ObjectKey, meta: &ObjectMeta) -> bool {
-        let now = Seen::of(meta);
+    /// Records `now` as the latest version of `key` and says whether to reconcile it.
+    pub fn admit(&mut self, key: &ObjectKey, now: Version) -> bool {
         let f = &self.filters;
         let admit = match self.seen.get(key) {
             None => f.on_create,
@@ -153,106 +149,106 @@ mod tests {
         ObjectKey { namespace: Some("ns".into()), name: "a".into() }
     }
 
-    fn meta(generation: Option<i64>, rv: &str) -> ObjectMeta {
-        ObjectMeta { generation, resource_version: Some(rv.into()), ..ObjectMeta::default() }
+    fn meta(generation: Option<i64>, rv: &str) -> Version {
+        Version { generation, resource_version: Some(rv.into()), ..Version::default() }
     }
 
     #[test]
     fn the_first_version_is_always_admitted() {
-        assert!(ChangeFilter::new(Filters::default()).admit(&key(), &meta(Some(1), "1")));
+        assert!(ChangeFilter::new(Filters::default()).admit(&key(), meta(Some(1), "1")));
     }
 
     #[test]
     fn a_status_only_update_is_dropped_when_generation_aware() {
         let mut f = ChangeFilter::new(Filters::default());
-        f.admit(&key(), &meta(Some(1), "1"));
-        assert!(!f.admit(&key(), &meta(Some(1), "2")));
-        assert!(f.admit(&key(), &meta(Some(2), "3")));
+        f.admit(&key(), meta(Some(1), "1"));
+        assert!(!f.admit(&key(), meta(Some(1), "2")));
+        assert!(f.admit(&key(), meta(Some(2), "3")));
     }
 
     #[test]
     fn deletion_and_finalizer_changes_are_admitted_without_a_new_generation() {
         let mut f = ChangeFilter::new(Filters::default());
-        f.admit(&key(), &meta(Some(1), "1"));
+        f.admit(&key(), meta(Some(1), "1"));
         let mut with_finalizer = meta(Some(1), "2");
         with_finalizer.finalizers = Some(vec!["x".into()]);
-        assert!(f.admit(&key(), &with_finalizer));
+        assert!(f.admit(&key(), with_finalizer.clone()));
         let mut deleting = with_finalizer.clone();
         deleting.resource_version = Some("3".into());
-        deleting.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
-        assert!(f.admit(&key(), &deleting));
+        deleting.deleting = true;
+        assert!(f.admit(&key(), deleting.clone()));
     }
 
     #[test]
     fn without_generation_awareness_every_new_resource_version_is_admitted() {
         let mut f = ChangeFilter::new(Filters { generation_aware: false, ..Filters::default() });
-        f.admit(&key(), &meta(Some(1), "1"));
-        assert!(f.admit(&key(), &meta(Some(1), "2")));
-        assert!(!f.admit(&key(), &meta(Some(1), "2")));
+        f.admit(&key(), meta(Some(1), "1"));
+        assert!(f.admit(&key(), meta(Some(1), "2")));
+        assert!(!f.admit(&key(), meta(Some(1), "2")));
     }
 
     #[test]
     fn kinds_without_a_generation_are_admitted_on_new_resource_versions() {
         let mut f = ChangeFilter::new(Filters::default());
-        f.admit(&key(), &meta(None, "1"));
-        assert!(f.admit(&key(), &meta(None, "2")));
+        f.admit(&key(), meta(None, "1"));
+        assert!(f.admit(&key(), meta(None, "2")));
     }
 
     #[test]
     fn a_forgotten_object_is_admitted_again() {
         let mut f = ChangeFilter::new(Filters::default());
-        f.admit(&key(), &meta(Some(1), "1"));
+        f.admit(&key(), meta(Some(1), "1"));
         f.forget(&key());
-        assert!(f.admit(&key(), &meta(Some(1), "1")));
+        assert!(f.admit(&key(), meta(Some(1), "1")));
     }
 
     #[test]
     fn annotation_and_label_changes_reconcile_only_when_their_filters_are_on() {
-        let annotated = |rv: &str, value: &str| ObjectMeta {
+        let annotated = |rv: &str, value: &str| Version {
             annotations: Some([("a".to_string(), value.to_string())].into()),
             labels: Some([("l".to_string(), value.to_string())].into()),
             ..meta(Some(1), rv)
         };
         let mut off = ChangeFilter::new(Filters::default());
-        off.admit(&key(), &annotated("1", "x"));
-        assert!(!off.admit(&key(), &annotated("2", "y")));
+        off.admit(&key(), annotated("1", "x"));
+        assert!(!off.admit(&key(), annotated("2", "y")));
         let mut on = ChangeFilter::new(Filters { on_annotation_change: true, ..Filters::default() });
-        on.admit(&key(), &annotated("1", "x"));
-        assert!(on.admit(&key(), &annotated("2", "y")));
+        on.admit(&key(), annotated("1", "x"));
+        assert!(on.admit(&key(), annotated("2", "y")));
         let mut labels = ChangeFilter::new(Filters { on_label_change: true, ..Filters::default() });
-        labels.admit(&key(), &annotated("1", "x"));
-        assert!(labels.admit(&key(), &annotated("2", "y")));
+        labels.admit(&key(), annotated("1", "x"));
+        assert!(labels.admit(&key(), annotated("2", "y")));
     }
 
     #[test]
     fn a_relist_forgets_objects_deleted_while_the_watch_was_down() {
         let mut f = ChangeFilter::new(Filters::default());
         let other = ObjectKey { namespace: Some("ns".into()), name: "b".into() };
-        f.admit(&key(), &meta(Some(1), "1"));
-        f.admit(&other, &meta(Some(1), "1"));
+        f.admit(&key(), meta(Some(1), "1"));
+        f.admit(&other, meta(Some(1), "1"));
         let gone = f.retain_listed(&[key()].into_iter().collect());
         assert_eq!(gone, vec![other.clone()]);
-        assert!(f.admit(&other, &meta(Some(1), "1")), "seen again as new");
-        assert!(!f.admit(&key(), &meta(Some(1), "1")), "still known");
+        assert!(f.admit(&other, meta(Some(1), "1")), "seen again as new");
+        assert!(!f.admit(&key(), meta(Some(1), "1")), "still known");
     }
 
     #[test]
     fn create_update_and_delete_filters_are_independent() {
         let only_delete = Filters { on_create: false, on_update: false, ..Filters::default() };
         let mut f = ChangeFilter::new(only_delete);
-        assert!(!f.admit(&key(), &meta(Some(1), "1")));
-        assert!(!f.admit(&key(), &meta(Some(2), "2")));
+        assert!(!f.admit(&key(), meta(Some(1), "1")));
+        assert!(!f.admit(&key(), meta(Some(2), "2")));
         let mut deleting = meta(Some(2), "3");
-        deleting.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
-        assert!(f.admit(&key(), &deleting));
+        deleting.deleting = true;
+        assert!(f.admit(&key(), deleting.clone()));
     }
 
     #[test]
     fn an_object_deleted_and_created_again_unseen_is_a_create() {
         let mut f = ChangeFilter::new(Filters::default());
-        let incarnation = |uid: &str, rv: &str| ObjectMeta { uid: Some(uid.into()), ..meta(Some(1), rv) };
-        assert!(f.admit(&key(), &incarnation("first", "1")));
-        assert!(!f.admit(&key(), &incarnation("first", "2")), "a status update");
-        assert!(f.admit(&key(), &incarnation("second", "7")), "same name and generation, another object");
+        let incarnation = |uid: &str, rv: &str| Version { uid: Some(uid.into()), ..meta(Some(1), rv) };
+        assert!(f.admit(&key(), incarnation("first", "1")));
+        assert!(!f.admit(&key(), incarnation("first", "2")), "a status update");
+        assert!(f.admit(&key(), incarnation("second", "7")), "same name and generation, another object");
     }
 }

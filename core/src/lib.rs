@@ -1,0 +1,35 @@
+//! The rules of a wasmop reconcile, as plain data in and decisions out.
+//!
+//! Two drivers carry these rules out: the host (`wasmop`), against the API server, and the
+//! SDK's `FakeHost` (`wasmop_guest::testing`), against an in-memory store. Because both call
+//! this crate, a plugin's unit tests see what the cluster would do: the same selectors, change
+//! filters, capability checks, dependent workflow, pruning, readiness and status conditions.
+//!
+//! This crate depends on serde and serde_json only: no kube, wasmtime or wit-bindgen types. The
+//! edges convert their types into these once, where they meet the core.
+//!
+//! | module | rule |
+//! |---|---|
+//! | [`kind`] | a resource type and an object's key |
+//! | [`selector`] | label selectors (`=`, `!=`, `in`, `notin`, `key`, `!key`) |
+//! | [`filter`] | which versions of a primary reconcile (generation awareness, predicates) |
+//! | [`check`] | declarative conditions on objects (ready-when, reconcile-when) |
+//! | [`dependent`] | a declared dependent and how its desired objects are completed |
+//! | [`capability`] | which objects a plugin may write |
+//! | [`workflow`] | dependency order, skips, deletes, pruning, collected errors |
+//! | [`matching`] | whether the cluster already holds a desired object (SSA-aware) |
+//! | [`settings`] | a plugin's settings in the words users write them, and their precedence |
+//! | [`status`] | the status patch, `observedGeneration` and the host's conditions |
+
+pub mod capability;
+pub mod check;
+pub mod dependent;
+pub mod filter;
+pub mod kind;
+pub mod matching;
+pub mod selector;
+pub mod settings;
+pub mod status;
+pub mod workflow;
+
+pub use kind::{KindRef, ObjectKey};

@@ -1,0 +1,130 @@
+//! `wasmop inspect`: what a plugin's `describe()` says, in the words a user writes them: its
+//! settings exactly as the overrides file and a `ReconcilerPlugin`'s `spec.overrides` take them,
+//! kinds as `apiVersion/Kind`, and its watches and dependents as the SDK's builder names them.
+
+use serde_json::{Map, Value, json};
+
+use crate::runtime::bindings::wasmop::plugin::types::{
+    Condition, Dependent, Finalizer, KindRef, Mapper, Owners, Ownership, PluginConfig, Watch,
+};
+
+/// The plugin's description, ready to print as YAML or JSON.
+pub fn describe(config: &PluginConfig) -> Value {
+    let finalizer = match &config.finalizer {
+        Finalizer::Derived => json!(format!("wasmop.dev/{}", config.name)),
+        Finalizer::Named(name) => json!(name),
+        Finalizer::Disabled => Value::Null,
+    };
+    let mut out = Map::new();
+    out.insert("name".into(), json!(config.name));
+    out.insert("primary".into(), kind(&config.primary));
+    out.insert("settings".into(), json!(crate::runtime::bindings::settings(config)));
+    out.insert("finalizer".into(), finalizer);
+    out.insert("conditions".into(), json!(if config.conditions { "kept by the host" } else { "kept by the plugin" }));
+    out.insert("watches".into(), config.watches.iter().map(watch).collect());
+    out.insert("dependents".into(), config.dependents.iter().map(dependent).collect());
+    Value::Object(out)
+}
+
+fn kind(kind: &KindRef) -> Value {
+    let api_version =
+        if kind.group.is_empty() { kind.version.clone() } else { format!("{}/{}", kind.group, kind.version) };
+    let mut out = json!({ "apiVersion": api_version, "kind": kind.kind });
+    if let Some(plural) = &kind.plural {
+        out["plural"] = json!(plural);
+    }
+    if !kind.namespaced {
+        out["scope"] = json!("Cluster");
+    }
+    out
+}
+
+fn watch(watch: &Watch) -> Value {
+    let mapper = match watch.mapper {
+        Mapper::OwnerReferences(Owners::Controller) => "owned by the primary (controller owner reference)",
+        Mapper::OwnerReferences(Owners::Any) => "owned by the primary (any owner reference)",
+        Mapper::Annotations => "annotated with the primary",
+        Mapper::Plugin => "mapped by the plugin (map_secondary)",
+        Mapper::PrimaryReferences => "referenced by the primary (secondaries_of)",
+    };
+    let mut out = json!({ "kind": kind(&watch.kind), "mapper": mapper });
+    for (key, value) in [
+        ("namespace", &watch.namespace),
+        ("labelSelector", &watch.label_selector),
+        ("fieldSelector", &watch.field_selector),
+        ("cluster", &watch.cluster),
+    ] {
+        if let Some(value) = value {
+            out[key] = json!(value);
+        }
+    }
+    out
+}
+
+fn dependent(dependent: &Dependent) -> Value {
+    let mut out = json!({ "name": dependent.name, "kind": kind(&dependent.kind) });
+    if !dependent.depends_on.is_empty() {
+        out["dependsOn"] = json!(dependent.depends_on);
+    }
+    if let Some(c) = &dependent.ready_when {
+        out["readyWhen"] = json!(condition(c));
+    }
+    if let Some(c) = &dependent.reconcile_when {
+        out["reconcileWhen"] = json!(condition(c));
+    }
+    if dependent.ownership == Ownership::Annotations {
+        out["ownership"] = json!("annotations");
+    }
+    for (key, on) in [("readOnly", dependent.read_only), ("adopt", dependent.adopt)] {
+        if on {
+            out[key] = json!(true);
+        }
+    }
+    if !dependent.ready_when_empty {
+        out["readyWhenEmpty"] = json!(false);
+    }
+    if let Some(namespace) = &dependent.namespace {
+        out["namespace"] = json!(namespace);
+    }
+    out
+}
+
+fn condition(condition: &Condition) -> String {
+    match condition {
+        Condition::FieldEquals(f) => format!("{} == {}", f.path, f.value),
+        Condition::FieldsEqual(p) => format!("{} == {}", p.left, p.right),
+        Condition::ConditionTrue(type_) => format!("condition {type_} is True"),
+        Condition::Plugin(name) => format!("the plugin's check {name:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::bindings::test_config;
+    use crate::runtime::bindings::wasmop::plugin::types::RetryPolicy;
+
+    #[test]
+    fn settings_read_as_the_overrides_file_writes_them() {
+        let config = PluginConfig {
+            retry: Some(RetryPolicy {
+                max_attempts: 3,
+                initial_interval_ms: 500,
+                multiplier: 2.0,
+                max_interval_ms: 10_000,
+                jitter: 0.1,
+            }),
+            resync_period_ms: Some(60_000),
+            ..test_config("Widget")
+        };
+        let described = describe(&config);
+        assert_eq!(described["primary"], json!({ "apiVersion": "g/v1", "kind": "Widget" }));
+        assert_eq!(described["settings"]["retry"]["maxAttempts"], 3);
+        assert_eq!(described["settings"]["resyncPeriodMs"], 60_000);
+        assert_eq!(described["settings"]["filters"]["generationAware"], true);
+        assert_eq!(described["finalizer"], "wasmop.dev/p");
+        // What `inspect` prints under `settings` is a valid overrides block.
+        let back: wasmop_core::settings::Settings = serde_json::from_value(described["settings"].clone()).unwrap();
+        assert_eq!(back.retry.and_then(|r| r.initial_interval_ms), Some(500));
+    }
+}

@@ -1,0 +1,112 @@
+//! `wasmop new`: a plugin crate that builds for wasm32-wasip2 and passes its test as generated.
+//! Pure: renders the files; the CLI writes them.
+
+use std::path::{Path, PathBuf};
+
+/// What to scaffold.
+#[derive(Debug, Clone)]
+pub struct Scaffold {
+    /// The crate and plugin name, e.g. `hello-op`.
+    pub name: String,
+    /// The primary's API group, e.g. `demo.example.com`.
+    pub group: String,
+    /// The primary's kind, e.g. `Hello`.
+    pub kind: String,
+    /// How the crate depends on the SDK: a path to `guest-sdk`, or none for the published crate.
+    pub sdk: Option<PathBuf>,
+}
+
+/// A name, group or kind `wasmop new` cannot use.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ScaffoldError {
+    /// Not a crate name of lower-case letters, digits and dashes.
+    #[error("{0:?} is not a plugin name: use lower-case letters, digits and dashes, starting with a letter")]
+    Name(String),
+    /// Not a DNS subdomain with a dot.
+    #[error("{0:?} is not an API group: use a DNS name such as demo.example.com")]
+    Group(String),
+    /// Not an upper camel case identifier.
+    #[error("{0:?} is not a kind: use an UpperCamelCase name such as Greeting")]
+    Kind(String),
+}
+
+/// The SDK this binary was built with, when its sources are still there.
+pub fn local_sdk() -> Option<PathBuf> {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
+    sdk.join("Cargo.toml").is_file().then(|| sdk.canonicalize().unwrap_or(sdk))
+}
+
+impl Scaffold {
+    /// The files of the crate, by path relative to its directory.
+    pub fn files(&self) -> Result<Vec<(&'static str, String)>, ScaffoldError> {
+        let name_ok = self.name.starts_with(|c: char| c.is_ascii_lowercase())
+            && self.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !name_ok {
+            return Err(ScaffoldError::Name(self.name.clone()));
+        }
+        let group_ok = self.group.contains('.')
+            && self
+                .group
+                .split('.')
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'));
+        if !group_ok {
+            return Err(ScaffoldError::Group(self.group.clone()));
+        }
+        let kind_ok = self.kind.starts_with(|c: char| c.is_ascii_uppercase())
+            && self.kind.chars().all(|c| c.is_ascii_alphanumeric());
+        if !kind_ok {
+            return Err(ScaffoldError::Kind(self.kind.clone()));
+        }
+        let singular = self.kind.to_ascii_lowercase();
+        let sdk = match &self.sdk {
+            Some(path) => format!("{{ path = {:?} }}", path.display().to_string()),
+            None => format!("\"{}\"", env!("CARGO_PKG_VERSION")),
+        };
+        let render = |template: &str| {
+            template
+                .replace("{{name}}", &self.name)
+                .replace("{{group}}", &self.group)
+                .replace("{{kind}}", &self.kind)
+                .replace("{{plural}}", &format!("{singular}s"))
+                .replace("{{singular}}", &singular)
+                .replace("{{sdk}}", &sdk)
+        };
+        Ok(vec![
+            ("Cargo.toml", render(include_str!("../templates/new/Cargo.toml.tmpl"))),
+            ("src/lib.rs", render(include_str!("../templates/new/lib.rs.tmpl"))),
+            ("crd.yaml", render(include_str!("../templates/new/crd.yaml.tmpl"))),
+            ("example.yaml", render(include_str!("../templates/new/example.yaml.tmpl"))),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scaffold(name: &str, group: &str, kind: &str) -> Scaffold {
+        Scaffold { name: name.into(), group: group.into(), kind: kind.into(), sdk: Some("/sdk".into()) }
+    }
+
+    #[test]
+    fn renders_every_file_with_the_names_given() {
+        let files = scaffold("hello-op", "demo.example.com", "Hello").files().unwrap();
+        let file = |path: &str| &files.iter().find(|(p, _)| *p == path).unwrap().1;
+        assert!(file("Cargo.toml").contains("name = \"hello-op\""));
+        assert!(file("Cargo.toml").contains("wasmop-guest = { path = \"/sdk\" }"));
+        assert!(file("src/lib.rs").contains("pub struct HelloReconciler;"));
+        assert!(
+            file("src/lib.rs").contains("Kind::namespaced(\"demo.example.com\", \"v1\", \"Hello\").plural(\"hellos\")")
+        );
+        assert!(file("crd.yaml").contains("name: hellos.demo.example.com"));
+        assert!(file("example.yaml").contains("apiVersion: demo.example.com/v1"));
+        assert!(files.iter().all(|(_, text)| !text.contains("{{")), "every placeholder is filled");
+    }
+
+    #[test]
+    fn bad_names_are_refused_with_a_hint() {
+        assert!(matches!(scaffold("Hello", "a.b", "K").files(), Err(ScaffoldError::Name(_))));
+        assert!(matches!(scaffold("h", "nodot", "K").files(), Err(ScaffoldError::Group(_))));
+        assert!(matches!(scaffold("h", "a.b", "lower").files(), Err(ScaffoldError::Kind(_))));
+    }
+}

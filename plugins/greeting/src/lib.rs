@@ -1,0 +1,26 @@
+//! A status-only plugin: greets `spec.name` in `status.message`; the host keeps `Ready`.
+use serde::Deserialize;
+use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler, Resource, serde_json::json};
+
+/// Whom to greet.
+#[derive(Deserialize)]
+pub struct Spec {
+    name: String,
+}
+
+/// The plugin.
+pub struct Greeter;
+
+impl Reconciler for Greeter {
+    type Primary = Resource<Spec>;
+
+    fn config() -> Config {
+        Config::new("greeting", Kind::namespaced("example.wasmop.dev", "v1", "Greeting"))
+    }
+
+    fn reconcile(greeting: Resource<Spec>, _: &Context) -> Result<Outcome, Error> {
+        Ok(Outcome::ready("greeted").status(json!({ "message": format!("Hello, {}!", greeting.spec.name) })))
+    }
+}
+
+wasmop_guest::export!(Greeter);

@@ -1,0 +1,125 @@
+//! The conformance suite against the real host and API server: every scenario of
+//! `tests/conformance/scenarios`, each in namespaces of its own with a host of its own. The
+//! `fixture-conform` plugin's tests run the same files under the SDK's FakeHost; both must meet
+//! the same expectations.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use wasmop::runtime::Limits;
+use wasmop_conformance::{KindSpec, Scenario};
+use wasmop_tests::{RunningHost, apply_file, client, namespace, within, workspace_root};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn api(client: &Client, kind: &KindSpec, namespace: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk_with_plural(&gvk, &kind.plural))
+}
+
+/// The `Scenario` kind of the `fixture-conform` plugin.
+fn scenario_kind() -> KindSpec {
+    KindSpec {
+        group: "example.wasmop.dev".into(),
+        version: "v1".into(),
+        kind: "Scenario".into(),
+        plural: "scenarios".into(),
+    }
+}
+
+/// The host has reconciled the primary's current generation: `Ready` or `Degraded` says so.
+fn settled(primary: &DynamicObject) -> bool {
+    let conditions = primary.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    conditions.iter().any(|c| {
+        (c["type"] == "Ready" || c["type"] == "Degraded")
+            && c["status"] == "True"
+            && c["observedGeneration"].as_i64() == primary.metadata.generation
+    })
+}
+
+/// Runs one scenario in namespaces of its own; the failed expectations once they stop changing
+/// (or after the wait).
+async fn run(client: &Client, file: &str) -> anyhow::Result<Vec<String>> {
+    let ns = namespace(client, &format!("conform-{file}")).await?;
+    let other = namespace(client, &format!("conform-{file}-other")).await?;
+    let path = wasmop_conformance::dir().join(format!("{file}.yaml"));
+    let scenario: Scenario = wasmop_conformance::load_one(&path, &ns, &other);
+    for object in &scenario.objects {
+        let target = object.object["metadata"]["namespace"].as_str().unwrap_or(&ns).to_owned();
+        let created: DynamicObject = serde_json::from_value(object.object.clone())?;
+        api(client, &object.kind, &target).create(&PostParams::default(), &created).await?;
+    }
+    let name = scenario.primary["metadata"]["name"].as_str().expect("the primary has a name").to_owned();
+    let mut primary = scenario.primary.clone();
+    primary["apiVersion"] = json!("example.wasmop.dev/v1");
+    primary["kind"] = json!("Scenario");
+    primary["metadata"]["namespace"] = json!(ns);
+    let in_ns = api(client, &scenario_kind(), &ns);
+    in_ns.create(&PostParams::default(), &serde_json::from_value(primary)?).await?;
+    if let Some(status) = &scenario.status {
+        in_ns.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": status }))).await?;
+    }
+    let host = RunningHost::start(client, &ns, &["fixture-conform"], Limits::default())?;
+    let failures = within(WAIT, &format!("scenario {file} to settle"), async {
+        let mut last = Vec::new();
+        for _ in 0..600 {
+            let primary = in_ns.get(&name).await?;
+            if settled(&primary) {
+                last = observe(client, &scenario, &primary, &ns).await?;
+                if last.is_empty() {
+                    return anyhow::Ok(last);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(last)
+    })
+    .await;
+    host.stop().await;
+    match failures {
+        Ok(result) => result,
+        Err(timeout) => Ok(vec![timeout.to_string()]),
+    }
+}
+
+/// The scenario's expectations on the cluster as it is now.
+async fn observe(
+    client: &Client,
+    scenario: &Scenario,
+    primary: &DynamicObject,
+    ns: &str,
+) -> anyhow::Result<Vec<String>> {
+    let mut found: HashMap<(String, String, String), Value> = HashMap::new();
+    for object in scenario.expect.objects.iter().chain(&scenario.expect.absent) {
+        let target = object.object["metadata"]["namespace"].as_str().unwrap_or(ns).to_owned();
+        let name = object.object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        if let Some(actual) = api(client, &object.kind, &target).get_opt(&name).await? {
+            found.insert((object.kind.plural.clone(), target, name), serde_json::to_value(actual)?);
+        }
+    }
+    let find = |kind: &KindSpec, namespace: Option<&str>, name: &str| {
+        found.get(&(kind.plural.clone(), namespace.unwrap_or(ns).to_owned(), name.to_owned())).cloned()
+    };
+    let primary = serde_json::to_value(primary)?;
+    // The host's reschedule is its scheduler's timer, unit-tested there; not seen from outside.
+    Ok(wasmop_conformance::check(scenario, &primary, find, ns, None))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_holds_against_the_host() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/conform/crd.yaml"), None).await?;
+    let mut failures = Vec::new();
+    let files = wasmop_conformance::load("ns", "other");
+    assert!(files.len() >= 8, "the suite has its scenarios");
+    for scenario in &files {
+        for failure in run(&client, &scenario.name).await? {
+            failures.push(format!("{} ({}): {failure}", scenario.name, scenario.description));
+        }
+    }
+    assert!(failures.is_empty(), "{} failed expectations:\n{}", failures.len(), failures.join("\n"));
+    Ok(())
+}

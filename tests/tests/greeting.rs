@@ -1,0 +1,62 @@
+//! The status-only example plugin (`plugins/greeting`) in the cluster: the same two scenarios
+//! as its FakeHost test (`plugins/greeting/tests/greeting.rs`), with the same expectations, so
+//! the fake host and the real one are held to one behaviour.
+
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::runtime::wait::await_condition;
+use serde_json::{Value, json};
+use wasmop::runtime::Limits;
+use wasmop_tests::{RunningHost, apply_file, client, namespace, within, workspace_root};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
+    object.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+/// The host has reconciled the current generation: `Ready` or `Degraded` says so.
+fn settled(object: Option<&DynamicObject>) -> bool {
+    object.is_some_and(|o| {
+        let current = o.metadata.generation;
+        ["Ready", "Degraded"]
+            .iter()
+            .filter_map(|t| condition(o, t))
+            .any(|c| c["status"] == "True" && c["observedGeneration"].as_i64() == current)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_greeting_gets_its_message_and_conditions_from_the_host() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
+    let ns = namespace(&client, "greeting").await?;
+    let host = RunningHost::start(&client, &ns, &["greeting"], Limits::default())?;
+    let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk(&gvk));
+
+    let greeting = json!({
+        "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting",
+        "metadata": { "name": "hi" }, "spec": { "name": "Ada" },
+    });
+    api.create(&PostParams::default(), &serde_json::from_value(greeting)?).await?;
+    let done = within(WAIT, "hi reconciled", await_condition(api.clone(), "hi", settled)).await??.expect("exists");
+    assert_eq!(done.data["status"]["message"], "Hello, Ada!");
+    assert_eq!(done.data["status"]["observedGeneration"], 1);
+    let ready = condition(&done, "Ready").expect("the host keeps Ready");
+    assert_eq!((&ready["status"], &ready["message"]), (&json!("True"), &json!("greeted")));
+    assert_eq!(condition(&done, "Degraded").map(|c| &c["status"]), Some(&json!("False")));
+
+    // A spec without a name does not parse as the plugin's type: Degraded, Ready False.
+    let patch = json!({ "spec": { "name": null } });
+    api.patch("hi", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    let broken = within(WAIT, "hi degraded", await_condition(api.clone(), "hi", settled)).await??.expect("exists");
+    let degraded = condition(&broken, "Degraded").expect("the host reports the failure");
+    assert_eq!(degraded["status"], "True");
+    assert!(degraded["message"].as_str().unwrap_or_default().contains("name"), "{degraded}");
+    assert_eq!(condition(&broken, "Ready").map(|c| &c["reason"]), Some(&json!("InvalidResource")));
+    assert_eq!(broken.data["status"]["message"], "Hello, Ada!", "the last good status stays");
+    host.stop().await;
+    Ok(())
+}
