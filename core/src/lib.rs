@@ -17,6 +17,7 @@
 //! | [`dependent`] | a declared dependent and how its desired objects are completed |
 //! | [`capability`] | which objects a plugin may write |
 //! | [`workflow`] | dependency order, skips, deletes, pruning, collected errors |
+//! | [`mapping`] | which primaries a secondary's change concerns; the secondaries of a primary |
 //! | [`matching`] | whether the cluster already holds a desired object (SSA-aware) |
 //! | [`settings`] | a plugin's settings in the words users write them, and their precedence |
 //! | [`status`] | the status patch, `observedGeneration` and the host's conditions |
@@ -26,6 +27,7 @@ pub mod check;
 pub mod dependent;
 pub mod filter;
 pub mod kind;
+pub mod mapping;
 pub mod matching;
 pub mod selector;
 pub mod settings;

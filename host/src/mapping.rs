@@ -1,216 +1,42 @@
-//! Secondary-to-primary mapping: which primaries a change of a watched object concerns, and the
-//! relations that answer "the secondaries of this primary" with one hash lookup per hit.
-//! Pure: no I/O, no wasm; the plugin mapper's answers come in as data.
-
-use std::collections::{HashMap, HashSet};
-use std::hash::Hash;
+//! The host's side of secondary-to-primary mapping: the rules are `wasmop_core::mapping`'s; this
+//! module hands them an object's typed metadata and the plugin's WIT answers.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+pub use wasmop_core::dependent::{PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION};
+pub use wasmop_core::mapping::{Links, OwnerRef, PrimaryKind, Relation, Target};
 
-use crate::object::ObjectKey;
-use crate::runtime::bindings::wasmop::plugin::types::{KindRef, Mapper, ObjectRef, Owners};
+use crate::runtime::bindings::wasmop::plugin::types::{Mapper, ObjectRef, Owners};
 
-/// The annotation naming a secondary's primary, read by the annotations mapper.
-pub use wasmop_core::dependent::PRIMARY_NAME_ANNOTATION;
-/// The annotation naming the primary's namespace; absent means the secondary's own namespace.
-pub use wasmop_core::dependent::PRIMARY_NAMESPACE_ANNOTATION;
-
-/// A primary a secondary points at.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Target {
-    /// The primary's namespace and name.
-    pub key: ObjectKey,
-    /// The owner's UID, for owner references: a re-created primary of the same name is another
-    /// owner and does not inherit the old one's secondaries.
-    pub uid: Option<String>,
+/// The empty links a watch with `mapper` fills.
+pub fn links_for(mapper: &Mapper) -> Links {
+    Links::new(matches!(mapper, Mapper::PrimaryReferences))
 }
 
-impl Target {
-    fn by_key(key: ObjectKey) -> Self {
-        Self { key, uid: None }
-    }
+/// The primaries of `kind` the owner references in `meta` name.
+pub fn owners(kind: &PrimaryKind, meta: &ObjectMeta, which: Owners) -> Vec<Target> {
+    let which = match which {
+        Owners::Controller => wasmop_core::mapping::Owners::Controller,
+        Owners::Any => wasmop_core::mapping::Owners::Any,
+    };
+    let refs = meta.owner_references.as_deref().unwrap_or_default().iter().map(|r| OwnerRef {
+        api_version: &r.api_version,
+        kind: &r.kind,
+        name: &r.name,
+        uid: &r.uid,
+        controller: r.controller == Some(true),
+    });
+    kind.owners(meta.namespace.as_deref(), refs, which)
 }
 
-/// The primary kind, as the mapping needs it.
-#[derive(Debug, Clone)]
-pub struct PrimaryKind {
-    /// API group of the primary.
-    pub group: String,
-    /// Kind of the primary.
-    pub kind: String,
-    /// Whether primaries live in namespaces.
-    pub namespaced: bool,
+/// The primary of `kind` the annotations in `meta` name, if any.
+pub fn annotated(kind: &PrimaryKind, meta: &ObjectMeta) -> Option<Target> {
+    let annotations = meta.annotations.as_ref()?;
+    kind.annotated(meta.namespace.as_deref(), |key| annotations.get(key).map(String::as_str))
 }
 
-impl From<&KindRef> for PrimaryKind {
-    fn from(kind: &KindRef) -> Self {
-        Self { group: kind.group.clone(), kind: kind.kind.clone(), namespaced: kind.namespaced }
-    }
-}
-
-impl PrimaryKind {
-    /// The primary key `name` in `namespace` stands for: cluster-scoped primaries have none.
-    fn key(&self, namespace: Option<&str>, name: &str) -> ObjectKey {
-        ObjectKey { namespace: namespace.filter(|_| self.namespaced).map(String::from), name: name.to_string() }
-    }
-
-    /// The primaries the owner references of `meta` name.
-    pub fn owners(&self, meta: &ObjectMeta, which: Owners) -> Vec<Target> {
-        let references = meta.owner_references.as_deref().unwrap_or_default();
-        references
-            .iter()
-            .filter(|r| r.kind == self.kind && api_group(&r.api_version) == self.group)
-            .filter(|r| which == Owners::Any || r.controller == Some(true))
-            .map(|r| Target { key: self.key(meta.namespace.as_deref(), &r.name), uid: Some(r.uid.clone()) })
-            .collect()
-    }
-
-    /// The primary the annotations of `meta` name, if any.
-    pub fn annotated(&self, meta: &ObjectMeta) -> Option<Target> {
-        let annotations = meta.annotations.as_ref()?;
-        let name = annotations.get(PRIMARY_NAME_ANNOTATION)?;
-        let namespace = annotations.get(PRIMARY_NAMESPACE_ANNOTATION).or(meta.namespace.as_ref());
-        Some(Target::by_key(self.key(namespace.map(String::as_str), name)))
-    }
-
-    /// The primaries a plugin's `map-secondary` named for a secondary in `namespace`.
-    pub fn named(&self, namespace: Option<&str>, refs: Vec<ObjectRef>) -> Vec<Target> {
-        refs.into_iter().map(|r| Target::by_key(self.key(r.namespace.as_deref().or(namespace), &r.name))).collect()
-    }
-}
-
-/// The group of an `apiVersion` (`apps/v1` -> `apps`, `v1` -> the core group "").
-fn api_group(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(group, _)| group)
-}
-
-/// A many-to-many relation with O(1) lookups both ways: each `A` names a set of `B`s.
-#[derive(Debug)]
-pub struct Relation<A, B> {
-    forward: HashMap<A, HashSet<B>>,
-    reverse: HashMap<B, HashSet<A>>,
-}
-
-impl<A, B> Default for Relation<A, B> {
-    fn default() -> Self {
-        Self { forward: HashMap::new(), reverse: HashMap::new() }
-    }
-}
-
-impl<A: Hash + Eq + Clone, B: Hash + Eq + Clone> Relation<A, B> {
-    /// Makes `a` name exactly `bs`; returns what it named before.
-    pub fn set(&mut self, a: A, bs: impl IntoIterator<Item = B>) -> HashSet<B> {
-        let bs: HashSet<B> = bs.into_iter().collect();
-        let old = self.remove(&a);
-        for b in &bs {
-            self.reverse.entry(b.clone()).or_default().insert(a.clone());
-        }
-        if !bs.is_empty() {
-            self.forward.insert(a, bs);
-        }
-        old
-    }
-
-    /// Forgets `a`; returns what it named.
-    pub fn remove(&mut self, a: &A) -> HashSet<B> {
-        let old = self.forward.remove(a).unwrap_or_default();
-        for b in &old {
-            if let Some(sources) = self.reverse.get_mut(b) {
-                sources.remove(a);
-                if sources.is_empty() {
-                    self.reverse.remove(b);
-                }
-            }
-        }
-        old
-    }
-
-    /// What `a` names.
-    pub fn targets(&self, a: &A) -> impl Iterator<Item = &B> {
-        self.forward.get(a).into_iter().flatten()
-    }
-
-    /// What names `b`.
-    pub fn sources(&self, b: &B) -> impl Iterator<Item = &A> {
-        self.reverse.get(b).into_iter().flatten()
-    }
-}
-
-/// How one watch relates its objects to primaries, kept up to date from events.
-#[derive(Debug)]
-pub enum Links {
-    /// Each secondary names its primaries (owner references, annotations, the plugin mapper).
-    FromSecondary(Relation<ObjectKey, Target>),
-    /// Each primary names its secondaries (`secondaries-of`, many-to-many).
-    FromPrimary(Relation<ObjectKey, ObjectKey>),
-}
-
-impl Links {
-    /// The empty relation `mapper` fills.
-    pub fn for_mapper(mapper: &Mapper) -> Self {
-        match mapper {
-            Mapper::PrimaryReferences => Self::FromPrimary(Relation::default()),
-            _ => Self::FromSecondary(Relation::default()),
-        }
-    }
-
-    /// Records that `secondary` now names `targets` (from-secondary links only); returns the
-    /// primaries to reconcile: those named before and after the change.
-    pub fn secondary_changed(&mut self, secondary: &ObjectKey, targets: Vec<Target>) -> Vec<ObjectKey> {
-        match self {
-            Self::FromSecondary(relation) => {
-                let mut affected: HashSet<ObjectKey> = targets.iter().map(|t| t.key.clone()).collect();
-                affected.extend(relation.set(secondary.clone(), targets).into_iter().map(|t| t.key));
-                affected.into_iter().collect()
-            }
-            Self::FromPrimary(relation) => relation.sources(secondary).cloned().collect(),
-        }
-    }
-
-    /// Forgets a deleted `secondary`; returns the primaries to reconcile.
-    pub fn secondary_deleted(&mut self, secondary: &ObjectKey) -> Vec<ObjectKey> {
-        match self {
-            Self::FromSecondary(relation) => relation.remove(secondary).into_iter().map(|t| t.key).collect(),
-            Self::FromPrimary(relation) => relation.sources(secondary).cloned().collect(),
-        }
-    }
-
-    /// Records the secondaries a primary names (from-primary links only).
-    pub fn primary_changed(&mut self, primary: &ObjectKey, secondaries: Vec<ObjectKey>) {
-        if let Self::FromPrimary(relation) = self {
-            relation.set(primary.clone(), secondaries);
-        }
-    }
-
-    /// Forgets a deleted primary (from-primary links only).
-    pub fn primary_deleted(&mut self, primary: &ObjectKey) {
-        if let Self::FromPrimary(relation) = self {
-            relation.remove(primary);
-        }
-    }
-
-    /// The secondaries of the primary `key` with `uid`.
-    pub fn secondaries_of(&self, key: &ObjectKey, uid: Option<&str>) -> Vec<ObjectKey> {
-        match self {
-            Self::FromSecondary(relation) => {
-                let mut found: Vec<ObjectKey> = relation.sources(&Target::by_key(key.clone())).cloned().collect();
-                if let Some(uid) = uid {
-                    let owner = Target { key: key.clone(), uid: Some(uid.to_string()) };
-                    found.extend(relation.sources(&owner).cloned());
-                }
-                found
-            }
-            Self::FromPrimary(relation) => relation.targets(key).cloned().collect(),
-        }
-    }
-
-    /// The primaries `secondary` names now (from-secondary links).
-    pub fn current(&self, secondary: &ObjectKey) -> Vec<Target> {
-        match self {
-            Self::FromSecondary(relation) => relation.targets(secondary).cloned().collect(),
-            Self::FromPrimary(_) => Vec::new(),
-        }
-    }
+/// The primaries of `kind` a plugin's `map-secondary` named for a secondary in `namespace`.
+pub fn named(kind: &PrimaryKind, namespace: Option<&str>, refs: Vec<ObjectRef>) -> Vec<Target> {
+    kind.named(namespace, refs.into_iter().map(|r| (r.namespace, r.name)))
 }
 
 #[cfg(test)]
@@ -221,134 +47,26 @@ mod tests {
 
     use super::*;
 
-    fn key(ns: &str, name: &str) -> ObjectKey {
-        ObjectKey { namespace: Some(ns.into()), name: name.into() }
-    }
-
-    fn link() -> PrimaryKind {
-        PrimaryKind { group: "test.wasmop.dev".into(), kind: "Link".into(), namespaced: true }
-    }
-
-    fn owner(kind: &str, api_version: &str, name: &str, uid: &str, controller: bool) -> OwnerReference {
-        OwnerReference {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            name: name.into(),
-            uid: uid.into(),
-            controller: Some(controller),
-            block_owner_deletion: None,
-        }
-    }
-
-    fn meta(ns: &str, owners: Vec<OwnerReference>, annotations: &[(&str, &str)]) -> ObjectMeta {
-        ObjectMeta {
-            namespace: Some(ns.into()),
-            name: Some("cm".into()),
-            owner_references: Some(owners),
-            annotations: Some(
-                annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
-            ),
+    #[test]
+    fn typed_metadata_maps_as_the_core_says() {
+        let link = PrimaryKind { group: "test.wasmop.dev".into(), kind: "Link".into(), namespaced: true };
+        let meta = ObjectMeta {
+            namespace: Some("ns".into()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "test.wasmop.dev/v1".into(),
+                kind: "Link".into(),
+                name: "a".into(),
+                uid: "u".into(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            annotations: Some(BTreeMap::from([(PRIMARY_NAME_ANNOTATION.to_string(), "b".to_string())])),
             ..ObjectMeta::default()
-        }
-    }
-
-    #[test]
-    fn owner_references_name_owners_of_the_primary_kind_only() {
-        let m = meta(
-            "ns",
-            vec![
-                owner("Link", "test.wasmop.dev/v1", "a", "uid-a", true),
-                owner("Link", "test.wasmop.dev/v1", "b", "uid-b", false),
-                owner("Link", "other.dev/v1", "c", "uid-c", true),
-                owner("Deployment", "apps/v1", "d", "uid-d", true),
-            ],
-            &[],
-        );
-        let controller = link().owners(&m, Owners::Controller);
-        assert_eq!(controller, vec![Target { key: key("ns", "a"), uid: Some("uid-a".into()) }]);
-        let any: Vec<_> = link().owners(&m, Owners::Any).into_iter().map(|t| t.key.name).collect();
-        assert_eq!(any, ["a", "b"]);
-    }
-
-    #[test]
-    fn core_group_owners_match_plain_versions() {
-        let cm = PrimaryKind { group: String::new(), kind: "ConfigMap".into(), namespaced: true };
-        let m = meta("ns", vec![owner("ConfigMap", "v1", "parent", "u", true)], &[]);
-        assert_eq!(cm.owners(&m, Owners::Controller).len(), 1);
-    }
-
-    #[test]
-    fn annotations_name_a_primary_defaulting_to_the_secondarys_namespace() {
-        let other = meta("secrets", vec![], &[(PRIMARY_NAME_ANNOTATION, "x"), (PRIMARY_NAMESPACE_ANNOTATION, "web")]);
-        assert_eq!(link().annotated(&other).unwrap().key, key("web", "x"));
-        let same = meta("secrets", vec![], &[(PRIMARY_NAME_ANNOTATION, "x")]);
-        assert_eq!(link().annotated(&same).unwrap().key, key("secrets", "x"));
-        assert_eq!(link().annotated(&meta("ns", vec![], &[])), None);
-        let cluster = PrimaryKind { namespaced: false, ..link() };
-        assert_eq!(cluster.annotated(&other).unwrap().key, ObjectKey { namespace: None, name: "x".into() });
-    }
-
-    #[test]
-    fn plugin_refs_without_namespace_are_in_the_secondarys_namespace() {
-        let refs = vec![
-            ObjectRef { namespace: None, name: "a".into() },
-            ObjectRef { namespace: Some("other".into()), name: "b".into() },
-        ];
-        let keys: Vec<_> = link().named(Some("ns"), refs).into_iter().map(|t| t.key).collect();
-        assert_eq!(keys, [key("ns", "a"), key("other", "b")]);
-    }
-
-    #[test]
-    fn a_changed_secondary_reconciles_old_and_new_primaries() {
-        let mut links = Links::for_mapper(&Mapper::Annotations);
-        let cm = key("ns", "cm");
-        let mut first = links.secondary_changed(&cm, vec![Target::by_key(key("ns", "a"))]);
-        first.sort();
-        assert_eq!(first, [key("ns", "a")]);
-        let mut moved = links.secondary_changed(&cm, vec![Target::by_key(key("ns", "b"))]);
-        moved.sort();
-        assert_eq!(moved, [key("ns", "a"), key("ns", "b")]);
-        assert_eq!(links.secondaries_of(&key("ns", "a"), None), Vec::<ObjectKey>::new());
-        assert_eq!(links.secondaries_of(&key("ns", "b"), None), std::slice::from_ref(&cm));
-        assert_eq!(links.secondary_deleted(&cm), [key("ns", "b")]);
-        assert!(links.secondaries_of(&key("ns", "b"), None).is_empty());
-    }
-
-    #[test]
-    fn owned_secondaries_belong_to_the_owner_with_that_uid_only() {
-        let mut links = Links::for_mapper(&Mapper::OwnerReferences(Owners::Controller));
-        let owned = Target { key: key("ns", "a"), uid: Some("uid-1".into()) };
-        links.secondary_changed(&key("ns", "cm"), vec![owned]);
-        assert_eq!(links.secondaries_of(&key("ns", "a"), Some("uid-1")), [key("ns", "cm")]);
-        // A primary re-created under the same name is a different owner.
-        assert!(links.secondaries_of(&key("ns", "a"), Some("uid-2")).is_empty());
-    }
-
-    #[test]
-    fn primary_references_reconcile_every_referencing_primary() {
-        let mut links = Links::for_mapper(&Mapper::PrimaryReferences);
-        links.primary_changed(&key("ns", "m1"), vec![key("ns", "shared"), key("ns", "other")]);
-        links.primary_changed(&key("ns", "m2"), vec![key("ns", "shared")]);
-        links.primary_changed(&key("ns", "m3"), vec![key("ns", "other")]);
-        let mut affected = links.secondary_changed(&key("ns", "shared"), Vec::new());
-        affected.sort();
-        assert_eq!(affected, [key("ns", "m1"), key("ns", "m2")]);
-        let mut of_m1 = links.secondaries_of(&key("ns", "m1"), Some("uid"));
-        of_m1.sort();
-        assert_eq!(of_m1, [key("ns", "other"), key("ns", "shared")]);
-        links.primary_changed(&key("ns", "m2"), Vec::new());
-        links.primary_deleted(&key("ns", "m1"));
-        assert!(links.secondary_deleted(&key("ns", "shared")).is_empty());
-    }
-
-    #[test]
-    fn a_relation_drops_empty_entries() {
-        let mut relation: Relation<u8, u8> = Relation::default();
-        relation.set(1, [10, 11]);
-        relation.set(2, [10]);
-        assert_eq!(relation.set(1, []), HashSet::from([10, 11]));
-        assert_eq!(relation.sources(&11).count(), 0);
-        assert_eq!(relation.sources(&10).copied().collect::<Vec<_>>(), [2]);
-        assert_eq!(relation.targets(&1).count(), 0);
+        };
+        assert_eq!(owners(&link, &meta, Owners::Controller)[0].key.name, "a");
+        assert_eq!(annotated(&link, &meta).map(|t| t.key.name), Some("b".into()));
+        let refs = vec![ObjectRef { namespace: None, name: "c".into() }];
+        assert_eq!(named(&link, Some("ns"), refs)[0].key.namespace.as_deref(), Some("ns"));
+        assert!(matches!(links_for(&Mapper::PrimaryReferences), Links::FromPrimary(_)));
     }
 }

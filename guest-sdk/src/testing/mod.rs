@@ -1212,4 +1212,41 @@ mod tests {
         assert!(matches!(error, Error::Invalid(_)), "{error:?}");
         assert!(error.message().contains("at `status.conditions[0].status`"), "{error}");
     }
+
+    struct Related;
+
+    impl Reconciler for Related {
+        type Primary = Value;
+
+        fn config() -> Config {
+            Config::new("related", Kind::namespaced("example.com", "v1", "Thing"))
+                .watch(Watch::new(Kind::of::<ConfigMap>()).label_selector("owned"))
+                .watch(Watch::new(Kind::namespaced("", "v1", "Secret")).annotated())
+        }
+
+        fn reconcile(_: Value, ctx: &Context) -> Result<Outcome, Error> {
+            let names = |objects: Vec<Value>| -> Vec<String> {
+                objects.iter().filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned)).collect()
+            };
+            let config_maps = names(ctx.secondaries(&Kind::of::<ConfigMap>())?);
+            let secrets = names(ctx.secondaries(&Kind::namespaced("", "v1", "Secret"))?);
+            Ok(Outcome::done().status(json!({ "configMaps": config_maps, "secrets": secrets })))
+        }
+    }
+
+    #[test]
+    fn the_loop_relates_stored_objects_by_the_watches_mappers_as_the_host_does() {
+        let owner = |uid: &str| json!([{ "apiVersion": "example.com/v1", "kind": "Thing", "name": "t", "uid": uid, "controller": true }]);
+        let mut host = FakeHost::new()
+            .with(&Kind::of::<ConfigMap>(), &json!({ "metadata": { "name": "mine", "namespace": "ns", "labels": { "owned": "" }, "ownerReferences": owner("uid-t") } }))
+            // Owned by an earlier Thing of the same name: another owner.
+            .with(&Kind::of::<ConfigMap>(), &json!({ "metadata": { "name": "stale", "namespace": "ns", "labels": { "owned": "" }, "ownerReferences": owner("uid-old") } }))
+            // Not selected by the watch.
+            .with(&Kind::of::<ConfigMap>(), &json!({ "metadata": { "name": "unlabeled", "namespace": "ns", "ownerReferences": owner("uid-t") } }))
+            .with(&Kind::namespaced("", "v1", "Secret"), &json!({ "metadata": { "name": "s", "namespace": "elsewhere", "annotations": { "wasmop.dev/primary-name": "t", "wasmop.dev/primary-namespace": "ns" } } }));
+        let thing = json!({ "metadata": { "name": "t", "namespace": "ns", "uid": "uid-t" } });
+        let stable = host.run_until_stable::<Related>(&thing);
+        assert_eq!(stable.status()["configMaps"], json!(["mine"]));
+        assert_eq!(stable.status()["secrets"], json!(["s"]));
+    }
 }

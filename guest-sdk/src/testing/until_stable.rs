@@ -190,7 +190,8 @@ impl FakeHost {
         } else {
             self.dependents::<R>(config, plugin, workflow, &reference, &primary)
         };
-        let view = self.view(workflow, &reference, states.as_ref().map(Vec::as_slice).unwrap_or_default());
+        let related = |kind: &Kind, object: &Value| mapped::<R>(config, plugin, self, &reference, &json, kind, object);
+        let view = self.view(workflow, &reference, states.as_ref().map(Vec::as_slice).unwrap_or_default(), &related);
         let (ctx, logs) = view.context(plugin, 0, false);
         // A failed workflow has its own reason, as in the host; the plugin is not called.
         let (result, reason) = match states {
@@ -213,8 +214,11 @@ impl FakeHost {
         primary: &PrimaryRef,
         primary_json: &Value,
     ) -> Result<Vec<DependentState>, (Error, &'static str)> {
-        let (ctx, _logs) = self.view(workflow, primary, &[]).context(plugin, 0, false);
-        let (check_ctx, _check_logs) = self.view(workflow, primary, &[]).context(plugin, 0, false);
+        let json = primary_json.to_string();
+        let related = |kind: &Kind, object: &Value| mapped::<R>(config, plugin, self, primary, &json, kind, object);
+        let view = self.view(workflow, primary, &[], &related);
+        let (ctx, _logs) = view.context(plugin, 0, false);
+        let (check_ctx, _check_logs) = view.context(plugin, 0, false);
         let desired = crate::desired::<R>(&primary_json.to_string(), &ctx).map_err(|e| {
             let reason = plugin_failure_reason(&e);
             (e, reason)
@@ -258,7 +262,13 @@ impl FakeHost {
     /// This host as the plugin sees it during a pass: the dependents' objects of the primary
     /// are its secondaries (as the host's dependent watches map them), and `states` are the
     /// dependents' states.
-    fn view(&self, workflow: &Workflow, primary: &PrimaryRef, states: &[DependentState]) -> FakeHost {
+    fn view(
+        &self,
+        workflow: &Workflow,
+        primary: &PrimaryRef,
+        states: &[DependentState],
+        mapped: &dyn Fn(&Kind, &Value) -> bool,
+    ) -> FakeHost {
         let owned = |kind: &Kind, object: &Value| {
             workflow.specs().iter().any(|spec| {
                 !spec.read_only
@@ -267,7 +277,7 @@ impl FakeHost {
             })
         };
         let (secondaries, objects): (Vec<_>, Vec<_>) =
-            self.objects.iter().cloned().partition(|(kind, object)| owned(kind, object));
+            self.objects.iter().cloned().partition(|(kind, object)| owned(kind, object) || mapped(kind, object));
         FakeHost {
             objects,
             secondaries: self.secondaries.iter().cloned().chain(secondaries).collect(),
@@ -323,6 +333,56 @@ impl FakeHost {
             }
         }
     }
+}
+
+/// Whether one of the plugin's declared watches relates `object` of `kind` to the primary, by
+/// the watch's mapper, as the host's watches do (`wasmop_core::mapping`): owner references to
+/// the primary's UID, the primary-name annotations, the plugin's `map_secondary` or its
+/// `secondaries_of`.
+fn mapped<R: Reconciler>(
+    config: &Config,
+    plugin: &Plugin,
+    host: &FakeHost,
+    primary: &PrimaryRef,
+    primary_json: &str,
+    kind: &Kind,
+    object: &Value,
+) -> bool {
+    use wasmop_core::mapping::{Owners, PrimaryKind};
+    let primary_kind = PrimaryKind::from(&primary.kind);
+    let points_here = |target: &wasmop_core::mapping::Target| {
+        target.key == primary.key && target.uid.as_deref().is_none_or(|uid| uid == primary.uid)
+    };
+    config.watches.iter().filter(|w| w.kind.same_type(kind)).any(|watch| {
+        let selected = watch
+            .label_selector
+            .as_deref()
+            .is_none_or(|s| s.parse::<wasmop_core::selector::LabelSelector>().is_ok_and(|s| s.matches_object(object)));
+        if !selected {
+            return false;
+        }
+        let (ctx, _logs) = host.context(plugin, 0, false);
+        match watch.mapper {
+            crate::Mapper::ControllerOwner => {
+                primary_kind.owners_of_json(object, Owners::Controller).iter().any(points_here)
+            }
+            crate::Mapper::AnyOwner => primary_kind.owners_of_json(object, Owners::Any).iter().any(points_here),
+            crate::Mapper::Annotations => primary_kind.annotated_json(object).is_some_and(|t| points_here(&t)),
+            crate::Mapper::Plugin => {
+                let namespace = object["metadata"]["namespace"].as_str();
+                let refs = crate::map_secondary::<R>(&object.to_string(), None, &ctx).unwrap_or_default();
+                primary_kind.named(namespace, refs.into_iter().map(|r| (r.namespace, r.name))).iter().any(points_here)
+            }
+            crate::Mapper::PrimaryReferences => {
+                let key = ObjectKey::of_json(object);
+                let refs = crate::secondaries_of::<R>(primary_json, &ctx).unwrap_or_default();
+                refs.iter().any(|r| {
+                    r.kind.same_type(kind)
+                        && key.as_ref().is_some_and(|k| k.name == r.name && k.namespace == r.namespace)
+                })
+            }
+        }
+    })
 }
 
 /// The reason the host gives a plugin's error: `InvalidResource` for an invalid primary,

@@ -118,7 +118,7 @@ async fn subscribe_all(
         let selectors =
             informer::Selectors { labels: watch.label_selector.as_deref(), fields: watch.field_selector.as_deref() };
         let subscription = registry.subscribe(&resource, namespace, selectors);
-        let links = Arc::new(RwLock::new(Links::for_mapper(&watch.mapper)));
+        let links = Arc::new(RwLock::new(crate::mapping::links_for(&watch.mapper)));
         secondaries.push(Secondary { watch: watch.clone(), resource, subscription, links });
     }
     Some(secondaries)
@@ -349,7 +349,7 @@ fn spawn_sources(
         let source = SecondarySource {
             plugin: config.name.clone(),
             kind: secondary.watch.kind.kind.clone(),
-            primary: PrimaryKind::from(&config.primary),
+            primary: PrimaryKind::from(&wasmop_core::KindRef::from(&config.primary)),
             mapping,
             links: secondary.links,
             own,

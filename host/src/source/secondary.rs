@@ -140,13 +140,13 @@ impl SecondarySource {
     /// Records a new or changed secondary; returns the primaries it concerns now or did before.
     async fn changed(&self, seen: &mut Seen, key: ObjectKey, object: Arc<DynamicObject>) -> Vec<ObjectKey> {
         let targets = match &self.mapping {
-            Mapping::Owners(which) => self.primary.owners(&object.metadata, *which),
-            Mapping::Annotations => self.primary.annotated(&object.metadata).into_iter().collect(),
+            Mapping::Owners(which) => crate::mapping::owners(&self.primary, &object.metadata, *which),
+            Mapping::Annotations => crate::mapping::annotated(&self.primary, &object.metadata).into_iter().collect(),
             Mapping::PrimaryReferences => Vec::new(),
             Mapping::Plugin(module, cache) => {
                 let previous = seen.objects.get(&key).cloned();
                 match map_with_plugin(module, cache, &object, previous).await {
-                    Ok(refs) => self.primary.named(object.metadata.namespace.as_deref(), refs),
+                    Ok(refs) => crate::mapping::named(&self.primary, object.metadata.namespace.as_deref(), refs),
                     Err(err) => {
                         tracing::warn!(plugin = self.plugin, kind = self.kind, object = %key, %err,
                             "map-secondary failed; the primaries it named before are reconciled");
@@ -210,7 +210,7 @@ mod tests {
             kind: "ConfigMap".into(),
             primary: PrimaryKind { group: "test.wasmop.dev".into(), kind: "Link".into(), namespaced: true },
             mapping,
-            links: Arc::new(RwLock::new(Links::for_mapper(mapper))),
+            links: Arc::new(RwLock::new(crate::mapping::links_for(mapper))),
             own: None,
         }
     }
