@@ -13,7 +13,7 @@ pub const CONTRACT_VERSION: &str = "0.3.0";
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";
 
-use wasmop::plugin::types;
+use self::wasmop::plugin::types;
 
 impl From<&types::KindRef> for wasmop_core::KindRef {
     fn from(kind: &types::KindRef) -> Self {
