@@ -3,7 +3,19 @@
 
 use serde_json::Value;
 
-/// A condition on an object (a dependent's `ready_when`, `reconcile_when`).
+/// A condition on an object (a dependent's `ready_when`, `reconcile_when`): JOSDK's ready
+/// post-conditions and reconcile pre-conditions. The host evaluates the declarative ones; a
+/// plugin condition is answered by the plugin's `check` export.
+///
+/// ```
+/// use wasmop_core::check::Check;
+///
+/// let available = Check::condition_true("Available");
+/// let scaled = Check::fields_equal("status.readyReplicas", "spec.replicas");
+/// let exposed = Check::field_equals("spec.exposed", true);
+/// let mine = Check::plugin("has-endpoints");
+/// assert_eq!(exposed, Check::FieldEquals { path: "spec.exposed".into(), value: "true".into() });
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Check {
     /// The value at `path` equals `value` (JSON text); a missing path equals `null`.
@@ -24,6 +36,29 @@ pub enum Check {
     ConditionTrue(String),
     /// The plugin's `check` export decides; the string names the condition for it.
     Plugin(String),
+}
+
+impl Check {
+    /// The value at `path` equals `value`.
+    pub fn field_equals(path: impl Into<String>, value: impl serde::Serialize) -> Self {
+        let value = serde_json::to_string(&value).unwrap_or_else(|_| "null".into());
+        Self::FieldEquals { path: path.into(), value }
+    }
+
+    /// The values at `left` and `right` are equal and present.
+    pub fn fields_equal(left: impl Into<String>, right: impl Into<String>) -> Self {
+        Self::FieldsEqual { left: left.into(), right: right.into() }
+    }
+
+    /// The object's status condition `type_` is `"True"`.
+    pub fn condition_true(type_: impl Into<String>) -> Self {
+        Self::ConditionTrue(type_.into())
+    }
+
+    /// The plugin's own `check` export decides, called with `name`.
+    pub fn plugin(name: impl Into<String>) -> Self {
+        Self::Plugin(name.into())
+    }
 }
 
 /// The value at a dot-separated `path` (`spec.replicas`, `status.conditions[0].type`), if any.

@@ -10,91 +10,15 @@ use serde_json::Value;
 
 use crate::bindings::wasmop::plugin::types as wit;
 use crate::wire::millis;
-use crate::{Error, Event, Kind};
+use crate::{Check, Error, Event, Kind, Phase};
 
-/// A condition the host evaluates on an object: a dependent's readiness
-/// ([`Dependent::ready_when`]) or whether it should exist ([`Dependent::reconcile_when`]).
-///
-/// Paths are dot-separated (`status.readyReplicas`, `spec.ports[0].port`).
-///
-/// ```
-/// use wasmop_guest::Check;
-///
-/// let available = Check::condition_true("Available");
-/// let scaled = Check::fields_equal("status.readyReplicas", "spec.replicas");
-/// let exposed = Check::field_equals("spec.exposed", true);
-/// let mine = Check::plugin("has-endpoints");
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Check {
-    /// The value at `path` equals `value` (JSON); a missing path equals `null`.
-    FieldEquals {
-        /// Where to look.
-        path: String,
-        /// The expected value, as JSON text.
-        value: String,
-    },
-    /// The values at both paths are equal and present.
-    FieldsEqual {
-        /// One path.
-        left: String,
-        /// The other path.
-        right: String,
-    },
-    /// `status.conditions` has an entry of this type with status `"True"`.
-    ConditionTrue(String),
-    /// [`Reconciler::check`](crate::Reconciler::check) decides, given this name.
-    Plugin(String),
-}
-
-impl Check {
-    /// The value at `path` equals `value`.
-    ///
-    /// ```
-    /// # use wasmop_guest::Check;
-    /// assert_eq!(
-    ///     Check::field_equals("spec.exposed", true),
-    ///     Check::FieldEquals { path: "spec.exposed".into(), value: "true".into() }
-    /// );
-    /// ```
-    pub fn field_equals(path: impl Into<String>, value: impl Serialize) -> Self {
-        let value = serde_json::to_string(&value).unwrap_or_else(|_| "null".into());
-        Self::FieldEquals { path: path.into(), value }
-    }
-
-    /// The values at `left` and `right` are equal and present.
-    pub fn fields_equal(left: impl Into<String>, right: impl Into<String>) -> Self {
-        Self::FieldsEqual { left: left.into(), right: right.into() }
-    }
-
-    /// The object's status condition `type_` is `"True"`.
-    pub fn condition_true(type_: impl Into<String>) -> Self {
-        Self::ConditionTrue(type_.into())
-    }
-
-    /// The plugin's own [`Reconciler::check`](crate::Reconciler::check), called with `name`.
-    pub fn plugin(name: impl Into<String>) -> Self {
-        Self::Plugin(name.into())
-    }
-
-    pub(crate) fn to_core(&self) -> wasmop_core::check::Check {
-        use wasmop_core::check::Check as Core;
-        match self.clone() {
-            Self::FieldEquals { path, value } => Core::FieldEquals { path, value },
-            Self::FieldsEqual { left, right } => Core::FieldsEqual { left, right },
-            Self::ConditionTrue(type_) => Core::ConditionTrue(type_),
-            Self::Plugin(name) => Core::Plugin(name),
-        }
-    }
-
-    fn into_wit(self) -> wit::Condition {
-        match self {
-            Self::FieldEquals { path, value } => wit::Condition::FieldEquals(wit::FieldValue { path, value }),
-            Self::FieldsEqual { left, right } => wit::Condition::FieldsEqual(wit::FieldPair { left, right }),
-            Self::ConditionTrue(type_) => wit::Condition::ConditionTrue(type_),
-            Self::Plugin(name) => wit::Condition::Plugin(name),
-        }
+/// Converts a [`Check`] into its WIT record.
+fn check_into_wit(check: Check) -> wit::Condition {
+    match check {
+        Check::FieldEquals { path, value } => wit::Condition::FieldEquals(wit::FieldValue { path, value }),
+        Check::FieldsEqual { left, right } => wit::Condition::FieldsEqual(wit::FieldPair { left, right }),
+        Check::ConditionTrue(type_) => wit::Condition::ConditionTrue(type_),
+        Check::Plugin(name) => wit::Condition::Plugin(name),
     }
 }
 
@@ -225,8 +149,8 @@ impl Dependent {
             kind: self.kind.to_core(),
             read_only: self.read_only,
             depends_on: self.depends_on.clone(),
-            ready_when: self.ready_when.as_ref().map(Check::to_core),
-            reconcile_when: self.reconcile_when.as_ref().map(Check::to_core),
+            ready_when: self.ready_when.clone(),
+            reconcile_when: self.reconcile_when.clone(),
             ready_when_empty: self.ready_when_empty,
             namespace: self.namespace.clone(),
             declared_ownership: if self.annotation_owned { Ownership::Annotations } else { Ownership::OwnerReference },
@@ -240,8 +164,8 @@ impl Dependent {
             kind: self.kind.to_wit(),
             read_only: self.read_only,
             depends_on: self.depends_on,
-            ready_when: self.ready_when.map(Check::into_wit),
-            reconcile_when: self.reconcile_when.map(Check::into_wit),
+            ready_when: self.ready_when.map(check_into_wit),
+            reconcile_when: self.reconcile_when.map(check_into_wit),
             ownership: if self.annotation_owned { wit::Ownership::Annotations } else { wit::Ownership::OwnerReference },
             ready_when_empty: self.ready_when_empty,
             namespace: self.namespace,
@@ -300,31 +224,6 @@ impl Desired {
 
     pub(crate) fn into_wit(self) -> wit::DesiredObject {
         wit::DesiredObject { dependent: self.dependent, object: self.object.to_string(), keep: self.keep }
-    }
-}
-
-/// Where a dependent stands after the host reconciled it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Applied or observed, and ready.
-    Ready,
-    /// Applied or observed, not ready yet.
-    NotReady,
-    /// Not reconciled: a dependency is not ready.
-    Skipped,
-    /// Its reconcile condition is false: its objects were deleted.
-    Deleted,
-}
-
-impl From<wasmop_core::dependent::Phase> for Phase {
-    fn from(phase: wasmop_core::dependent::Phase) -> Self {
-        use wasmop_core::dependent::Phase as Core;
-        match phase {
-            Core::Ready => Self::Ready,
-            Core::NotReady => Self::NotReady,
-            Core::Skipped => Self::Skipped,
-            Core::Deleted => Self::Deleted,
-        }
     }
 }
 

@@ -139,11 +139,13 @@ pub use config::{
     Config, Filters, Finalizer, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry, Watch,
 };
 pub use context::{Context, Level};
-pub use dependent::{Check, Cleanup, Dependent, DependentState, Desired, Phase};
+pub use dependent::{Cleanup, Dependent, DependentState, Desired};
 pub use kind::Kind;
 pub use outcome::{Error, Event, EventType, Outcome};
 pub use refs::{PrimaryRef, SecondaryRef};
 pub use resource::Resource;
+pub use wasmop_core::check::Check;
+pub use wasmop_core::dependent::Phase;
 
 /// The raw bindings wit-bindgen generates for the `wasmop:plugin` WIT world.
 ///

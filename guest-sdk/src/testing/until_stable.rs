@@ -255,7 +255,7 @@ impl FakeHost {
         })?;
         Ok(states
             .into_iter()
-            .map(|state| DependentState { name: state.name, phase: state.phase.into(), objects: state.objects })
+            .map(|state| DependentState { name: state.name, phase: state.phase, objects: state.objects })
             .collect())
     }
 
