@@ -85,6 +85,14 @@ async fn per_plugin_deadline_and_memory_cap_stop_their_fixture_only() -> anyhow:
         text.contains("wasmop_reconcile_failures_total{plugin=\"fixture-loop\",reason=\"DeadlineExceeded\"}"),
         "{text}"
     );
+    // controller-runtime's names count the same runs.
+    let value = |prefix: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in:\n{text}"));
+        line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or_default() as u64
+    };
+    assert!(value("controller_runtime_reconcile_errors_total{controller=\"fixture-loop\"}") >= 1);
+    assert!(value("controller_runtime_reconcile_total{controller=\"fixture-probe\",result=\"success\"}") >= 1);
+    assert_eq!(value("controller_runtime_max_concurrent_reconciles{controller=\"fixture-probe\"}"), 4);
     for export in ["fixture-loop\",export=\"reconcile", "fixture-probe\",export=\"reconcile"] {
         let count = format!("wasmop_plugin_call_duration_seconds_count{{plugin=\"{export}\"}}");
         assert!(text.contains(&count), "the time of calls is recorded per plugin ({count}):\n{text}");

@@ -189,6 +189,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         max_interval: settings.max_interval,
         rate_limit: settings.rate_limit,
         aging: BACKGROUND_AGING,
+        observer: Some(metrics.controller(&config.name)),
     };
     tracing::info!(plugin = config.name, kind = %config.primary.kind, namespace = ?settings.namespace,
         watches = config.watches.len(), "controller started");

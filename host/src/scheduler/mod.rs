@@ -95,6 +95,28 @@ pub struct Settings {
     pub rate_limit: Option<RateLimit>,
     /// How long a background trigger waits before it alternates with live ones.
     pub aging: Duration,
+    /// Told about the queue and the runs, for metrics.
+    pub observer: Option<Arc<dyn Observer>>,
+}
+
+impl std::fmt::Debug for dyn Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
+}
+
+/// Watches a scheduler work: its queue and its runs (what controller-runtime's workqueue and
+/// reconcile metrics count).
+pub trait Observer: Send + Sync {
+    /// The scheduler starts with at most `max` runs in flight.
+    fn started(&self, max: usize);
+    /// The queue as it stands: `depth` keys ready, `adds` keys queued and `retries` retries
+    /// scheduled since the last report, `active` runs in flight.
+    fn queue(&self, depth: usize, adds: u64, retries: u64, active: usize);
+    /// A run starts after its key waited `waited` in the queue.
+    fn run_started(&self, waited: Duration);
+    /// A run took `took` and ended with `verdict`.
+    fn run_finished(&self, took: Duration, verdict: Verdict);
 }
 
 impl Default for Settings {
@@ -109,6 +131,7 @@ impl Default for Settings {
             max_interval: None,
             rate_limit: None,
             aging: Duration::from_secs(5),
+            observer: None,
         }
     }
 }
@@ -202,6 +225,11 @@ where
 {
     let max_concurrent = settings.max_concurrent.max(1);
     let global = settings.global.clone();
+    let observer = settings.observer.clone();
+    if let Some(observer) = &observer {
+        observer.started(max_concurrent);
+    }
+    let mut reported = (0, 0);
     let mut state: State<K> = State::new(settings);
     let mut in_flight: JoinSet<Verdict> = JoinSet::new();
     let mut keys_in_flight = std::collections::HashMap::new();
@@ -223,16 +251,29 @@ where
                     }
                 }
             }
-            let Some(next) = state.start_next() else { break };
+            let Some((next, waited)) = state.start_next() else { break };
             let key = next.key.clone();
             let held = permit.take();
             let run = action(next);
+            let watcher = observer.clone();
+            if let Some(observer) = &watcher {
+                observer.run_started(waited);
+            }
             let handle = in_flight.spawn(async move {
+                let started = tokio::time::Instant::now();
                 let verdict = run.await;
+                if let Some(observer) = &watcher {
+                    observer.run_finished(started.elapsed(), verdict);
+                }
                 drop(held);
                 verdict
             });
             keys_in_flight.insert(handle.id(), key);
+        }
+        if let Some(observer) = &observer {
+            let (adds, retries) = state.counts();
+            observer.queue(state.depth(), adds - reported.0, retries - reported.1, in_flight.len());
+            reported = (adds, retries);
         }
         // A permit with nothing left to start goes back to the other schedulers.
         if !state.has_ready() {
@@ -256,7 +297,12 @@ where
             Some(joined) = in_flight.join_next_with_id(), if !in_flight.is_empty() => {
                 let (id, verdict) = match joined {
                     Ok((id, verdict)) => (id, verdict),
-                    Err(err) => (err.id(), Verdict::Failed { retry: true }),
+                    Err(err) => {
+                        if let Some(observer) = &observer {
+                            observer.run_finished(Duration::ZERO, Verdict::Failed { retry: true });
+                        }
+                        (err.id(), Verdict::Failed { retry: true })
+                    }
                 };
                 if let Some(key) = keys_in_flight.remove(&id) {
                     state.finish(key, verdict);

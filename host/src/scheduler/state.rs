@@ -53,6 +53,8 @@ struct Entry {
     window: Window,
     /// The key was forgotten while running: drop it when the run finishes.
     forgotten: bool,
+    /// When the key became ready to run, while it is.
+    ready_since: Option<Instant>,
 }
 
 impl Entry {
@@ -65,6 +67,7 @@ impl Entry {
             timer: None,
             window: Window::default(),
             forgotten: false,
+            ready_since: None,
         }
     }
 }
@@ -78,6 +81,12 @@ pub(super) struct State<K> {
     served_aged: bool,
     timers: DelayQueue<K>,
     settings: Settings,
+    /// Keys ready to run now (the work queue's depth).
+    ready: usize,
+    /// Keys made ready so far (the work queue's adds).
+    adds: u64,
+    /// Retries scheduled so far.
+    retries: u64,
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
@@ -89,7 +98,20 @@ impl<K: Clone + Eq + Hash> State<K> {
             served_aged: false,
             timers: DelayQueue::new(),
             settings,
+            ready: 0,
+            adds: 0,
+            retries: 0,
         }
+    }
+
+    /// Keys ready to run now.
+    pub(super) fn depth(&self) -> usize {
+        self.ready
+    }
+
+    /// Keys made ready so far, and retries scheduled so far.
+    pub(super) fn counts(&self) -> (u64, u64) {
+        (self.adds, self.retries)
     }
 
     /// An event for `key`: run it now (subject to the rate limit), or once more after the run
@@ -126,6 +148,9 @@ impl<K: Clone + Eq + Hash> State<K> {
         if let Some((timer, _)) = entry.timer.take() {
             self.timers.remove(&timer);
         }
+        if let Phase::Ready(_) = entry.phase {
+            self.ready -= 1;
+        }
         // Stale copies may stay in the ready queues; `start_next` skips them.
         self.entries.remove(key);
     }
@@ -139,7 +164,8 @@ impl<K: Clone + Eq + Hash> State<K> {
     ///
     /// Live triggers go first; a background item (initial list, resync) that has waited longer
     /// than [`Settings::aging`] is taken next, alternating with live ones, so neither starves.
-    pub(super) fn start_next(&mut self) -> Option<Run<K>> {
+    /// Returns the run and how long its key waited in the queue.
+    pub(super) fn start_next(&mut self) -> Option<(Run<K>, Duration)> {
         let now = Instant::now();
         loop {
             let aged =
@@ -158,11 +184,13 @@ impl<K: Clone + Eq + Hash> State<K> {
                 continue;
             }
             entry.phase = Phase::Running { rerun: None };
+            self.ready -= 1;
             if let Some(limit) = &self.settings.rate_limit {
                 entry.window.record(limit, now);
             }
+            let waited = entry.ready_since.take().map_or(Duration::ZERO, |since| now.duration_since(since));
             let attempt = entry.failures;
-            return Some(Run { key, attempt, last_attempt: self.settings.retry.is_last(attempt) });
+            return Some((Run { key, attempt, last_attempt: self.settings.retry.is_last(attempt) }, waited));
         }
     }
 
@@ -194,6 +222,7 @@ impl<K: Clone + Eq + Hash> State<K> {
                     entry.failures += 1;
                 }
                 let delay = retry.jittered_delay(entry.failures, fastrand::f64());
+                self.retries += 1;
                 Some((delay, Cause::Retry, Priority::Live))
             }
             // Not the plugin's failure: the same run, with the same cause, runs again soon.
@@ -241,6 +270,9 @@ impl<K: Clone + Eq + Hash> State<K> {
         }
         entry.cause = cause;
         entry.phase = Phase::Ready(priority);
+        entry.ready_since = Some(now);
+        self.ready += 1;
+        self.adds += 1;
         match priority {
             Priority::Live => self.live.push_back(key),
             Priority::Background => self.background.push_back((key, now)),

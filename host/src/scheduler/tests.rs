@@ -497,3 +497,58 @@ async fn an_unreachable_api_server_is_retried_soon_without_using_up_attempts() {
         ]
     );
 }
+
+/// What an [`Observer`] was told, in order.
+#[derive(Default)]
+struct Seen {
+    max: usize,
+    adds: u64,
+    retries: u64,
+    depths: Vec<usize>,
+    waits: Vec<Duration>,
+    finished: Vec<(Duration, Verdict)>,
+}
+
+struct Recorder(Mutex<Seen>);
+
+impl Observer for Recorder {
+    fn started(&self, max: usize) {
+        self.0.lock().unwrap().max = max;
+    }
+    fn queue(&self, depth: usize, adds: u64, retries: u64, _active: usize) {
+        let mut seen = self.0.lock().unwrap();
+        seen.depths.push(depth);
+        seen.adds += adds;
+        seen.retries += retries;
+    }
+    fn run_started(&self, waited: Duration) {
+        self.0.lock().unwrap().waits.push(waited);
+    }
+    fn run_finished(&self, took: Duration, verdict: Verdict) {
+        self.0.lock().unwrap().finished.push((took, verdict));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_observer_sees_adds_waits_work_times_retries_and_verdicts() {
+    let recorder = Arc::new(Recorder(Mutex::new(Seen::default())));
+    let retry = RetryPolicy { initial_interval: Duration::from_secs(1), ..RetryPolicy::default() };
+    let settings = Settings { observer: Some(recorder.clone()), ..settings(1, retry) };
+    // "b" fails once, then succeeds; "a" succeeds. One worker: "b" waits for "a".
+    let verdict =
+        |r: &Run<&'static str>, n: usize| if r.key == "b" && n == 0 { Verdict::Failed { retry: true } } else { done() };
+    let (handle, _log) =
+        start_with(settings, Duration::from_millis(100), verdict, Arc::new(Mutex::new(Log::default())));
+    handle.trigger("a");
+    handle.trigger("b");
+    sleep(Duration::from_secs(5)).await;
+    let seen = recorder.0.lock().unwrap();
+    assert_eq!(seen.max, 1);
+    assert_eq!((seen.adds, seen.retries), (3, 1), "a, b, and b's retry were queued; one retry");
+    assert_eq!(seen.waits, [Duration::ZERO, Duration::from_millis(100), Duration::ZERO]);
+    let verdicts: Vec<Verdict> = seen.finished.iter().map(|(_, v)| *v).collect();
+    assert_eq!(verdicts, [done(), Verdict::Failed { retry: true }, done()]);
+    assert!(seen.finished.iter().all(|(took, _)| *took == Duration::from_millis(100)));
+    assert_eq!(seen.depths.last(), Some(&0), "the queue ends empty");
+    assert!(seen.depths.contains(&1), "b waited in the queue");
+}

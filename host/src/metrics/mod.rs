@@ -1,4 +1,7 @@
-//! The host's Prometheus metrics, served on `/metrics` (`wasmop run --metrics-address`).
+//! The host's Prometheus metrics, served on `/metrics` (`wasmop run --metrics-address`): the
+//! `wasmop_*` ones, and controller-runtime's names ([`controller_runtime`]).
+
+pub mod controller_runtime;
 
 use std::sync::Arc;
 
@@ -82,6 +85,7 @@ struct ResourceLabels {
 /// The host's metrics; cheap to share.
 pub struct Metrics {
     registry: Registry,
+    controller_runtime: controller_runtime::ControllerRuntime,
     writes: Family<WriteLabels, Counter>,
     conflicts: Family<PluginLabels, Counter>,
     reconciles: Family<ReconcileLabels, Counter>,
@@ -97,7 +101,9 @@ pub struct Metrics {
 impl Metrics {
     /// A registry with every metric at zero.
     pub fn new() -> Arc<Self> {
-        let mut registry = Registry::with_prefix("wasmop");
+        let mut root = Registry::default();
+        let controller_runtime = controller_runtime::ControllerRuntime::register(&mut root);
+        let registry = root.sub_registry_with_prefix("wasmop");
         let writes = Family::<WriteLabels, Counter>::default();
         registry.register("writes", "Write requests the host made to the API server", writes.clone());
         let conflicts = Family::<PluginLabels, Counter>::default();
@@ -141,7 +147,8 @@ impl Metrics {
         );
         let plugin_writes = Family::default();
         Arc::new(Self {
-            registry,
+            registry: root,
+            controller_runtime,
             writes,
             conflicts,
             reconciles,
@@ -152,6 +159,12 @@ impl Metrics {
             plugin_resource_checks,
             plugin_writes,
         })
+    }
+
+    /// The scheduler observer of plugin `name`'s controller: controller-runtime's reconcile and
+    /// work queue metrics.
+    pub fn controller(&self, name: &str) -> Arc<dyn crate::scheduler::Observer> {
+        self.controller_runtime.controller(name)
     }
 
     /// Counts one write request of `plugin` on an object of `kind`.
