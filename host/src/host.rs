@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, Semaphore, oneshot};
@@ -178,6 +179,8 @@ struct Running {
     overrides: Overrides,
     /// Asks the controller to reconcile every primary (after a swap).
     reconcile_all: Arc<Notify>,
+    /// Set once its caches have synced.
+    synced: Arc<AtomicBool>,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -193,6 +196,8 @@ pub struct Host {
     controllers: Mutex<BTreeMap<String, Running>>,
     /// One install or removal at a time.
     changing: tokio::sync::Mutex<()>,
+    /// The plugins given at start are loaded (see [`Host::loaded`]).
+    loaded: AtomicBool,
 }
 
 impl Host {
@@ -207,6 +212,7 @@ impl Host {
             metrics,
             controllers: Mutex::new(BTreeMap::new()),
             changing: tokio::sync::Mutex::new(()),
+            loaded: AtomicBool::new(false),
         }
     }
 
@@ -334,7 +340,9 @@ impl Host {
         let stop = CancellationToken::new();
         let current = Current::new(module);
         let reconcile_all = Arc::new(Notify::new());
+        let synced = Arc::new(AtomicBool::new(false));
         let controller = Controller {
+            synced: synced.clone(),
             reconcile_all: reconcile_all.clone(),
             module: current.clone(),
             clusters: self.clusters.clone(),
@@ -345,7 +353,28 @@ impl Host {
             after,
         };
         let task = tokio::spawn(controller::run(controller, stop.clone()));
-        Ok(Running { module: current, owner, overrides, reconcile_all, stop, task })
+        Ok(Running { module: current, owner, overrides, reconcile_all, synced, stop, task })
+    }
+
+    /// Says that the plugins given at start are loaded: from now on [`Host::ready`] depends on
+    /// their caches alone.
+    pub fn loaded(&self) {
+        self.loaded.store(true, Ordering::Release);
+    }
+
+    /// Whether the host is ready (`/readyz`): the plugins given at start are loaded and every
+    /// running plugin's caches have synced. The error names what it waits for.
+    pub fn ready(&self) -> Result<(), String> {
+        if !self.loaded.load(Ordering::Acquire) {
+            return Err("loading the plugins".into());
+        }
+        let controllers = self.controllers.lock().expect("never poisoned");
+        let waiting: Vec<&str> = controllers
+            .iter()
+            .filter(|(_, r)| !r.synced.load(Ordering::Acquire))
+            .map(|(name, _)| name.as_str())
+            .collect();
+        if waiting.is_empty() { Ok(()) } else { Err(format!("caches not synced yet: {}", waiting.join(", "))) }
     }
 
     /// Stops every plugin `owner` loaded (see [`Host::stop`]); returns their names.

@@ -374,6 +374,7 @@ impl RunningHost {
         for module in modules {
             host.start(module)?;
         }
+        host.loaded();
         Ok(Self { host })
     }
 

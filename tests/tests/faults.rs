@@ -347,3 +347,82 @@ async fn a_swap_deleted_and_created_again_while_the_watch_was_down_is_reconciled
     host.stop_all().await;
     Ok(())
 }
+
+/// `GET path` on `address` (HTTP/1.0): the status code and the body, or `None` while nothing
+/// listens there yet.
+async fn http_get(address: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body).to_string();
+    Some((code, body))
+}
+
+/// Polls `GET path` until `done` holds for its answer; returns it.
+async fn http_until(
+    address: std::net::SocketAddr,
+    path: &str,
+    what: &str,
+    done: impl Fn(u16, &str) -> bool,
+) -> anyhow::Result<(u16, String)> {
+    within(Duration::from_secs(60), what, async {
+        loop {
+            if let Some((code, body)) = http_get(address, path).await
+                && done(code, &body)
+            {
+                return (code, body);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+/// On this control plane no other test installs the Greeting CRD, so the greeting plugin's
+/// primary cannot be listed until this test applies it: `/readyz` must fail until then, name
+/// the plugin, and pass once the caches sync. `/healthz` answers all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_fails_until_the_caches_sync_and_passes_after() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let client = faults_client().await?;
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let crd = "greetings.example.wasmop.dev";
+    // A run before this one may have left it (the control plane's data outlives a run).
+    if crds.get_opt(crd).await?.is_some() {
+        crds.delete(crd, &DeleteParams::default()).await?;
+        within(Duration::from_secs(60), "the Greeting CRD gone", async {
+            while crds.get_opt(crd).await.ok().flatten().is_some() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await?;
+    }
+    let ns = namespace(&client, "readyz").await?;
+    let address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let mut child = Command::new(wasmop_binary()?)
+        .args(["run", "--namespace", &ns, "--metrics-address", &address.to_string(), "--plugin"])
+        .arg(plugin("greeting"))
+        .env("KUBECONFIG", faults_kubeconfig())
+        .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let result = async {
+        let (code, body) = http_until(address, "/readyz", "/readyz to answer", |_, _| true).await?;
+        assert_eq!(code, 503, "not ready before the Greeting kind is served: {body}");
+        assert!(body.contains("greeting"), "the answer names the plugin it waits for: {body}");
+        assert_eq!(http_get(address, "/healthz").await.map(|(code, _)| code), Some(200), "alive meanwhile");
+        apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
+        http_until(address, "/readyz", "/readyz to pass once the caches sync", |code, _| code == 200).await?;
+        anyhow::Ok(())
+    }
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}

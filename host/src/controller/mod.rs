@@ -145,6 +145,8 @@ pub struct Controller {
     /// Notified when every cached primary should be reconciled again (a new version swapped
     /// in); they are, at background priority.
     pub reconcile_all: Arc<Notify>,
+    /// Set once the primary's and every watch's caches have synced (readiness).
+    pub synced: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Runs `controller` until `shutdown` fires; reconciles in flight then finish. The first
@@ -158,7 +160,8 @@ pub struct Controller {
 /// the resync timer, which feed the scheduler; [`dispatch`] filters the primary's events into the
 /// scheduler and starts it once the caches are synced (schedule).
 pub async fn run(controller: Controller, shutdown: CancellationToken) {
-    let Controller { module, clusters, settings, global, metrics, writes, after, reconcile_all } = controller;
+    let Controller { module, clusters, settings, global, metrics, writes, after, reconcile_all, synced: caches_synced } =
+        controller;
     let config = module.get().config().clone();
     let Some(watched) = watch(&config, &clusters, &settings, &metrics, &shutdown).await else { return };
     let (handle, inbox) = scheduler::channel();
@@ -200,6 +203,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         references,
         primaries,
         handle,
+        synced: caches_synced,
     };
     let scheduler = dispatch
         .run(&subscription, (inbox, scheduler_settings, reconciler), synced, after, &reconcile_all, &shutdown)
@@ -381,6 +385,8 @@ struct Dispatch {
     references: References,
     primaries: informer::Cache,
     handle: scheduler::Handle<ObjectKey>,
+    /// Set when the caches have synced.
+    synced: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The scheduler's parts, until every cache has synced.
@@ -416,6 +422,7 @@ impl Dispatch {
                 && let Some((inbox, scheduler_settings, reconciler)) = unstarted.take()
             {
                 tracing::info!(plugin, "caches synced; reconciling");
+                self.synced.store(true, std::sync::atomic::Ordering::Release);
                 let run = move |run| reconciler.clone().run(run);
                 scheduler = Some(tokio::spawn(scheduler::run(inbox, scheduler_settings, run)));
             }

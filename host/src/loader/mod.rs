@@ -64,6 +64,7 @@ pub async fn run(
         host.stop_all().await;
         return Err(HostError::PluginsRefused(refused));
     }
+    host.loaded();
     let mut tasks = tokio::task::JoinSet::new();
     if sources.watch_files {
         let (host, stop) = (host.clone(), shutdown.clone());
@@ -75,8 +76,10 @@ pub async fn run(
     }
     if let Some(address) = metrics_address {
         let (metrics, stop) = (host.metrics().clone(), shutdown.clone());
+        let probe = host.clone();
+        let ready: crate::metrics::Readiness = Arc::new(move || probe.ready());
         tasks.spawn(async move {
-            if let Err(err) = crate::metrics::serve(metrics, address, stop).await {
+            if let Err(err) = crate::metrics::serve(metrics, ready, address, stop).await {
                 tracing::error!(%address, %err, "cannot serve metrics");
             }
         });

@@ -252,18 +252,32 @@ impl crate::runtime::CallObserver for Metrics {
     }
 }
 
-/// Serves `/metrics` and `/healthz` on `address` until `shutdown`.
+/// Whether the host is ready, and if not, what it waits for.
+pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// Serves `/metrics`, `/healthz` (alive) and `/readyz` (`ready` says; 503 with the reason when
+/// not) on `address` until `shutdown`.
 pub async fn serve(
     metrics: Arc<Metrics>,
+    ready: Readiness,
     address: std::net::SocketAddr,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
+    use axum::http::StatusCode;
     use axum::routing::get;
+    let readyz = move || {
+        let answer = match ready() {
+            Ok(()) => (StatusCode::OK, "ok".to_string()),
+            Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+        };
+        async move { answer }
+    };
     let app = axum::Router::new()
         .route("/metrics", get(move || async move { metrics.encode() }))
-        .route("/healthz", get(|| async { "ok" }));
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz));
     let listener = tokio::net::TcpListener::bind(address).await?;
-    tracing::info!(%address, "serving /metrics and /healthz");
+    tracing::info!(%address, "serving /metrics, /healthz and /readyz");
     axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
 
