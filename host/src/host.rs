@@ -144,6 +144,8 @@ pub struct HostSettings {
     pub defaults: Defaults,
     /// Reconciles in flight across all plugins.
     pub max_concurrent_reconciles: usize,
+    /// Leader election: runs start and writes go out only while this replica leads.
+    pub fence: crate::leader::Fence,
 }
 
 /// What [`Host::install`] did.
@@ -343,6 +345,7 @@ impl Host {
         let synced = Arc::new(AtomicBool::new(false));
         let controller = Controller {
             synced: synced.clone(),
+            fence: self.settings.fence.clone(),
             reconcile_all: reconcile_all.clone(),
             module: current.clone(),
             clusters: self.clusters.clone(),

@@ -11,6 +11,7 @@ pub mod dependents;
 pub mod host;
 pub mod informer;
 pub mod inspect;
+pub mod leader;
 pub mod loader;
 pub mod mapping;
 pub mod metrics;

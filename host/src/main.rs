@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 use wasmop::host::{Host, HostSettings};
 use wasmop::informer::{ClusterSpec, Clusters};
+use wasmop::leader::{self, Fence, LeaseSettings};
 use wasmop::loader::Sources;
 use wasmop::loader::fetch::FetchPolicy;
 use wasmop::metrics::Metrics;
@@ -30,7 +31,7 @@ struct Cli {
 enum Command {
     /// Run plugins against the cluster of the current kubeconfig (KUBECONFIG, ~/.kube/config or
     /// in-cluster). Log verbosity follows RUST_LOG (default: info).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the ReconcilerPlugin CustomResourceDefinition, to `kubectl apply -f -`.
     Crd,
     /// Scaffold a plugin crate: Cargo.toml, src/lib.rs (a reconciler and its unit test), the
@@ -103,7 +104,31 @@ struct RunArgs {
     /// NAME=CONTEXT@KUBECONFIG or NAME=@KUBECONFIG. Repeat for more.
     #[arg(long = "cluster", value_name = "NAME=CONTEXT[@FILE]")]
     clusters: Vec<ClusterSpec>,
-    /// Serve Prometheus metrics on /metrics (and /healthz) at this address, e.g. 0.0.0.0:8080.
+    /// Elect a leader among the replicas on a Lease: only the leader reconciles and writes;
+    /// the others keep their caches warm to take over.
+    #[arg(long, env = "WASMOP_LEADER_ELECT")]
+    leader_elect: bool,
+    /// The Lease's namespace (default: the pod's, from POD_NAMESPACE, else `default`).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    leader_election_namespace: String,
+    /// The Lease's name.
+    #[arg(long, default_value = "wasmop-leader")]
+    leader_election_id: String,
+    /// How long a lease holds without renewal.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    lease_duration: Duration,
+    /// How long the leader keeps writing after its last successful renewal (less than the lease
+    /// duration: it stops before anyone else can take over).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    renew_deadline: Duration,
+    /// How often replicas try to acquire or renew the lease.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    retry_period: Duration,
+    /// On SIGTERM/SIGINT, how long reconciles in flight may take to finish before the host
+    /// releases its lease and exits anyway.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    shutdown_timeout: Duration,
+    /// Serve Prometheus metrics on /metrics (and /healthz, /readyz) at this address, e.g. 0.0.0.0:8080.
     #[arg(long, env = "WASMOP_METRICS_ADDRESS")]
     metrics_address: Option<std::net::SocketAddr>,
     #[command(flatten)]
@@ -192,7 +217,7 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", wasmop::loader::resource::crd_yaml());
             Ok(())
         }
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
     }
 }
 
@@ -220,10 +245,33 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::info!("shutting down: finishing reconciles in flight");
         on_signal.cancel();
     });
+    // The lease is released only once the controllers have stopped writing.
+    let release = CancellationToken::new();
+    let (fence, election) = if args.leader_elect {
+        anyhow::ensure!(
+            args.renew_deadline < args.lease_duration,
+            "--renew-deadline must be shorter than --lease-duration"
+        );
+        let identity =
+            std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
+        let lease = LeaseSettings {
+            namespace: args.leader_election_namespace.clone(),
+            name: args.leader_election_id.clone(),
+            identity: format!("{identity}_{}", std::process::id()),
+            lease_duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
+        };
+        let (fence, task) = leader::elect(clusters.local().client().clone(), lease, metrics.clone(), release.clone());
+        (fence, Some(task))
+    } else {
+        (Fence::unfenced(), None)
+    };
     let settings = HostSettings {
         config,
         defaults: Defaults { namespace: args.namespace, max_concurrent_reconciles: args.plugin_concurrency.into() },
         max_concurrent_reconciles: args.max_concurrent_reconciles.into(),
+        fence,
     };
     let host = Arc::new(Host::new(clusters, runtime, metrics, settings));
     let sources = Sources {
@@ -233,7 +281,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         resources: args.reconciler_plugins,
         fetch_policy: FetchPolicy::new(&args.allow_module_dirs).map_err(anyhow::Error::msg)?,
     };
-    wasmop::loader::run(host, sources, args.metrics_address, shutdown).await?;
+    let stopping = shutdown.clone();
+    let ran = tokio::select! {
+        ran = wasmop::loader::run(host, sources, args.metrics_address, shutdown) => ran,
+        () = async { stopping.cancelled().await; tokio::time::sleep(args.shutdown_timeout).await } => {
+            tracing::warn!(timeout = ?args.shutdown_timeout, "reconciles still running at the shutdown timeout; exiting");
+            Ok(())
+        }
+    };
+    release.cancel();
+    if let Some(election) = election {
+        let _ = election.await;
+    }
+    ran?;
     Ok(())
 }
 

@@ -40,12 +40,26 @@ pub enum WriteError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// This replica does not hold the leader lease (or could not renew it in time): nothing is
+    /// written; the run repeats once it leads again.
+    #[error("{what} {key}: not the leader, the write was not made")]
+    NotLeader {
+        /// What was attempted.
+        what: &'static str,
+        /// The object.
+        key: ObjectKey,
+    },
 }
 
 impl WriteError {
-    /// Whether the write failed because the API server could not be reached.
+    /// Whether the write failed because the API server could not be reached, or this replica
+    /// may not write now: no fault of the plugin or the object.
     pub fn unreachable(&self) -> bool {
-        matches!(self, WriteError::Failed { source, .. } if crate::reachability::unreachable(source))
+        match self {
+            WriteError::Failed { source, .. } => crate::reachability::unreachable(source),
+            WriteError::NotLeader { .. } => true,
+            _ => false,
+        }
     }
 }
 
@@ -110,6 +124,7 @@ pub struct Writer {
     params: PatchParams,
     plugin: String,
     metrics: Arc<Metrics>,
+    fence: crate::leader::Fence,
 }
 
 /// Maximum length of an Event note accepted by the API server.
@@ -119,7 +134,14 @@ impl Writer {
     /// A writer for objects of `resource`, owned by `plugin`, counting its writes in `metrics`.
     /// Objects are written with `client` (which may impersonate the plugin's ServiceAccount);
     /// Events, the host's own reports, are published with `events`.
-    pub fn new(client: Client, events: Client, resource: ApiResource, plugin: &str, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        client: Client,
+        events: Client,
+        resource: ApiResource,
+        plugin: &str,
+        metrics: Arc<Metrics>,
+        fence: crate::leader::Fence,
+    ) -> Self {
         let manager = format!("wasmop-{plugin}");
         let recorder = Recorder::new(events, Reporter { controller: manager.clone(), instance: None });
         Self {
@@ -129,6 +151,7 @@ impl Writer {
             params: PatchParams { field_manager: Some(manager), ..PatchParams::default() },
             plugin: plugin.to_string(),
             metrics,
+            fence,
         }
     }
 
@@ -164,6 +187,9 @@ impl Writer {
         verb: Verb,
     ) -> Result<DynamicObject, WriteError> {
         let key = crate::object::key_of(object).unwrap_or_else(|| ObjectKey { namespace: None, name: String::new() });
+        if !self.fence.may_write() {
+            return Err(WriteError::NotLeader { what, key });
+        }
         patch["metadata"]["resourceVersion"] = json!(object.resource_version());
         let api = self.api(&key);
         let patch = Patch::Merge(&patch);
@@ -191,6 +217,9 @@ impl Writer {
         action: &str,
         note: Option<String>,
     ) {
+        if !self.fence.may_write() {
+            return;
+        }
         let reference = object.object_ref(&self.resource);
         let event = Event {
             type_,

@@ -147,6 +147,8 @@ pub struct Controller {
     pub reconcile_all: Arc<Notify>,
     /// Set once the primary's and every watch's caches have synced (readiness).
     pub synced: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether this replica leads: runs start and writes go out only then.
+    pub fence: crate::leader::Fence,
 }
 
 /// Runs `controller` until `shutdown` fires; reconciles in flight then finish. The first
@@ -160,8 +162,18 @@ pub struct Controller {
 /// the resync timer, which feed the scheduler; [`dispatch`] filters the primary's events into the
 /// scheduler and starts it once the caches are synced (schedule).
 pub async fn run(controller: Controller, shutdown: CancellationToken) {
-    let Controller { module, clusters, settings, global, metrics, writes, after, reconcile_all, synced: caches_synced } =
-        controller;
+    let Controller {
+        module,
+        clusters,
+        settings,
+        global,
+        metrics,
+        writes,
+        after,
+        reconcile_all,
+        synced: caches_synced,
+        fence,
+    } = controller;
     let config = module.get().config().clone();
     let Some(watched) = watch(&config, &clusters, &settings, &metrics, &shutdown).await else { return };
     let (handle, inbox) = scheduler::channel();
@@ -169,7 +181,9 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let runs_sink: Arc<dyn Sink> = Arc::new(handle.downgrade());
     let writes = writes.unwrap_or_else(|| clusters.local().client().clone());
     let events = clusters.local().client().clone();
-    let Some(reconciler) = reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink) else { return };
+    let Some(reconciler) = reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence) else {
+        return;
+    };
     let references = References {
         module: module.clone(),
         cache: watched.cache.clone(),
@@ -193,6 +207,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         rate_limit: settings.rate_limit,
         aging: BACKGROUND_AGING,
         observer: Some(metrics.controller(&config.name)),
+        gate: fence.gate(),
     };
     tracing::info!(plugin = config.name, kind = %config.primary.kind, namespace = ?settings.namespace,
         watches = config.watches.len(), "controller started");
@@ -269,6 +284,7 @@ async fn watch(
 
 /// Call and write: the per-object pipeline every run goes through (`reconcile.rs`), with the
 /// dependents' workflow. `None` when the dependents are invalid (checked at load already).
+#[allow(clippy::too_many_arguments, reason = "one call site; the stage's inputs, named")]
 fn reconciler(
     module: &Arc<Current>,
     config: &PluginConfig,
@@ -277,6 +293,7 @@ fn reconciler(
     events: Client,
     metrics: &Arc<Metrics>,
     runs_sink: Arc<dyn Sink>,
+    fence: &crate::leader::Fence,
 ) -> Option<Arc<Reconciler>> {
     let plugin = &config.name;
     let dependents = if config.dependents.is_empty() {
@@ -299,7 +316,7 @@ fn reconciler(
                 (DependentSpec::from(spec), kind)
             })
             .unzip();
-        match Dependents::new(writes.clone(), plugin, specs, kinds, metrics.clone(), runs_sink.clone()) {
+        match Dependents::new(writes.clone(), plugin, specs, kinds, metrics.clone(), runs_sink.clone(), fence.clone()) {
             Ok(dependents) => Some(dependents),
             Err(err) => {
                 // `describe()` was validated at load; this is a safety net.
@@ -312,7 +329,7 @@ fn reconciler(
     Some(Arc::new(Reconciler {
         module: module.clone(),
         cache: watched.cache.clone(),
-        writer: Writer::new(writes, events, resource.clone(), plugin, metrics.clone()),
+        writer: Writer::new(writes, events, resource.clone(), plugin, metrics.clone(), fence.clone()),
         metrics: metrics.clone(),
         resource,
         primary_kind: (&config.primary).into(),

@@ -57,12 +57,19 @@ pub enum WriteFailure {
     /// The object exists and someone else manages it; the dependent does not adopt.
     #[error("{0}")]
     Conflict(String),
+    /// This replica does not hold the leader lease: nothing was written.
+    #[error("{0}: not the leader, the write was not made")]
+    NotLeader(ObjectKey),
 }
 
 impl WriteFailure {
     /// Whether the request failed because the API server could not be reached.
     pub fn unreachable(&self) -> bool {
-        matches!(self, WriteFailure::Api { source, .. } if crate::reachability::unreachable(source))
+        match self {
+            WriteFailure::Api { source, .. } => crate::reachability::unreachable(source),
+            WriteFailure::NotLeader(_) => true,
+            WriteFailure::Conflict(_) => false,
+        }
     }
 }
 
@@ -111,6 +118,7 @@ pub struct Dependents {
     manager: String,
     kinds: Vec<DependentKind>,
     workflow: Workflow,
+    fence: crate::leader::Fence,
 }
 
 impl Dependents {
@@ -124,10 +132,11 @@ impl Dependents {
         kinds: Vec<DependentKind>,
         metrics: Arc<Metrics>,
         sink: Arc<dyn Sink>,
+        fence: crate::leader::Fence,
     ) -> Result<Self, String> {
         let workflow = Workflow::new(specs)?;
         let manager = format!("wasmop-{plugin}");
-        Ok(Self { client, sink, metrics, plugin: plugin.to_string(), manager, kinds, workflow })
+        Ok(Self { client, sink, metrics, plugin: plugin.to_string(), manager, kinds, workflow, fence })
     }
 
     /// Runs the workflow for `primary` with the plugin's `desired` objects; returns every
@@ -251,6 +260,9 @@ impl Driver for HostDriver<'_> {
     ) -> Result<Arc<DynamicObject>, WriteFailure> {
         let dependents = self.dependents;
         let kind = dependents.kind(spec);
+        if !dependents.fence.may_write() {
+            return Err(WriteFailure::NotLeader(key.clone()));
+        }
         if let Some(actual) = &actual
             && let Ok(actual_json) = serde_json::to_value(&**actual)
             && matching::matches(&object, &actual_json, &dependents.manager)
@@ -284,6 +296,9 @@ impl Driver for HostDriver<'_> {
         let dependents = self.dependents;
         let kind = dependents.kind(spec);
         let Some(key) = crate::object::key_of(object) else { return Ok(()) };
+        if !dependents.fence.may_write() {
+            return Err(WriteFailure::NotLeader(key));
+        }
         dependents.metrics.wrote(&dependents.plugin, &kind.resource.kind, Verb::Delete);
         kind.own.begin(&key);
         let deleted = match dependents.api(kind, &key).delete(&key.name, &DeleteParams::background()).await {

@@ -82,6 +82,12 @@ struct ResourceLabels {
     resource: String,
 }
 
+/// Labels of the leader election gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    name: String,
+}
+
 /// The host's metrics; cheap to share.
 pub struct Metrics {
     registry: Registry,
@@ -94,6 +100,7 @@ pub struct Metrics {
     fuel: Family<PluginLabels, Counter>,
     own_write_records: Family<PluginLabels, Gauge>,
     plugin_resource_checks: Family<ResourceLabels, Counter>,
+    leader: Family<LeaseLabels, Gauge>,
     /// Writes per plugin, of every kind and verb (not exported: the sum of `writes`).
     plugin_writes: Family<PluginLabels, Counter>,
 }
@@ -103,6 +110,12 @@ impl Metrics {
     pub fn new() -> Arc<Self> {
         let mut root = Registry::default();
         let controller_runtime = controller_runtime::ControllerRuntime::register(&mut root);
+        let leader = Family::<LeaseLabels, Gauge>::default();
+        root.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
+            leader.clone(),
+        );
         let registry = root.sub_registry_with_prefix("wasmop");
         let writes = Family::<WriteLabels, Counter>::default();
         registry.register("writes", "Write requests the host made to the API server", writes.clone());
@@ -149,6 +162,7 @@ impl Metrics {
         Arc::new(Self {
             registry: root,
             controller_runtime,
+            leader,
             writes,
             conflicts,
             reconciles,
@@ -165,6 +179,12 @@ impl Metrics {
     /// work queue metrics.
     pub fn controller(&self, name: &str) -> Arc<dyn crate::scheduler::Observer> {
         self.controller_runtime.controller(name)
+    }
+
+    /// Whether this replica leads the lease `name` (controller-runtime's
+    /// `leader_election_master_status`).
+    pub fn leader(&self, name: &str, leading: bool) {
+        self.leader.get_or_create(&LeaseLabels { name: name.to_string() }).set(i64::from(leading));
     }
 
     /// Counts one write request of `plugin` on an object of `kind`.

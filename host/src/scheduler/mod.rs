@@ -97,6 +97,8 @@ pub struct Settings {
     pub aging: Duration,
     /// Told about the queue and the runs, for metrics.
     pub observer: Option<Arc<dyn Observer>>,
+    /// Runs start only while this is open (leader election); triggers queue meanwhile.
+    pub gate: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl std::fmt::Debug for dyn Observer {
@@ -132,6 +134,7 @@ impl Default for Settings {
             rate_limit: None,
             aging: Duration::from_secs(5),
             observer: None,
+            gate: None,
         }
     }
 }
@@ -226,6 +229,8 @@ where
     let max_concurrent = settings.max_concurrent.max(1);
     let global = settings.global.clone();
     let observer = settings.observer.clone();
+    let mut gate = settings.gate.clone();
+    let mut gate_live = gate.is_some();
     if let Some(observer) = &observer {
         observer.started(max_concurrent);
     }
@@ -239,7 +244,8 @@ where
     let mut permit: Option<OwnedSemaphorePermit> = None;
     let mut inbox_open = true;
     loop {
-        while in_flight.len() < max_concurrent && state.has_ready() {
+        let open = gate.as_ref().is_none_or(|gate| *gate.borrow());
+        while open && in_flight.len() < max_concurrent && state.has_ready() {
             if let Some(semaphore) = &global
                 && permit.is_none()
             {
@@ -290,6 +296,10 @@ where
                 None => inbox_open = false,
             },
             Some(key) = state.next_expired() => state.timer_fired(key),
+            changed = async { gate.as_mut().expect("guarded by the branch condition").changed().await }, if gate_live => {
+                // A gate whose sender is gone stays as it was last (closed, after a release).
+                gate_live = changed.is_ok();
+            }
             acquired = async { permit_wait.as_mut().expect("guarded by the branch condition").await }, if permit_wait.is_some() => {
                 permit_wait = None;
                 permit = acquired.ok();

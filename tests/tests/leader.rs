@@ -1,0 +1,186 @@
+//! Leader election between host processes (the `wasmop` binary) running the same plugin against
+//! the real API server, on short lease settings (lease 3 s, renew deadline 2 s, retry 0.5 s):
+//! exactly one reconciles; after `kill -9` of the leader the standby takes over and every change
+//! made meanwhile converges; after SIGTERM the leader releases the lease, so a standby takes over
+//! before the lease could have expired.
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use wasmop_tests::{apply_file, client, kubeconfig, namespace, plugin, wasmop_binary, within, workspace_root};
+
+const LEASE: Duration = Duration::from_secs(3);
+const RETRY: Duration = Duration::from_millis(500);
+const WAIT: Duration = Duration::from_secs(60);
+
+fn probes(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("test.wasmop.dev", "v1", "Probe");
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "probes"))
+}
+
+/// One host process with leader election on, serving its metrics.
+struct Replica {
+    child: Child,
+    metrics: SocketAddr,
+}
+
+impl Replica {
+    fn start(ns: &str, name: &str) -> anyhow::Result<Self> {
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let child = Command::new(wasmop_binary()?)
+            .args(["run", "--namespace", ns, "--leader-elect", "--leader-election-namespace", ns])
+            .args(["--leader-election-id", "probe-leader", "--lease-duration", "3s", "--renew-deadline", "2s"])
+            .args(["--retry-period", "500ms", "--metrics-address", &metrics.to_string(), "--plugin"])
+            .arg(plugin("fixture-probe"))
+            .env("KUBECONFIG", kubeconfig())
+            .env("POD_NAME", name)
+            .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        Ok(Self { child, metrics })
+    }
+
+    /// The metrics text, or `None` while the process does not answer.
+    async fn scrape(&self) -> Option<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.metrics).await.ok()?;
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        Some(response)
+    }
+
+    /// Whether it leads, by its `leader_election_master_status`; `None` while unknown.
+    async fn leading(&self) -> Option<bool> {
+        let text = self.scrape().await?;
+        let line = text.lines().find(|l| l.starts_with("leader_election_master_status{name=\"probe-leader\"}"))?;
+        Some(line.ends_with(" 1"))
+    }
+
+    /// Its reconciles of the probe plugin, all results.
+    async fn reconciles(&self) -> u64 {
+        let Some(text) = self.scrape().await else { return 0 };
+        text.lines()
+            .filter(|l| l.starts_with("controller_runtime_reconcile_total{controller=\"fixture-probe\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+
+    fn terminate(&self) -> anyhow::Result<()> {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status()?;
+        anyhow::ensure!(status.success(), "kill -TERM failed");
+        Ok(())
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until exactly one of `replicas` leads; its index.
+async fn leader_of(replicas: &[&Replica]) -> anyhow::Result<usize> {
+    within(WAIT, "one leader", async {
+        loop {
+            let mut states = Vec::new();
+            for replica in replicas {
+                states.push(replica.leading().await);
+            }
+            if states.iter().all(Option::is_some) && states.iter().filter(|s| **s == Some(true)).count() == 1 {
+                return states.iter().position(|s| *s == Some(true)).expect("counted one");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+/// Changes the probe `name` and waits until its current generation is reconciled.
+async fn change_and_converge(api: &Api<DynamicObject>, name: &str, payload: &str) -> anyhow::Result<()> {
+    let patch = serde_json::json!({ "spec": { "payload": payload } });
+    let generation = api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?.metadata.generation;
+    within(WAIT, &format!("{name} reconciled at its new generation"), async {
+        loop {
+            let probe = api.get(name).await?;
+            if probe.data["status"]["observedGeneration"].as_i64() == generation {
+                return anyhow::Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await?
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_reconciles_and_a_standby_takes_over_after_a_kill_and_after_a_release() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
+    let ns = namespace(&client, "leader").await?;
+    let api = probes(&client, &ns);
+    let probe = |name: &str| -> anyhow::Result<DynamicObject> {
+        Ok(serde_json::from_value(serde_json::json!({
+            "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": name }, "spec": {}
+        }))?)
+    };
+    api.create(&PostParams::default(), &probe("one")?).await?;
+
+    // Two replicas: exactly one leads and reconciles; the standby writes nothing.
+    let a = Replica::start(&ns, "a")?;
+    let b = Replica::start(&ns, "b")?;
+    let first = leader_of(&[&a, &b]).await?;
+    change_and_converge(&api, "one", "1").await?;
+    let (leader, standby) = if first == 0 { (a, b) } else { (b, a) };
+    assert!(leader.reconciles().await >= 1, "the leader reconciled");
+    assert_eq!(standby.reconciles().await, 0, "the standby reconciled nothing");
+    assert_eq!(standby.leading().await, Some(false));
+
+    // kill -9 the leader, change the probe meanwhile: the standby takes over and converges.
+    drop(leader);
+    let killed = Instant::now();
+    let patch = serde_json::json!({ "spec": { "payload": "while-nobody-leads" } });
+    api.patch("one", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    api.create(&PostParams::default(), &probe("two")?).await?;
+    within(WAIT, "the standby to lead", async {
+        while standby.leading().await != Some(true) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    let takeover = killed.elapsed();
+    change_and_converge(&api, "one", "2").await?;
+    change_and_converge(&api, "two", "1").await?;
+    eprintln!("takeover after kill -9: {takeover:?} (lease {LEASE:?}, retry {RETRY:?})");
+    // The standby can only notice the lease went stale a lease duration after it last saw it
+    // renewed, and tries once per retry period.
+    assert!(takeover <= LEASE + RETRY * 2 + Duration::from_secs(2), "took over after {takeover:?}");
+
+    // SIGTERM: the leader finishes, releases the lease, and a new standby takes over before the
+    // lease could have expired.
+    let c = Replica::start(&ns, "c")?;
+    within(WAIT, "the new standby to know it is one", async {
+        while c.leading().await != Some(false) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    standby.terminate()?;
+    let terminated = Instant::now();
+    within(WAIT, "the new standby to lead", async {
+        while c.leading().await != Some(true) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    let handover = terminated.elapsed();
+    eprintln!("takeover after SIGTERM: {handover:?}");
+    assert!(handover < LEASE, "released, so no wait for the lease to expire: {handover:?}");
+    change_and_converge(&api, "two", "2").await?;
+    Ok(())
+}
