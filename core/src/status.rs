@@ -11,7 +11,8 @@
 //! | failure, a retry follows | False (the reason) | True | True (the error) |
 //! | failure, no retry | False (the reason) | False | True (the error) |
 //!
-//! Every condition carries `observedGeneration`; `lastTransitionTime` changes only when its
+//! The top-level `observedGeneration` moves on success only (a failure has not brought the
+//! object to its generation). Every condition carries `observedGeneration`; `lastTransitionTime` changes only when its
 //! status does. Conditions of other types (other controllers') are kept as they are, even ones
 //! that do not parse as `metav1.Condition`.
 
@@ -55,7 +56,11 @@ pub fn patch(
         Some(Value::Object(fields)) => fields,
         Some(other) => return Err(format!("the status must be a JSON object, got {}", type_name(&other))),
     };
+    // A failed reconcile has not brought the object to its generation: its conditions say which
+    // generation failed, the top-level `observedGeneration` stays where the last success left it.
+    let failed = matches!(report, Some(Report::Failure { .. }));
     if let Some(generation) = generation
+        && !failed
         && (!fields.is_empty() || report.is_some())
     {
         fields.entry("observedGeneration").or_insert(json!(generation));
@@ -206,8 +211,10 @@ mod tests {
         assert_eq!(patch(Some(status), Some(json!({ "url": "x" })), Some(1), Some(&ready), T2), Ok(None));
 
         let failed = Report::Failure { reason: "ReconcileFailed", message: "boom", retrying: true };
-        let second = patch(Some(status), None, Some(1), Some(&failed), T2).unwrap().unwrap();
+        let second = patch(Some(status), None, Some(2), Some(&failed), T2).unwrap().unwrap();
         let status2 = &second["status"];
+        assert_eq!(status2["observedGeneration"], Value::Null, "a failure does not observe generation 2");
+        assert_eq!(condition(status2, "Degraded")["observedGeneration"], 2);
         assert_eq!(condition(status2, "Ready")["lastTransitionTime"], T2);
         assert_eq!(condition(status2, "Degraded")["message"], "boom");
         assert_eq!(condition(status2, "Reconciling")["status"], "True");

@@ -1,8 +1,8 @@
 //! Leader election between host processes (the `wasmop` binary) running the same plugin against
 //! the real API server, on short lease settings (lease 3 s, renew deadline 2 s, retry 0.5 s):
 //! exactly one reconciles; after `kill -9` of the leader the standby takes over and every change
-//! made meanwhile converges; after SIGTERM the leader releases the lease, so a standby takes over
-//! before the lease could have expired.
+//! made meanwhile converges; after SIGTERM the leader finishes the slow reconcile it is running,
+//! then releases the lease, so a standby takes over before the lease could have expired.
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -69,6 +69,14 @@ impl Replica {
             .filter(|l| l.starts_with("controller_runtime_reconcile_total{controller=\"fixture-probe\""))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>() as u64
+    }
+
+    /// Its reconciles in flight.
+    async fn active_workers(&self) -> u64 {
+        let Some(text) = self.scrape().await else { return 0 };
+        let line =
+            text.lines().find(|l| l.starts_with("controller_runtime_active_workers{controller=\"fixture-probe\"}"));
+        line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0)
     }
 
     fn terminate(&self) -> anyhow::Result<()> {
@@ -170,17 +178,38 @@ async fn one_replica_reconciles_and_a_standby_takes_over_after_a_kill_and_after_
         }
     })
     .await?;
-    standby.terminate()?;
-    let terminated = Instant::now();
-    within(WAIT, "the new standby to lead", async {
-        while c.leading().await != Some(true) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+    // A slow reconcile (the probe busy-waits 1.5 s) is running when SIGTERM comes.
+    let patch = serde_json::json!({ "spec": { "payload": "slow", "busyMs": 1500 } });
+    let generation = api.patch("two", &PatchParams::default(), &Patch::Merge(&patch)).await?.metadata.generation;
+    within(WAIT, "the slow reconcile to start", async {
+        while standby.active_workers().await < 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await?;
-    let handover = terminated.elapsed();
-    eprintln!("takeover after SIGTERM: {handover:?}");
-    assert!(handover < LEASE, "released, so no wait for the lease to expire: {handover:?}");
+    standby.terminate()?;
+    let terminated = Instant::now();
+    // The leader finishes its run and writes its status, then releases; the new leader's own
+    // run of `two` busy-waits 1.5 s too, so a status seen before the new leader leads is the old
+    // leader's.
+    let (mut finished, mut took_over) = (None, None);
+    within(WAIT, "the slow reconcile's status and the new leader", async {
+        while finished.is_none() || took_over.is_none() {
+            if finished.is_none() && api.get("two").await?.data["status"]["observedGeneration"].as_i64() == generation {
+                finished = Some(terminated.elapsed());
+            }
+            if took_over.is_none() && c.leading().await == Some(true) {
+                took_over = Some(terminated.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        anyhow::Ok(())
+    })
+    .await??;
+    let (finished, took_over) = (finished.expect("seen"), took_over.expect("seen"));
+    eprintln!("after SIGTERM: the slow reconcile finished at {finished:?}, the standby led at {took_over:?}");
+    assert!(finished < took_over, "the run in flight finished before the lease was released");
+    assert!(took_over - finished < LEASE, "released, so no wait for the lease to expire");
     change_and_converge(&api, "two", "2").await?;
     Ok(())
 }
