@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tracing::field::{Field, Visit};
-use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 /// Per object, whether a reconcile is running; how many began, and how many began while
 /// another of the same object was running.
@@ -58,14 +59,18 @@ impl Overlaps {
     }
 
     /// The detector fed by this process's host, installed as the global tracing subscriber on
-    /// first use.
+    /// first use. The host's own log (`WASMOP_TEST_LOG`, default `warn,wasmop=info,wasmop::plugin=warn`) goes to the
+    /// test's captured output, so a failing test shows what the host did.
     pub fn in_process() -> Arc<Overlaps> {
         static GLOBAL: OnceLock<Arc<Overlaps>> = OnceLock::new();
         GLOBAL
             .get_or_init(|| {
                 let overlaps = Arc::new(Overlaps::default());
-                tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture(overlaps.clone())))
-                    .expect("no other global tracing subscriber");
+                let filter = EnvFilter::try_from_env("WASMOP_TEST_LOG")
+                    .unwrap_or_else(|_| EnvFilter::new("warn,wasmop=info,wasmop::plugin=warn"));
+                let log = tracing_subscriber::fmt::layer().with_test_writer().with_filter(filter);
+                let subscriber = tracing_subscriber::registry().with(Capture(overlaps.clone())).with(log);
+                tracing::subscriber::set_global_default(subscriber).expect("no other global tracing subscriber");
                 overlaps
             })
             .clone()

@@ -5,7 +5,6 @@
 mod reconcile;
 mod references;
 
-use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -20,7 +19,7 @@ use wasmop_core::dependent::DependentSpec;
 pub use wasmop_core::filter::{ChangeFilter, Filters, Version};
 
 use crate::dependents::{self, DependentKind, Dependents, OwnWrites};
-use crate::informer::{self, CachedKind, Clusters, Subscription, WatchedCache};
+use crate::informer::{self, CachedKind, Clusters, Listing, Subscription, WatchedCache};
 use crate::mapping::{Links, PrimaryKind};
 use crate::metrics::Metrics;
 use crate::object::ObjectKey;
@@ -429,8 +428,9 @@ impl Dispatch {
         let mut waiting_for_predecessor = after.is_some();
         let mut primary_synced = false;
         let mut scheduler = None;
-        // Keys of the list in progress, to find objects deleted while the watch was down.
-        let mut listed = HashSet::new();
+        // The list in progress, to find objects deleted while the watch was down and to enqueue
+        // its changes once the store shows them.
+        let mut listing = Listing::default();
         let mut events = std::pin::pin!(subscription.events());
         loop {
             if primary_synced
@@ -469,7 +469,7 @@ impl Dispatch {
                 _ = shutdown.cancelled() => break,
             };
             let Some(event) = event else { break };
-            if self.event(event, &mut listed).await {
+            if self.event(event, &mut listing).await {
                 primary_synced = true;
             }
         }
@@ -477,11 +477,7 @@ impl Dispatch {
     }
 
     /// Handles one event of the primary's watch; true when it ends a (re-)list.
-    async fn event(
-        &mut self,
-        event: watcher::Event<Arc<kube::api::DynamicObject>>,
-        listed: &mut HashSet<ObjectKey>,
-    ) -> bool {
+    async fn event(&mut self, event: watcher::Event<Arc<kube::api::DynamicObject>>, listing: &mut Listing) -> bool {
         match event {
             watcher::Event::Apply(object) => {
                 let Some(key) = crate::object::key_of(&object) else { return false };
@@ -494,14 +490,15 @@ impl Dispatch {
                     self.handle.trigger_with(key, Priority::Live);
                 }
             }
-            // The initial list (and re-lists after a watch restart) must not starve live changes.
+            // A list's changes run when it ends, the store showing them (see `Listing`); the
+            // initial list and re-lists after a watch restart must not starve live changes.
             watcher::Event::InitApply(object) => {
                 if let Some(key) = crate::object::key_of(&object) {
-                    listed.insert(key.clone());
+                    listing.listed(key.clone());
                     self.own.consume(&key, object.resource_version().as_deref(), false);
                     if self.filter.admit(&key, version(&object.metadata)) {
                         self.references.primary_changed(&key, &object).await;
-                        self.handle.trigger_with(key, Priority::Background);
+                        listing.defer([key]);
                     }
                 }
             }
@@ -514,14 +511,18 @@ impl Dispatch {
                 }
             }
             watcher::Event::Init => {
-                listed.clear();
+                *listing = Listing::default();
                 tracing::debug!(plugin = self.plugin, "listing primaries");
             }
             watcher::Event::InitDone => {
-                self.own.relisted(listed);
-                for key in self.filter.retain_listed(&std::mem::take(listed)) {
+                let (listed, changed) = std::mem::take(listing).end();
+                self.own.relisted(&listed);
+                for key in self.filter.retain_listed(&listed) {
                     self.references.primary_deleted(&key);
                     self.handle.forget(key);
+                }
+                for key in changed {
+                    self.handle.trigger_with(key, Priority::Background);
                 }
                 return true;
             }

@@ -13,11 +13,13 @@ use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 
 mod cache;
 mod clusters;
+mod listing;
 mod registry;
 mod view;
 
 pub use cache::Cache;
 pub use clusters::{ClusterError, ClusterSpec, Clusters, ImpersonationError, UnknownCluster};
+pub use listing::Listing;
 pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
 pub use view::{CachedKind, PrimaryView, WatchedCache};
 

@@ -2,7 +2,7 @@
 //! (JOSDK's InformerEventSource with its SecondaryToPrimaryMapper), which keeps the watch's
 //! [`Links`] current for the guest's `secondaries` import.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use futures::{Stream, StreamExt};
@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::Sink;
-use crate::informer::{SharedEvent, WatchedCache};
+use crate::informer::{Listing, SharedEvent, WatchedCache};
 use crate::mapping::{Links, PrimaryKind};
 use crate::object::ObjectKey;
 use crate::own_writes::OwnWrites;
@@ -56,8 +56,9 @@ struct Seen {
     versions: HashMap<ObjectKey, String>,
     /// The last version of each object, for the plugin mapper's `previous` argument.
     objects: HashMap<ObjectKey, Arc<DynamicObject>>,
-    /// Keys of the list in progress, to find objects deleted while the watch was down.
-    listing: Option<HashSet<ObjectKey>>,
+    /// The list in progress: its keys find objects deleted while the watch was down, and the
+    /// primaries its changes concern are enqueued when it ends.
+    listing: Option<Listing>,
 }
 
 impl SecondarySource {
@@ -83,20 +84,21 @@ impl SecondarySource {
             let quiet = synced.is_some();
             let affected = match event {
                 watcher::Event::Init => {
-                    seen.listing = Some(HashSet::new());
+                    seen.listing = Some(Listing::default());
                     Vec::new()
                 }
                 watcher::Event::InitApply(object) => {
                     let Some(key) = crate::object::key_of(&object) else { continue };
-                    if let Some(listing) = &mut seen.listing {
-                        listing.insert(key.clone());
-                    }
                     // Settles the record of a write the list shows (or shows superseded).
                     self.is_own(&key, object.resource_version().as_deref());
-                    if seen.versions.get(&key).map(String::as_str) == object.resource_version().as_deref() {
-                        continue;
+                    let unchanged = seen.versions.get(&key).map(String::as_str) == object.resource_version().as_deref();
+                    let affected =
+                        if unchanged { Vec::new() } else { self.changed(&mut seen, key.clone(), object).await };
+                    if let Some(listing) = &mut seen.listing {
+                        listing.listed(key);
+                        listing.defer(affected);
                     }
-                    self.changed(&mut seen, key, object).await
+                    continue;
                 }
                 watcher::Event::Apply(object) => {
                     let Some(key) = crate::object::key_of(&object) else { continue };
@@ -111,12 +113,13 @@ impl SecondarySource {
                     if own { Vec::new() } else { affected }
                 }
                 watcher::Event::InitDone => {
-                    let listed = seen.listing.take().unwrap_or_default();
+                    let (listed, changed) = seen.listing.take().unwrap_or_default().end();
                     if let Some(own) = &self.own {
                         own.relisted(&listed);
                     }
                     let gone: Vec<ObjectKey> = seen.versions.keys().filter(|k| !listed.contains(*k)).cloned().collect();
-                    let affected = gone.iter().flat_map(|key| self.deleted(&mut seen, key)).collect();
+                    let mut affected = changed;
+                    affected.extend(gone.iter().flat_map(|key| self.deleted(&mut seen, key)));
                     if let Some(synced) = synced.take() {
                         tracing::debug!(plugin = self.plugin, kind = self.kind, "secondary cache synced");
                         let _ = synced.send(());
@@ -251,6 +254,26 @@ mod tests {
         assert!(synced);
         assert_eq!(enqueued, [key("a"), key("b")]);
         assert_eq!(links.read().unwrap().secondaries_of(&key("b"), None), [key("cm")]);
+    }
+
+    #[tokio::test]
+    async fn a_relist_enqueues_its_changes_only_once_it_ends_and_the_store_shows_them() {
+        let relist = |done: bool| {
+            let mut events = vec![
+                watcher::Event::Init,
+                watcher::Event::InitApply(annotated("cm", "1", "a")),
+                watcher::Event::InitDone,
+                watcher::Event::Init,
+                watcher::Event::InitApply(annotated("cm", "2", "b")),
+            ];
+            events.extend(done.then_some(watcher::Event::InitDone));
+            events
+        };
+        let (unfinished, _) = run(source(Mapping::Annotations, &Mapper::Annotations), relist(false)).await;
+        assert_eq!(unfinished, [], "nothing is enqueued while the store shows the versions from before");
+        let (mut finished, _) = run(source(Mapping::Annotations, &Mapper::Annotations), relist(true)).await;
+        finished.sort();
+        assert_eq!(finished, [key("a"), key("b")]);
     }
 
     #[tokio::test]
