@@ -9,7 +9,7 @@ TEST_CLUSTER_DIR ?= target/test-cluster
 # Toolchains where their installers put them, for shells that did not read a profile (CI).
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: help run test bench build plugins control-plane cluster cluster-down lint
+.PHONY: help run test bench build image plugins control-plane cluster cluster-down lint
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -17,7 +17,7 @@ help: ## List the targets
 run: build plugins ## Run the host with the webpage plugin against your cluster (or a local control plane)
 	@tests/testbed/run-local.sh "$(CLUSTER_DIR)"
 
-test: lint plugins control-plane ## Install what is missing, build everything, run unit and integration tests
+test: lint plugins control-plane image ## Install what is missing, build everything, run unit and integration tests
 	@tests/testbed/run-tests.sh "$(TEST_CLUSTER_DIR)"
 
 bench: plugins control-plane ## wasmop against a native kube-rs controller: per call and end to end
@@ -25,6 +25,9 @@ bench: plugins control-plane ## wasmop against a native kube-rs controller: per 
 
 build: ## Build the host (release)
 	$(CARGO) build --release -p wasmop
+
+image: ## Build the OCI image (static host, FROM scratch) into target/image/wasmop.tar
+	@deploy/image/build.sh >/dev/null
 
 plugins: ## Build every plugin to plugins/dist/<name>.wasm
 	@tests/testbed/build-plugins.sh

@@ -6,6 +6,7 @@
 //! [`mapping`]), serializes work per object ([`scheduler`]), calls the plugin in a fresh sandbox
 //! ([`runtime`]) and carries out the outcome ([`writer`]).
 
+pub mod api_error;
 pub mod controller;
 pub mod dependents;
 pub mod host;

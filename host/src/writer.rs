@@ -30,7 +30,7 @@ pub enum WriteError {
         key: ObjectKey,
     },
     /// The patch was rejected or failed.
-    #[error("{what} {key} failed: {source}")]
+    #[error("{what} {key} failed: {}", crate::api_error::describe(source))]
     Failed {
         /// What was attempted.
         what: &'static str,

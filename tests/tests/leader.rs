@@ -5,6 +5,7 @@
 //! then releases the lease, so a standby takes over before the lease could have expired.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -29,13 +30,20 @@ struct Replica {
 
 impl Replica {
     fn start(ns: &str, name: &str) -> anyhow::Result<Self> {
+        Self::start_with(ns, name, kubeconfig(), &[])
+    }
+
+    /// A replica talking to the API server as `kubeconfig` says, with more `args`.
+    fn start_with(ns: &str, name: &str, kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Self> {
         let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
         let child = Command::new(wasmop_binary()?)
             .args(["run", "--namespace", ns, "--leader-elect", "--leader-election-namespace", ns])
             .args(["--leader-election-id", "probe-leader", "--lease-duration", "3s", "--renew-deadline", "2s"])
-            .args(["--retry-period", "500ms", "--metrics-address", &metrics.to_string(), "--plugin"])
+            .args(["--retry-period", "500ms", "--metrics-address", &metrics.to_string()])
+            .args(args)
+            .arg("--plugin")
             .arg(plugin("fixture-probe"))
-            .env("KUBECONFIG", kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", name)
             .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
             .stdin(Stdio::null())
@@ -69,6 +77,13 @@ impl Replica {
             .filter(|l| l.starts_with("controller_runtime_reconcile_total{controller=\"fixture-probe\""))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>() as u64
+    }
+
+    /// Its write requests (attempted, whether or not they succeeded).
+    async fn writes(&self) -> Option<u64> {
+        let text = self.scrape().await?;
+        let lines = text.lines().filter(|l| l.starts_with("wasmop_writes_total{plugin=\"fixture-probe\""));
+        Some(lines.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum::<f64>() as u64)
     }
 
     /// Its reconciles in flight.
@@ -211,5 +226,122 @@ async fn one_replica_reconciles_and_a_standby_takes_over_after_a_kill_and_after_
     assert!(finished < took_over, "the run in flight finished before the lease was released");
     assert!(took_over - finished < LEASE, "released, so no wait for the lease to expire");
     change_and_converge(&api, "two", "2").await?;
+    Ok(())
+}
+
+/// A kubeconfig like the test's, whose server is `url`.
+fn kubeconfig_via(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {
+    let mut config = kube::config::Kubeconfig::read_from(kubeconfig())?;
+    for cluster in config.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+        cluster.server = Some(url.to_string().trim_end_matches('/').to_string());
+    }
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("kubeconfig-via-relay");
+    std::fs::write(&path, serde_json::to_vec(&config)?)?;
+    Ok(path)
+}
+
+/// A leader cut off from the API server stops writing at its renew deadline, before its lease
+/// can expire and a standby take over, and writes nothing once it can reach the API server again
+/// (the standby leads by then). The leader's client goes through a relay the test cuts; a Probe
+/// that always fails, retried every 100 ms, makes the leader write (an Event and an error status)
+/// ten times a second until it is fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_api_server_stops_writing_before_its_lease_can_expire() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
+    let ns = namespace(&client, "leader-cut").await?;
+    let dir = workspace_root().join(format!("target/leader-cut-{}", std::process::id()));
+    let overrides = dir.join("overrides.yaml");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        &overrides,
+        "plugins:\n  fixture-probe:\n    retry: { initialIntervalMs: 100, multiplier: 1.0, maxAttempts: 100000 }\n",
+    )?;
+    let overrides = overrides.to_string_lossy().to_string();
+    let config = wasmop_tests::config().await?;
+    let api_server = config.cluster_url.authority().expect("the API server's address").as_str().parse()?;
+    let relay = wasmop_tests::relay::Relay::to(api_server).await?;
+
+    let leader = Replica::start_with(&ns, "cut", &kubeconfig_via(&relay.url(), &dir)?, &["--config", &overrides])?;
+    within(WAIT, "the replica behind the relay to lead", async {
+        while leader.leading().await != Some(true) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    let standby = Replica::start_with(&ns, "direct", kubeconfig(), &["--config", &overrides])?;
+    within(WAIT, "the standby to know it is one", async {
+        while standby.leading().await != Some(false) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    let failing = serde_json::json!({
+        "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": "failing" },
+        "spec": { "alwaysFail": true }
+    });
+    probes(&client, &ns).create(&PostParams::default(), &serde_json::from_value(failing)?).await?;
+    let writing = leader.writes().await.unwrap_or(0);
+    within(WAIT, "the leader to write", async {
+        while leader.writes().await.unwrap_or(0) < writing + 5 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+
+    relay.cut();
+    let cut = Instant::now();
+    // Until the leader reports it stopped leading, the time its write count last moved; from
+    // then on, the count read just after (every write before the fence is in it), which must
+    // not move again.
+    let (mut writes, mut last_write) = (leader.writes().await.unwrap_or(0), Duration::ZERO);
+    let (mut fenced, mut at_fence, mut took_over) = (None, 0, None);
+    within(WAIT, "the leader fenced and the standby leading", async {
+        while took_over.is_none() {
+            if fenced.is_none() {
+                let now = leader.writes().await.unwrap_or(writes);
+                if now != writes {
+                    (writes, last_write) = (now, cut.elapsed());
+                }
+                if leader.leading().await == Some(false) {
+                    fenced = Some(cut.elapsed());
+                    at_fence = leader.writes().await.unwrap_or(writes);
+                }
+            } else {
+                let now = leader.writes().await.unwrap_or(at_fence);
+                anyhow::ensure!(now == at_fence, "the fenced leader wrote ({at_fence} writes, then {now})");
+            }
+            if standby.leading().await == Some(true) {
+                took_over = Some(cut.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        anyhow::Ok(())
+    })
+    .await??;
+    let took_over = took_over.expect("seen");
+    eprintln!(
+        "cut off at 0: last write attempt seen at {last_write:?}, fenced at {fenced:?}, the standby led at {took_over:?}"
+    );
+    let fenced = fenced.expect("the cut-off leader stopped leading before the standby took over");
+    assert!(fenced < took_over, "fenced before the lease could expire and the standby take over");
+
+    // Reconnected, the old leader finds the lease taken: it stays a standby and writes nothing.
+    relay.restore();
+    let before = leader.writes().await.unwrap_or(at_fence);
+    assert_eq!(before, at_fence, "no write while cut off after the fence closed");
+    within(WAIT, "the new leader writing", async {
+        let from = standby.writes().await.unwrap_or(0);
+        while standby.writes().await.unwrap_or(0) < from + 5 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    // An absence is only seen over time: a lease duration more, reconnected.
+    tokio::time::sleep(LEASE).await;
+    assert_eq!(leader.leading().await, Some(false), "the old leader stays a standby");
+    assert_eq!(leader.writes().await, Some(before), "a lease lost is never followed by another write");
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

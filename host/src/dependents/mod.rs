@@ -44,7 +44,7 @@ pub use wasmop_core::dependent::MANAGED_BY_LABEL;
 #[derive(Debug, thiserror::Error)]
 pub enum WriteFailure {
     /// An API request failed.
-    #[error("{what} {key} failed: {source}")]
+    #[error("{what} {key} failed: {}", crate::api_error::describe(source))]
     Api {
         /// What was attempted.
         what: &'static str,
