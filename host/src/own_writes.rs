@@ -39,8 +39,9 @@ struct Entry {
     /// Versions of the events that arrived while writes were in flight, and whether each would
     /// have led to a reconcile.
     seen: Vec<(String, bool)>,
-    /// The version the last write produced, until its event (or a later one) arrives.
-    ours: Option<String>,
+    /// The versions answered writes produced, each until its event (or a later one) arrives:
+    /// a second write can be answered before the first one's event comes.
+    ours: Vec<String>,
     /// When the record of an answered write goes if its event has not come.
     expires: Option<Instant>,
 }
@@ -145,27 +146,19 @@ impl OwnWrites {
         let mut writes = self.writes();
         let entry = writes.entry(key.clone()).or_default();
         entry.in_flight = entry.in_flight.saturating_sub(1);
-        // The version an earlier write produced, whose event may have been held by this one.
-        let earlier = entry.ours.take();
-        let mut ours_seen = false;
+        entry.ours.extend(produced);
+        // The events held while writes were in flight: ours (this write's or an earlier one's),
+        // or someone else's.
         let mut foreign = false;
-        for (version, matters) in entry.seen.drain(..) {
-            match &produced {
-                _ if earlier.as_deref() == Some(version.as_str()) => {}
-                Some(produced) if *produced == version => ours_seen = true,
-                // A version after ours (or the deletion) was delivered: ours will not come.
-                Some(produced) if version == DELETED || version_at_least(&version, produced) == Some(true) => {
-                    ours_seen = true;
-                    foreign |= matters;
-                }
-                _ => foreign |= matters,
+        for (version, matters) in std::mem::take(&mut entry.seen) {
+            if !settle(&mut entry.ours, &version) {
+                foreign |= matters;
             }
         }
-        entry.ours = if ours_seen { None } else { produced };
         if entry.in_flight > 0 {
             return foreign;
         }
-        if entry.ours.is_none() {
+        if entry.ours.is_empty() {
             writes.remove(key);
             return foreign;
         }
@@ -188,13 +181,8 @@ impl OwnWrites {
             entry.seen.push((version.to_string(), matters));
             return true;
         }
-        let ours = entry.ours.as_deref();
-        let own = ours == Some(version);
-        // Settled by our own event, a later version or the deletion; an earlier version (someone
-        // else's write delivered after our response) keeps waiting for ours.
-        let settled =
-            own || version == DELETED || ours.is_none_or(|ours| version_at_least(version, ours).unwrap_or(true));
-        if settled {
+        let own = settle(&mut entry.ours, version);
+        if entry.ours.is_empty() {
             writes.remove(key);
         }
         own
@@ -218,6 +206,16 @@ impl OwnWrites {
     }
 }
 
+/// The watch delivered `version` (`DELETED`: the deletion): whether it is one of `ours`, which
+/// then keeps only the versions still to come. Our own event, a later version or the deletion
+/// settles a version of ours; an earlier one (someone else's write, delivered after our
+/// response) does not. Versions that cannot be ordered are settled by any event.
+fn settle(ours: &mut Vec<String>, version: &str) -> bool {
+    let own = ours.iter().any(|o| o == version);
+    ours.retain(|o| o != version && version != DELETED && !version_at_least(version, o).unwrap_or(true));
+    own
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +235,19 @@ mod tests {
         own.begin(&key("b"));
         assert!(!own.deleted(&key("b")));
         assert!(own.consume(&key("b"), None, true));
+    }
+
+    #[test]
+    fn two_writes_answered_before_either_event_are_both_recognised() {
+        let own = OwnWrites::default();
+        own.begin(&key("a"));
+        assert!(!own.wrote(&key("a"), Some("8".into())));
+        own.begin(&key("a"));
+        assert!(!own.wrote(&key("a"), Some("10".into())));
+        assert!(own.consume(&key("a"), Some("8"), true), "the first write's late event is ours");
+        assert!(!own.consume(&key("a"), Some("9"), true), "someone else's between ours");
+        assert!(own.consume(&key("a"), Some("10"), true), "the second write's event is ours");
+        assert!(own.is_empty());
     }
 
     #[test]

@@ -329,15 +329,17 @@ pub fn settings(namespace: &str, config: HostConfig) -> HostSettings {
 }
 
 /// A host on `namespace` without plugins (install them with [`Host::install`]), whose calls are
-/// timed into its metrics.
+/// timed into its metrics; its log goes to the test's captured output.
 pub fn bare_host(client: &Client, namespace: &str) -> anyhow::Result<Arc<Host>> {
+    overlaps::Overlaps::in_process();
     let metrics = Metrics::new();
     let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
     let clusters = Clusters::new(client.clone());
     Ok(Arc::new(Host::new(clusters, runtime, metrics, settings(namespace, HostConfig::default()))))
 }
 
-/// A host running in-process on one namespace; its plugins stop when it is dropped.
+/// A host running in-process on one namespace; its plugins stop when it is dropped, and its log
+/// goes to the test's captured output.
 pub struct RunningHost {
     host: Host,
 }
@@ -367,6 +369,8 @@ impl RunningHost {
         limits: Limits,
         config: HostConfig,
     ) -> anyhow::Result<Self> {
+        // The host's log goes to the test's captured output.
+        overlaps::Overlaps::in_process();
         let metrics = Metrics::new();
         let runtime = Arc::new(observed_runtime(limits, Some(metrics.clone()))?);
         let files: Vec<PathBuf> = plugins.iter().map(|p| plugin(p)).collect();

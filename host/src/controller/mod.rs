@@ -486,6 +486,7 @@ impl Dispatch {
                 let admitted = self.filter.admit(&key, version(&object.metadata));
                 let own_write = self.own.consume(&key, object.resource_version().as_deref(), admitted);
                 if admitted && !own_write {
+                    tracing::debug!(plugin = self.plugin, object = %key, version = ?object.resource_version(), "changed");
                     self.references.primary_changed(&key, &object).await;
                     self.handle.trigger_with(key, Priority::Live);
                 }

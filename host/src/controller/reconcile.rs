@@ -355,6 +355,7 @@ impl Reconciler {
             Ok(None) | Err(_) => self.own.failed(&key),
         };
         if foreign {
+            tracing::debug!(object = %key, "changed by someone else during the host's write");
             self.sink.enqueue(key, Priority::Live);
         }
         written
