@@ -181,9 +181,10 @@ impl Cache {
         overlay.recent.insert(key, Recent { replaced, object, uid, list });
     }
 
-    /// Records the host's write of `object`, which replaced version `replaced` (`None`: it
-    /// created the object).
-    pub fn wrote(&self, object: DynamicObject, replaced: Option<String>) {
+    /// Records the host's write of `object` (trimmed as the watch trims), which replaced
+    /// version `replaced` (`None`: it created the object).
+    pub fn wrote(&self, mut object: DynamicObject, replaced: Option<String>) {
+        super::trim(&mut object);
         if let Some(key) = crate::object::key_of(&object) {
             let uid = object.uid();
             self.record(key, replaced, Some(Arc::new(object)), uid);

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use futures::Stream;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 
@@ -15,12 +15,14 @@ mod cache;
 mod clusters;
 mod listing;
 mod registry;
+mod trim;
 mod view;
 
 pub use cache::Cache;
 pub use clusters::{ClusterError, ClusterSpec, Clusters, ImpersonationError, UnknownCluster};
 pub use listing::Listing;
 pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
+pub use trim::{LAST_APPLIED, trim};
 pub use view::{CachedKind, PrimaryView, WatchedCache};
 
 /// Errors of setting up a watch.
@@ -66,9 +68,8 @@ pub struct Selectors<'a> {
     pub fields: Option<&'a str>,
 }
 
-/// A watch of one kind, optionally in one namespace and filtered by selectors, with managed
-/// fields trimmed before objects enter the store: only wasmop's own server-side apply entries
-/// stay, which the dependents' matching needs.
+/// A watch of one kind, optionally in one namespace and filtered by selectors, whose objects are
+/// [`trim`]med before they enter the store.
 pub fn watch(
     client: Client,
     resource: &ApiResource,
@@ -89,15 +90,7 @@ pub fn watch(
     }
     let writer = Writer::new(resource.clone());
     let store = writer.as_reader();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, config).backoff(watch_backoff()).modify(|o: &mut DynamicObject| {
-            o.managed_fields_mut().retain(|f| {
-                f.operation.as_deref() == Some("Apply")
-                    && f.manager.as_deref().is_some_and(|m| m.starts_with("wasmop-"))
-            })
-        }),
-    );
+    let stream = reflector::reflector(writer, watcher(api, config).backoff(watch_backoff()).modify(trim));
     (store, stream)
 }
 

@@ -16,10 +16,12 @@
 //!    every Link has seen its ConfigMap, every ConfigMap is patched (16 patches in flight), timed
 //!    from the first patch until every Link shows a reconcile that saw its ConfigMap's new
 //!    resourceVersion.
+//! 4. Heap per cached object: see [`cache`]; written to `target/bench/cache.json` too.
 //!
 //! Uses `WASMOP_TEST_KUBECONFIG` when set, else starts a local control plane. `BENCH_OBJECTS`
 //! sets N (default 200), `BENCH_SECONDARIES` M (default 100), `BENCH_CALLS` the number of calls
-//! of part 1 (default 2000).
+//! of part 1 (default 2000), `BENCH_CACHED` the ConfigMaps of part 4 (default 10,000), and
+//! `BENCH_PARTS` which parts run (`call,end-to-end,secondaries,cache`; default all).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -38,6 +40,8 @@ use wasmop::runtime::bindings::wasmop::plugin::types::ReconcileRequest;
 use wasmop::runtime::{CacheReader, Limits};
 use wasmop_tests::links::{self, Links, Secondary, Seen, seen_entry, touch_config_map};
 use wasmop_tests::{EmptyCache, RunningHost, apply_file, client, namespace, plugin, runtime, workspace_root};
+
+mod cache;
 
 const CONCURRENCY: usize = 4;
 /// Writes to the API server in flight when creating or changing the objects of parts 2 and 3.
@@ -435,10 +439,37 @@ async fn secondaries(client: &Client, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The heap, counted, for part 4.
+#[global_allocator]
+static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
+/// Whether `BENCH_PARTS` (a comma-separated list of `call`, `end-to-end`, `secondaries`, `cache`;
+/// default all) selects `part`.
+fn selected(part: &str) -> bool {
+    std::env::var("BENCH_PARTS").map_or(true, |parts| parts.split(',').any(|p| p.trim() == part))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    per_call(env_number("BENCH_CALLS", 2000))?;
+    if selected("call") {
+        per_call(env_number("BENCH_CALLS", 2000))?;
+    }
     let client = client().await?;
-    end_to_end(&client, env_number("BENCH_OBJECTS", 200)).await?;
-    secondaries(&client, env_number("BENCH_SECONDARIES", 100)).await
+    if selected("end-to-end") {
+        end_to_end(&client, env_number("BENCH_OBJECTS", 200)).await?;
+    }
+    if selected("secondaries") {
+        secondaries(&client, env_number("BENCH_SECONDARIES", 100)).await?;
+    }
+    if selected("cache") {
+        let measured = cache::cache_memory(&client, env_number("BENCH_CACHED", 10_000)).await?;
+        let report: Vec<_> = measured
+            .iter()
+            .map(|m| json!({ "cache": m.cache, "bytesPerObject": m.bytes_per_object, "objects": m.objects }))
+            .collect();
+        let dir = workspace_root().join("target/bench");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("cache.json"), serde_json::to_vec_pretty(&report)?)?;
+    }
+    Ok(())
 }

@@ -1,0 +1,125 @@
+//! Part 4: heap memory per cached object. `BENCH_CACHED` ConfigMaps (default 10,000) made as
+//! `kubectl apply` makes them (about 1 KB of data, the `last-applied-configuration` annotation
+//! holding a second copy, kubectl's managed fields) are listed into each kind of cache in turn,
+//! and the heap the cache holds once synced is divided by the number of objects:
+//! - a kube-rs reflector store of typed `ConfigMap`s, as a native controller caches them;
+//! - a reflector store of `DynamicObject`s as the API server sends them (the host before trimming);
+//! - the host's cache (`wasmop::informer::watch`), which trims objects as they enter it.
+//!
+//! The heap is counted by the bench's global allocator (`cap`), so the figures are bytes the
+//! process holds, not resident pages.
+
+use std::time::Instant;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher;
+use serde_json::json;
+
+/// One kind of cache and what it held per object.
+pub struct Measured {
+    /// What was measured.
+    pub cache: &'static str,
+    /// Heap bytes per cached object.
+    pub bytes_per_object: f64,
+    /// Objects the cache held.
+    pub objects: usize,
+}
+
+fn config_map(name: &str) -> serde_json::Value {
+    let data: serde_json::Map<String, serde_json::Value> =
+        (0..8).map(|i| (format!("key-{i}"), json!(format!("{i}-{}", "v".repeat(120))))).collect();
+    let applied = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name }, "data": data });
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "labels": { "app": "bench-cache" },
+            "annotations": { wasmop::informer::LAST_APPLIED: applied.to_string() },
+        },
+        "data": data,
+    })
+}
+
+/// Creates `n` ConfigMaps in `ns`, [`super::WRITES_IN_FLIGHT`] at a time, with kubectl's field
+/// manager.
+async fn create(client: &Client, ns: &str, n: usize) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<ConfigMap>(&()));
+    let params = PostParams { field_manager: Some("kubectl-client-side-apply".into()), ..PostParams::default() };
+    let created = futures::stream::iter(0..n)
+        .map(|i| {
+            let (api, params) = (api.clone(), params.clone());
+            async move {
+                let object: DynamicObject = serde_json::from_value(config_map(&format!("cm-{i}")))?;
+                api.create(&params, &object).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(super::WRITES_IN_FLIGHT);
+    created.collect::<Vec<_>>().await.into_iter().collect()
+}
+
+/// Drives `stream` until its first list has ended.
+async fn until_listed<K, E: std::fmt::Debug>(stream: impl Stream<Item = Result<watcher::Event<K>, E>>) {
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            return;
+        }
+    }
+}
+
+/// The heap `fill` leaves held by the cache it returns, per object.
+async fn measure<S, F>(cache: &'static str, objects: usize, fill: F) -> Measured
+where
+    F: std::future::Future<Output = S>,
+{
+    let before = super::ALLOCATOR.allocated();
+    let held = fill.await;
+    let after = super::ALLOCATOR.allocated();
+    drop(held);
+    let bytes_per_object = after.saturating_sub(before) as f64 / objects as f64;
+    Measured { cache, bytes_per_object, objects }
+}
+
+/// Runs part 4 with `n` ConfigMaps; returns the measurements in the order of the module docs.
+pub async fn cache_memory(client: &Client, n: usize) -> anyhow::Result<Vec<Measured>> {
+    let ns = wasmop_tests::namespace(client, "bench-cache").await?;
+    let started = Instant::now();
+    create(client, &ns, n).await?;
+    println!("\n## Part 4: heap per cached object ({n} ConfigMaps made as kubectl apply makes them)\n");
+    println!("created in {:.1?}", started.elapsed());
+    let resource = ApiResource::erase::<ConfigMap>(&());
+    let typed = measure("kube-rs reflector, typed ConfigMap", n, async {
+        let writer: Writer<ConfigMap> = Writer::default();
+        let store = writer.as_reader();
+        until_listed(reflector::reflector(writer, watcher(Api::namespaced(client.clone(), &ns), Default::default())))
+            .await;
+        store
+    })
+    .await;
+    let untrimmed = measure("DynamicObject as sent (untrimmed)", n, async {
+        let writer = Writer::new(resource.clone());
+        let store = writer.as_reader();
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+        until_listed(reflector::reflector(writer, watcher(api, Default::default()))).await;
+        store
+    })
+    .await;
+    let trimmed = measure("wasmop's cache (trimmed)", n, async {
+        let (store, stream) = wasmop::informer::watch(client.clone(), &resource, Some(&ns), Default::default());
+        until_listed(stream).await;
+        store
+    })
+    .await;
+    let measured = vec![typed, untrimmed, trimmed];
+    println!("| cache | bytes per object | ratio to the kube-rs reflector |\n|---|---|---|");
+    for m in &measured {
+        let ratio = m.bytes_per_object / measured[0].bytes_per_object;
+        println!("| {} | {:.0} | {ratio:.2}x |", m.cache, m.bytes_per_object);
+    }
+    Ok(measured)
+}
