@@ -454,6 +454,9 @@ async fn main() -> anyhow::Result<()> {
     if selected("call") {
         per_call(env_number("BENCH_CALLS", 2000))?;
     }
+    if !["end-to-end", "secondaries", "cache"].into_iter().any(selected) {
+        return Ok(());
+    }
     let client = client().await?;
     if selected("end-to-end") {
         end_to_end(&client, env_number("BENCH_OBJECTS", 200)).await?;
