@@ -48,6 +48,23 @@ pub struct Settings {
     /// Write as this ServiceAccount (impersonated), so that cluster RBAC bounds the plugin.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_account: Option<ServiceAccount>,
+    /// Bound the caches of the primary and the declared watches (not the dependents').
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheBudget>,
+}
+
+/// A plugin's bounded caches: warm objects within a byte budget; cold ones are fetched from
+/// the API server again when read (JOSDK's bounded caches).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CacheBudget {
+    /// The plugin's budget in MiB, counted by the host's estimate of each object's heap bytes;
+    /// within the host's budget (`--cache-budget-mib`) when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_mib: Option<u64>,
+    /// Evict objects not read or changed for this many milliseconds, whatever the budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_ms: Option<u64>,
 }
 
 /// Retry policy (JOSDK's GenericRetry); absent fields keep the lower settings' values.
@@ -151,6 +168,13 @@ impl Settings {
             resync_period_ms: pick(&self.resync_period_ms, &lower.resync_period_ms),
             limits,
             service_account: pick(&self.service_account, &lower.service_account),
+            cache: match (self.cache, lower.cache) {
+                (Some(high), Some(low)) => Some(CacheBudget {
+                    budget_mib: high.budget_mib.or(low.budget_mib),
+                    idle_ms: high.idle_ms.or(low.idle_ms),
+                }),
+                (high, low) => high.or(low),
+            },
         }
     }
 }

@@ -146,6 +146,9 @@ pub struct HostSettings {
     pub max_concurrent_reconciles: usize,
     /// Leader election: runs start and writes go out only while this replica leads.
     pub fence: crate::leader::Fence,
+    /// The host's budget for bounded caches; `None`: only plugins with a budget of their own
+    /// have bounded caches.
+    pub cache: Option<crate::informer::Budget>,
 }
 
 /// What [`Host::install`] did.
@@ -196,6 +199,7 @@ pub struct Host {
     global: Arc<Semaphore>,
     metrics: Arc<Metrics>,
     controllers: Mutex<BTreeMap<String, Running>>,
+    pools: crate::informer::Pools,
     /// One install or removal at a time.
     changing: tokio::sync::Mutex<()>,
     /// The plugins given at start are loaded (see [`Host::loaded`]).
@@ -206,7 +210,11 @@ impl Host {
     /// A host with no plugins yet, loading modules with `runtime` and counting into `metrics`.
     pub fn new(clusters: Clusters, runtime: Arc<Runtime>, metrics: Arc<Metrics>, settings: HostSettings) -> Self {
         let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
+        let counted = metrics.clone();
+        let pools =
+            crate::informer::Pools::new(settings.cache, Arc::new(move |pool, budget| counted.pool(pool, budget)));
         Self {
+            pools,
             clusters,
             runtime,
             settings,
@@ -340,6 +348,7 @@ impl Host {
         tracing::info!(plugin = module.name(), digest = module.digest(), path = %module.path().display(),
             limits = ?module.limits(), ?resolved, "plugin loaded");
         let stop = CancellationToken::new();
+        let pool = self.pools.for_plugin(module.name(), resolved.cache);
         let current = Current::new(module);
         let reconcile_all = Arc::new(Notify::new());
         let synced = Arc::new(AtomicBool::new(false));
@@ -349,6 +358,7 @@ impl Host {
             reconcile_all: reconcile_all.clone(),
             module: current.clone(),
             clusters: self.clusters.clone(),
+            pool,
             settings: resolved,
             global: Some(self.global.clone()),
             metrics: self.metrics.clone(),

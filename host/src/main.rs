@@ -97,6 +97,15 @@ struct RunArgs {
     /// object never runs twice at once).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     plugin_concurrency: u16,
+    /// Bound the caches of every plugin's primaries and declared watches to this many MiB in
+    /// all (by an estimate of heap bytes): cold objects are evicted and fetched from the API
+    /// server again when read. A plugin's `cache.budgetMib` is its share of it. Unset: every
+    /// object is cached, except by plugins with a budget of their own.
+    #[arg(long, value_name = "MIB")]
+    cache_budget_mib: Option<u64>,
+    /// With `--cache-budget-mib`: also evict objects not read or changed for this long.
+    #[arg(long, value_parser = humantime::parse_duration, requires = "cache_budget_mib")]
+    cache_idle: Option<Duration>,
     /// YAML file of deployment-time overrides per plugin (see the README).
     #[arg(long, value_name = "FILE", env = "WASMOP_CONFIG")]
     config: Option<PathBuf>,
@@ -272,6 +281,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         defaults: Defaults { namespace: args.namespace, max_concurrent_reconciles: args.plugin_concurrency.into() },
         max_concurrent_reconciles: args.max_concurrent_reconciles.into(),
         fence,
+        cache: args
+            .cache_budget_mib
+            .map(|mib| wasmop::informer::Budget { bytes: mib.saturating_mul(1024 * 1024), idle: args.cache_idle }),
     };
     let host = Arc::new(Host::new(clusters, runtime, metrics, settings));
     let sources = Sources {

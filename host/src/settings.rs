@@ -116,6 +116,8 @@ pub struct Resolved {
     pub max_concurrent: usize,
     /// How often every cached primary is reconciled again; `None` is never.
     pub resync_period: Option<Duration>,
+    /// The plugin's own cache budget, if it has one.
+    pub cache: Option<wasmop_core::settings::CacheBudget>,
 }
 
 /// Combines `describe()`, the overrides and the host defaults, in that order of precedence
@@ -157,6 +159,7 @@ pub fn resolve(config: &PluginConfig, overrides: &Settings, defaults: &Defaults)
         rate_limit,
         max_concurrent,
         resync_period: s.resync_period_ms.filter(|ms| *ms > 0).map(Duration::from_millis),
+        cache: s.cache,
     }
 }
 

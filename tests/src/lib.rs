@@ -325,6 +325,7 @@ pub fn settings(namespace: &str, config: HostConfig) -> HostSettings {
         defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4 },
         max_concurrent_reconciles: 16,
         fence: wasmop::leader::Fence::unfenced(),
+        cache: None,
     }
 }
 
@@ -361,6 +362,18 @@ impl RunningHost {
         )
     }
 
+    /// Like [`RunningHost::start`] with bounded caches: the host's budget is `budget`.
+    pub fn start_bounded(
+        client: &Client,
+        namespace: &str,
+        plugins: &[&str],
+        budget: wasmop::informer::Budget,
+    ) -> anyhow::Result<Self> {
+        let mut settings = settings(namespace, HostConfig::default());
+        settings.cache = Some(budget);
+        Self::launch(Clusters::new(client.clone()), plugins, Limits::default(), settings)
+    }
+
     /// Like [`RunningHost::start`] on the given clusters, with overrides.
     pub fn start_on(
         clusters: Clusters,
@@ -369,13 +382,17 @@ impl RunningHost {
         limits: Limits,
         config: HostConfig,
     ) -> anyhow::Result<Self> {
+        Self::launch(clusters, plugins, limits, settings(namespace, config))
+    }
+
+    fn launch(clusters: Clusters, plugins: &[&str], limits: Limits, settings: HostSettings) -> anyhow::Result<Self> {
         // The host's log goes to the test's captured output.
         overlaps::Overlaps::in_process();
         let metrics = Metrics::new();
         let runtime = Arc::new(observed_runtime(limits, Some(metrics.clone()))?);
         let files: Vec<PathBuf> = plugins.iter().map(|p| plugin(p)).collect();
-        let modules = wasmop::host::load_all(&runtime, &files, &config)?;
-        let host = Host::new(clusters, runtime, metrics, settings(namespace, config));
+        let modules = wasmop::host::load_all(&runtime, &files, &settings.config)?;
+        let host = Host::new(clusters, runtime, metrics, settings);
         for module in modules {
             host.start(module)?;
         }

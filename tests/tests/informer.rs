@@ -55,8 +55,8 @@ async fn subscribers_share_one_watch_and_one_leaving_keeps_the_others_events_flo
     let registry = Registry::new(client.clone());
     let config_maps = ApiResource::erase::<ConfigMap>(&());
 
-    let first = registry.subscribe(&config_maps, Some(&ns), Selectors::default());
-    let second = registry.subscribe(&config_maps, Some(&ns), Selectors::default());
+    let first = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), None);
+    let second = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), None);
     assert_eq!(registry.active(), 1, "the same watch is shared");
     let mut first_events = Box::pin(first.events());
     let mut second_events = Box::pin(second.events());
@@ -72,12 +72,12 @@ async fn subscribers_share_one_watch_and_one_leaving_keeps_the_others_events_flo
     applied(&mut second_events, "two").await?;
 
     // A subscriber joining a synced watch gets the cache first, so it misses nothing.
-    let late = registry.subscribe(&config_maps, Some(&ns), Selectors::default());
+    let late = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), None);
     let mut late_events = Box::pin(late.events());
     applied(&mut late_events, "one").await?;
-    assert_eq!(late.cache().state().len(), 2);
+    assert_eq!(late.cache().state().await?.len(), 2);
 
-    let other = registry.subscribe(&config_maps, Some(&ns), Selectors { labels: Some("app=x"), fields: None });
+    let other = registry.subscribe(&config_maps, Some(&ns), Selectors { labels: Some("app=x"), fields: None }, None);
     assert_eq!(registry.active(), 2, "other selectors are another watch");
     drop(other);
     drop((second, late, second_events, late_events));
@@ -90,7 +90,7 @@ async fn a_create_leaves_the_overlay_once_delivered_so_a_later_deletion_shows() 
     let client = client().await?;
     let ns = namespace(&client, "ghost-overlay").await?;
     let registry = Registry::new(client.clone());
-    let subscription = registry.subscribe(&ApiResource::erase::<ConfigMap>(&()), Some(&ns), Selectors::default());
+    let subscription = registry.subscribe(&ApiResource::erase::<ConfigMap>(&()), Some(&ns), Selectors::default(), None);
     let mut events = Box::pin(subscription.events());
     let cache = subscription.cache();
     let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &ApiResource::erase::<ConfigMap>(&()));
@@ -110,6 +110,6 @@ async fn a_create_leaves_the_overlay_once_delivered_so_a_later_deletion_shows() 
     api.delete("mine", &DeleteParams::default()).await?;
     deleted(&mut events, "mine").await?;
     assert!(cache.get(&key).is_none(), "a delivered then deleted create is no longer seen");
-    assert!(cache.state().is_empty(), "nor listed");
+    assert!(cache.state().await?.is_empty(), "nor listed");
     Ok(())
 }

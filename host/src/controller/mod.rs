@@ -88,6 +88,7 @@ async fn subscribe_all(
     clusters: &Clusters,
     primary_namespace: Option<&str>,
     plugin: &str,
+    pool: Option<&informer::Pool>,
     shutdown: &CancellationToken,
 ) -> Option<Vec<Secondary>> {
     let mut secondaries = Vec::with_capacity(watches.len());
@@ -116,7 +117,7 @@ async fn subscribe_all(
         };
         let selectors =
             informer::Selectors { labels: watch.label_selector.as_deref(), fields: watch.field_selector.as_deref() };
-        let subscription = registry.subscribe(&resource, namespace, selectors);
+        let subscription = registry.subscribe(&resource, namespace, selectors, pool);
         let links = Arc::new(RwLock::new(crate::mapping::links_for(&watch.mapper)));
         secondaries.push(Secondary { watch: watch.clone(), resource, subscription, links });
     }
@@ -138,6 +139,9 @@ pub struct Controller {
     /// The client that writes for the plugin (for example one impersonating its service
     /// account); `None` writes with the primaries' cluster client.
     pub writes: Option<Client>,
+    /// Where the primary's and the declared watches' bounded caches keep warm objects; `None`
+    /// caches every object.
+    pub pool: Option<informer::Pool>,
     /// The first reconcile waits for this as well: a controller that replaces another starts
     /// once the other has finished its reconciles in flight.
     pub after: Option<oneshot::Receiver<()>>,
@@ -172,9 +176,12 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         reconcile_all,
         synced: caches_synced,
         fence,
+        pool,
     } = controller;
     let config = module.get().config().clone();
-    let Some(watched) = watch(&config, &clusters, &settings, &metrics, &shutdown).await else { return };
+    let Some(watched) = watch(&config, &clusters, &settings, &metrics, pool.as_ref(), &shutdown).await else {
+        return;
+    };
     let (handle, inbox) = scheduler::channel();
     // What the runs enqueue into must not keep their own scheduler running.
     let runs_sink: Arc<dyn Sink> = Arc::new(handle.downgrade());
@@ -256,6 +263,7 @@ async fn watch(
     clusters: &Clusters,
     settings: &Resolved,
     metrics: &Metrics,
+    pool: Option<&informer::Pool>,
     shutdown: &CancellationToken,
 ) -> Option<Watched> {
     let plugin = &config.name;
@@ -263,10 +271,12 @@ async fn watch(
     let resource = resolve(local.client(), &config.primary, plugin, shutdown).await?;
     let selectors =
         informer::Selectors { labels: settings.label_selector.as_deref(), fields: settings.field_selector.as_deref() };
-    let subscription = local.subscribe(&resource, settings.namespace.as_deref(), selectors);
+    let subscription = local.subscribe(&resource, settings.namespace.as_deref(), selectors, pool);
+    // The dependents' caches stay whole: the workflow reads them between its writes.
     let dependent_watches: Vec<Watch> = config.dependents.iter().map(|d| dependent_watch(config, d)).collect();
-    let watches: Vec<Watch> = config.watches.iter().chain(&dependent_watches).cloned().collect();
-    let secondaries = subscribe_all(&watches, clusters, settings.namespace.as_deref(), plugin, shutdown).await?;
+    let namespace = settings.namespace.as_deref();
+    let mut secondaries = subscribe_all(&config.watches, clusters, namespace, plugin, pool, shutdown).await?;
+    secondaries.extend(subscribe_all(&dependent_watches, clusters, namespace, plugin, None, shutdown).await?);
     let primaries = subscription.cache();
     let mut kinds = vec![CachedKind { kind: config.primary.clone(), cache: primaries.clone(), links: None }];
     kinds.extend(secondaries.iter().map(|s| CachedKind {
@@ -386,7 +396,7 @@ fn spawn_sources(
     }
     if let Some(period) = settings.resync_period {
         let (cache, sink, stop) = (primaries.clone(), sink.clone(), stop.clone());
-        let keys = move || cache.state().iter().filter_map(|o| crate::object::key_of(o)).collect();
+        let keys = move || cache.keys();
         sources.spawn(async move { timer::resync(period, keys, &*sink, stop).await });
     }
     (sources, futures::future::join_all(syncs))
@@ -461,7 +471,7 @@ impl Dispatch {
                     continue;
                 }
                 () = reconcile_all.notified() => {
-                    for key in self.primaries.state().iter().filter_map(|o| crate::object::key_of(o)) {
+                    for key in self.primaries.keys() {
                         self.handle.trigger_with(key, Priority::Background);
                     }
                     continue;

@@ -117,7 +117,15 @@ impl Reconciler {
     /// Runs one scheduled reconcile and tells the scheduler how it went.
     pub(crate) async fn run(self: Arc<Self>, run: Run<ObjectKey>) -> Verdict {
         // Deleted meanwhile: nothing to do, and nothing to complain about.
-        let Some(object) = self.primaries.get(&run.key) else { return Verdict::Done { requeue_after: None } };
+        let object = match self.primaries.fetch(&run.key).await {
+            Ok(Some(object)) => object,
+            Ok(None) => return Verdict::Done { requeue_after: None },
+            Err(err) => {
+                // Only a bounded cache asks the API server, for an object it evicted.
+                tracing::warn!(object = %run.key, %err, "cannot fetch the evicted primary; reconciling again soon");
+                return Verdict::Unreachable;
+            }
+        };
         let module = self.module.get();
         let meta = &object.metadata;
         let span = tracing::info_span!(
@@ -167,7 +175,7 @@ impl Reconciler {
         self.writer.publish(&object, EventType::Warning, reason, "Reconcile", Some(note)).await;
         let retrying = retry && !run.last_attempt;
         // The run may have written the primary (its finalizer): patch the latest version.
-        let latest = self.primaries.get(&run.key).unwrap_or(object);
+        let latest = self.primaries.fetch(&run.key).await.ok().flatten().unwrap_or(object);
         let status = match retrying {
             true => None,
             false => self.error_status(module, &run, &latest, view, failure.error).await,

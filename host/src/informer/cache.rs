@@ -1,6 +1,6 @@
-//! A watch's cache: the reflector store, plus the host's own writes the watch has not delivered
-//! yet, so that a reconcile reads what the previous one wrote (JOSDK's temporary resource
-//! cache).
+//! A watch's cache: the store (kube's reflector store, or a [`Bounded`] one), plus the host's
+//! own writes the watch has not delivered yet, so that a reconcile reads what the previous one
+//! wrote (JOSDK's temporary resource cache).
 //!
 //! An entry leaves the overlay as soon as the watch delivers the write or anything newer, or the
 //! object's deletion, judged on every event of the watch ([`Cache::observe`]) and again on every
@@ -16,6 +16,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 
+use super::bounded::{Bounded, Tag};
 use crate::object::{ObjectKey, version_at_least};
 
 /// One of the host's writes: the object after it (`None`: deleted), the version it replaced, and
@@ -29,14 +30,14 @@ struct Recent {
 
 impl Recent {
     /// Whether `seen`, a version of the object the watch delivered, is this write or newer.
-    fn superseded_by(&self, seen: &DynamicObject) -> bool {
-        if let (Some(mine), Some(theirs)) = (&self.uid, seen.uid())
-            && *mine != theirs
+    fn superseded_by(&self, seen: &Tag) -> bool {
+        if let (Some(mine), Some(theirs)) = (&self.uid, &seen.uid)
+            && mine != theirs
         {
             return true; // another incarnation of the name
         }
-        let seen = seen.resource_version();
-        let ordered = match (&seen, &self.object, &self.replaced) {
+        let seen = &seen.version;
+        let ordered = match (seen, &self.object, &self.replaced) {
             // Our write, or a later version.
             (Some(seen), Some(written), _) => written.resource_version().and_then(|w| version_at_least(seen, &w)),
             // Our deletion: a later version than the one deleted (say, finalizers still hold it).
@@ -46,7 +47,7 @@ impl Recent {
             _ => None,
         };
         // Unordered versions: anything but the version the write replaced.
-        ordered.unwrap_or(seen != self.replaced)
+        ordered.unwrap_or(*seen != self.replaced)
     }
 }
 
@@ -57,30 +58,59 @@ struct Overlay {
     lists: u64,
 }
 
+/// Where a watch keeps its objects.
+#[derive(Clone)]
+enum Backing {
+    /// All of them, in kube's reflector store.
+    Full(Store<DynamicObject>, ApiResource),
+    /// The warm ones; the others are fetched again on a read.
+    Bounded(Arc<Bounded>),
+}
+
 /// A watch's store with the host's recent writes laid over it. Cheap to clone.
 #[derive(Clone)]
 pub struct Cache {
-    store: Store<DynamicObject>,
-    resource: ApiResource,
+    backing: Backing,
     overlay: Arc<Mutex<Overlay>>,
 }
 
 impl Cache {
     /// A cache over the `store` of objects of `resource`, with no writes of its own yet.
     pub fn new(store: Store<DynamicObject>, resource: ApiResource) -> Self {
-        Self { store, resource, overlay: Arc::default() }
+        Self { backing: Backing::Full(store, resource), overlay: Arc::default() }
     }
 
-    fn stored(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
-        let mut reference = ObjectRef::<DynamicObject>::new_with(&key.name, self.resource.clone());
+    /// A cache over a bounded store.
+    pub fn bounded(store: Arc<Bounded>) -> Self {
+        Self { backing: Backing::Bounded(store), overlay: Arc::default() }
+    }
+
+    /// The bounded store, if this cache is bounded.
+    pub fn bounds(&self) -> Option<&Arc<Bounded>> {
+        match &self.backing {
+            Backing::Full(..) => None,
+            Backing::Bounded(store) => Some(store),
+        }
+    }
+
+    fn full(store: &Store<DynamicObject>, resource: &ApiResource, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+        let mut reference = ObjectRef::<DynamicObject>::new_with(&key.name, resource.clone());
         if let Some(ns) = &key.namespace {
             reference = reference.within(ns);
         }
-        self.store.get(&reference)
+        store.get(&reference)
     }
 
-    /// Whether the store has not yet seen the write `recent`, given what it holds.
-    fn pending(recent: &Recent, stored: Option<&Arc<DynamicObject>>) -> bool {
+    /// The tag of `key` in the store, if it shows the object.
+    fn tag(&self, key: &ObjectKey) -> Option<Tag> {
+        match &self.backing {
+            Backing::Full(store, resource) => Self::full(store, resource, key).map(|o| Tag::of(&o)),
+            Backing::Bounded(store) => store.tag(key),
+        }
+    }
+
+    /// Whether the store has not yet seen the write `recent`, given its tag there.
+    fn pending(recent: &Recent, stored: Option<&Tag>) -> bool {
         match stored {
             Some(stored) => !recent.superseded_by(stored),
             // Absent: a write not delivered yet (a delivered one that was deleted since left on
@@ -94,16 +124,18 @@ impl Cache {
     }
 
     /// Settles the overlay with an event the watch delivered (after the store applied it).
-    pub fn observe(&self, event: &Event<DynamicObject>) {
+    pub fn observe<K: std::borrow::Borrow<DynamicObject>>(&self, event: &Event<K>) {
         let mut overlay = self.overlay();
         match event {
             Event::Apply(seen) | Event::InitApply(seen) => {
+                let seen: &DynamicObject = seen.borrow();
                 let Some(key) = crate::object::key_of(seen) else { return };
-                if overlay.recent.get(&key).is_some_and(|r| r.superseded_by(seen)) {
+                if overlay.recent.get(&key).is_some_and(|r| r.superseded_by(&Tag::of(seen))) {
                     overlay.recent.remove(&key);
                 }
             }
             Event::Delete(gone) => {
+                let gone: &DynamicObject = gone.borrow();
                 let Some(key) = crate::object::key_of(gone) else { return };
                 // A deletion of an older incarnation leaves a write of a newer one alone.
                 let older = |r: &Recent| r.object.is_some() && r.uid.is_some() && r.uid != gone.uid();
@@ -119,24 +151,88 @@ impl Cache {
         }
     }
 
-    /// The object `key`, as the host last wrote it or as the watch delivered it, whichever is
-    /// newer.
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
-        let stored = self.stored(key);
+    /// The host's pending write of `key`, if the store has not caught up with it: `Some(None)`
+    /// for a pending deletion.
+    fn pending_write(&self, key: &ObjectKey) -> Option<Option<Arc<DynamicObject>>> {
+        let tag = self.tag(key);
         let mut overlay = self.overlay();
         match overlay.recent.get(key) {
-            Some(entry) if Self::pending(entry, stored.as_ref()) => entry.object.clone(),
+            Some(entry) if Self::pending(entry, tag.as_ref()) => Some(entry.object.clone()),
             Some(_) => {
                 overlay.recent.remove(key);
-                stored
+                None
             }
-            None => stored,
+            None => None,
+        }
+    }
+
+    /// The object `key`, as the host last wrote it or as the watch delivered it, whichever is
+    /// newer. A bounded cache answers from its warm objects only: use [`Cache::fetch`] (or
+    /// [`Cache::read`] off the runtime) to get evicted ones too.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+        if let Some(written) = self.pending_write(key) {
+            return written;
+        }
+        match &self.backing {
+            Backing::Full(store, resource) => Self::full(store, resource, key),
+            Backing::Bounded(store) => store.warm(key).flatten(),
+        }
+    }
+
+    /// The object `key` as [`Cache::get`] sees it, fetched from the API server if a bounded
+    /// cache evicted it.
+    pub async fn fetch(&self, key: &ObjectKey) -> Result<Option<Arc<DynamicObject>>, kube::Error> {
+        if let Some(written) = self.pending_write(key) {
+            return Ok(written);
+        }
+        match &self.backing {
+            Backing::Full(store, resource) => Ok(Self::full(store, resource, key)),
+            Backing::Bounded(store) => store.get(key).await,
+        }
+    }
+
+    /// [`Cache::fetch`] for a blocking thread (a plugin's read during a call): a bounded cache
+    /// blocks on the API server for an evicted object. Must not run on a runtime worker.
+    pub fn read(&self, key: &ObjectKey) -> Result<Option<Arc<DynamicObject>>, kube::Error> {
+        match &self.backing {
+            Backing::Full(..) => Ok(self.get(key)),
+            Backing::Bounded(_) => tokio::runtime::Handle::current().block_on(self.fetch(key)),
+        }
+    }
+
+    /// Every key the store shows.
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        match &self.backing {
+            Backing::Full(store, _) => store.state().iter().filter_map(|o| crate::object::key_of(o)).collect(),
+            Backing::Bounded(store) => store.keys(),
+        }
+    }
+
+    /// Every object the store shows, without the host's pending writes; a bounded cache with
+    /// evicted objects lists them from the API server.
+    pub async fn stored(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+        match &self.backing {
+            Backing::Full(store, _) => Ok(store.state()),
+            Backing::Bounded(store) => store.state().await,
         }
     }
 
     /// Every object, with the host's pending writes applied.
-    pub fn state(&self) -> Vec<Arc<DynamicObject>> {
-        let mut objects = self.store.state();
+    pub async fn state(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+        Ok(self.with_writes(self.stored().await?))
+    }
+
+    /// [`Cache::state`] for a blocking thread; see [`Cache::read`].
+    pub fn state_blocking(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+        let stored = match &self.backing {
+            Backing::Full(store, _) => store.state(),
+            Backing::Bounded(store) => tokio::runtime::Handle::current().block_on(store.state())?,
+        };
+        Ok(self.with_writes(stored))
+    }
+
+    /// `objects`, the store's, with the host's pending writes applied.
+    fn with_writes(&self, mut objects: Vec<Arc<DynamicObject>>) -> Vec<Arc<DynamicObject>> {
         let mut overlay = self.overlay();
         if overlay.recent.is_empty() {
             return objects;
@@ -147,7 +243,9 @@ impl Cache {
                 stored.insert(key, i);
             }
         }
-        overlay.recent.retain(|key, entry| Self::pending(entry, stored.get(key).map(|&i| &objects[i])));
+        overlay
+            .recent
+            .retain(|key, entry| Self::pending(entry, stored.get(key).map(|&i| Tag::of(&objects[i])).as_ref()));
         let mut removed = Vec::new();
         for (key, entry) in overlay.recent.iter() {
             match (stored.get(key), &entry.object) {
@@ -193,7 +291,7 @@ impl Cache {
 
     /// Records that the host deleted `key`, which was at version `replaced`.
     pub fn deleted(&self, key: ObjectKey, replaced: Option<String>) {
-        let uid = self.stored(&key).and_then(|o| o.uid());
+        let uid = self.tag(&key).and_then(|t| t.uid);
         self.record(key, replaced, None, uid);
     }
 }
@@ -234,10 +332,10 @@ mod tests {
         writer.apply_watcher_event(&Event::Apply(object("a", "1", "old")));
         cache.wrote(object("a", "2", "mine"), Some("1".into()));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "mine");
-        assert_eq!(data(&cache.state()[0]), "mine");
+        assert_eq!(data(&cache.state_blocking().unwrap()[0]), "mine");
         writer.apply_watcher_event(&Event::Apply(object("a", "3", "someone else's")));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "someone else's");
-        assert_eq!(data(&cache.state()[0]), "someone else's");
+        assert_eq!(data(&cache.state_blocking().unwrap()[0]), "someone else's");
     }
 
     #[test]
@@ -247,11 +345,11 @@ mod tests {
         cache.wrote(object("new", "5", "created"), None);
         cache.deleted(key("gone"), Some("1".into()));
         assert!(cache.get(&key("gone")).is_none());
-        let names: Vec<String> = cache.state().iter().map(|o| o.name_any()).collect();
+        let names: Vec<String> = cache.state_blocking().unwrap().iter().map(|o| o.name_any()).collect();
         assert_eq!(names, ["new"]);
         writer.apply_watcher_event(&Event::Apply(object("new", "5", "created")));
         writer.apply_watcher_event(&Event::Delete(object("gone", "1", "x")));
-        assert_eq!(cache.state().len(), 1);
+        assert_eq!(cache.state_blocking().unwrap().len(), 1);
         assert_eq!(cache.pending_writes(), 0, "delivered writes are forgotten");
     }
 
@@ -306,7 +404,7 @@ mod tests {
         deliver(&mut writer, &cache, Event::Init);
         cache.wrote(object("during", "7", "written during the list"), None);
         deliver(&mut writer, &cache, Event::InitDone);
-        let names: Vec<String> = cache.state().iter().map(|o| o.name_any()).collect();
+        let names: Vec<String> = cache.state_blocking().unwrap().iter().map(|o| o.name_any()).collect();
         assert_eq!(names, ["during"], "the list is the truth for earlier writes only");
     }
 

@@ -11,19 +11,25 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 
+mod bounded;
 mod cache;
 mod clusters;
 mod listing;
+mod pools;
 mod registry;
 mod trim;
 mod view;
+mod weight;
 
+pub use bounded::{Bounded, Budget, Pool, PoolMetrics, Tag};
 pub use cache::Cache;
 pub use clusters::{ClusterError, ClusterSpec, Clusters, ImpersonationError, UnknownCluster};
 pub use listing::Listing;
+pub use pools::{PoolMetricsOf, Pools};
 pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
 pub use trim::{LAST_APPLIED, trim};
 pub use view::{CachedKind, PrimaryView, WatchedCache};
+pub use weight::weight;
 
 /// Errors of setting up a watch.
 #[derive(Debug, thiserror::Error)]
@@ -68,15 +74,13 @@ pub struct Selectors<'a> {
     pub fields: Option<&'a str>,
 }
 
-/// A watch of one kind, optionally in one namespace and filtered by selectors, whose objects are
-/// [`trim`]med before they enter the store.
-pub fn watch(
+/// The API and watcher configuration of a watch of `resource` in `namespace` with `selectors`.
+fn scope(
     client: Client,
     resource: &ApiResource,
     namespace: Option<&str>,
     selectors: Selectors<'_>,
-) -> (Store<DynamicObject>, impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send + 'static)
-{
+) -> (Api<DynamicObject>, watcher::Config) {
     let api: Api<DynamicObject> = match namespace {
         Some(ns) => Api::namespaced_with(client, ns, resource),
         None => Api::all_with(client, resource),
@@ -88,10 +92,42 @@ pub fn watch(
     if let Some(fields) = selectors.fields {
         config = config.fields(fields);
     }
+    (api, config)
+}
+
+/// A watch of one kind, optionally in one namespace and filtered by selectors, whose objects are
+/// [`trim`]med before they enter the store.
+pub fn watch(
+    client: Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    selectors: Selectors<'_>,
+) -> (Store<DynamicObject>, impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send + 'static)
+{
+    let (api, config) = scope(client, resource, namespace, selectors);
     let writer = Writer::new(resource.clone());
     let store = writer.as_reader();
     let stream = reflector::reflector(writer, watcher(api, config).backoff(watch_backoff()).modify(trim));
     (store, stream)
+}
+
+/// [`watch`], bounded: the returned store is empty and must be given every event of the
+/// stream ([`Bounded::apply`]); it keeps warm objects in `pool`.
+pub fn watch_bounded(
+    client: Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    selectors: Selectors<'_>,
+    pool: &Pool,
+) -> (Bounded, impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send + 'static) {
+    let (api, config) = scope(client.clone(), resource, namespace, selectors);
+    let list = kube::api::ListParams {
+        label_selector: config.label_selector.clone(),
+        field_selector: config.field_selector.clone(),
+        ..Default::default()
+    };
+    let store = Bounded::new(pool.clone(), client, resource.clone(), api.clone(), list);
+    (store, watcher(api, config).backoff(watch_backoff()).modify(trim))
 }
 
 /// How a failed watch is retried: after 100 ms, doubling up to 1 s, each plus a random 0-100%,

@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex, Weak};
 use futures::{Stream, StreamExt};
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
-use super::{Cache, Selectors, watch};
+use super::bounded::Pool;
+use super::{Cache, Selectors, watch, watch_bounded};
 
 /// Watch events fanned out to subscribers; objects are shared, never copied per subscriber.
 pub type SharedEvent = watcher::Event<Arc<DynamicObject>>;
@@ -37,12 +37,15 @@ pub struct WatchKey {
     pub labels: Option<String>,
     /// Field selector.
     pub fields: Option<String>,
+    /// The pool of a bounded watch; `None` keeps every object.
+    pub pool: Option<String>,
 }
 
 impl WatchKey {
     /// The key of a watch of `resource` with the given scope and selectors.
-    pub fn new(resource: &ApiResource, namespace: Option<&str>, selectors: Selectors<'_>) -> Self {
+    pub fn new(resource: &ApiResource, namespace: Option<&str>, selectors: Selectors<'_>, pool: Option<&Pool>) -> Self {
         Self {
+            pool: pool.map(|p| p.name().to_string()),
             group: resource.group.clone(),
             version: resource.version.clone(),
             kind: resource.kind.clone(),
@@ -55,7 +58,6 @@ impl WatchKey {
 
 /// One running watch and its cache.
 struct SharedWatch {
-    store: Store<DynamicObject>,
     cache: Cache,
     /// Set once the first list is complete. (Not `Store::wait_until_ready`: its one-shot wakes
     /// only the last of several concurrent waiters.)
@@ -91,43 +93,43 @@ impl Registry {
     }
 
     /// Subscribes to the watch of `resource` in `namespace` with `selectors`, starting it if no
-    /// one watches it yet. Must be called within a tokio runtime.
-    pub fn subscribe(&self, resource: &ApiResource, namespace: Option<&str>, selectors: Selectors<'_>) -> Subscription {
-        let key = WatchKey::new(resource, namespace, selectors);
+    /// one watches it yet; with a `pool`, the watch is bounded and keeps only warm objects
+    /// there. Must be called within a tokio runtime.
+    pub fn subscribe(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        selectors: Selectors<'_>,
+        pool: Option<&Pool>,
+    ) -> Subscription {
+        let key = WatchKey::new(resource, namespace, selectors, pool);
         let mut watches = self.watches.lock().expect("the registry lock is never poisoned");
         watches.retain(|_, w| w.strong_count() > 0);
         if let Some(watch) = watches.get(&key).and_then(Weak::upgrade) {
             return Subscription { watch };
         }
-        let (store, stream) = watch(self.client.clone(), resource, namespace, selectors);
         let (events, _) = broadcast::channel(FAN_OUT_CAPACITY);
-        let sender = events.clone();
         let synced = Arc::new(AtomicBool::new(false));
-        let set_synced = synced.clone();
-        let cache = Cache::new(store.clone(), resource.clone());
-        let overlay = cache.clone();
-        let task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(event) => {
-                        // Marked before it is sent: a subscriber that reads `false` still gets it.
-                        if matches!(event, watcher::Event::InitDone) {
-                            set_synced.store(true, Ordering::SeqCst);
-                        }
-                        // The store applied it: settle the host's writes it delivers.
-                        overlay.observe(&event);
-                        // Nobody listening is fine: the cache is still kept up to date.
-                        drop(sender.send(share(event)));
-                    }
-                    Err(err) => tracing::warn!(%err, "watch failed; retrying with backoff"),
-                }
+        let (cache, task) = match pool {
+            None => {
+                let (store, stream) = watch(self.client.clone(), resource, namespace, selectors);
+                let cache = Cache::new(store, resource.clone());
+                let deliver = Delivery { cache: cache.clone(), events: events.clone(), synced: synced.clone() };
+                // The reflector applied each event to the store already.
+                (cache, tokio::spawn(deliver.run(stream.map(|e| e.map(share)), |_| {})))
             }
-        })
-        .abort_handle();
-        tracing::info!(kind = %key.kind, namespace = ?key.namespace, "watch started");
+            Some(pool) => {
+                let (store, stream) = watch_bounded(self.client.clone(), resource, namespace, selectors, pool);
+                let store = Arc::new(store);
+                let cache = Cache::bounded(store.clone());
+                let deliver = Delivery { cache: cache.clone(), events: events.clone(), synced: synced.clone() };
+                let apply = move |event: &SharedEvent| store.apply(event);
+                (cache, tokio::spawn(deliver.run(stream.map(|e| e.map(share)), apply)))
+            }
+        };
+        tracing::info!(kind = %key.kind, namespace = ?key.namespace, pool = ?key.pool, "watch started");
         self.started.fetch_add(1, Ordering::SeqCst);
-        let watch = Arc::new(SharedWatch { store, cache, synced, events, task });
+        let watch = Arc::new(SharedWatch { cache, synced, events, task: task.abort_handle() });
         watches.insert(key, Arc::downgrade(&watch));
         Subscription { watch }
     }
@@ -149,10 +151,58 @@ impl Registry {
     }
 }
 
+/// Where a watch's events go: its store (`apply`), the overlay of its cache, its subscribers.
+struct Delivery {
+    cache: Cache,
+    events: broadcast::Sender<SharedEvent>,
+    synced: Arc<AtomicBool>,
+}
+
+impl Delivery {
+    async fn run(self, stream: impl Stream<Item = Result<SharedEvent, watcher::Error>>, apply: impl Fn(&SharedEvent)) {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => {
+                    apply(&event);
+                    // Marked before it is sent: a subscriber that reads `false` still gets it.
+                    if matches!(event, watcher::Event::InitDone) {
+                        self.synced.store(true, Ordering::SeqCst);
+                    }
+                    // The store applied it: settle the host's writes it delivers.
+                    self.cache.observe(&event);
+                    // Nobody listening is fine: the cache is still kept up to date.
+                    drop(self.events.send(event));
+                }
+                Err(err) => tracing::warn!(%err, "watch failed; retrying with backoff"),
+            }
+        }
+    }
+}
+
+/// Every object the cache's store shows, as a re-list; retried until the API server answers
+/// (only a bounded cache with evicted objects asks it).
+async fn relist(cache: &Cache) -> Vec<SharedEvent> {
+    let objects = loop {
+        match cache.stored().await {
+            Ok(objects) => break objects,
+            Err(err) => {
+                tracing::warn!(%err, "cannot list the evicted objects of a bounded cache; retrying");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let mut events = Vec::with_capacity(objects.len() + 2);
+    events.push(watcher::Event::Init);
+    events.extend(objects.into_iter().map(watcher::Event::InitApply));
+    events.push(watcher::Event::InitDone);
+    events
+}
+
 /// The state of one subscriber's event stream.
-struct Fanout<R> {
+struct Fanout {
     receiver: broadcast::Receiver<SharedEvent>,
-    relist: R,
+    cache: Cache,
     pending: std::vec::IntoIter<SharedEvent>,
     /// Whether this subscriber has seen the start of the current list.
     listing: bool,
@@ -180,39 +230,33 @@ impl Subscription {
     /// `InitDone`), so it never misses an object.
     pub fn events(&self) -> impl Stream<Item = SharedEvent> + Send + 'static {
         let receiver = self.watch.events.subscribe();
-        let store = self.watch.store.clone();
-        let relist = move || {
-            let objects = store.state();
-            let mut events = Vec::with_capacity(objects.len() + 2);
-            events.push(watcher::Event::Init);
-            events.extend(objects.into_iter().map(watcher::Event::InitApply));
-            events.push(watcher::Event::InitDone);
-            events
-        };
+        let cache = self.watch.cache.clone();
         // Joined a synced watch: start from the cache. Joined mid-list: wait for the list to
         // end (the cache then holds all of it) and replay it whole.
         let synced = self.watch.synced.load(Ordering::SeqCst);
-        let initial = if synced { relist() } else { Vec::new() };
-        let state = Fanout { receiver, relist, pending: initial.into_iter(), listing: synced };
-        futures::stream::unfold(state, |mut state| async move {
+        let state = Fanout { receiver, cache, pending: Vec::new().into_iter(), listing: synced };
+        futures::stream::unfold((state, synced), |(mut state, mut initial)| async move {
+            if std::mem::take(&mut initial) {
+                state.pending = relist(&state.cache).await.into_iter();
+            }
             loop {
                 if let Some(event) = state.pending.next() {
-                    return Some((event, state));
+                    return Some((event, (state, false)));
                 }
                 match state.receiver.recv().await {
                     Ok(watcher::Event::Init) => {
                         state.listing = true;
-                        return Some((watcher::Event::Init, state));
+                        return Some((watcher::Event::Init, (state, false)));
                     }
                     Ok(watcher::Event::InitApply(_)) if !state.listing => {}
                     Ok(watcher::Event::InitDone) if !state.listing => {
                         state.listing = true;
-                        state.pending = (state.relist)().into_iter();
+                        state.pending = relist(&state.cache).await.into_iter();
                     }
-                    Ok(event) => return Some((event, state)),
+                    Ok(event) => return Some((event, (state, false))),
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::warn!(missed, "a subscriber fell behind its watch; resynchronizing from the cache");
-                        state.pending = (state.relist)().into_iter();
+                        state.pending = relist(&state.cache).await.into_iter();
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 }

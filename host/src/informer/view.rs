@@ -66,6 +66,10 @@ impl WatchedCache {
     }
 }
 
+fn unreadable(err: kube::Error) -> String {
+    format!("cannot fetch an evicted object from the API server: {}", crate::api_error::describe(&err))
+}
+
 fn to_json(object: &DynamicObject) -> Result<String, String> {
     serde_json::to_string(object).map_err(|e| format!("cannot serialize cached object: {e}"))
 }
@@ -81,15 +85,19 @@ fn sorted_json(mut objects: Vec<Arc<DynamicObject>>) -> Result<Vec<String>, Stri
 impl CacheReader for WatchedCache {
     fn get(&self, kind: &KindRef, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
         let key = ObjectKey { namespace: namespace.map(String::from), name: name.to_string() };
-        let found = self.matching(kind)?.into_iter().find_map(|c| c.cache.get(&key));
-        found.map(|o| to_json(&o)).transpose()
+        for cached in self.matching(kind)? {
+            if let Some(found) = cached.cache.read(&key).map_err(unreadable)? {
+                return to_json(&found).map(Some);
+            }
+        }
+        Ok(None)
     }
 
     fn list(&self, kind: &KindRef, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, String> {
         let selector: LabelSelector = selector.unwrap_or("").parse().map_err(|e| format!("{e}"))?;
         let mut objects = Vec::new();
         for cached in self.matching(kind)? {
-            objects.extend(cached.cache.state().into_iter().filter(|o| {
+            objects.extend(cached.cache.state_blocking().map_err(unreadable)?.into_iter().filter(|o| {
                 namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)) && selector.matches(o.labels())
             }));
         }
@@ -117,7 +125,9 @@ impl CacheReader for PrimaryView {
             let Some(links) = &cached.links else { continue };
             watched = true;
             let keys = links.read().expect("links are never poisoned").secondaries_of(&self.key, self.uid.as_deref());
-            objects.extend(keys.iter().filter_map(|key| cached.cache.get(key)));
+            for key in &keys {
+                objects.extend(cached.cache.read(key).map_err(unreadable)?);
+            }
         }
         if !watched {
             return Err(format!("{} is the primary kind, not a watched secondary", kind.kind));

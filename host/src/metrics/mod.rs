@@ -41,6 +41,51 @@ struct PluginLabels {
     plugin: String,
 }
 
+/// Labels of the bounded caches' metrics.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    pool: String,
+}
+
+/// The bounded caches' metric families.
+struct CacheFamilies {
+    bytes: Family<PoolLabels, Gauge>,
+    budget: Family<PoolLabels, Gauge>,
+    objects: Family<PoolLabels, Gauge>,
+    evictions: Family<PoolLabels, Counter>,
+    refetches: Family<PoolLabels, Counter>,
+}
+
+impl CacheFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        let families = Self {
+            bytes: Family::default(),
+            budget: Family::default(),
+            objects: Family::default(),
+            evictions: Family::default(),
+            refetches: Family::default(),
+        };
+        registry.register(
+            "cache_bytes",
+            "Estimated heap bytes of the objects a bounded cache pool holds",
+            families.bytes.clone(),
+        );
+        registry.register("cache_budget_bytes", "The byte budget of a bounded cache pool", families.budget.clone());
+        registry.register("cache_objects", "Objects a bounded cache pool holds", families.objects.clone());
+        registry.register(
+            "cache_evictions",
+            "Objects a bounded cache pool evicted for its budget or idle time",
+            families.evictions.clone(),
+        );
+        registry.register(
+            "cache_refetches",
+            "Reads of evicted objects that went to the API server",
+            families.refetches.clone(),
+        );
+        families
+    }
+}
+
 /// Labels of the reconcile counter.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReconcileLabels {
@@ -103,6 +148,7 @@ pub struct Metrics {
     leader: Family<LeaseLabels, Gauge>,
     /// Writes per plugin, of every kind and verb (not exported: the sum of `writes`).
     plugin_writes: Family<PluginLabels, Counter>,
+    caches: CacheFamilies,
 }
 
 impl Metrics {
@@ -159,7 +205,9 @@ impl Metrics {
             plugin_resource_checks.clone(),
         );
         let plugin_writes = Family::default();
+        let caches = CacheFamilies::register(registry);
         Arc::new(Self {
+            caches,
             registry: root,
             controller_runtime,
             leader,
@@ -237,6 +285,34 @@ impl Metrics {
     /// How many own-write records `plugin` holds now.
     pub fn own_write_records_of(&self, plugin: &str) -> i64 {
         self.own_write_records(plugin).get()
+    }
+
+    /// The metrics of the bounded cache pool `pool` with `budget` bytes.
+    pub fn pool(&self, pool: &str, budget: u64) -> crate::informer::PoolMetrics {
+        let labels = PoolLabels { pool: pool.to_string() };
+        let c = &self.caches;
+        c.budget.get_or_create(&labels).set(i64::try_from(budget).unwrap_or(i64::MAX));
+        crate::informer::PoolMetrics {
+            bytes: c.bytes.get_or_create(&labels).clone(),
+            objects: c.objects.get_or_create(&labels).clone(),
+            evictions: c.evictions.get_or_create(&labels).clone(),
+            refetches: c.refetches.get_or_create(&labels).clone(),
+        }
+    }
+
+    /// Bytes the bounded cache pool `pool` holds now.
+    pub fn cache_bytes_of(&self, pool: &str) -> i64 {
+        self.caches.bytes.get_or_create(&PoolLabels { pool: pool.to_string() }).get()
+    }
+
+    /// Objects the bounded cache pool `pool` evicted so far.
+    pub fn cache_evictions_of(&self, pool: &str) -> u64 {
+        self.caches.evictions.get_or_create(&PoolLabels { pool: pool.to_string() }).get()
+    }
+
+    /// Reads of evicted objects of `pool` that went to the API server so far.
+    pub fn cache_refetches_of(&self, pool: &str) -> u64 {
+        self.caches.refetches.get_or_create(&PoolLabels { pool: pool.to_string() }).get()
     }
 
     /// Counts one check of the ReconcilerPlugin `resource`.

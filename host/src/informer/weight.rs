@@ -1,0 +1,68 @@
+//! What a cached object costs: an estimate of its heap bytes, the unit of the bounded caches'
+//! budgets. It walks the object once (no serialization): every string's bytes plus a fixed
+//! overhead per string, number, map entry and list item, calibrated against the heap the bench
+//! counts per cached object (`make bench`, part `cache`).
+
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+/// Heap bytes of one allocated string, beyond its text: the allocation's header and rounding.
+const STRING: usize = 16;
+/// Heap bytes of one map entry (key and value slots of a B-tree node, amortized).
+const ENTRY: usize = 48;
+/// Heap bytes of one list item.
+const ITEM: usize = 32;
+/// The object itself: its `Arc`, type and metadata structs.
+const OBJECT: usize = 1_024;
+
+/// Estimated heap bytes of `object`, at least 1 and saturating at `u32::MAX`.
+pub fn weight(object: &DynamicObject) -> u32 {
+    let meta = &object.metadata;
+    let strings = [&meta.name, &meta.namespace, &meta.uid, &meta.resource_version, &meta.generate_name];
+    let mut bytes = OBJECT + strings.iter().filter_map(|s| s.as_ref()).map(|s| s.len() + STRING).sum::<usize>();
+    for map in [&meta.labels, &meta.annotations].into_iter().flatten() {
+        bytes += map.iter().map(|(k, v)| k.len() + v.len() + 2 * STRING + ENTRY).sum::<usize>();
+    }
+    for owner in meta.owner_references.iter().flatten() {
+        bytes += owner.api_version.len() + owner.kind.len() + owner.name.len() + owner.uid.len() + 4 * STRING + ITEM;
+    }
+    for finalizer in meta.finalizers.iter().flatten() {
+        bytes += finalizer.len() + STRING + ITEM;
+    }
+    for fields in meta.managed_fields.iter().flatten() {
+        bytes += fields.fields_v1.as_ref().map_or(0, |f| value(&f.0)) + 4 * STRING + ITEM;
+    }
+    bytes += value(&object.data);
+    u32::try_from(bytes.max(1)).unwrap_or(u32::MAX)
+}
+
+fn value(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        Value::String(s) => s.len() + STRING,
+        Value::Array(items) => items.iter().map(|i| value(i) + ITEM).sum(),
+        Value::Object(map) => map.iter().map(|(k, v)| k.len() + STRING + ENTRY + value(v)).sum(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_map(data: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": "a", "namespace": "ns", "labels": { "app": "web" } },
+            "data": { "index.html": data },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn grows_with_the_object_s_text() {
+        let small = weight(&config_map("x"));
+        let large = weight(&config_map(&"x".repeat(1_000)));
+        assert_eq!(large - small, 999);
+        assert!(small > OBJECT as u32);
+    }
+}
