@@ -25,6 +25,11 @@ use artifacts::ArtifactCache;
 use bindings::{CONTRACT_VERSION, Plugin, PluginPre, RECONCILER_INTERFACE};
 use sandbox::Sandbox;
 
+/// Bytes of each pooled linear memory kept resident between instances (reset in place).
+const KEEP_RESIDENT_MEMORY: usize = 1 << 20;
+/// Bytes of each pooled table kept resident between instances.
+const KEEP_RESIDENT_TABLE: usize = 64 << 10;
+
 /// How often the epoch advances; deadlines are rounded up to this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
@@ -65,7 +70,17 @@ impl Backend {
     fn new(metered: bool) -> Result<Self, LoadError> {
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true).epoch_interruption(true).consume_fuel(metered);
-        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(PoolingAllocationConfig::default()));
+        // A call's instance gives its slot back dirty. By default every touched page is then
+        // madvised away and faulted in again by the next call: over half of a 2 KB reconcile's
+        // time (page faults, TLB shootdowns). Instead, keep the first MiB of each memory (and
+        // 64 KiB of each table) resident and reset only the pages the call wrote, found with
+        // Linux's PAGEMAP_SCAN where the kernel has it (6.7+): 55-60 us per call became 23-30 us.
+        let mut pooling = PoolingAllocationConfig::default();
+        pooling
+            .linear_memory_keep_resident(KEEP_RESIDENT_MEMORY)
+            .table_keep_resident(KEEP_RESIDENT_TABLE)
+            .pagemap_scan(wasmtime::Enabled::Auto);
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
         let engine = Engine::new(&wasm).map_err(LoadError::engine)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(LoadError::engine)?;
