@@ -19,6 +19,7 @@
 //! | [`workflow`] | dependency order, skips, deletes, pruning, collected errors |
 //! | [`mapping`] | which primaries a secondary's change concerns; the secondaries of a primary |
 //! | [`matching`] | whether the cluster already holds a desired object (SSA-aware) |
+//! | [`projection`] | which parts of an object a cache keeps |
 //! | [`settings`] | a plugin's settings in the words users write them, and their precedence |
 //! | [`status`] | the status patch, `observedGeneration` and the host's conditions |
 
@@ -29,6 +30,7 @@ pub mod filter;
 pub mod kind;
 pub mod mapping;
 pub mod matching;
+pub mod projection;
 pub mod selector;
 pub mod settings;
 pub mod status;

@@ -119,6 +119,9 @@ pub struct Watch {
     pub cluster: Option<String>,
     /// How a change of a secondary finds its primaries; [`Mapper::ControllerOwner`] by default.
     pub mapper: Mapper,
+    /// The paths the plugin reads of these objects; the host's cache keeps only those and the
+    /// metadata. `None` (the default) keeps whole objects.
+    pub projection: Option<Vec<String>>,
 }
 
 impl Watch {
@@ -140,6 +143,7 @@ impl Watch {
             field_selector: None,
             cluster: None,
             mapper: Mapper::default(),
+            projection: None,
         }
     }
 
@@ -276,6 +280,38 @@ impl Watch {
         self
     }
 
+    /// Keeps only these paths of the watched objects (and their metadata) in the host's cache,
+    /// which is what the plugin then reads: `spec.replicas`, `data`, `status.conditions`. A
+    /// read-only view that saves memory when the objects are large and the plugin reads little
+    /// of them (JOSDK's "Optimizing Caches").
+    ///
+    /// ```
+    /// use wasmop_guest::{Kind, Watch};
+    ///
+    /// let watch = Watch::new(Kind::namespaced("apps", "v1", "Deployment")).project(["status.readyReplicas"]);
+    /// assert_eq!(watch.projection, Some(vec!["status.readyReplicas".to_string()]));
+    /// ```
+    #[must_use]
+    pub fn project<P: Into<String>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
+        self.projection = Some(paths.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Keeps only the metadata of the watched objects: the host watches them metadata-only
+    /// (`PartialObjectMetadata`), for kinds the plugin only maps from, by owner or annotations.
+    ///
+    /// ```
+    /// use wasmop_guest::{Kind, Watch};
+    ///
+    /// let watch = Watch::new(Kind::namespaced("", "v1", "Secret")).annotated().metadata_only();
+    /// assert_eq!(watch.projection, Some(Vec::new()));
+    /// ```
+    #[must_use]
+    pub fn metadata_only(mut self) -> Self {
+        self.projection = Some(Vec::new());
+        self
+    }
+
     fn into_wit(self) -> wit::Watch {
         wit::Watch {
             kind: self.kind.to_wit(),
@@ -284,6 +320,7 @@ impl Watch {
             field_selector: self.field_selector,
             cluster: self.cluster,
             mapper: self.mapper.to_wit(),
+            projection: self.projection,
         }
     }
 }
@@ -508,6 +545,9 @@ pub struct Config {
     /// default for custom resources (a primary with an API group); off for core kinds (a
     /// ConfigMap has no status to keep them in) and with [`Config::own_conditions`].
     pub conditions: bool,
+    /// The paths the plugin reads of its primaries; the host's cache keeps those, `status` and
+    /// the metadata. `None` (the default) keeps whole objects.
+    pub projection: Option<Vec<String>>,
 }
 
 /// The primary's finalizer (JOSDK's finalizer support): with one, the host adds it before the
@@ -556,7 +596,23 @@ impl Config {
             finalizer: Finalizer::Derived,
             dependents: Vec::new(),
             conditions,
+            projection: None,
         }
+    }
+
+    /// Keeps only these paths of the primaries (besides their metadata and `status`, which the
+    /// host reads) in the host's cache: what `reconcile` is then given.
+    ///
+    /// ```
+    /// use wasmop_guest::{Config, Kind};
+    ///
+    /// let config = Config::new("greeting", Kind::namespaced("example.wasmop.dev", "v1", "Greeting")).project(["spec"]);
+    /// assert_eq!(config.projection, Some(vec!["spec".to_string()]));
+    /// ```
+    #[must_use]
+    pub fn project<P: Into<String>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
+        self.projection = Some(paths.into_iter().map(Into::into).collect());
+        self
     }
 
     /// The plugin keeps the primary's conditions itself: the host writes none of `Ready`,
@@ -840,6 +896,7 @@ impl Config {
             },
             dependents: self.dependents.into_iter().map(Dependent::into_wit).collect(),
             conditions: self.conditions,
+            projection: self.projection,
         }
     }
 }

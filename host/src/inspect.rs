@@ -18,6 +18,9 @@ pub fn describe(config: &PluginConfig) -> Value {
     let mut out = Map::new();
     out.insert("name".into(), json!(config.name));
     out.insert("primary".into(), kind(&config.primary));
+    if let Some(paths) = &config.projection {
+        out.insert("projection".into(), projection(paths));
+    }
     out.insert("settings".into(), json!(crate::runtime::bindings::settings(config)));
     out.insert("finalizer".into(), finalizer);
     out.insert("conditions".into(), json!(if config.conditions { "kept by the host" } else { "kept by the plugin" }));
@@ -58,7 +61,15 @@ fn watch(watch: &Watch) -> Value {
             out[key] = json!(value);
         }
     }
+    if let Some(paths) = &watch.projection {
+        out["projection"] = projection(paths);
+    }
     out
+}
+
+/// What a projection keeps, in words where it is the metadata alone.
+fn projection(paths: &[String]) -> Value {
+    if paths.is_empty() { json!("metadata only") } else { json!(paths) }
 }
 
 fn dependent(dependent: &Dependent) -> Value {

@@ -9,7 +9,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::runtime::watcher::Event;
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use wasmop::informer::{Registry, Selectors, SharedEvent};
+use wasmop::informer::{Registry, Selectors, Shape, SharedEvent};
 use wasmop_tests::{client, namespace, within};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -55,8 +55,8 @@ async fn subscribers_share_one_watch_and_one_leaving_keeps_the_others_events_flo
     let registry = Registry::new(client.clone());
     let config_maps = ApiResource::erase::<ConfigMap>(&());
 
-    let first = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), None);
-    let second = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), None);
+    let first = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), &Shape::default());
+    let second = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), &Shape::default());
     assert_eq!(registry.active(), 1, "the same watch is shared");
     let mut first_events = Box::pin(first.events());
     let mut second_events = Box::pin(second.events());
@@ -72,12 +72,17 @@ async fn subscribers_share_one_watch_and_one_leaving_keeps_the_others_events_flo
     applied(&mut second_events, "two").await?;
 
     // A subscriber joining a synced watch gets the cache first, so it misses nothing.
-    let late = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), None);
+    let late = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), &Shape::default());
     let mut late_events = Box::pin(late.events());
     applied(&mut late_events, "one").await?;
     assert_eq!(late.cache().state().await?.len(), 2);
 
-    let other = registry.subscribe(&config_maps, Some(&ns), Selectors { labels: Some("app=x"), fields: None }, None);
+    let other = registry.subscribe(
+        &config_maps,
+        Some(&ns),
+        Selectors { labels: Some("app=x"), fields: None },
+        &Shape::default(),
+    );
     assert_eq!(registry.active(), 2, "other selectors are another watch");
     drop(other);
     drop((second, late, second_events, late_events));
@@ -90,7 +95,8 @@ async fn a_create_leaves_the_overlay_once_delivered_so_a_later_deletion_shows() 
     let client = client().await?;
     let ns = namespace(&client, "ghost-overlay").await?;
     let registry = Registry::new(client.clone());
-    let subscription = registry.subscribe(&ApiResource::erase::<ConfigMap>(&()), Some(&ns), Selectors::default(), None);
+    let subscription =
+        registry.subscribe(&ApiResource::erase::<ConfigMap>(&()), Some(&ns), Selectors::default(), &Shape::default());
     let mut events = Box::pin(subscription.events());
     let cache = subscription.cache();
     let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &ApiResource::erase::<ConfigMap>(&()));
@@ -111,5 +117,34 @@ async fn a_create_leaves_the_overlay_once_delivered_so_a_later_deletion_shows() 
     deleted(&mut events, "mine").await?;
     assert!(cache.get(&key).is_none(), "a delivered then deleted create is no longer seen");
     assert!(cache.state().await?.is_empty(), "nor listed");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn projected_and_metadata_only_watches_cache_only_what_they_declare() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "projection").await?;
+    let registry = Registry::new(client.clone());
+    let config_maps = ApiResource::erase::<ConfigMap>(&());
+    let shape = |paths: &[&str]| Shape { projection: Some(paths.iter().map(|p| p.to_string()).collect()), pool: None };
+    let projected = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), &shape(&["data.kept"]));
+    let metadata = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), &shape(&[]));
+    let whole = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), &Shape::default());
+    assert_eq!(registry.active(), 3, "different shapes are different watches");
+    let (mut projected_events, mut metadata_events) = (Box::pin(projected.events()), Box::pin(metadata.events()));
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &config_maps);
+    let object = json!({ "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "cm", "labels": { "app": "web" } }, "data": { "kept": "1", "dropped": "2" } });
+    api.create(&PostParams::default(), &serde_json::from_value(object)?).await?;
+    applied(&mut projected_events, "cm").await?;
+    applied(&mut metadata_events, "cm").await?;
+    let key = wasmop::object::key_of(&api.get("cm").await?).expect("named");
+    let cut = projected.cache().get(&key).expect("cached");
+    assert_eq!(cut.data, json!({ "data": { "kept": "1" } }));
+    let meta = metadata.cache().get(&key).expect("cached");
+    assert_eq!(meta.data, json!({}), "a metadata-only watch holds no data");
+    assert_eq!(meta.labels().get("app").map(String::as_str), Some("web"));
+    assert_eq!(meta.types.as_ref().map(|t| t.kind.as_str()), Some("ConfigMap"));
+    drop(whole);
     Ok(())
 }

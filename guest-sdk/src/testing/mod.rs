@@ -282,7 +282,12 @@ impl FakeHost {
     pub fn reconcile_json<R: Reconciler>(&self, json: &str, attempt: u32, last_attempt: bool) -> Run {
         let plugin = Plugin::of::<R>();
         let (ctx, logs) = self.context(&plugin, attempt, last_attempt);
-        let result = crate::run::<R>(json, &ctx);
+        // The primary as the host's cache holds it (its projection, if the plugin has one).
+        let projected = match (&plugin.caches[0].projection, serde_json::from_str::<Value>(json)) {
+            (Some(_), Ok(object)) => Some(plugin.shaped(&plugin.primary, &object).to_string()),
+            _ => None,
+        };
+        let result = crate::run::<R>(projected.as_deref().unwrap_or(json), &ctx);
         drop(ctx);
         let logs = logs.take();
         Run {
@@ -510,8 +515,26 @@ struct Plugin {
     name: String,
     primary: Kind,
     related: Vec<Kind>,
-    /// What the host's watches cache, as (kind, label selector, namespace) filters.
-    caches: Vec<(Kind, Option<LabelSelector>, Option<String>)>,
+    /// What the host's watches cache, in the order the host reads them.
+    caches: Vec<Cached>,
+}
+
+/// One of the host's watches: what it caches (kind, label selector, namespace) and what of
+/// each object it keeps (the projection; `None`: all of it).
+#[derive(Clone, Debug)]
+struct Cached {
+    kind: Kind,
+    selector: Option<LabelSelector>,
+    namespace: Option<String>,
+    projection: Option<Vec<String>>,
+}
+
+impl Cached {
+    fn holds(&self, kind: &Kind, object: &Value) -> bool {
+        self.kind.same_type(kind)
+            && self.selector.as_ref().is_none_or(|s| s.matches_object(object))
+            && self.namespace.as_deref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns))
+    }
 }
 
 impl Plugin {
@@ -519,15 +542,30 @@ impl Plugin {
         let config = R::config();
         let selector = |s: Option<&String>| s.and_then(|s| s.parse::<LabelSelector>().ok());
         let managed = format!("{}={}", wasmop_core::dependent::MANAGED_BY_LABEL, config.name);
-        let mut caches = vec![(config.primary.clone(), selector(config.label_selector.as_ref()), None)];
-        caches.extend(
-            config.watches.iter().map(|w| (w.kind.clone(), selector(w.label_selector.as_ref()), w.namespace.clone())),
-        );
-        caches.extend(config.dependents.iter().map(|d| {
+        // The host keeps the primary's status, whatever the plugin reads.
+        let primary_projection = config.projection.clone().map(|mut paths| {
+            paths.push("status".into());
+            paths
+        });
+        let mut caches = vec![Cached {
+            kind: config.primary.clone(),
+            selector: selector(config.label_selector.as_ref()),
+            namespace: None,
+            projection: primary_projection,
+        }];
+        caches.extend(config.watches.iter().map(|w| Cached {
+            kind: w.kind.clone(),
+            selector: selector(w.label_selector.as_ref()),
+            namespace: w.namespace.clone(),
+            projection: w.projection.clone(),
+        }));
+        caches.extend(config.dependents.iter().map(|d| Cached {
             // A dependent's watch: the plugin's objects by the management label; all of a
-            // read-only dependent's kind.
-            let selector = if d.read_only { None } else { selector(Some(&managed)) };
-            (d.kind.clone(), selector, d.namespace.clone())
+            // read-only dependent's kind; whole objects.
+            kind: d.kind.clone(),
+            selector: if d.read_only { None } else { selector(Some(&managed)) },
+            namespace: d.namespace.clone(),
+            projection: None,
         }));
         let watched = config.watches.into_iter().map(|watch| watch.kind);
         let related = watched.chain(config.dependents.into_iter().map(|d| d.kind)).collect();
@@ -537,11 +575,22 @@ impl Plugin {
     /// Whether one of the host's watches would cache `object` of `kind`: the primary's, a
     /// declared watch's (its label selector and namespace) or a dependent's.
     fn caches(&self, kind: &Kind, object: &Value) -> bool {
-        self.caches.iter().any(|(k, selector, namespace)| {
-            k.same_type(kind)
-                && selector.as_ref().is_none_or(|s| s.matches_object(object))
-                && namespace.as_deref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns))
-        })
+        self.caches.iter().any(|cached| cached.holds(kind, object))
+    }
+
+    /// `object` of `kind` as the host's cache holds it: cut to the projection of the first
+    /// watch that caches it (a secondary given as such: the first watch of its kind).
+    fn shaped(&self, kind: &Kind, object: &Value) -> Value {
+        let cached = self
+            .caches
+            .iter()
+            .find(|cached| cached.holds(kind, object))
+            .or_else(|| self.caches.iter().find(|cached| cached.kind.same_type(kind)));
+        let mut object = object.clone();
+        if let Some(paths) = cached.and_then(|c| c.projection.as_deref()) {
+            wasmop_core::projection::project(&mut object, paths);
+        }
+        object
     }
 
     /// As the host: only the primary kind and the related kinds are cached, so reading any
@@ -610,7 +659,7 @@ impl Host for Backend {
         Ok(self
             .of_kind(kind)
             .find(|object| meta_str(object, "name") == Some(name) && meta_str(object, "namespace") == namespace)
-            .map(Value::to_string))
+            .map(|object| self.plugin.shaped(kind, object).to_string()))
     }
 
     fn list(&self, kind: &Kind, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
@@ -621,7 +670,7 @@ impl Host for Backend {
             .of_kind(kind)
             .filter(|object| namespace.is_none() || meta_str(object, "namespace") == namespace)
             .filter(|object| selector.as_ref().is_none_or(|selector| selector.matches_object(object)))
-            .map(Value::to_string)
+            .map(|object| self.plugin.shaped(kind, object).to_string())
             .collect())
     }
 
@@ -636,7 +685,7 @@ impl Host for Backend {
         let mut secondaries: Vec<&Value> =
             self.secondaries.iter().filter(|(k, _)| k.same_type(kind)).map(|(_, object)| object).collect();
         secondaries.sort_by_key(|object| (meta_str(object, "namespace"), meta_str(object, "name")));
-        Ok(secondaries.into_iter().map(Value::to_string).collect())
+        Ok(secondaries.into_iter().map(|object| self.plugin.shaped(kind, object).to_string()).collect())
     }
 }
 
@@ -1248,5 +1297,43 @@ mod tests {
         let stable = host.run_until_stable::<Related>(&thing);
         assert_eq!(stable.status()["configMaps"], json!(["mine"]));
         assert_eq!(stable.status()["secrets"], json!(["s"]));
+    }
+
+    /// Reads its own spec, a projected ConfigMap and a metadata-only Secret, and reports what
+    /// each held.
+    struct Projected;
+
+    impl Reconciler for Projected {
+        type Primary = Value;
+
+        fn config() -> Config {
+            Config::new("projected", Kind::namespaced("example.com", "v1", "Thing"))
+                .project(["spec.wanted"])
+                .watch(Watch::new(Kind::of::<ConfigMap>()).project(["data.kept"]))
+                .watch(Watch::new(Kind::namespaced("", "v1", "Secret")).metadata_only())
+        }
+
+        fn reconcile(thing: Value, ctx: &Context) -> Result<Outcome, Error> {
+            let config_map: Value = ctx.get(&Kind::of::<ConfigMap>(), Some("ns"), "cm")?.unwrap_or_default();
+            let secret: Value = ctx.get(&Kind::namespaced("", "v1", "Secret"), Some("ns"), "s")?.unwrap_or_default();
+            Ok(Outcome::done().status(json!({
+                "spec": thing["spec"], "configMap": config_map["data"], "secret": secret.get("data"),
+                "secretLabels": secret["metadata"]["labels"],
+            })))
+        }
+    }
+
+    #[test]
+    fn reads_see_objects_cut_to_the_projections_as_the_host_s_caches_keep_them() {
+        let host = FakeHost::new()
+            .with(&Kind::of::<ConfigMap>(), &json!({ "metadata": { "name": "cm", "namespace": "ns" }, "data": { "kept": "1", "dropped": "2" } }))
+            .with(&Kind::namespaced("", "v1", "Secret"), &json!({ "metadata": { "name": "s", "namespace": "ns", "labels": { "a": "b" } }, "data": { "password": "c2VjcmV0" } }));
+        let thing = json!({ "metadata": { "name": "t", "namespace": "ns" }, "spec": { "wanted": 1, "other": 2 } });
+        let run = host.reconcile::<Projected>(&thing);
+        let status = run.status().expect("a status");
+        assert_eq!(status["spec"], json!({ "wanted": 1 }));
+        assert_eq!(status["configMap"], json!({ "kept": "1" }));
+        assert_eq!(status["secret"], Value::Null, "no data in a metadata-only watch");
+        assert_eq!(status["secretLabels"], json!({ "a": "b" }));
     }
 }

@@ -179,7 +179,8 @@ impl FakeHost {
     /// One reconcile of the primary at `key`, with its writes.
     fn pass<R: Reconciler>(&mut self, config: &Config, plugin: &Plugin, workflow: &Workflow, key: &ObjectKey) -> Run {
         let primary = self.stored(&config.primary, key).cloned().expect("the primary stays in the store");
-        let json = primary.to_string();
+        // The plugin reads the primary as the host's cache holds it.
+        let json = plugin.shaped(&config.primary, &primary).to_string();
         let reference = PrimaryRef {
             kind: config.primary.to_core(),
             key: key.clone(),

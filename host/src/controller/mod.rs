@@ -68,7 +68,16 @@ fn dependent_watch(config: &PluginConfig, dependent: &Dependent) -> Watch {
         (Some(selector), DependentKind::mapper(ownership))
     };
     let namespace = dependent.namespace.clone();
-    Watch { kind: dependent.kind.clone(), namespace, label_selector, field_selector: None, cluster: None, mapper }
+    // Dependents are read whole: the matcher compares them with what the plugin desires.
+    Watch {
+        kind: dependent.kind.clone(),
+        namespace,
+        label_selector,
+        field_selector: None,
+        cluster: None,
+        mapper,
+        projection: None,
+    }
 }
 
 /// A declared watch, subscribed.
@@ -117,7 +126,8 @@ async fn subscribe_all(
         };
         let selectors =
             informer::Selectors { labels: watch.label_selector.as_deref(), fields: watch.field_selector.as_deref() };
-        let subscription = registry.subscribe(&resource, namespace, selectors, pool);
+        let shape = informer::Shape { projection: watch.projection.as_deref().map(Arc::from), pool: pool.cloned() };
+        let subscription = registry.subscribe(&resource, namespace, selectors, &shape);
         let links = Arc::new(RwLock::new(crate::mapping::links_for(&watch.mapper)));
         secondaries.push(Secondary { watch: watch.clone(), resource, subscription, links });
     }
@@ -271,7 +281,13 @@ async fn watch(
     let resource = resolve(local.client(), &config.primary, plugin, shutdown).await?;
     let selectors =
         informer::Selectors { labels: settings.label_selector.as_deref(), fields: settings.field_selector.as_deref() };
-    let subscription = local.subscribe(&resource, settings.namespace.as_deref(), selectors, pool);
+    // The host reads the primary's status (to write only changes), whatever the plugin reads.
+    let projection = config
+        .projection
+        .as_ref()
+        .map(|paths| paths.iter().cloned().chain(std::iter::once("status".to_string())).collect::<Vec<_>>().into());
+    let shape = informer::Shape { projection, pool: pool.cloned() };
+    let subscription = local.subscribe(&resource, settings.namespace.as_deref(), selectors, &shape);
     // The dependents' caches stay whole: the workflow reads them between its writes.
     let dependent_watches: Vec<Watch> = config.dependents.iter().map(|d| dependent_watch(config, d)).collect();
     let namespace = settings.namespace.as_deref();

@@ -203,6 +203,8 @@ pub struct Bounded {
     /// The watch's own scope, to list from.
     api: Api<DynamicObject>,
     list: ListParams,
+    /// What a fetched object is cut to, as the watch's are.
+    shape: super::Shape,
 }
 
 impl Drop for Bounded {
@@ -218,9 +220,16 @@ impl Drop for Bounded {
 impl Bounded {
     /// An empty store of the objects of `resource` that `api` lists with `list`, holding warm
     /// ones in `pool`.
-    pub fn new(pool: Pool, client: Client, resource: ApiResource, api: Api<DynamicObject>, list: ListParams) -> Self {
+    pub fn new(
+        pool: Pool,
+        client: Client,
+        resource: ApiResource,
+        api: Api<DynamicObject>,
+        list: ListParams,
+        shape: super::Shape,
+    ) -> Self {
         let id = WATCHES.fetch_add(1, Ordering::Relaxed);
-        Self { id, index: Mutex::default(), pool, client, resource, api, list }
+        Self { id, index: Mutex::default(), pool, client, resource, api, list, shape }
     }
 
     fn index(&self) -> std::sync::MutexGuard<'_, Index> {
@@ -293,7 +302,7 @@ impl Bounded {
             None => Api::all_with(self.client.clone(), &self.resource),
         };
         let Some(mut object) = api.get_opt(&key.name).await? else { return Ok(None) };
-        super::trim(&mut object);
+        self.shape.fit(&mut object);
         let object = Arc::new(object);
         if self.index().tags.contains_key(key) {
             self.pool.insert((self.id, key.clone()), object.clone());
@@ -315,7 +324,7 @@ impl Bounded {
             .items
             .into_iter()
             .map(|mut o| {
-                super::trim(&mut o);
+                self.shape.fit(&mut o);
                 Arc::new(o)
             })
             .collect())
@@ -402,7 +411,7 @@ mod tests {
         let client = Client::try_from(config).unwrap();
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
         let api = Api::all_with(client.clone(), &resource);
-        Bounded::new(pool, client, resource, api, ListParams::default())
+        Bounded::new(pool, client, resource, api, ListParams::default(), crate::informer::Shape::default())
     }
 
     #[tokio::test]

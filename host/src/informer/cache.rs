@@ -72,17 +72,20 @@ enum Backing {
 pub struct Cache {
     backing: Backing,
     overlay: Arc<Mutex<Overlay>>,
+    /// What the host's writes are cut to, as the watch's objects are.
+    shape: super::Shape,
 }
 
 impl Cache {
-    /// A cache over the `store` of objects of `resource`, with no writes of its own yet.
-    pub fn new(store: Store<DynamicObject>, resource: ApiResource) -> Self {
-        Self { backing: Backing::Full(store, resource), overlay: Arc::default() }
+    /// A cache over the `store` of objects of `resource` cut to `shape`, with no writes of its
+    /// own yet.
+    pub fn new(store: Store<DynamicObject>, resource: ApiResource, shape: super::Shape) -> Self {
+        Self { backing: Backing::Full(store, resource), overlay: Arc::default(), shape }
     }
 
-    /// A cache over a bounded store.
-    pub fn bounded(store: Arc<Bounded>) -> Self {
-        Self { backing: Backing::Bounded(store), overlay: Arc::default() }
+    /// A cache over a bounded store of objects cut to `shape`.
+    pub fn bounded(store: Arc<Bounded>, shape: super::Shape) -> Self {
+        Self { backing: Backing::Bounded(store), overlay: Arc::default(), shape }
     }
 
     /// The bounded store, if this cache is bounded.
@@ -279,10 +282,10 @@ impl Cache {
         overlay.recent.insert(key, Recent { replaced, object, uid, list });
     }
 
-    /// Records the host's write of `object` (trimmed as the watch trims), which replaced
+    /// Records the host's write of `object` (cut as the watch cuts its objects), which replaced
     /// version `replaced` (`None`: it created the object).
     pub fn wrote(&self, mut object: DynamicObject, replaced: Option<String>) {
-        super::trim(&mut object);
+        self.shape.fit(&mut object);
         if let Some(key) = crate::object::key_of(&object) {
             let uid = object.uid();
             self.record(key, replaced, Some(Arc::new(object)), uid);
@@ -322,7 +325,7 @@ mod tests {
     fn cache() -> (Writer<DynamicObject>, Cache) {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
         let writer = Writer::new(resource.clone());
-        let cache = Cache::new(writer.as_reader(), resource);
+        let cache = Cache::new(writer.as_reader(), resource, crate::informer::Shape::default());
         (writer, cache)
     }
 

@@ -3,9 +3,12 @@
 
 use std::time::Duration;
 
-use futures::Stream;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta, TypeMeta};
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
@@ -95,19 +98,78 @@ fn scope(
     (api, config)
 }
 
+/// How a watch keeps its objects: whole or projected (always [`trim`]med), and all of them or
+/// only the warm ones, in a bounded cache's pool.
+#[derive(Clone, Default)]
+pub struct Shape {
+    /// The paths kept besides the metadata (see [`wasmop_core::projection`]); `None` keeps
+    /// whole objects, an empty list the metadata alone.
+    pub projection: Option<Arc<[String]>>,
+    /// The pool of a bounded cache; `None` keeps every object.
+    pub pool: Option<Pool>,
+}
+
+impl Shape {
+    /// Cuts `object` to this shape, as it enters the cache.
+    pub fn fit(&self, object: &mut DynamicObject) {
+        trim(object);
+        if let Some(paths) = &self.projection {
+            wasmop_core::projection::project(&mut object.data, paths);
+        }
+    }
+
+    /// Whether the API server's metadata-only watch serves it.
+    fn metadata_only(&self) -> bool {
+        self.projection.as_deref().is_some_and(<[String]>::is_empty)
+    }
+}
+
+/// A watch's events, objects already cut to its [`Shape`].
+type Events = BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
+
+/// The events of a watch of `resource` with `api` and `config`, cut to `shape`: from the
+/// metadata-only watch when the shape keeps nothing else.
+fn events(resource: &ApiResource, api: Api<DynamicObject>, config: watcher::Config, shape: &Shape) -> Events {
+    let fit = shape.clone();
+    if shape.metadata_only() {
+        // The same scope, asking for metadata only.
+        let client = api.clone().into_client();
+        let api: Api<PartialObjectMeta<DynamicObject>> = match api.namespace() {
+            Some(ns) => Api::namespaced_with(client, ns, resource),
+            None => Api::all_with(client, resource),
+        };
+        let types = TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() };
+        let into_object = move |meta: PartialObjectMeta<DynamicObject>| DynamicObject {
+            types: Some(types.clone()),
+            metadata: meta.metadata,
+            data: serde_json::Value::Object(serde_json::Map::new()),
+        };
+        let stream = watcher(api, config).backoff(watch_backoff()).map_ok(move |event| match event {
+            watcher::Event::Apply(m) => watcher::Event::Apply(into_object(m)),
+            watcher::Event::Delete(m) => watcher::Event::Delete(into_object(m)),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitApply(m) => watcher::Event::InitApply(into_object(m)),
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        });
+        return stream.modify(move |o| fit.fit(o)).boxed();
+    }
+    watcher(api, config).backoff(watch_backoff()).modify(move |o| fit.fit(o)).boxed()
+}
+
 /// A watch of one kind, optionally in one namespace and filtered by selectors, whose objects are
-/// [`trim`]med before they enter the store.
+/// cut to `shape` before they enter the store (kube's reflector store, every object).
 pub fn watch(
     client: Client,
     resource: &ApiResource,
     namespace: Option<&str>,
     selectors: Selectors<'_>,
+    shape: &Shape,
 ) -> (Store<DynamicObject>, impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send + 'static)
 {
     let (api, config) = scope(client, resource, namespace, selectors);
     let writer = Writer::new(resource.clone());
     let store = writer.as_reader();
-    let stream = reflector::reflector(writer, watcher(api, config).backoff(watch_backoff()).modify(trim));
+    let stream = reflector::reflector(writer, events(resource, api, config, shape));
     (store, stream)
 }
 
@@ -118,16 +180,17 @@ pub fn watch_bounded(
     resource: &ApiResource,
     namespace: Option<&str>,
     selectors: Selectors<'_>,
+    shape: &Shape,
     pool: &Pool,
-) -> (Bounded, impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send + 'static) {
+) -> (Bounded, Events) {
     let (api, config) = scope(client.clone(), resource, namespace, selectors);
     let list = kube::api::ListParams {
         label_selector: config.label_selector.clone(),
         field_selector: config.field_selector.clone(),
         ..Default::default()
     };
-    let store = Bounded::new(pool.clone(), client, resource.clone(), api.clone(), list);
-    (store, watcher(api, config).backoff(watch_backoff()).modify(trim))
+    let store = Bounded::new(pool.clone(), client, resource.clone(), api.clone(), list, shape.clone());
+    (store, events(resource, api, config, shape))
 }
 
 /// How a failed watch is retried: after 100 ms, doubling up to 1 s, each plus a random 0-100%,

@@ -13,8 +13,7 @@ use kube::runtime::watcher;
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
-use super::bounded::Pool;
-use super::{Cache, Selectors, watch, watch_bounded};
+use super::{Cache, Selectors, Shape, watch, watch_bounded};
 
 /// Watch events fanned out to subscribers; objects are shared, never copied per subscriber.
 pub type SharedEvent = watcher::Event<Arc<DynamicObject>>;
@@ -39,13 +38,16 @@ pub struct WatchKey {
     pub fields: Option<String>,
     /// The pool of a bounded watch; `None` keeps every object.
     pub pool: Option<String>,
+    /// The projection; `None` keeps whole objects.
+    pub projection: Option<Vec<String>>,
 }
 
 impl WatchKey {
     /// The key of a watch of `resource` with the given scope and selectors.
-    pub fn new(resource: &ApiResource, namespace: Option<&str>, selectors: Selectors<'_>, pool: Option<&Pool>) -> Self {
+    pub fn new(resource: &ApiResource, namespace: Option<&str>, selectors: Selectors<'_>, shape: &Shape) -> Self {
         Self {
-            pool: pool.map(|p| p.name().to_string()),
+            pool: shape.pool.as_ref().map(|p| p.name().to_string()),
+            projection: shape.projection.as_deref().map(<[String]>::to_vec),
             group: resource.group.clone(),
             version: resource.version.clone(),
             kind: resource.kind.clone(),
@@ -93,16 +95,16 @@ impl Registry {
     }
 
     /// Subscribes to the watch of `resource` in `namespace` with `selectors`, starting it if no
-    /// one watches it yet; with a `pool`, the watch is bounded and keeps only warm objects
-    /// there. Must be called within a tokio runtime.
+    /// one watches it yet; its objects are cut to `shape`, and with a pool the watch is bounded
+    /// and keeps only warm objects there. Must be called within a tokio runtime.
     pub fn subscribe(
         &self,
         resource: &ApiResource,
         namespace: Option<&str>,
         selectors: Selectors<'_>,
-        pool: Option<&Pool>,
+        shape: &Shape,
     ) -> Subscription {
-        let key = WatchKey::new(resource, namespace, selectors, pool);
+        let key = WatchKey::new(resource, namespace, selectors, shape);
         let mut watches = self.watches.lock().expect("the registry lock is never poisoned");
         watches.retain(|_, w| w.strong_count() > 0);
         if let Some(watch) = watches.get(&key).and_then(Weak::upgrade) {
@@ -110,18 +112,18 @@ impl Registry {
         }
         let (events, _) = broadcast::channel(FAN_OUT_CAPACITY);
         let synced = Arc::new(AtomicBool::new(false));
-        let (cache, task) = match pool {
+        let (cache, task) = match &shape.pool {
             None => {
-                let (store, stream) = watch(self.client.clone(), resource, namespace, selectors);
-                let cache = Cache::new(store, resource.clone());
+                let (store, stream) = watch(self.client.clone(), resource, namespace, selectors, shape);
+                let cache = Cache::new(store, resource.clone(), shape.clone());
                 let deliver = Delivery { cache: cache.clone(), events: events.clone(), synced: synced.clone() };
                 // The reflector applied each event to the store already.
                 (cache, tokio::spawn(deliver.run(stream.map(|e| e.map(share)), |_| {})))
             }
             Some(pool) => {
-                let (store, stream) = watch_bounded(self.client.clone(), resource, namespace, selectors, pool);
+                let (store, stream) = watch_bounded(self.client.clone(), resource, namespace, selectors, shape, pool);
                 let store = Arc::new(store);
-                let cache = Cache::bounded(store.clone());
+                let cache = Cache::bounded(store.clone(), shape.clone());
                 let deliver = Delivery { cache: cache.clone(), events: events.clone(), synced: synced.clone() };
                 let apply = move |event: &SharedEvent| store.apply(event);
                 (cache, tokio::spawn(deliver.run(stream.map(|e| e.map(share)), apply)))

@@ -8,7 +8,7 @@ wasmtime::component::bindgen!({
 });
 
 /// The contract version this host implements, as found in the exported interface name.
-pub const CONTRACT_VERSION: &str = "0.3.0";
+pub const CONTRACT_VERSION: &str = "0.4.0";
 
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";
@@ -154,5 +154,6 @@ pub(crate) fn test_config(kind: &str) -> wasmop::plugin::types::PluginConfig {
         finalizer: wasmop::plugin::types::Finalizer::Derived,
         dependents: Vec::new(),
         conditions: false,
+        projection: None,
     }
 }

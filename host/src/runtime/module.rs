@@ -372,6 +372,7 @@ mod tests {
             field_selector: None,
             cluster: cluster.map(String::from),
             mapper,
+            projection: None,
         }
     }
 

@@ -15,7 +15,8 @@ impl Reconciler for Greeter {
     type Primary = Resource<Spec>;
 
     fn config() -> Config {
-        Config::new("greeting", Kind::namespaced("example.wasmop.dev", "v1", "Greeting"))
+        // The host caches only what the plugin reads: the spec (and the status it keeps).
+        Config::new("greeting", Kind::namespaced("example.wasmop.dev", "v1", "Greeting")).project(["spec"])
     }
 
     fn reconcile(greeting: Resource<Spec>, _: &Context) -> Result<Outcome, Error> {

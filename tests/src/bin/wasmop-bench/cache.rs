@@ -4,7 +4,11 @@
 //! and the heap the cache holds once synced is divided by the number of objects:
 //! - a kube-rs reflector store of typed `ConfigMap`s, as a native controller caches them;
 //! - a reflector store of `DynamicObject`s as the API server sends them (the host before trimming);
-//! - the host's cache (`wasmop::informer::watch`), which trims objects as they enter it.
+//! - the host's cache (`wasmop::informer::watch`), which trims objects as they enter it;
+//! - the host's cache with a projection of one of the eight data keys (`data.key-0`);
+//! - the host's cache of a metadata-only watch (an empty projection);
+//! - the host's bounded cache with a pool of [`BOUNDED_BUDGET`] bytes: every key and version,
+//!   and the warm objects within the budget.
 //!
 //! The heap is counted by the bench's global allocator (`cap`), so the figures are bytes the
 //! process holds, not resident pages.
@@ -18,6 +22,22 @@ use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::json;
+use wasmop::informer::{Budget, Pool, PoolMetrics, Shape};
+
+/// A watch event with its object shared, as the host's registry hands them on.
+fn share(event: watcher::Event<DynamicObject>) -> watcher::Event<std::sync::Arc<DynamicObject>> {
+    use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+    match event {
+        Apply(o) => Apply(o.into()),
+        Delete(o) => Delete(o.into()),
+        Init => Init,
+        InitApply(o) => InitApply(o.into()),
+        InitDone => InitDone,
+    }
+}
+
+/// The pool of the bounded cache measured.
+const BOUNDED_BUDGET: u64 = 1 << 20;
 
 /// One kind of cache and what it held per object.
 pub struct Measured {
@@ -109,13 +129,46 @@ pub async fn cache_memory(client: &Client, n: usize) -> anyhow::Result<Vec<Measu
         store
     })
     .await;
-    let trimmed = measure("wasmop's cache (trimmed)", n, async {
-        let (store, stream) = wasmop::informer::watch(client.clone(), &resource, Some(&ns), Default::default());
-        until_listed(stream).await;
+    let shaped = |projection: Option<&[&str]>| Shape {
+        projection: projection.map(|paths| paths.iter().map(|p| p.to_string()).collect()),
+        pool: None,
+    };
+    let mut measured = vec![typed, untrimmed];
+    for (name, projection) in [
+        ("wasmop's cache (trimmed)", None),
+        ("wasmop's cache, projected to data.key-0", Some(&["data.key-0"][..])),
+        ("wasmop's cache, metadata only", Some(&[][..])),
+    ] {
+        let shape = shaped(projection);
+        let m = measure(name, n, async {
+            let (store, stream) =
+                wasmop::informer::watch(client.clone(), &resource, Some(&ns), Default::default(), &shape);
+            until_listed(stream).await;
+            store
+        })
+        .await;
+        measured.push(m);
+    }
+    let bounded = measure("wasmop's bounded cache, 1 MiB pool", n, async {
+        let budget = Budget { bytes: BOUNDED_BUDGET, idle: None };
+        let shape = Shape { projection: None, pool: Some(Pool::new("bench", budget, PoolMetrics::default())) };
+        let pool = shape.pool.clone().expect("bounded");
+        let (store, stream) =
+            wasmop::informer::watch_bounded(client.clone(), &resource, Some(&ns), Default::default(), &shape, &pool);
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            let Ok(event) = event else { continue };
+            let done = matches!(event, watcher::Event::InitDone);
+            store.apply(&share(event));
+            if done {
+                break;
+            }
+        }
+        println!("bounded pool: {} of {BOUNDED_BUDGET} bytes held", pool.bytes());
         store
     })
     .await;
-    let measured = vec![typed, untrimmed, trimmed];
+    measured.push(bounded);
     println!("| cache | bytes per object | ratio to the kube-rs reflector |\n|---|---|---|");
     for m in &measured {
         let ratio = m.bytes_per_object / measured[0].bytes_per_object;
