@@ -96,7 +96,7 @@ async fn an_evicted_object_is_fetched_again_and_the_budget_is_never_exceeded_by_
     // link-0, cold since its first reconcile, is evicted: a change of its ConfigMap reconciles
     // it from a fetched copy, and the plugin sees the new version.
     let evictions = metrics.cache_evictions_of("host");
-    assert!(evictions > 0, "60 objects of about 1.5 KB each in 12 KiB evict some");
+    assert!(evictions > 0, "60 objects of 1 to 10 KB in 12 KiB evict some");
     let refetches = metrics.cache_refetches_of("host");
     let only = BTreeMap::from([(
         "link-0".to_string(),

@@ -1,6 +1,6 @@
 //! What a cached object costs: an estimate of its heap bytes, the unit of the bounded caches'
 //! budgets. It walks the object once (no serialization): every string's bytes plus a fixed
-//! overhead per string, number, map entry and list item, calibrated against the heap the bench
+//! overhead per string, map (its B-tree nodes) and list item, calibrated against the heap the bench
 //! counts per cached object (`make bench`, part `cache`).
 
 use kube::api::DynamicObject;
@@ -8,12 +8,18 @@ use serde_json::Value;
 
 /// Heap bytes of one allocated string, beyond its text: the allocation's header and rounding.
 const STRING: usize = 16;
-/// Heap bytes of one map entry (key and value slots of a B-tree node, amortized).
-const ENTRY: usize = 48;
+/// Bytes of a B-tree node of a map beyond its key and value slots (11 of each).
+const NODE: usize = 16;
+/// Entries per B-tree node, on average (up to 11; one node however few).
+const PER_NODE: usize = 8;
+/// Bytes of a `serde_json::Value` map's key and value slot.
+const VALUE_SLOT: usize = 56;
+/// Bytes of a string-to-string map's key and value slot (labels, annotations).
+const STRING_SLOT: usize = 48;
 /// Heap bytes of one list item.
 const ITEM: usize = 32;
 /// The object itself: its `Arc`, type and metadata structs.
-const OBJECT: usize = 1_024;
+const OBJECT: usize = 800;
 
 /// Estimated heap bytes of `object`, at least 1 and saturating at `u32::MAX`.
 pub fn weight(object: &DynamicObject) -> u32 {
@@ -21,7 +27,7 @@ pub fn weight(object: &DynamicObject) -> u32 {
     let strings = [&meta.name, &meta.namespace, &meta.uid, &meta.resource_version, &meta.generate_name];
     let mut bytes = OBJECT + strings.iter().filter_map(|s| s.as_ref()).map(|s| s.len() + STRING).sum::<usize>();
     for map in [&meta.labels, &meta.annotations].into_iter().flatten() {
-        bytes += map.iter().map(|(k, v)| k.len() + v.len() + 2 * STRING + ENTRY).sum::<usize>();
+        bytes += nodes(map.len(), STRING_SLOT) + map.iter().map(|(k, v)| k.len() + v.len() + 2 * STRING).sum::<usize>();
     }
     for owner in meta.owner_references.iter().flatten() {
         bytes += owner.api_version.len() + owner.kind.len() + owner.name.len() + owner.uid.len() + 4 * STRING + ITEM;
@@ -41,8 +47,15 @@ fn value(v: &Value) -> usize {
         Value::Null | Value::Bool(_) | Value::Number(_) => 0,
         Value::String(s) => s.len() + STRING,
         Value::Array(items) => items.iter().map(|i| value(i) + ITEM).sum(),
-        Value::Object(map) => map.iter().map(|(k, v)| k.len() + STRING + ENTRY + value(v)).sum(),
+        Value::Object(map) => {
+            nodes(map.len(), VALUE_SLOT) + map.iter().map(|(k, v)| k.len() + STRING + value(v)).sum::<usize>()
+        }
     }
+}
+
+/// The B-tree nodes of a map of `entries`, each with 11 slots of `slot` bytes.
+fn nodes(entries: usize, slot: usize) -> usize {
+    entries.div_ceil(PER_NODE) * (11 * slot + NODE)
 }
 
 #[cfg(test)]

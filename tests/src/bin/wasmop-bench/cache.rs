@@ -147,6 +147,12 @@ pub async fn cache_memory(client: &Client, n: usize) -> anyhow::Result<Vec<Measu
             store
         })
         .await;
+        // How the bounded caches' budgets count the same objects.
+        let (store, stream) = wasmop::informer::watch(client.clone(), &resource, Some(&ns), Default::default(), &shape);
+        until_listed(stream).await;
+        let weights: u64 = store.state().iter().map(|o| u64::from(wasmop::informer::weight(o))).sum();
+        let per_object = weights as f64 / n as f64;
+        println!("{name}: weight() counts {per_object:.0} bytes per object, the heap {:.0}", m.bytes_per_object);
         measured.push(m);
     }
     let bounded = measure("wasmop's bounded cache, 1 MiB pool", n, async {
