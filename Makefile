@@ -20,8 +20,9 @@ run: build plugins ## Run the host with the webpage plugin against your cluster 
 test: lint plugins control-plane image ## Install what is missing, build everything, run unit and integration tests
 	@tests/testbed/run-tests.sh "$(TEST_CLUSTER_DIR)"
 
-bench: plugins control-plane ## wasmop against a native kube-rs controller: per call and end to end
-	$(CARGO) run --release -p wasmop-tests --bin wasmop-bench
+bench: plugins control-plane ## wasmop against a native kube-rs controller, report in target/bench/
+	$(CARGO) build --release -p wasmop -p wasmop-tests --bin wasmop --bin wasmop-native --bin wasmop-bench
+	target/release/wasmop-bench
 
 build: ## Build the host (release)
 	$(CARGO) build --release -p wasmop

@@ -1,4 +1,4 @@
-//! Part 4: heap memory per cached object. `BENCH_CACHED` ConfigMaps (default 10,000) made as
+//! Part `cache`: heap memory per cached object. `BENCH_CACHED` ConfigMaps (default 10,000) made as
 //! `kubectl apply` makes them (about 1 KB of data, the `last-applied-configuration` annotation
 //! holding a second copy, kubectl's managed fields) are listed into each kind of cache in turn,
 //! and the heap the cache holds once synced is divided by the number of objects:
@@ -64,7 +64,7 @@ fn config_map(name: &str) -> serde_json::Value {
     })
 }
 
-/// Creates `n` ConfigMaps in `ns`, [`super::WRITES_IN_FLIGHT`] at a time, with kubectl's field
+/// Creates `n` ConfigMaps in `ns`, [`super::load::WRITES_IN_FLIGHT`] at a time, with kubectl's field
 /// manager.
 async fn create(client: &Client, ns: &str, n: usize) -> anyhow::Result<()> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<ConfigMap>(&()));
@@ -78,7 +78,7 @@ async fn create(client: &Client, ns: &str, n: usize) -> anyhow::Result<()> {
                 anyhow::Ok(())
             }
         })
-        .buffer_unordered(super::WRITES_IN_FLIGHT);
+        .buffer_unordered(super::load::WRITES_IN_FLIGHT);
     created.collect::<Vec<_>>().await.into_iter().collect()
 }
 
@@ -105,12 +105,11 @@ where
     Measured { cache, bytes_per_object, objects }
 }
 
-/// Runs part 4 with `n` ConfigMaps; returns the measurements in the order of the module docs.
-pub async fn cache_memory(client: &Client, n: usize) -> anyhow::Result<Vec<Measured>> {
+/// Runs the part with `n` ConfigMaps; returns its JSON and markdown.
+pub async fn cache_memory(client: &Client, n: usize) -> anyhow::Result<(serde_json::Value, String)> {
     let ns = wasmop_tests::namespace(client, "bench-cache").await?;
     let started = Instant::now();
     create(client, &ns, n).await?;
-    println!("\n## Part 4: heap per cached object ({n} ConfigMaps made as kubectl apply makes them)\n");
     println!("created in {:.1?}", started.elapsed());
     let resource = ApiResource::erase::<ConfigMap>(&());
     let typed = measure("kube-rs reflector, typed ConfigMap", n, async {
@@ -175,10 +174,17 @@ pub async fn cache_memory(client: &Client, n: usize) -> anyhow::Result<Vec<Measu
     })
     .await;
     measured.push(bounded);
-    println!("| cache | bytes per object | ratio to the kube-rs reflector |\n|---|---|---|");
+    let mut md = format!(
+        "## Heap per cached object\n\n{n} ConfigMaps made as `kubectl apply` makes them (about 1 KB of data, the last-applied annotation, kubectl's managed fields):\n\n| cache | bytes per object | ratio to the kube-rs reflector |\n|---|---|---|\n"
+    );
     for m in &measured {
         let ratio = m.bytes_per_object / measured[0].bytes_per_object;
-        println!("| {} | {:.0} | {ratio:.2}x |", m.cache, m.bytes_per_object);
+        md.push_str(&format!("| {} | {:.0} | {ratio:.2}x |\n", m.cache, m.bytes_per_object));
     }
-    Ok(measured)
+    println!("{md}");
+    let json = measured
+        .iter()
+        .map(|m| json!({ "cache": m.cache, "bytesPerObject": m.bytes_per_object, "objects": m.objects }))
+        .collect();
+    Ok((serde_json::Value::Array(json), md))
 }

@@ -1,0 +1,128 @@
+//! The end-to-end parts: the greeting plugin in the wasmop host against `wasmop-native` (the
+//! same reconcile as a kube-rs `Controller`), each its own process in a namespace of its own,
+//! alternating, on one control plane. Every figure is the controller process's own: its CPU
+//! seconds (`/proc/<pid>/stat`) and peak resident memory (`VmHWM`), and the change-to-status
+//! latency from the write's start until the load generator's watch shows the status for it.
+//!
+//! - `burst`: 1,000 Greetings created (`create 1,000`), then each changed 3 times, a round of
+//!   1,000 changes at a time (`burst 1,000 x 3`);
+//! - `paced`: then 100 changes a second for `BENCH_PACED_SECONDS` (default 20), round robin;
+//! - `burst-10k`: 10,000 Greetings created into a fresh controller (`create 10,000`); the
+//!   bounded side (`--cache-budget-mib`, [`super::process::budget_mib`]) runs here too;
+//! - `startup`: that controller stopped, one Greeting changed, a new one started: the time from
+//!   its start until that Greeting shows its status, with 10,000 existing objects to list.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+
+use super::load::{self, Tracker};
+use super::process::{Controller, Side};
+use super::report::Run;
+
+/// How long any one wait for statuses may take.
+const SETTLE: Duration = Duration::from_secs(600);
+
+/// Objects of the `burst` part.
+const BURST: usize = 1_000;
+/// Changes per object of the `burst` part.
+const ROUNDS: usize = 3;
+/// Objects of the `burst-10k` part.
+const MANY: usize = 10_000;
+/// Changes a second of the `paced` part.
+const PACE: u32 = 100;
+
+/// Samples the controller's CPU and memory around one phase.
+struct Phase<'a> {
+    controller: &'a Controller,
+    started: Instant,
+    cpu: f64,
+}
+
+impl<'a> Phase<'a> {
+    fn begin(controller: &'a Controller) -> anyhow::Result<Self> {
+        Ok(Self { controller, started: Instant::now(), cpu: controller.cpu_seconds()? })
+    }
+
+    fn end(
+        self,
+        side: Side,
+        scenario: &str,
+        round: usize,
+        changes: usize,
+        latencies: Vec<Duration>,
+    ) -> anyhow::Result<Run> {
+        Ok(Run::new(
+            side,
+            scenario,
+            round,
+            changes,
+            self.started.elapsed(),
+            latencies,
+            self.controller.cpu_seconds()? - self.cpu,
+            self.controller.peak_rss_mib()?,
+        ))
+    }
+}
+
+/// Installs the Greeting CRD (idempotent).
+pub async fn install(client: &Client) -> anyhow::Result<()> {
+    let crd = wasmop_tests::workspace_root().join("plugins/greeting/crd.yaml");
+    wasmop_tests::apply_file(client, &crd, None).await?;
+    Ok(())
+}
+
+/// `burst` and `paced` for one side: a fresh namespace and controller.
+pub async fn burst_and_paced(client: &Client, kubeconfig: &Path, side: Side, round: usize) -> anyhow::Result<Vec<Run>> {
+    let ns = wasmop_tests::namespace(client, &format!("bench-{}", side.label().replace(' ', "-"))).await?;
+    let api = load::greetings(client, &ns);
+    let tracker = Tracker::start(&api).await?;
+    let controller = Controller::start(side, &ns, kubeconfig, &[])?;
+    let mut runs = Vec::new();
+
+    let phase = Phase::begin(&controller)?;
+    load::create(&api, &tracker, 0..BURST, "v0").await?;
+    runs.push(phase.end(side, "create 1,000", round, BURST, tracker.settle(SETTLE).await?)?);
+
+    let phase = Phase::begin(&controller)?;
+    let mut latencies = Vec::new();
+    for r in 1..=ROUNDS {
+        load::change_all(&api, &tracker, BURST, &format!("v{r}")).await?;
+        latencies.extend(tracker.settle(SETTLE).await?);
+    }
+    runs.push(phase.end(side, "burst 1,000 x 3", round, BURST * ROUNDS, latencies)?);
+
+    let seconds = super::env_number("BENCH_PACED_SECONDS", 20) as u64;
+    let phase = Phase::begin(&controller)?;
+    let changes = load::paced(&api, &tracker, BURST, PACE, Duration::from_secs(seconds)).await?;
+    runs.push(phase.end(side, "paced 100/s", round, changes, tracker.settle(SETTLE).await?)?);
+    controller.stop().await?;
+    Ok(runs)
+}
+
+/// `burst-10k` and `startup` for one side.
+pub async fn many(client: &Client, kubeconfig: &Path, side: Side, round: usize) -> anyhow::Result<Vec<Run>> {
+    let ns = wasmop_tests::namespace(client, &format!("bench-10k-{}", side.label().replace(' ', "-"))).await?;
+    let api = load::greetings(client, &ns);
+    let tracker = Tracker::start(&api).await?;
+    let controller = Controller::start(side, &ns, kubeconfig, &[])?;
+    let mut runs = Vec::new();
+    let phase = Phase::begin(&controller)?;
+    load::create(&api, &tracker, 0..MANY, "v0").await?;
+    runs.push(phase.end(side, "create 10,000", round, MANY, tracker.settle(SETTLE).await?)?);
+    controller.stop().await?;
+
+    // One object needs work when the next controller starts; 9,999 only need listing.
+    let changed = Instant::now();
+    load::change(&api, &tracker, &load::name(MANY / 2), "restarted").await?;
+    let controller = Controller::start(side, &ns, kubeconfig, &[])?;
+    let phase = Phase { controller: &controller, started: controller.started, cpu: 0.0 };
+    let latencies = tracker.settle(SETTLE).await?;
+    // From the start of the process, not from the change.
+    let seen = changed + latencies.first().copied().unwrap_or_default();
+    let startup = seen.saturating_duration_since(controller.started);
+    runs.push(phase.end(side, "start with 10,000", round, 1, vec![startup])?);
+    controller.stop().await?;
+    Ok(runs)
+}

@@ -1,0 +1,189 @@
+//! The load generator of the end-to-end parts: Greetings created and changed at a given
+//! concurrency, and the change-to-status latency of each write, taken from a watch the load
+//! generator opens before its first write (never from polling).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::Notify;
+
+/// Writes in flight when creating or changing many Greetings at once.
+pub const WRITES_IN_FLIGHT: usize = 16;
+
+/// The Greetings of one namespace.
+pub fn greetings(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "greetings"))
+}
+
+/// The name of the `i`th Greeting.
+pub fn name(i: usize) -> String {
+    format!("greeting-{i}")
+}
+
+/// What the greeting plugin writes for `spec.name` = `value`.
+fn message(value: &str) -> String {
+    format!("Hello, {value}!")
+}
+
+/// A write awaiting its status: the message it must show and when the write began.
+struct Awaited {
+    message: String,
+    since: Instant,
+}
+
+#[derive(Default)]
+struct Ledger {
+    awaited: HashMap<String, Awaited>,
+    latencies: Vec<Duration>,
+}
+
+/// Change-to-status latencies, measured by a watch of the namespace's Greetings.
+#[derive(Clone)]
+pub struct Tracker {
+    ledger: Arc<Mutex<Ledger>>,
+    settled: Arc<Notify>,
+    task: Arc<tokio::task::AbortHandle>,
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.task) == 1 {
+            self.task.abort();
+        }
+    }
+}
+
+impl Tracker {
+    /// Watches the Greetings of `api`; returns once the watch has listed.
+    pub async fn start(api: &Api<DynamicObject>) -> anyhow::Result<Self> {
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let settled = Arc::new(Notify::new());
+        let (listed_tx, listed) = tokio::sync::oneshot::channel();
+        let events = watcher(api.clone(), watcher::Config::default()).default_backoff();
+        let (seen, notify) = (ledger.clone(), settled.clone());
+        let task = tokio::spawn(async move {
+            let mut listed_tx = Some(listed_tx);
+            let mut events = std::pin::pin!(events);
+            while let Ok(Some(event)) = events.try_next().await {
+                let object = match event {
+                    watcher::Event::Apply(o) | watcher::Event::InitApply(o) => o,
+                    watcher::Event::InitDone => {
+                        listed_tx.take().map(|tx| tx.send(()));
+                        continue;
+                    }
+                    _ => continue,
+                };
+                let status = &object.data["status"];
+                let current = status["observedGeneration"].as_i64() == object.metadata.generation;
+                let mut ledger = seen.lock().expect("never poisoned");
+                let done =
+                    ledger.awaited.get(&object.name_any()).is_some_and(|a| current && status["message"] == a.message);
+                if done {
+                    let awaited = ledger.awaited.remove(&object.name_any()).expect("found above");
+                    ledger.latencies.push(awaited.since.elapsed());
+                    if ledger.awaited.is_empty() {
+                        notify.notify_waiters();
+                    }
+                }
+            }
+        })
+        .abort_handle();
+        tokio::time::timeout(Duration::from_secs(60), listed).await.map_err(|_| {
+            anyhow::anyhow!("the watch of Greetings did not list within a minute (is the CRD installed?)")
+        })??;
+        Ok(Self { ledger, settled, task: Arc::new(task) })
+    }
+
+    /// Records that the Greeting `name` is about to get `spec.name` = `value`.
+    pub fn expect(&self, name: &str, value: &str) {
+        let awaited = Awaited { message: message(value), since: Instant::now() };
+        self.ledger.lock().expect("never poisoned").awaited.insert(name.to_string(), awaited);
+    }
+
+    /// Waits until every awaited status showed, at most `limit`; returns the latencies measured
+    /// since the last call.
+    pub async fn settle(&self, limit: Duration) -> anyhow::Result<Vec<Duration>> {
+        let waited = tokio::time::timeout(limit, async {
+            loop {
+                let notified = self.settled.notified();
+                if self.ledger.lock().expect("never poisoned").awaited.is_empty() {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
+        let mut ledger = self.ledger.lock().expect("never poisoned");
+        if waited.is_err() {
+            anyhow::bail!("{} Greetings still without their status after {limit:?}", ledger.awaited.len());
+        }
+        Ok(std::mem::take(&mut ledger.latencies))
+    }
+}
+
+/// Creates Greetings `first..first+n` with `spec.name` = `value`, [`WRITES_IN_FLIGHT`] at a time.
+pub async fn create(
+    api: &Api<DynamicObject>,
+    tracker: &Tracker,
+    range: std::ops::Range<usize>,
+    value: &str,
+) -> anyhow::Result<()> {
+    let created = futures::stream::iter(range).map(|i| async move {
+        let name = name(i);
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting",
+            "metadata": { "name": name }, "spec": { "name": value },
+        }))?;
+        tracker.expect(&name, value);
+        api.create(&PostParams::default(), &object).await?;
+        anyhow::Ok(())
+    });
+    created.buffer_unordered(WRITES_IN_FLIGHT).try_collect::<Vec<_>>().await?;
+    Ok(())
+}
+
+/// Sets `spec.name` of the Greeting `name` to `value`.
+pub async fn change(api: &Api<DynamicObject>, tracker: &Tracker, name: &str, value: &str) -> anyhow::Result<()> {
+    tracker.expect(name, value);
+    let patch = json!({ "spec": { "name": value } });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(())
+}
+
+/// Changes Greetings `0..n` to `value`, [`WRITES_IN_FLIGHT`] at a time.
+pub async fn change_all(api: &Api<DynamicObject>, tracker: &Tracker, n: usize, value: &str) -> anyhow::Result<()> {
+    let changed = futures::stream::iter(0..n).map(|i| async move { change(api, tracker, &name(i), value).await });
+    changed.buffer_unordered(WRITES_IN_FLIGHT).try_collect::<Vec<_>>().await?;
+    Ok(())
+}
+
+/// Changes one of Greetings `0..n` every `1/rate` seconds, round robin, for `duration`,
+/// without waiting for one write before starting the next (as independent clients would).
+pub async fn paced(
+    api: &Api<DynamicObject>,
+    tracker: &Tracker,
+    n: usize,
+    rate: u32,
+    duration: Duration,
+) -> anyhow::Result<usize> {
+    let mut ticks = tokio::time::interval(Duration::from_secs(1) / rate);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let total = (duration.as_secs_f64() * f64::from(rate)) as usize;
+    let mut writes = tokio::task::JoinSet::new();
+    for k in 0..total {
+        ticks.tick().await;
+        let (api, tracker) = (api.clone(), tracker.clone());
+        writes.spawn(async move { change(&api, &tracker, &name(k % n), &format!("paced-{k}")).await });
+    }
+    while let Some(done) = writes.join_next().await {
+        done??;
+    }
+    Ok(total)
+}

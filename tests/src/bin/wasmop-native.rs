@@ -1,0 +1,116 @@
+//! The reference side of `make bench`: the greeting plugin's controller written natively, as a
+//! careful kube-rs author would write it, making the same API requests the wasmop host makes
+//! for the plugin.
+//!
+//! `wasmop-native NAMESPACE [CONCURRENCY]` (client from `KUBECONFIG`) reconciles the Greetings
+//! (`example.wasmop.dev/v1`) of one namespace with a `kube::runtime::Controller`:
+//! - the finalizer `wasmop.dev/greeting`, added before the first reconcile (kube's `finalizer`
+//!   helper), as the host adds a plugin's;
+//! - generation-aware: only spec and finalizer changes (and the first sight of an object)
+//!   reconcile, as the host's default change filter;
+//! - the status merge patch the host writes: `message`, `observedGeneration` and the `Ready`,
+//!   `Reconciling` and `Degraded` conditions, only when it changes;
+//! - at most CONCURRENCY (default 8, the host's `--plugin-concurrency`) reconciles at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::finalizer::{Event, finalizer};
+use kube::runtime::{Predicate, predicates};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+const FINALIZER: &str = "wasmop.dev/greeting";
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<kube::Error>>),
+}
+
+/// The condition `type_` as the host writes it, keeping `lastTransitionTime` unless the status
+/// changes.
+fn condition(current: &Value, type_: &str, status: bool, message: &str, generation: Option<i64>, now: &str) -> Value {
+    let status = if status { "True" } else { "False" };
+    let before = current["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == type_));
+    let since = match before {
+        Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
+        _ => json!(now),
+    };
+    json!({ "type": type_, "status": status, "reason": "Ready", "message": message,
+            "observedGeneration": generation, "lastTransitionTime": since })
+}
+
+/// The greeting plugin's reconcile: greet `spec.name` and report Ready.
+async fn apply(greeting: Arc<DynamicObject>, api: &Api<DynamicObject>) -> Result<Action, kube::Error> {
+    let generation = greeting.metadata.generation;
+    let current = &greeting.data["status"];
+    let message = format!("Hello, {}!", greeting.data["spec"]["name"].as_str().unwrap_or_default());
+    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let status = json!({
+        "message": message,
+        "observedGeneration": generation,
+        "conditions": [
+            condition(current, "Ready", true, "greeted", generation, &now),
+            condition(current, "Reconciling", false, "", generation, &now),
+            condition(current, "Degraded", false, "", generation, &now),
+        ],
+    });
+    if *current != status {
+        api.patch_status(&greeting.name_any(), &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+            .await?;
+    }
+    Ok(Action::await_change())
+}
+
+async fn reconcile(greeting: Arc<DynamicObject>, api: Arc<Api<DynamicObject>>) -> Result<Action, Failure> {
+    finalizer(&api, FINALIZER, greeting, |event| async {
+        match event {
+            Event::Apply(greeting) => apply(greeting, &api).await,
+            Event::Cleanup(_) => Ok(Action::await_change()),
+        }
+    })
+    .await
+    .map_err(|e| Failure::Finalizer(Box::new(e)))
+}
+
+fn error_policy(_: Arc<DynamicObject>, error: &Failure, _: Arc<Api<DynamicObject>>) -> Action {
+    eprintln!("reconcile failed: {error}");
+    Action::requeue(Duration::from_secs(1))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let namespace = args.next().ok_or_else(|| anyhow::anyhow!("usage: wasmop-native NAMESPACE [CONCURRENCY]"))?;
+    let concurrency: u16 = args.next().map(|c| c.parse()).transpose()?.unwrap_or(8);
+    let client = Client::try_default().await?;
+    let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "greetings");
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
+    // Spec and finalizer changes only, as the host's generation-aware filter.
+    let writer = reflector::store::Writer::new(resource.clone());
+    let store = writer.as_reader();
+    let changes = watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        // The finalizer helper's own patch must come back as an event: it is the next step.
+        .predicate_filter(
+            (predicates::generation as fn(&DynamicObject) -> Option<u64>).combine(predicates::finalizers),
+            Default::default(),
+        );
+    Controller::for_stream_with(changes, store, resource)
+        .with_config(Config::default().concurrency(concurrency))
+        .run(reconcile, error_policy, Arc::new(api))
+        .for_each(|_| async {})
+        .await;
+    Ok(())
+}
