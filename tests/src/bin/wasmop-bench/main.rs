@@ -11,7 +11,8 @@
 //! - `cache`: heap per cached object ([`cache`]).
 //!
 //! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs per side, alternating
-//! native and wasmop. The report goes to `target/bench/report.md` and `report.json` (and
+//! native and wasmop; `BENCH_SIDES` (e.g. `wasmop`) runs only some sides, and
+//! `BENCH_WASMOP_ARGS` gives the host more flags, for experiments. The report goes to `target/bench/report.md` and `report.json` (and
 //! stdout). Uses `WASMOP_TEST_KUBECONFIG` when set, else starts a local control plane.
 
 use std::time::Instant;
@@ -39,6 +40,11 @@ fn env_number(name: &str, default: usize) -> usize {
 #[global_allocator]
 static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
 
+/// Whether `BENCH_SIDES` (comma-separated labels; default all) selects `side`.
+fn side_selected(side: Side) -> bool {
+    std::env::var("BENCH_SIDES").map_or(true, |sides| sides.split(',').any(|s| s.trim() == side.label()))
+}
+
 /// Whether `BENCH_PARTS` selects `part`.
 fn selected(part: &str) -> bool {
     std::env::var("BENCH_PARTS").map_or(true, |parts| parts.split(',').any(|p| p.trim() == part))
@@ -64,14 +70,15 @@ async fn main() -> anyhow::Result<()> {
         }
         for round in 1..=rounds {
             if selected("burst") {
-                for side in [Side::Native, Side::Wasmop] {
+                for side in [Side::Native, Side::Wasmop].into_iter().filter(|s| side_selected(*s)) {
                     let runs = e2e::burst_and_paced(&client, kubeconfig, side, round).await?;
                     println!("burst and paced, {}, round {round}: done after {:.0?}", side.label(), began.elapsed());
                     report.runs.extend(runs);
                 }
             }
             if selected("burst-10k") {
-                for side in [Side::Native, Side::Wasmop, Side::WasmopBounded] {
+                for side in [Side::Native, Side::Wasmop, Side::WasmopBounded].into_iter().filter(|s| side_selected(*s))
+                {
                     let runs = e2e::many(&client, kubeconfig, side, round).await?;
                     println!("10,000, {}, round {round}: done after {:.0?}", side.label(), began.elapsed());
                     report.runs.extend(runs);

@@ -70,6 +70,10 @@ impl Controller {
                     c.arg("--plugin").arg(wasmop_tests::plugin("greeting"));
                 }
                 c.args(extra);
+                // Extra flags for experiments, e.g. `--metrics-address 127.0.0.1:9901`.
+                if let Ok(more) = std::env::var("BENCH_WASMOP_ARGS") {
+                    c.args(more.split_whitespace());
+                }
                 if side == Side::WasmopBounded {
                     c.args(["--cache-budget-mib", &budget_mib().to_string()]);
                 }
