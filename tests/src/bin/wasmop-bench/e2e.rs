@@ -6,7 +6,8 @@
 //!
 //! - `burst`: 1,000 Greetings created (`create 1,000`), then each changed 3 times, a round of
 //!   1,000 changes at a time (`burst 1,000 x 3`);
-//! - `paced`: then 100 changes a second for `BENCH_PACED_SECONDS` (default 20), round robin;
+//! - `paced`: then 100 changes a second for `BENCH_PACED_SECONDS` (default 20), round robin,
+//!   every side's controller at once (side by side), each on its own Greetings;
 //! - `burst-10k`: 10,000 Greetings created into a fresh controller (`create 10,000`); the
 //!   bounded side (`--cache-budget-mib`, [`super::process::budget_mib`]) runs here too;
 //! - `startup`: that controller stopped, one Greeting changed, a new one started: the time from
@@ -16,8 +17,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kube::Client;
+use kube::api::{Api, DynamicObject};
 
-use super::load::{self, Tracker};
+use super::load::{self, Latencies, Tracker};
 use super::process::{Controller, Side};
 use super::report::Run;
 
@@ -51,7 +53,7 @@ impl<'a> Phase<'a> {
         scenario: &str,
         round: usize,
         changes: usize,
-        latencies: Vec<Duration>,
+        latencies: Latencies,
     ) -> anyhow::Result<Run> {
         Ok(Run::new(
             side,
@@ -62,6 +64,7 @@ impl<'a> Phase<'a> {
             latencies,
             self.controller.cpu_seconds()? - self.cpu,
             self.controller.peak_rss_mib()?,
+            self.controller.peak_anon_mib()?,
         ))
     }
 }
@@ -73,8 +76,17 @@ pub async fn install(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `burst` and `paced` for one side: a fresh namespace and controller.
-pub async fn burst_and_paced(client: &Client, kubeconfig: &Path, side: Side, round: usize) -> anyhow::Result<Vec<Run>> {
+/// A controller that ran `burst`, kept for `paced`.
+pub struct Warm {
+    side: Side,
+    round: usize,
+    api: Api<DynamicObject>,
+    tracker: Tracker,
+    controller: Controller,
+}
+
+/// `burst` for one side: a fresh namespace and controller, left running for [`paced`].
+pub async fn burst(client: &Client, kubeconfig: &Path, side: Side, round: usize) -> anyhow::Result<(Vec<Run>, Warm)> {
     let ns = wasmop_tests::namespace(client, &format!("bench-{}", side.label().replace(' ', "-"))).await?;
     let api = load::greetings(client, &ns);
     let tracker = Tracker::start(&api).await?;
@@ -86,18 +98,30 @@ pub async fn burst_and_paced(client: &Client, kubeconfig: &Path, side: Side, rou
     runs.push(phase.end(side, "create 1,000", round, BURST, tracker.settle(SETTLE).await?)?);
 
     let phase = Phase::begin(&controller)?;
-    let mut latencies = Vec::new();
+    let mut latencies = Latencies::default();
     for r in 1..=ROUNDS {
         load::change_all(&api, &tracker, BURST, &format!("v{r}")).await?;
         latencies.extend(tracker.settle(SETTLE).await?);
     }
     runs.push(phase.end(side, "burst 1,000 x 3", round, BURST * ROUNDS, latencies)?);
+    Ok((runs, Warm { side, round, api, tracker, controller }))
+}
 
+/// `paced` for every side at once, each on its own Greetings, then stops the controllers. Side by
+/// side, a slow moment of the control plane (the API server's answers have their own tail) falls
+/// on every side alike, instead of on whichever side ran then.
+pub async fn paced(warm: Vec<Warm>) -> anyhow::Result<Vec<Run>> {
     let seconds = super::env_number("BENCH_PACED_SECONDS", 20) as u64;
-    let phase = Phase::begin(&controller)?;
-    let changes = load::paced(&api, &tracker, BURST, PACE, Duration::from_secs(seconds)).await?;
-    runs.push(phase.end(side, "paced 100/s", round, changes, tracker.settle(SETTLE).await?)?);
-    controller.stop().await?;
+    let phases = warm.iter().map(|w| Phase::begin(&w.controller)).collect::<anyhow::Result<Vec<_>>>()?;
+    let loads = warm.iter().map(|w| load::paced(&w.api, &w.tracker, BURST, PACE, Duration::from_secs(seconds)));
+    let changes = futures::future::try_join_all(loads).await?;
+    let mut runs = Vec::new();
+    for ((w, phase), changes) in warm.iter().zip(phases).zip(changes) {
+        runs.push(phase.end(w.side, "paced 100/s", w.round, changes, w.tracker.settle(SETTLE).await?)?);
+    }
+    for w in warm {
+        w.controller.stop().await?;
+    }
     Ok(runs)
 }
 
@@ -120,9 +144,10 @@ pub async fn many(client: &Client, kubeconfig: &Path, side: Side, round: usize) 
     let phase = Phase { controller: &controller, started: controller.started, cpu: 0.0 };
     let latencies = tracker.settle(SETTLE).await?;
     // From the start of the process, not from the change.
-    let seen = changed + latencies.first().copied().unwrap_or_default();
+    let seen = changed + latencies.to_status.first().copied().unwrap_or_default();
     let startup = seen.saturating_duration_since(controller.started);
-    runs.push(phase.end(side, "start with 10,000", round, 1, vec![startup])?);
+    let latencies = Latencies { to_status: vec![startup], writes: latencies.writes };
+    runs.push(phase.end(side, "start with 10,000", round, 1, latencies)?);
     controller.stop().await?;
     Ok(runs)
 }

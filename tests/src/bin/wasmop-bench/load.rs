@@ -41,7 +41,25 @@ struct Awaited {
 #[derive(Default)]
 struct Ledger {
     awaited: HashMap<String, Awaited>,
-    latencies: Vec<Duration>,
+    latencies: Latencies,
+}
+
+/// What a phase measured per write.
+#[derive(Debug, Default)]
+pub struct Latencies {
+    /// From a write's start until the watch showed its status.
+    pub to_status: Vec<Duration>,
+    /// From a write's start until the API server answered it: the API server's share of
+    /// `to_status`, which the controller does not influence.
+    pub writes: Vec<Duration>,
+}
+
+impl Latencies {
+    /// Adds `other`'s samples to these.
+    pub fn extend(&mut self, other: Latencies) {
+        self.to_status.extend(other.to_status);
+        self.writes.extend(other.writes);
+    }
 }
 
 /// Change-to-status latencies, measured by a watch of the namespace's Greetings.
@@ -87,7 +105,7 @@ impl Tracker {
                     ledger.awaited.get(&object.name_any()).is_some_and(|a| current && status["message"] == a.message);
                 if done {
                     let awaited = ledger.awaited.remove(&object.name_any()).expect("found above");
-                    ledger.latencies.push(awaited.since.elapsed());
+                    ledger.latencies.to_status.push(awaited.since.elapsed());
                     if ledger.awaited.is_empty() {
                         notify.notify_waiters();
                     }
@@ -101,15 +119,22 @@ impl Tracker {
         Ok(Self { ledger, settled, task: Arc::new(task) })
     }
 
-    /// Records that the Greeting `name` is about to get `spec.name` = `value`.
-    pub fn expect(&self, name: &str, value: &str) {
-        let awaited = Awaited { message: message(value), since: Instant::now() };
+    /// Records that the Greeting `name` is about to get `spec.name` = `value`; returns when.
+    pub fn expect(&self, name: &str, value: &str) -> Instant {
+        let since = Instant::now();
+        let awaited = Awaited { message: message(value), since };
         self.ledger.lock().expect("never poisoned").awaited.insert(name.to_string(), awaited);
+        since
+    }
+
+    /// Records that a write begun at `since` was answered.
+    fn answered(&self, since: Instant) {
+        self.ledger.lock().expect("never poisoned").latencies.writes.push(since.elapsed());
     }
 
     /// Waits until every awaited status showed, at most `limit`; returns the latencies measured
     /// since the last call.
-    pub async fn settle(&self, limit: Duration) -> anyhow::Result<Vec<Duration>> {
+    pub async fn settle(&self, limit: Duration) -> anyhow::Result<Latencies> {
         let waited = tokio::time::timeout(limit, async {
             loop {
                 let notified = self.settled.notified();
@@ -141,8 +166,9 @@ pub async fn create(
             "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting",
             "metadata": { "name": name }, "spec": { "name": value },
         }))?;
-        tracker.expect(&name, value);
+        let since = tracker.expect(&name, value);
         api.create(&PostParams::default(), &object).await?;
+        tracker.answered(since);
         anyhow::Ok(())
     });
     created.buffer_unordered(WRITES_IN_FLIGHT).try_collect::<Vec<_>>().await?;
@@ -151,9 +177,10 @@ pub async fn create(
 
 /// Sets `spec.name` of the Greeting `name` to `value`.
 pub async fn change(api: &Api<DynamicObject>, tracker: &Tracker, name: &str, value: &str) -> anyhow::Result<()> {
-    tracker.expect(name, value);
+    let since = tracker.expect(name, value);
     let patch = json!({ "spec": { "name": value } });
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    tracker.answered(since);
     Ok(())
 }
 

@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use anyhow::Context;
 
 /// Clock ticks per second of `/proc/<pid>/stat`'s CPU times (`USER_HZ`, 100 on Linux).
@@ -45,12 +48,26 @@ fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     Ok(binary)
 }
 
+/// How often the sampler reads a controller's resident memory by kind.
+const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A running controller, killed when dropped.
 pub struct Controller {
     child: tokio::process::Child,
     pid: u32,
     /// When it was started.
     pub started: Instant,
+    /// The highest `RssAnon` sampled so far, KiB: its private data (heap, stacks, sandboxes),
+    /// without the code and constants mapped from its binary (`RssFile`), which the kernel can
+    /// drop and read again.
+    peak_anon_kib: Arc<AtomicU64>,
+    sampler: tokio::task::AbortHandle,
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.sampler.abort();
+    }
 }
 
 impl Controller {
@@ -77,7 +94,8 @@ impl Controller {
                 if side == Side::WasmopBounded {
                     c.args(["--cache-budget-mib", &budget_mib().to_string()]);
                 }
-                c.env("RUST_LOG", "warn");
+                // The host's log filter, `warn` unless `BENCH_WASMOP_LOG` says otherwise.
+                c.env("RUST_LOG", std::env::var("BENCH_WASMOP_LOG").unwrap_or_else(|_| "warn".into()));
                 c
             }
         };
@@ -85,7 +103,18 @@ impl Controller {
         let started = Instant::now();
         let child = command.spawn()?;
         let pid = child.id().context("a running child has a pid")?;
-        Ok(Self { child, pid, started })
+        let peak_anon_kib = Arc::new(AtomicU64::new(0));
+        let peak = peak_anon_kib.clone();
+        let sampler = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(SAMPLE_EVERY);
+            loop {
+                ticks.tick().await;
+                let Ok(kib) = status_kib(pid, "RssAnon:") else { return };
+                peak.fetch_max(kib, Ordering::Relaxed);
+            }
+        })
+        .abort_handle();
+        Ok(Self { child, pid, started, peak_anon_kib, sampler })
     }
 
     /// CPU seconds it used so far, user and system.
@@ -100,10 +129,13 @@ impl Controller {
 
     /// Its peak resident memory so far, MiB.
     pub fn peak_rss_mib(&self) -> anyhow::Result<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:")).context("VmHWM in status")?;
-        let kib: f64 = line.split_whitespace().nth(1).context("a value")?.parse()?;
-        Ok(kib / 1024.0)
+        Ok(status_kib(self.pid, "VmHWM:")? as f64 / 1024.0)
+    }
+
+    /// The highest anonymous resident memory sampled so far (every 50 ms), MiB.
+    pub fn peak_anon_mib(&self) -> anyhow::Result<f64> {
+        let now = status_kib(self.pid, "RssAnon:")?;
+        Ok(self.peak_anon_kib.fetch_max(now, Ordering::Relaxed).max(now) as f64 / 1024.0)
     }
 
     /// Stops it and waits for it to go.
@@ -111,4 +143,11 @@ impl Controller {
         self.child.kill().await?;
         Ok(())
     }
+}
+
+/// A KiB figure of `/proc/<pid>/status`, by its label (`VmHWM:`, `RssAnon:`).
+fn status_kib(pid: u32, label: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|l| l.starts_with(label)).with_context(|| format!("{label} in status"))?;
+    Ok(line.split_whitespace().nth(1).context("a value")?.parse()?)
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::load::Latencies;
 use super::process::Side;
 
 /// One phase of one controller.
@@ -17,13 +18,18 @@ pub struct Run {
     round: usize,
     changes: usize,
     seconds: f64,
+    /// Change to status, sorted.
     latencies: Vec<Duration>,
+    /// The API server's answers to the writes, sorted.
+    writes: Vec<Duration>,
     cpu_seconds: f64,
     peak_rss_mib: f64,
+    peak_anon_mib: f64,
 }
 
 impl Run {
-    /// A run of `changes` that took `elapsed` with these latencies, CPU seconds and peak RSS.
+    /// A run of `changes` that took `elapsed` with these latencies, CPU seconds, peak RSS and
+    /// peak anonymous RSS.
     #[allow(clippy::too_many_arguments, reason = "one record, its fields named at the call site")]
     pub fn new(
         side: Side,
@@ -31,21 +37,31 @@ impl Run {
         round: usize,
         changes: usize,
         elapsed: Duration,
-        mut latencies: Vec<Duration>,
+        latencies: Latencies,
         cpu_seconds: f64,
         peak_rss_mib: f64,
+        peak_anon_mib: f64,
     ) -> Self {
+        let Latencies { to_status: mut latencies, mut writes } = latencies;
         latencies.sort();
+        writes.sort();
         let seconds = elapsed.as_secs_f64();
-        Self { side, scenario: scenario.into(), round, changes, seconds, latencies, cpu_seconds, peak_rss_mib }
+        Self {
+            side,
+            scenario: scenario.into(),
+            round,
+            changes,
+            seconds,
+            latencies,
+            writes,
+            cpu_seconds,
+            peak_rss_mib,
+            peak_anon_mib,
+        }
     }
 
     fn percentile_ms(&self, p: f64) -> f64 {
-        if self.latencies.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((self.latencies.len() - 1) as f64 * p).round() as usize;
-        self.latencies[i].as_secs_f64() * 1000.0
+        percentile_ms(&self.latencies, p)
     }
 
     fn throughput(&self) -> f64 {
@@ -53,13 +69,14 @@ impl Run {
     }
 
     /// The metrics compared, by name, with whether lower is better.
-    fn metrics(&self) -> [(&'static str, f64, bool); 5] {
+    fn metrics(&self) -> [(&'static str, f64, bool); 6] {
         [
             ("throughput /s", self.throughput(), false),
             ("p50 ms", self.percentile_ms(0.5), true),
             ("p99 ms", self.percentile_ms(0.99), true),
             ("CPU s", self.cpu_seconds, true),
             ("peak RSS MiB", self.peak_rss_mib, true),
+            ("peak anon MiB", self.peak_anon_mib, true),
         ]
     }
 
@@ -68,9 +85,19 @@ impl Run {
             "side": self.side.label(), "scenario": self.scenario, "round": self.round,
             "changes": self.changes, "seconds": self.seconds, "throughputPerSecond": self.throughput(),
             "p50Ms": self.percentile_ms(0.5), "p99Ms": self.percentile_ms(0.99), "maxMs": self.percentile_ms(1.0),
-            "cpuSeconds": self.cpu_seconds, "peakRssMib": self.peak_rss_mib,
+            "writeP99Ms": percentile_ms(&self.writes, 0.99), "writeMaxMs": percentile_ms(&self.writes, 1.0),
+            "cpuSeconds": self.cpu_seconds, "peakRssMib": self.peak_rss_mib, "peakAnonMib": self.peak_anon_mib,
         })
     }
+}
+
+/// The `p`-quantile of `sorted`, in milliseconds (NaN when empty).
+fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
 }
 
 /// Everything the bench measured.
@@ -105,15 +132,15 @@ impl Report {
     pub fn markdown(&self, title: &str) -> String {
         let mut md = format!("# {title}\n\n## End to end: every run\n\n");
         md.push_str(
-            "| scenario | side | round | changes | s | per s | p50 ms | p99 ms | max ms | CPU s | peak RSS MiB |\n",
+            "| scenario | side | round | changes | s | per s | p50 ms | p99 ms | max ms | write p99 ms | write max ms | CPU s | peak RSS MiB | peak anon MiB |\n",
         );
-        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         let mut runs: Vec<&Run> = self.runs.iter().collect();
         runs.sort_by(|a, b| (&a.scenario, a.round, a.side.label()).cmp(&(&b.scenario, b.round, b.side.label())));
         for r in runs {
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.1} |",
+                "| {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.1} | {:.1} |",
                 r.scenario,
                 r.side.label(),
                 r.round,
@@ -123,8 +150,11 @@ impl Report {
                 r.percentile_ms(0.5),
                 r.percentile_ms(0.99),
                 r.percentile_ms(1.0),
+                percentile_ms(&r.writes, 0.99),
+                percentile_ms(&r.writes, 1.0),
                 r.cpu_seconds,
-                r.peak_rss_mib
+                r.peak_rss_mib,
+                r.peak_anon_mib
             );
         }
         for side in [Side::Wasmop, Side::WasmopBounded] {
@@ -138,7 +168,7 @@ impl Report {
                 side.label()
             );
             md.push_str(
-                "| scenario | throughput /s | p50 ms | p99 ms | CPU s | peak RSS MiB |\n|---|---|---|---|---|---|\n",
+                "| scenario | throughput /s | p50 ms | p99 ms | CPU s | peak RSS MiB | peak anon MiB |\n|---|---|---|---|---|---|---|\n",
             );
             let scenarios: Vec<&String> =
                 ratios.keys().map(|(s, _)| s).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
@@ -150,12 +180,13 @@ impl Report {
                 };
                 let _ = writeln!(
                     md,
-                    "| {scenario} | {} | {} | {} | {} | {} |",
+                    "| {scenario} | {} | {} | {} | {} | {} | {} |",
                     cell("throughput /s"),
                     cell("p50 ms"),
                     cell("p99 ms"),
                     cell("CPU s"),
-                    cell("peak RSS MiB")
+                    cell("peak RSS MiB"),
+                    cell("peak anon MiB")
                 );
             }
         }
