@@ -191,27 +191,23 @@ impl RuntimeArgs {
     }
 }
 
-/// Blocking threads beyond the calls into plugins (file reads of the loaders, DNS).
-const SPARE_BLOCKING_THREADS: usize = 4;
+/// Blocking threads: file reads of the loaders, compiling plugins, DNS. Calls into plugins run
+/// on the runtime's own threads (tokio's default allows 512 blocking threads, each with its
+/// own stack and malloc arena).
+const BLOCKING_THREADS: usize = 4;
 
 fn main() -> anyhow::Result<()> {
     limit_malloc_arenas();
     let cli = Cli::parse();
     init_tracing(cli.log_format);
-    // Calls into plugins run on the blocking pool, at most `--max-concurrent-reconciles` at once
-    // (tokio's default allows 512 threads, each with its own stack and malloc arena).
-    let blocking = match &cli.command {
-        Command::Run(args) => usize::from(args.max_concurrent_reconciles) + SPARE_BLOCKING_THREADS,
-        _ => SPARE_BLOCKING_THREADS,
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(blocking).build()?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(BLOCKING_THREADS).build()?;
     runtime.block_on(serve(cli))
 }
 
 /// glibc gives each thread that allocates an arena of its own (up to eight per core), which
-/// spreads the heap of a process whose calls hop between blocking threads over many partly used
-/// arenas; two are enough for a host that spends its time waiting on the API server. (musl, in
-/// the image, has no arenas.)
+/// spreads the heap over many partly used arenas; two are enough for a host that spends its
+/// time waiting on the API server. (musl, in the image, has no arenas.)
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code, reason = "mallopt, before any thread starts; no Rust value is involved")]
 fn limit_malloc_arenas() {

@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use futures::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -20,7 +21,7 @@ use wasmop::host::{Host, HostSettings};
 use wasmop::informer::Clusters;
 use wasmop::metrics::Metrics;
 use wasmop::runtime::bindings::wasmop::plugin::types::KindRef;
-use wasmop::runtime::{Limits, Runtime, RuntimeConfig};
+use wasmop::runtime::{GetResult, Limits, ListResult, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
 
 pub mod links;
@@ -295,14 +296,14 @@ pub fn plugin(name: &str) -> PathBuf {
 pub struct EmptyCache;
 
 impl wasmop::runtime::CacheReader for EmptyCache {
-    fn get(&self, _: &KindRef, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
-        Ok(None)
+    fn get<'a>(&'a self, _: &'a KindRef, _: Option<&'a str>, _: &'a str) -> BoxFuture<'a, GetResult> {
+        futures::future::ready(Ok(None)).boxed()
     }
-    fn list(&self, _: &KindRef, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
-        Ok(Vec::new())
+    fn list<'a>(&'a self, _: &'a KindRef, _: Option<&'a str>, _: Option<&'a str>) -> BoxFuture<'a, ListResult> {
+        futures::future::ready(Ok(Vec::new())).boxed()
     }
-    fn secondaries(&self, _: &KindRef) -> Result<Vec<String>, String> {
-        Ok(Vec::new())
+    fn secondaries<'a>(&'a self, _: &'a KindRef) -> BoxFuture<'a, ListResult> {
+        futures::future::ready(Ok(Vec::new())).boxed()
     }
 }
 

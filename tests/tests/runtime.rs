@@ -42,10 +42,10 @@ fn webpage_describes_its_primary_kind() {
     assert_eq!(module.digest().len(), 64);
 }
 
-#[test]
-fn webpage_returns_its_status_and_readiness_for_the_host_to_write() {
+#[tokio::test]
+async fn webpage_returns_its_status_and_readiness_for_the_host_to_write() {
     let module = runtime(limits()).unwrap().load(&plugin("webpage")).unwrap();
-    let outcome = module.reconcile(Arc::new(EmptyCache), &request(webpage(7))).unwrap().unwrap();
+    let outcome = module.reconcile(Arc::new(EmptyCache), &request(webpage(7))).await.unwrap().unwrap();
     let status: serde_json::Value = serde_json::from_str(outcome.status.as_deref().unwrap()).unwrap();
     assert_eq!(status["htmlConfigMap"], "hello-html");
     // The host turns the readiness into the conditions, with observedGeneration.
@@ -53,12 +53,12 @@ fn webpage_returns_its_status_and_readiness_for_the_host_to_write() {
     assert!(readiness.ready, "{}", readiness.message);
 }
 
-#[test]
-fn a_primary_that_does_not_match_the_plugin_type_is_an_invalid_error() {
+#[tokio::test]
+async fn a_primary_that_does_not_match_the_plugin_type_is_an_invalid_error() {
     let module = runtime(limits()).unwrap().load(&plugin("webpage")).unwrap();
     let mut object = webpage(1);
     object["spec"] = serde_json::json!({ "html": 42 });
-    match module.reconcile(Arc::new(EmptyCache), &request(object)).unwrap() {
+    match module.reconcile(Arc::new(EmptyCache), &request(object)).await.unwrap() {
         Err(ReconcileError::Invalid(message)) => {
             assert!(message.contains("html") || message.contains("string"), "{message}")
         }
@@ -66,18 +66,40 @@ fn a_primary_that_does_not_match_the_plugin_type_is_an_invalid_error() {
     }
 }
 
-#[test]
-fn an_endless_loop_is_stopped_by_the_deadline() {
+#[tokio::test]
+async fn an_endless_loop_is_stopped_by_the_deadline() {
     let module = runtime(limits()).unwrap().load(&plugin("fixture-loop")).unwrap();
-    let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).unwrap_err();
+    let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).await.unwrap_err();
     assert!(matches!(err, CallError::DeadlineExceeded(d) if d == Duration::from_millis(300)), "{err:?}");
     assert!(err.to_string().contains("deadline"), "{err}");
 }
 
-#[test]
-fn a_1_gib_allocation_is_stopped_by_the_memory_cap() {
+/// The call runs as a fiber that yields at every epoch tick: a plugin that spins until its
+/// deadline leaves the thread it runs on free for other tasks, even on a one-thread runtime.
+#[tokio::test(flavor = "current_thread")]
+async fn a_spinning_plugin_does_not_hold_the_runtime_thread() {
+    let module = runtime(limits()).unwrap().load(&plugin("fixture-loop")).unwrap();
+    let ticks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let ticker = tokio::spawn({
+        let ticks = ticks.clone();
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).await.unwrap_err();
+    ticker.abort();
+    assert!(matches!(err, CallError::DeadlineExceeded(_)), "{err:?}");
+    let ticks = ticks.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(ticks > 0, "the other task never ran while the plugin spun");
+}
+
+#[tokio::test]
+async fn a_1_gib_allocation_is_stopped_by_the_memory_cap() {
     let module = runtime(limits()).unwrap().load(&plugin("fixture-alloc")).unwrap();
-    let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).unwrap_err();
+    let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).await.unwrap_err();
     match &err {
         CallError::MemoryLimitExceeded(e) => assert_eq!(e.limit, 64 << 20),
         other => panic!("expected the memory cap, got {other:?}"),
@@ -85,19 +107,22 @@ fn a_1_gib_allocation_is_stopped_by_the_memory_cap() {
     assert!(err.to_string().contains("memory limit of 64 MiB exceeded"), "{err}");
 }
 
-#[test]
-fn a_panic_is_reported_with_its_message() {
+#[tokio::test]
+async fn a_panic_is_reported_with_its_message() {
     let module = runtime(limits()).unwrap().load(&plugin("fixture-panic")).unwrap();
-    let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).unwrap_err();
+    let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).await.unwrap_err();
     assert!(matches!(err, CallError::Panicked(_)), "{err:?}");
     assert!(err.to_string().contains("fixture-panic: panicking on purpose"), "{err}");
 }
 
-#[test]
-fn a_module_is_usable_again_after_a_trap() {
+#[tokio::test]
+async fn a_module_is_usable_again_after_a_trap() {
     let module = runtime(limits()).unwrap().load(&plugin("fixture-panic")).unwrap();
     for _ in 0..3 {
-        assert!(matches!(module.reconcile(Arc::new(EmptyCache), &request(config_map())), Err(CallError::Panicked(_))));
+        assert!(matches!(
+            module.reconcile(Arc::new(EmptyCache), &request(config_map())).await,
+            Err(CallError::Panicked(_))
+        ));
     }
 }
 

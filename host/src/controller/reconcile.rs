@@ -220,8 +220,8 @@ impl Reconciler {
             None => Vec::new(),
             Some(dependents) => self.reconcile_dependents(module, run, &object, dependents, view).await?,
         };
-        let request = Arc::new(Self::request(run, &object, states)?);
-        let outcome = Self::call(module, view.clone(), request, |m, c, r| m.reconcile(c, r)).await;
+        let request = Self::request(run, &object, states)?;
+        let outcome = module.reconcile(view.clone(), &request).await;
         let outcome: Outcome = outcome.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let changes =
             MetadataChanges { labels: outcome.labels, annotations: outcome.annotations, ..MetadataChanges::default() };
@@ -245,17 +245,15 @@ impl Reconciler {
         dependents: &Dependents,
         view: &Arc<dyn CacheReader>,
     ) -> Result<Vec<DependentState>, Failure> {
-        let request = Arc::new(Self::request(run, object, Vec::new())?);
-        let desired = Self::call(module, view.clone(), request.clone(), |m, c, r| m.desired(c, r)).await;
+        let request = Self::request(run, object, Vec::new())?;
+        let desired = module.desired(view.clone(), &request).await;
         let desired = desired.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let plugin = module.name().to_string();
-        let (module, view, primary_json) = (module.clone(), view.clone(), request.object.clone());
+        let (module, view, primary_json) = (module.clone(), view.clone(), Arc::new(request.object));
         let check = move |name: String, dependent: Option<String>| {
             let (module, view, primary) = (module.clone(), view.clone(), primary_json.clone());
-            let checked =
-                crate::runtime::spawn_call(module, move |m| m.check(view, &name, &primary, dependent.as_deref()));
             Box::pin(async move {
-                checked.await.unwrap_or_else(|trap| {
+                module.check(view, &name, &primary, dependent.as_deref()).await.unwrap_or_else(|trap| {
                     tracing::warn!(%trap, "plugin condition failed; taken as false");
                     false
                 })
@@ -303,8 +301,8 @@ impl Reconciler {
         let Some(finalizer) = self.finalizer.as_ref().filter(|f| object.finalizers().contains(f)) else {
             return Ok(None);
         };
-        let request = Arc::new(Self::request(run, object, Vec::new())?);
-        let cleaned = Self::call(module, view.clone(), request, |m, c, r| m.cleanup(c, r)).await;
+        let request = Self::request(run, object, Vec::new())?;
+        let cleaned = module.cleanup(view.clone(), &request).await;
         let CleanupOutcome { keep_finalizer, reschedule_after_ms, events } =
             cleaned.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         self.publish(object, events).await;
@@ -386,16 +384,6 @@ impl Reconciler {
         }
     }
 
-    /// Runs a plugin export with `request` on the blocking pool, inside the current span.
-    async fn call<R: Send + 'static>(
-        module: &Arc<Module>,
-        cache: Arc<dyn CacheReader>,
-        request: Arc<ReconcileRequest>,
-        f: impl FnOnce(&Module, Arc<dyn CacheReader>, &ReconcileRequest) -> Result<R, CallError> + Send + 'static,
-    ) -> Result<R, CallError> {
-        crate::runtime::spawn_call(module.clone(), move |m| f(m, cache, &request)).await
-    }
-
     /// No retry follows a failure: the status the plugin puts the error on, if any
     /// (JOSDK's ErrorStatusHandler).
     async fn error_status(
@@ -407,10 +395,7 @@ impl Reconciler {
         error: ReconcileError,
     ) -> Option<serde_json::Value> {
         let request = Self::request(run, object, Vec::new()).ok()?;
-        let update = move |module: &Module, cache, request: &ReconcileRequest| {
-            module.update_error_status(cache, request, &error)
-        };
-        match Self::call(module, view, Arc::new(request), update).await {
+        match module.update_error_status(view, &request, &error).await {
             Ok(status) => status
                 .as_deref()
                 .map(parse_status)?

@@ -57,11 +57,11 @@ impl References {
         }
     }
 
-    /// Calls `secondaries-of` on the blocking pool.
+    /// Calls `secondaries-of`.
     async fn ask(&self, primary: &DynamicObject) -> Result<Vec<SecondaryRef>, String> {
         let json = serde_json::to_string(primary).map_err(|e| format!("cannot serialize the primary: {e}"))?;
         let cache = self.cache.clone() as Arc<dyn CacheReader>;
-        let call = crate::runtime::spawn_call(self.module.get(), move |m| m.secondaries_of(cache, &json));
-        call.await.map_err(|trap| trap.to_string())?
+        let call = self.module.get().secondaries_of(cache, &json).await;
+        call.map_err(|trap| trap.to_string())?
     }
 }

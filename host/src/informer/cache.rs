@@ -170,8 +170,8 @@ impl Cache {
     }
 
     /// The object `key`, as the host last wrote it or as the watch delivered it, whichever is
-    /// newer. A bounded cache answers from its warm objects only: use [`Cache::fetch`] (or
-    /// [`Cache::read`] off the runtime) to get evicted ones too.
+    /// newer. A bounded cache answers from its warm objects only: use [`Cache::fetch`] to get
+    /// evicted ones too.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
         if let Some(written) = self.pending_write(key) {
             return written;
@@ -191,15 +191,6 @@ impl Cache {
         match &self.backing {
             Backing::Full(store, resource) => Ok(Self::full(store, resource, key)),
             Backing::Bounded(store) => store.get(key).await,
-        }
-    }
-
-    /// [`Cache::fetch`] for a blocking thread (a plugin's read during a call): a bounded cache
-    /// blocks on the API server for an evicted object. Must not run on a runtime worker.
-    pub fn read(&self, key: &ObjectKey) -> Result<Option<Arc<DynamicObject>>, kube::Error> {
-        match &self.backing {
-            Backing::Full(..) => Ok(self.get(key)),
-            Backing::Bounded(_) => tokio::runtime::Handle::current().block_on(self.fetch(key)),
         }
     }
 
@@ -223,15 +214,6 @@ impl Cache {
     /// Every object, with the host's pending writes applied.
     pub async fn state(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
         Ok(self.with_writes(self.stored().await?))
-    }
-
-    /// [`Cache::state`] for a blocking thread; see [`Cache::read`].
-    pub fn state_blocking(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
-        let stored = match &self.backing {
-            Backing::Full(store, _) => store.state(),
-            Backing::Bounded(store) => tokio::runtime::Handle::current().block_on(store.state())?,
-        };
-        Ok(self.with_writes(stored))
     }
 
     /// `objects`, the store's, with the host's pending writes applied.
@@ -329,30 +311,30 @@ mod tests {
         (writer, cache)
     }
 
-    #[test]
-    fn a_write_is_visible_until_the_watch_delivers_it_or_something_newer() {
+    #[tokio::test]
+    async fn a_write_is_visible_until_the_watch_delivers_it_or_something_newer() {
         let (mut writer, cache) = cache();
         writer.apply_watcher_event(&Event::Apply(object("a", "1", "old")));
         cache.wrote(object("a", "2", "mine"), Some("1".into()));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "mine");
-        assert_eq!(data(&cache.state_blocking().unwrap()[0]), "mine");
+        assert_eq!(data(&cache.state().await.unwrap()[0]), "mine");
         writer.apply_watcher_event(&Event::Apply(object("a", "3", "someone else's")));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "someone else's");
-        assert_eq!(data(&cache.state_blocking().unwrap()[0]), "someone else's");
+        assert_eq!(data(&cache.state().await.unwrap()[0]), "someone else's");
     }
 
-    #[test]
-    fn created_and_deleted_objects_show_at_once() {
+    #[tokio::test]
+    async fn created_and_deleted_objects_show_at_once() {
         let (mut writer, cache) = cache();
         writer.apply_watcher_event(&Event::Apply(object("gone", "1", "x")));
         cache.wrote(object("new", "5", "created"), None);
         cache.deleted(key("gone"), Some("1".into()));
         assert!(cache.get(&key("gone")).is_none());
-        let names: Vec<String> = cache.state_blocking().unwrap().iter().map(|o| o.name_any()).collect();
+        let names: Vec<String> = cache.state().await.unwrap().iter().map(|o| o.name_any()).collect();
         assert_eq!(names, ["new"]);
         writer.apply_watcher_event(&Event::Apply(object("new", "5", "created")));
         writer.apply_watcher_event(&Event::Delete(object("gone", "1", "x")));
-        assert_eq!(cache.state_blocking().unwrap().len(), 1);
+        assert_eq!(cache.state().await.unwrap().len(), 1);
         assert_eq!(cache.pending_writes(), 0, "delivered writes are forgotten");
     }
 
@@ -400,14 +382,14 @@ mod tests {
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "someone's", "another incarnation supersedes it");
     }
 
-    #[test]
-    fn a_relist_drops_the_writes_recorded_before_it_began() {
+    #[tokio::test]
+    async fn a_relist_drops_the_writes_recorded_before_it_began() {
         let (mut writer, cache) = cache();
         cache.wrote(object("gone", "5", "created, then deleted while the watch was down"), None);
         deliver(&mut writer, &cache, Event::Init);
         cache.wrote(object("during", "7", "written during the list"), None);
         deliver(&mut writer, &cache, Event::InitDone);
-        let names: Vec<String> = cache.state_blocking().unwrap().iter().map(|o| o.name_any()).collect();
+        let names: Vec<String> = cache.state().await.unwrap().iter().map(|o| o.name_any()).collect();
         assert_eq!(names, ["during"], "the list is the truth for earlier writes only");
     }
 

@@ -11,8 +11,10 @@ use kube::api::DynamicObject;
 use super::Cache;
 use crate::mapping::Links;
 use crate::object::ObjectKey;
-use crate::runtime::CacheReader;
+use futures::future::{BoxFuture, FutureExt};
+
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
+use crate::runtime::{CacheReader, GetResult, ListResult};
 use wasmop_core::selector::LabelSelector;
 
 /// One cached kind: the primary or a watched secondary.
@@ -82,43 +84,51 @@ fn sorted_json(mut objects: Vec<Arc<DynamicObject>>) -> Result<Vec<String>, Stri
     objects.iter().map(|o| to_json(o)).collect()
 }
 
-impl CacheReader for WatchedCache {
-    fn get(&self, kind: &KindRef, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
+impl WatchedCache {
+    async fn get(&self, kind: &KindRef, namespace: Option<&str>, name: &str) -> GetResult {
         let key = ObjectKey { namespace: namespace.map(String::from), name: name.to_string() };
         for cached in self.matching(kind)? {
-            if let Some(found) = cached.cache.read(&key).map_err(unreadable)? {
+            if let Some(found) = cached.cache.fetch(&key).await.map_err(unreadable)? {
                 return to_json(&found).map(Some);
             }
         }
         Ok(None)
     }
 
-    fn list(&self, kind: &KindRef, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, String> {
+    async fn list(&self, kind: &KindRef, namespace: Option<&str>, selector: Option<&str>) -> ListResult {
         let selector: LabelSelector = selector.unwrap_or("").parse().map_err(|e| format!("{e}"))?;
         let mut objects = Vec::new();
         for cached in self.matching(kind)? {
-            objects.extend(cached.cache.state_blocking().map_err(unreadable)?.into_iter().filter(|o| {
+            objects.extend(cached.cache.state().await.map_err(unreadable)?.into_iter().filter(|o| {
                 namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)) && selector.matches(o.labels())
             }));
         }
         sorted_json(objects)
     }
+}
 
-    fn secondaries(&self, kind: &KindRef) -> Result<Vec<String>, String> {
-        Err(format!("secondaries({}) can only be called during reconcile", kind.kind))
+impl CacheReader for WatchedCache {
+    fn get<'a>(&'a self, kind: &'a KindRef, namespace: Option<&'a str>, name: &'a str) -> BoxFuture<'a, GetResult> {
+        WatchedCache::get(self, kind, namespace, name).boxed()
+    }
+
+    fn list<'a>(
+        &'a self,
+        kind: &'a KindRef,
+        namespace: Option<&'a str>,
+        selector: Option<&'a str>,
+    ) -> BoxFuture<'a, ListResult> {
+        WatchedCache::list(self, kind, namespace, selector).boxed()
+    }
+
+    fn secondaries<'a>(&'a self, kind: &'a KindRef) -> BoxFuture<'a, ListResult> {
+        let refused = format!("secondaries({}) can only be called during reconcile", kind.kind);
+        futures::future::ready(Err(refused)).boxed()
     }
 }
 
-impl CacheReader for PrimaryView {
-    fn get(&self, kind: &KindRef, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
-        self.cache.get(kind, namespace, name)
-    }
-
-    fn list(&self, kind: &KindRef, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, String> {
-        self.cache.list(kind, namespace, selector)
-    }
-
-    fn secondaries(&self, kind: &KindRef) -> Result<Vec<String>, String> {
+impl PrimaryView {
+    async fn secondaries(&self, kind: &KindRef) -> ListResult {
         let mut objects = Vec::new();
         let mut watched = false;
         for cached in self.cache.matching(kind)? {
@@ -126,12 +136,31 @@ impl CacheReader for PrimaryView {
             watched = true;
             let keys = links.read().expect("links are never poisoned").secondaries_of(&self.key, self.uid.as_deref());
             for key in &keys {
-                objects.extend(cached.cache.read(key).map_err(unreadable)?);
+                objects.extend(cached.cache.fetch(key).await.map_err(unreadable)?);
             }
         }
         if !watched {
             return Err(format!("{} is the primary kind, not a watched secondary", kind.kind));
         }
         sorted_json(objects)
+    }
+}
+
+impl CacheReader for PrimaryView {
+    fn get<'a>(&'a self, kind: &'a KindRef, namespace: Option<&'a str>, name: &'a str) -> BoxFuture<'a, GetResult> {
+        self.cache.get(kind, namespace, name).boxed()
+    }
+
+    fn list<'a>(
+        &'a self,
+        kind: &'a KindRef,
+        namespace: Option<&'a str>,
+        selector: Option<&'a str>,
+    ) -> BoxFuture<'a, ListResult> {
+        self.cache.list(kind, namespace, selector).boxed()
+    }
+
+    fn secondaries<'a>(&'a self, kind: &'a KindRef) -> BoxFuture<'a, ListResult> {
+        PrimaryView::secondaries(self, kind).boxed()
     }
 }

@@ -5,6 +5,10 @@ wasmtime::component::bindgen!({
     path: "../wit",
     world: "plugin",
     additional_derives: [serde::Serialize],
+    // Calls run on the runtime's threads as fibers that yield at every epoch tick, and the
+    // cache reads they import may wait on the API server (a bounded cache's evicted object).
+    imports: { default: async },
+    exports: { default: async },
 });
 
 /// The contract version this host implements, as found in the exported interface name.

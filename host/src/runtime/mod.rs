@@ -19,7 +19,7 @@ use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 pub use error::{CallError, LoadError};
 pub use limits::{Limits, MemoryLimitExceeded, MemoryMib};
 pub use module::{Current, GuestResult, Module};
-pub use sandbox::CacheReader;
+pub use sandbox::{CacheReader, GetResult, ListResult};
 
 use artifacts::ArtifactCache;
 use bindings::{CONTRACT_VERSION, Plugin, PluginPre, RECONCILER_INTERFACE};
@@ -69,6 +69,8 @@ impl Backend {
     /// and the host imports, and starts the epoch ticker, which stops when the engine is dropped.
     fn new(metered: bool) -> Result<Self, LoadError> {
         let mut wasm = wasmtime::Config::new();
+        // Async: a call runs as a fiber on the runtime thread that awaits it, with no hop to a
+        // blocking thread, and yields at every epoch tick (see `Instances::enter`).
         wasm.wasm_component_model(true).epoch_interruption(true).consume_fuel(metered);
         // A call's instance gives its slot back dirty. By default every touched page is then
         // madvised away and faulted in again by the next call: over half of a 2 KB reconcile's
@@ -83,7 +85,7 @@ impl Backend {
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
         let engine = Engine::new(&wasm).map_err(LoadError::engine)?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(LoadError::engine)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(LoadError::engine)?;
         Plugin::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
         spawn_epoch_ticker(&engine);
         Ok(Self { engine, linker, metered })
@@ -172,20 +174,6 @@ impl Runtime {
         let call =
             module::Instances::new(pre, backend.engine.clone(), backend.metered, self.limits, self.observer.clone());
         Module::describe(origin, digest.to_string(), call)
-    }
-}
-
-/// Runs `f` on `module` on the blocking pool (a call blocks its thread up to the deadline),
-/// inside the current tracing span. The error stays typed ([`CallError::reason`]), so a
-/// deadline, a memory-limit hit and a trap stay apart in Events and metrics.
-pub async fn spawn_call<R: Send + 'static>(
-    module: Arc<Module>,
-    f: impl FnOnce(&Module) -> Result<R, CallError> + Send + 'static,
-) -> Result<R, CallError> {
-    let span = tracing::Span::current();
-    match tokio::task::spawn_blocking(move || span.in_scope(|| f(&module))).await {
-        Ok(result) => result,
-        Err(join) => Err(CallError::CallFailed(join.to_string())),
     }
 }
 

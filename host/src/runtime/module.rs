@@ -4,17 +4,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
-use super::bindings::PluginPre;
+use super::CallObserver;
 use super::bindings::wasmop::plugin::types::{
     CleanupOutcome, DesiredObject, Finalizer, Mapper, ObjectRef, Outcome, PluginConfig, ReconcileError,
     ReconcileRequest, SecondaryRef,
 };
+use super::bindings::{Plugin, PluginPre};
 use super::error::{CallError, LoadError};
 use super::limits::Limits;
 use super::sandbox::{CacheReader, NoCache, Sandbox};
-use super::{CallObserver, EPOCH_TICK};
 
 /// What `reconcile` returned: an outcome or the plugin's own error.
 pub type GuestResult = Result<Outcome, ReconcileError>;
@@ -35,6 +35,23 @@ pub(crate) struct Instances {
     metered: bool,
     limits: Limits,
     observer: Arc<dyn CallObserver>,
+}
+
+/// One call in progress: its store and the plugin instantiated in it.
+struct Call<'a> {
+    store: Store<Sandbox>,
+    plugin: Plugin,
+    report: Report<'a>,
+}
+
+/// What the observer and the log are told when a call ends.
+struct Report<'a> {
+    /// The plugin's name; empty while it describes itself.
+    name: &'a str,
+    export: &'static str,
+    started: Instant,
+    /// The fuel the call started with, when metered.
+    budget: Option<u64>,
 }
 
 /// A plugin's current version: each reconcile takes the version current when it starts and
@@ -69,12 +86,15 @@ impl std::fmt::Debug for Module {
 }
 
 impl Module {
-    /// Calls `describe()` on a fresh instance and validates the answer.
+    /// Calls `describe()` on a fresh instance and validates the answer. Blocks the thread until
+    /// it returns (it reads nothing, so no runtime is needed): call it where loading may block.
     pub(crate) fn describe(path: &Path, digest: String, instances: Instances) -> Result<Self, LoadError> {
-        let config = instances
-            .call("", "describe", Arc::new(NoCache), |plugin, store| {
-                plugin.wasmop_plugin_reconciler().call_describe(store)
-            })
+        let described = async {
+            let mut call = instances.enter("", "describe", Arc::new(NoCache)).await?;
+            let config = call.plugin.wasmop_plugin_reconciler().call_describe(&mut call.store).await;
+            instances.leave(call, config)
+        };
+        let config = futures::executor::block_on(described)
             .map_err(|source| LoadError::DescribeFailed { path: path.into(), source })?;
         validate(&config).map_err(|reason| LoadError::InvalidConfig { path: path.into(), reason })?;
         Ok(Self { path: path.into(), digest, config, instances })
@@ -111,62 +131,67 @@ impl Module {
         &self.path
     }
 
-    /// Runs `reconcile` in a fresh sandbox that reads from `cache`. Blocks the thread for up
-    /// to the deadline: call it from a blocking-capable context.
-    pub fn reconcile(&self, cache: Arc<dyn CacheReader>, request: &ReconcileRequest) -> Result<GuestResult, CallError> {
-        self.instances.call(&self.config.name, "reconcile", cache, |plugin, store| {
-            plugin.wasmop_plugin_reconciler().call_reconcile(store, request)
-        })
+    /// Runs `reconcile` in a fresh sandbox that reads from `cache`. The call yields to the
+    /// runtime at every epoch tick and fails at the deadline.
+    pub async fn reconcile(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &ReconcileRequest,
+    ) -> Result<GuestResult, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "reconcile", cache).await?;
+        let result = call.plugin.wasmop_plugin_reconciler().call_reconcile(&mut call.store, request).await;
+        self.instances.leave(call, result)
     }
 }
 
 impl Module {
     /// Runs `update-error-status` after a failure no retry will follow; returns the status to
     /// merge, if the plugin gives one.
-    pub fn update_error_status(
+    pub async fn update_error_status(
         &self,
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
         error: &ReconcileError,
     ) -> Result<Option<String>, CallError> {
-        self.instances.call(&self.config.name, "update-error-status", cache, |plugin, store| {
-            plugin.wasmop_plugin_reconciler().call_update_error_status(store, request, error)
-        })
+        let mut call = self.instances.enter(&self.config.name, "update-error-status", cache).await?;
+        let result =
+            call.plugin.wasmop_plugin_reconciler().call_update_error_status(&mut call.store, request, error).await;
+        self.instances.leave(call, result)
     }
 
     /// Runs `desired`: the desired objects of the plugin's dependents.
-    pub fn desired(
+    pub async fn desired(
         &self,
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
-        self.instances.call(&self.config.name, "desired", cache, |plugin, store| {
-            plugin.wasmop_plugin_reconciler().call_desired(store, request)
-        })
+        let mut call = self.instances.enter(&self.config.name, "desired", cache).await?;
+        let result = call.plugin.wasmop_plugin_reconciler().call_desired(&mut call.store, request).await;
+        self.instances.leave(call, result)
     }
 
     /// Runs `cleanup` for a primary marked for deletion.
-    pub fn cleanup(
+    pub async fn cleanup(
         &self,
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<Result<CleanupOutcome, ReconcileError>, CallError> {
-        self.instances.call(&self.config.name, "cleanup", cache, |plugin, store| {
-            plugin.wasmop_plugin_reconciler().call_cleanup(store, request)
-        })
+        let mut call = self.instances.enter(&self.config.name, "cleanup", cache).await?;
+        let result = call.plugin.wasmop_plugin_reconciler().call_cleanup(&mut call.store, request).await;
+        self.instances.leave(call, result)
     }
 
     /// Runs `check`: whether the plugin condition `name` holds.
-    pub fn check(
+    pub async fn check(
         &self,
         cache: Arc<dyn CacheReader>,
         name: &str,
         primary: &str,
         dependent: Option<&str>,
     ) -> Result<bool, CallError> {
-        self.instances.call(&self.config.name, "check", cache, |plugin, store| {
-            plugin.wasmop_plugin_reconciler().call_check(store, name, primary, dependent)
-        })
+        let mut call = self.instances.enter(&self.config.name, "check", cache).await?;
+        let result = call.plugin.wasmop_plugin_reconciler().call_check(&mut call.store, name, primary, dependent).await;
+        self.instances.leave(call, result)
     }
 
     /// The finalizer the host manages for this plugin, if any.
@@ -180,27 +205,28 @@ impl Module {
 
     /// Runs `map-secondary`: the primaries a change of `secondary` (JSON) concerns; `Ok(Err)`
     /// is the plugin's own error.
-    pub fn map_secondary(
+    pub async fn map_secondary(
         &self,
         cache: Arc<dyn CacheReader>,
         secondary: &str,
         previous: Option<&str>,
     ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
-        self.instances.call(&self.config.name, "map-secondary", cache, |plugin, store| {
-            plugin.wasmop_plugin_reconciler().call_map_secondary(store, secondary, previous)
-        })
+        let mut call = self.instances.enter(&self.config.name, "map-secondary", cache).await?;
+        let result =
+            call.plugin.wasmop_plugin_reconciler().call_map_secondary(&mut call.store, secondary, previous).await;
+        self.instances.leave(call, result)
     }
 
     /// Runs `secondaries-of`: the secondaries `primary` (JSON) names; `Ok(Err)` is the plugin's
     /// own error.
-    pub fn secondaries_of(
+    pub async fn secondaries_of(
         &self,
         cache: Arc<dyn CacheReader>,
         primary: &str,
     ) -> Result<Result<Vec<SecondaryRef>, String>, CallError> {
-        self.instances.call(&self.config.name, "secondaries-of", cache, |plugin, store| {
-            plugin.wasmop_plugin_reconciler().call_secondaries_of(store, primary)
-        })
+        let mut call = self.instances.enter(&self.config.name, "secondaries-of", cache).await?;
+        let result = call.plugin.wasmop_plugin_reconciler().call_secondaries_of(&mut call.store, primary).await;
+        self.instances.leave(call, result)
     }
 }
 
@@ -215,37 +241,58 @@ impl Instances {
         Self { pre, engine, metered, limits, observer }
     }
 
-    /// Calls `export` of `plugin` (empty while it describes itself) in a fresh store, and tells
-    /// the observer how long it took and how much fuel it used.
-    fn call<R>(
+    /// Starts a call of `export` of the plugin `name` (empty while it describes itself): a
+    /// fresh store within the plugin's limits, with the plugin instantiated in it. The call
+    /// yields to the runtime at every epoch tick and traps once its deadline has passed, so a
+    /// plugin that spins holds a runtime thread for at most a tick at a time.
+    async fn enter<'a>(
         &self,
-        plugin: &str,
+        name: &'a str,
         export: &'static str,
         cache: Arc<dyn CacheReader>,
-        f: impl FnOnce(&super::bindings::Plugin, &mut Store<Sandbox>) -> wasmtime::Result<R>,
-    ) -> Result<R, CallError> {
+    ) -> Result<Call<'a>, CallError> {
         let started = Instant::now();
         let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache));
         store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(self.limits.deadline.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64);
-        store.epoch_deadline_trap();
+        let deadline = started + self.limits.deadline;
+        store.epoch_deadline_callback(move |_| match Instant::now() < deadline {
+            true => Ok(UpdateDeadline::Yield(1)),
+            false => Err(Trap::Interrupt.into()),
+        });
+        store.set_epoch_deadline(1);
         let budget = self.metered.then(|| self.limits.fuel.unwrap_or(u64::MAX));
         if let Some(budget) = budget {
             store.set_fuel(budget).expect("the engine meters fuel");
         }
-        let result = match self.pre.instantiate(&mut store) {
-            Ok(plugin) => f(&plugin, &mut store).map_err(|e| self.classify(&store, e)),
-            Err(e) => Err(match self.classify(&store, e) {
-                CallError::Trapped(msg) => CallError::InstantiateFailed(msg),
-                other => other,
-            }),
-        };
-        let used = budget.map(|budget| budget - store.get_fuel().unwrap_or(0));
-        if !plugin.is_empty() {
-            self.observer.called(plugin, export, started.elapsed(), used);
+        let report = Report { name, export, started, budget };
+        match self.pre.instantiate_async(&mut store).await {
+            Ok(plugin) => Ok(Call { store, plugin, report }),
+            Err(e) => {
+                let err = match self.classify(&store, e) {
+                    CallError::Trapped(msg) => CallError::InstantiateFailed(msg),
+                    other => other,
+                };
+                self.report(&report, &store);
+                Err(err)
+            }
         }
-        forward_output(if plugin.is_empty() { export } else { plugin }, &store);
+    }
+
+    /// Ends `call` with the export's `result`.
+    fn leave<R>(&self, call: Call<'_>, result: wasmtime::Result<R>) -> Result<R, CallError> {
+        let result = result.map_err(|e| self.classify(&call.store, e));
+        self.report(&call.report, &call.store);
         result
+    }
+
+    /// Tells the observer how long a call took and how much fuel it used, and logs what the
+    /// guest printed.
+    fn report(&self, report: &Report<'_>, store: &Store<Sandbox>) {
+        let used = report.budget.map(|budget| budget - store.get_fuel().unwrap_or(0));
+        if !report.name.is_empty() {
+            self.observer.called(report.name, report.export, report.started.elapsed(), used);
+        }
+        forward_output(if report.name.is_empty() { report.export } else { report.name }, store);
     }
 
     /// Turns a wasmtime error into the cause a user can act on.

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use futures::future::{BoxFuture, FutureExt};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -13,20 +14,32 @@ use super::limits::MemoryLimiter;
 /// Bytes of stdout/stderr kept per call; the rest is dropped.
 const OUTPUT_CAPACITY: usize = 64 << 10;
 
-/// Read access to cached objects, as the guest's `get` and `list` imports see it.
+/// One object as JSON, `None` when absent; `Err` says why it cannot be read.
+pub type GetResult = Result<Option<String>, String>;
+/// Objects as JSON; `Err` says why they cannot be read.
+pub type ListResult = Result<Vec<String>, String>;
+
+/// Read access to cached objects, as the guest's `get`, `list` and `secondaries` imports see
+/// it. Reads are asynchronous: a bounded cache fetches an evicted object from the API server,
+/// and the call waits for it without holding a runtime thread.
 pub trait CacheReader: Send + Sync {
     /// One object as JSON, `Ok(None)` when absent, `Err` when the kind is not watched.
-    fn get(&self, kind: &types::KindRef, namespace: Option<&str>, name: &str) -> Result<Option<String>, String>;
+    fn get<'a>(
+        &'a self,
+        kind: &'a types::KindRef,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, GetResult>;
     /// Objects of a kind as JSON, optionally in one namespace and matching a label selector.
-    fn list(
-        &self,
-        kind: &types::KindRef,
-        namespace: Option<&str>,
-        selector: Option<&str>,
-    ) -> Result<Vec<String>, String>;
+    fn list<'a>(
+        &'a self,
+        kind: &'a types::KindRef,
+        namespace: Option<&'a str>,
+        selector: Option<&'a str>,
+    ) -> BoxFuture<'a, ListResult>;
     /// The objects of a watched kind that belong to the primary being reconciled, as JSON;
     /// `Err` when the kind is not watched or no primary is being reconciled.
-    fn secondaries(&self, kind: &types::KindRef) -> Result<Vec<String>, String>;
+    fn secondaries<'a>(&'a self, kind: &'a types::KindRef) -> BoxFuture<'a, ListResult>;
 }
 
 /// A reader with nothing in it: what `describe()` sees.
@@ -39,14 +52,19 @@ impl NoCache {
 }
 
 impl CacheReader for NoCache {
-    fn get(&self, kind: &types::KindRef, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
-        Self::refuse(kind)
+    fn get<'a>(&'a self, kind: &'a types::KindRef, _: Option<&'a str>, _: &'a str) -> BoxFuture<'a, GetResult> {
+        futures::future::ready(Self::refuse(kind)).boxed()
     }
-    fn list(&self, kind: &types::KindRef, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
-        Self::refuse(kind)
+    fn list<'a>(
+        &'a self,
+        kind: &'a types::KindRef,
+        _: Option<&'a str>,
+        _: Option<&'a str>,
+    ) -> BoxFuture<'a, ListResult> {
+        futures::future::ready(Self::refuse(kind)).boxed()
     }
-    fn secondaries(&self, kind: &types::KindRef) -> Result<Vec<String>, String> {
-        Self::refuse(kind)
+    fn secondaries<'a>(&'a self, kind: &'a types::KindRef) -> BoxFuture<'a, ListResult> {
+        futures::future::ready(Self::refuse(kind)).boxed()
     }
 }
 
@@ -80,7 +98,7 @@ impl WasiView for Sandbox {
 impl types::Host for Sandbox {}
 
 impl host::Host for Sandbox {
-    fn log(&mut self, level: types::LogLevel, message: String, fields: Vec<(String, String)>) {
+    async fn log(&mut self, level: types::LogLevel, message: String, fields: Vec<(String, String)>) {
         use types::LogLevel;
         let fields = Fields(&fields);
         match level {
@@ -92,21 +110,21 @@ impl host::Host for Sandbox {
         }
     }
 
-    fn get(&mut self, kind: types::KindRef, namespace: Option<String>, name: String) -> Result<Option<String>, String> {
-        self.cache.get(&kind, namespace.as_deref(), &name)
+    async fn get(&mut self, kind: types::KindRef, namespace: Option<String>, name: String) -> GetResult {
+        self.cache.get(&kind, namespace.as_deref(), &name).await
     }
 
-    fn list(
+    async fn list(
         &mut self,
         kind: types::KindRef,
         namespace: Option<String>,
         label_selector: Option<String>,
-    ) -> Result<Vec<String>, String> {
-        self.cache.list(&kind, namespace.as_deref(), label_selector.as_deref())
+    ) -> ListResult {
+        self.cache.list(&kind, namespace.as_deref(), label_selector.as_deref()).await
     }
 
-    fn secondaries(&mut self, kind: types::KindRef) -> Result<Vec<String>, String> {
-        self.cache.secondaries(&kind)
+    async fn secondaries(&mut self, kind: types::KindRef) -> ListResult {
+        self.cache.secondaries(&kind).await
     }
 }
 

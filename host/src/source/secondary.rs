@@ -188,9 +188,8 @@ async fn map_with_plugin(
         .transpose()
         .map_err(|e| format!("cannot serialize the previous secondary: {e}"))?;
     let cache = cache.clone() as Arc<dyn CacheReader>;
-    let call =
-        crate::runtime::spawn_call(module.get(), move |m| m.map_secondary(cache, &secondary, previous.as_deref()));
-    call.await.map_err(|trap| trap.to_string())?
+    let call = module.get().map_secondary(cache, &secondary, previous.as_deref()).await;
+    call.map_err(|trap| trap.to_string())?
 }
 
 #[cfg(test)]

@@ -37,19 +37,19 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Runs the part; returns its JSON and markdown.
-pub fn per_call(calls: usize) -> anyhow::Result<(Value, String)> {
+pub async fn per_call(calls: usize) -> anyhow::Result<(Value, String)> {
     let module = runtime(Limits::default())?.load(&plugin("webpage"))?;
     let object = webpage_json("page", 3);
     let request =
         ReconcileRequest { object: object.to_string(), attempt: 0, last_attempt: false, dependents: Vec::new() };
     let cache: Arc<dyn CacheReader> = Arc::new(EmptyCache);
     for _ in 0..50 {
-        module.reconcile(cache.clone(), &request)?.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        module.reconcile(cache.clone(), &request).await?.map_err(|e| anyhow::anyhow!("{e:?}"))?;
     }
     let mut wasm = Vec::with_capacity(calls);
     for _ in 0..calls {
         let start = Instant::now();
-        let outcome = module.reconcile(cache.clone(), &request)?.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let outcome = module.reconcile(cache.clone(), &request).await?.map_err(|e| anyhow::anyhow!("{e:?}"))?;
         wasm.push(start.elapsed());
         std::hint::black_box(outcome);
     }

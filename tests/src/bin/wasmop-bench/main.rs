@@ -55,7 +55,7 @@ async fn main() -> anyhow::Result<()> {
     let began = Instant::now();
     let mut report = Report::default();
     if selected("call") {
-        let (json, md) = call::per_call(env_number("BENCH_CALLS", 2000))?;
+        let (json, md) = call::per_call(env_number("BENCH_CALLS", 2000)).await?;
         println!("{md}");
         report.parts.insert("call", json);
         report.sections.push(md);
