@@ -367,11 +367,10 @@ impl Reconciler {
         written
     }
 
-    /// Makes a write of the primary visible to the next reconcile at once.
-    fn remember(&self, before: &DynamicObject, mut written: DynamicObject) -> Arc<DynamicObject> {
-        written.metadata.managed_fields = None;
-        self.primaries.wrote(written.clone(), before.resource_version());
-        Arc::new(written)
+    /// Makes a write of the primary visible to the next reconcile at once; returns it as the
+    /// cache keeps it (trimmed and projected), which the rest of this run goes on with.
+    fn remember(&self, before: &DynamicObject, written: DynamicObject) -> Arc<DynamicObject> {
+        self.primaries.wrote(written, before.resource_version())
     }
 
     async fn publish(&self, object: &DynamicObject, events: Vec<Event>) {

@@ -265,13 +265,15 @@ impl Cache {
     }
 
     /// Records the host's write of `object` (cut as the watch cuts its objects), which replaced
-    /// version `replaced` (`None`: it created the object).
-    pub fn wrote(&self, mut object: DynamicObject, replaced: Option<String>) {
+    /// version `replaced` (`None`: it created the object); returns the object as recorded, the
+    /// one the next read sees.
+    pub fn wrote(&self, mut object: DynamicObject, replaced: Option<String>) -> Arc<DynamicObject> {
         self.shape.fit(&mut object);
+        let object = Arc::new(object);
         if let Some(key) = crate::object::key_of(&object) {
-            let uid = object.uid();
-            self.record(key, replaced, Some(Arc::new(object)), uid);
+            self.record(key, replaced, Some(object.clone()), object.uid());
         }
+        object
     }
 
     /// Records that the host deleted `key`, which was at version `replaced`.
