@@ -1,18 +1,17 @@
 //! The guest's view of the host caches: the primary's cache and one cache per declared watch,
-//! with each watch's links to primaries. Every read is served from memory, never from the API
-//! server.
+//! with each watch's links to primaries. Reads are served from memory; only a bounded cache's
+//! evicted object is fetched from the API server, and the call awaits it.
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
+use futures::future::{BoxFuture, FutureExt};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
 use super::Cache;
 use crate::mapping::Links;
 use crate::object::ObjectKey;
-use futures::future::{BoxFuture, FutureExt};
-
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 use crate::runtime::{CacheReader, GetResult, ListResult};
 use wasmop_core::selector::LabelSelector;

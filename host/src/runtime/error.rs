@@ -99,9 +99,6 @@ pub enum CallError {
     /// A fresh instance could not be created.
     #[error("cannot instantiate plugin: {0}")]
     InstantiateFailed(String),
-    /// The task running the call failed (the host is shutting down, or it panicked).
-    #[error("the call into the plugin failed: {0}")]
-    CallFailed(String),
 }
 
 impl CallError {
@@ -115,7 +112,6 @@ impl CallError {
             Self::Panicked(_) => "PluginPanicked",
             Self::Trapped(_) => "PluginTrapped",
             Self::InstantiateFailed(_) => "InstantiateFailed",
-            Self::CallFailed(_) => "CallFailed",
         }
     }
 }
@@ -132,7 +128,6 @@ mod tests {
             CallError::Panicked("p".into()),
             CallError::Trapped("t".into()),
             CallError::InstantiateFailed("i".into()),
-            CallError::CallFailed("c".into()),
         ];
         let reasons: std::collections::HashSet<_> = errors.iter().map(CallError::reason).collect();
         assert_eq!(reasons.len(), errors.len());

@@ -69,8 +69,6 @@ impl Backend {
     /// and the host imports, and starts the epoch ticker, which stops when the engine is dropped.
     fn new(metered: bool) -> Result<Self, LoadError> {
         let mut wasm = wasmtime::Config::new();
-        // Async: a call runs as a fiber on the runtime thread that awaits it, with no hop to a
-        // blocking thread, and yields at every epoch tick (see `Instances::enter`).
         wasm.wasm_component_model(true).epoch_interruption(true).consume_fuel(metered);
         // A call's instance gives its slot back dirty. By default every touched page is then
         // madvised away and faulted in again by the next call: over half of a 2 KB reconcile's
@@ -85,6 +83,9 @@ impl Backend {
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
         let engine = Engine::new(&wasm).map_err(LoadError::engine)?;
         let mut linker = Linker::new(&engine);
+        // Async imports and exports (here and in `bindings`): a call runs as a fiber on the
+        // runtime thread that awaits it, with no hop to a blocking thread, and yields at every
+        // epoch tick (see `Instances::enter`).
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(LoadError::engine)?;
         Plugin::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
         spawn_epoch_ticker(&engine);
