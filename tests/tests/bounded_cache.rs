@@ -64,7 +64,12 @@ async fn with_a_budget_smaller_than_any_object_every_read_is_fetched_and_every_c
     assert_eq!(metrics.cache_bytes_of("host"), 0);
     let expected = touch_all(&client, &ns, &expected, "1").await?;
     links.all_saw(&expected, WAIT).await?;
-    assert!(metrics.cache_refetches_of("host") >= first + 20);
+    // Every changed ConfigMap the plugin read was fetched. The Link itself may not be: a
+    // reconcile that starts before the watch delivered the host's own status write of the first
+    // round reads that write (read-your-writes), which the host holds until the watch shows it.
+    let second = metrics.cache_refetches_of("host") - first;
+    assert!(second >= 10, "{second} refetches for 10 changed ConfigMaps");
+    assert_eq!(metrics.cache_bytes_of("host"), 0);
     host.stop().await;
     Ok(())
 }
