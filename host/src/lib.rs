@@ -26,4 +26,5 @@ pub mod scaffold;
 pub mod scheduler;
 pub mod settings;
 pub mod source;
+pub mod wire;
 pub mod writer;

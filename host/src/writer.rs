@@ -14,6 +14,7 @@ use wasmop_core::status::Report;
 
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
+use crate::wire::Wire;
 
 /// Errors of writing to the API server.
 #[derive(Debug, thiserror::Error)]
@@ -199,7 +200,7 @@ impl Writer {
         } else {
             api.patch(&key.name, &self.params, &patch).await
         };
-        written.map_err(|source| match &source {
+        written.map(Wire::into_inner).map_err(|source| match &source {
             kube::Error::Api(s) if s.code == 409 => {
                 self.metrics.conflict(&self.plugin);
                 WriteError::Conflict { what, key: key.clone() }
@@ -234,7 +235,7 @@ impl Writer {
         }
     }
 
-    fn api(&self, key: &ObjectKey) -> Api<DynamicObject> {
+    fn api(&self, key: &ObjectKey) -> Api<Wire> {
         match &key.namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &self.resource),
             None => Api::all_with(self.client.clone(), &self.resource),

@@ -37,6 +37,7 @@ pub use crate::own_writes::OwnWrites;
 use crate::runtime::bindings::wasmop::plugin::types::{Mapper, Owners};
 use crate::scheduler::Priority;
 use crate::source::Sink;
+use crate::wire::Wire;
 
 pub use wasmop_core::dependent::MANAGED_BY_LABEL;
 
@@ -178,7 +179,7 @@ impl Dependents {
         }
     }
 
-    fn api(&self, kind: &DependentKind, key: &ObjectKey) -> Api<DynamicObject> {
+    fn api(&self, kind: &DependentKind, key: &ObjectKey) -> Api<Wire> {
         match &key.namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
             None => Api::all_with(self.client.clone(), &kind.resource),
@@ -198,7 +199,7 @@ impl Dependents {
         params.force = force;
         self.metrics.wrote(&self.plugin, &kind.resource.kind, Verb::Apply);
         kind.own.begin(key);
-        let written = self.api(kind, key).patch(&key.name, &params, &Patch::Apply(object)).await;
+        let written = self.api(kind, key).patch(&key.name, &params, &Patch::Apply(object)).await.map(Wire::into_inner);
         let foreign = match &written {
             Ok(written) => kind.own.wrote(key, written.resource_version()),
             Err(_) => kind.own.failed(key),

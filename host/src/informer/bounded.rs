@@ -24,6 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 
 use super::weight::weight;
 use crate::object::ObjectKey;
+use crate::wire::Wire;
 
 /// An object in a pool: the watch it belongs to and its key.
 type Slot = (u64, ObjectKey);
@@ -201,7 +202,7 @@ pub struct Bounded {
     client: Client,
     resource: ApiResource,
     /// The watch's own scope, to list from.
-    api: Api<DynamicObject>,
+    api: Api<Wire>,
     list: ListParams,
     /// What a fetched object is cut to, as the watch's are.
     shape: super::Shape,
@@ -224,7 +225,7 @@ impl Bounded {
         pool: Pool,
         client: Client,
         resource: ApiResource,
-        api: Api<DynamicObject>,
+        api: Api<Wire>,
         list: ListParams,
         shape: super::Shape,
     ) -> Self {
@@ -297,11 +298,11 @@ impl Bounded {
             return Ok(found);
         }
         self.pool.metrics.refetches.inc();
-        let api: Api<DynamicObject> = match &key.namespace {
+        let api: Api<Wire> = match &key.namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &self.resource),
             None => Api::all_with(self.client.clone(), &self.resource),
         };
-        let Some(mut object) = api.get_opt(&key.name).await? else { return Ok(None) };
+        let Some(Wire(mut object)) = api.get_opt(&key.name).await? else { return Ok(None) };
         self.shape.fit(&mut object);
         let object = Arc::new(object);
         if self.index().tags.contains_key(key) {
@@ -323,7 +324,7 @@ impl Bounded {
         Ok(list
             .items
             .into_iter()
-            .map(|mut o| {
+            .map(|Wire(mut o)| {
                 self.shape.fit(&mut o);
                 Arc::new(o)
             })

@@ -13,6 +13,7 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
+use crate::wire::Wire;
 
 mod bounded;
 mod cache;
@@ -83,8 +84,8 @@ fn scope(
     resource: &ApiResource,
     namespace: Option<&str>,
     selectors: Selectors<'_>,
-) -> (Api<DynamicObject>, watcher::Config) {
-    let api: Api<DynamicObject> = match namespace {
+) -> (Api<Wire>, watcher::Config) {
+    let api: Api<Wire> = match namespace {
         Some(ns) => Api::namespaced_with(client, ns, resource),
         None => Api::all_with(client, resource),
     };
@@ -127,9 +128,21 @@ impl Shape {
 /// A watch's events, objects already cut to its [`Shape`].
 type Events = BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
 
+/// `event` with its object turned by `into`.
+fn map_event<A, B>(event: watcher::Event<A>, into: impl Fn(A) -> B) -> watcher::Event<B> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(into(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(into(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(into(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
 /// The events of a watch of `resource` with `api` and `config`, cut to `shape`: from the
-/// metadata-only watch when the shape keeps nothing else.
-fn events(resource: &ApiResource, api: Api<DynamicObject>, config: watcher::Config, shape: &Shape) -> Events {
+/// metadata-only watch when the shape keeps nothing else. Objects are decoded in one pass
+/// ([`Wire`]).
+fn events(resource: &ApiResource, api: Api<Wire>, config: watcher::Config, shape: &Shape) -> Events {
     let fit = shape.clone();
     if shape.metadata_only() {
         // The same scope, asking for metadata only.
@@ -144,16 +157,11 @@ fn events(resource: &ApiResource, api: Api<DynamicObject>, config: watcher::Conf
             metadata: meta.metadata,
             data: serde_json::Value::Object(serde_json::Map::new()),
         };
-        let stream = watcher(api, config).backoff(watch_backoff()).map_ok(move |event| match event {
-            watcher::Event::Apply(m) => watcher::Event::Apply(into_object(m)),
-            watcher::Event::Delete(m) => watcher::Event::Delete(into_object(m)),
-            watcher::Event::Init => watcher::Event::Init,
-            watcher::Event::InitApply(m) => watcher::Event::InitApply(into_object(m)),
-            watcher::Event::InitDone => watcher::Event::InitDone,
-        });
+        let stream = watcher(api, config).backoff(watch_backoff()).map_ok(move |e| map_event(e, &into_object));
         return stream.modify(move |o| fit.fit(o)).boxed();
     }
-    watcher(api, config).backoff(watch_backoff()).modify(move |o| fit.fit(o)).boxed()
+    let stream = watcher(api, config).backoff(watch_backoff()).map_ok(|e| map_event(e, Wire::into_inner));
+    stream.modify(move |o| fit.fit(o)).boxed()
 }
 
 /// A watch of one kind, optionally in one namespace and filtered by selectors, whose objects are

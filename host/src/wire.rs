@@ -1,0 +1,155 @@
+//! API objects as they come off the wire: [`Wire`] decodes a [`DynamicObject`] in one pass.
+//!
+//! `DynamicObject` derives its decoding with two `#[serde(flatten)]` fields (the type and the
+//! rest of the object). serde decodes such a struct by first buffering the whole object in an
+//! intermediate tree and then decoding each field again from it: every watch event, GET, LIST
+//! item and write response is built twice. [`Wire`] reads the fields in place instead and
+//! yields the same `DynamicObject` (`types` only when both `apiVersion` and `kind` are given, as
+//! the derived decoding does). The host asks the API server through `Api<Wire>` wherever it
+//! decodes whole objects.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use kube::Resource;
+use kube::api::{ApiResource, DynamicObject, TypeMeta};
+use kube::core::ObjectMeta;
+use serde::de::{Deserializer, MapAccess, Visitor};
+
+/// A [`DynamicObject`] decoded in one pass; see the module's documentation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wire(pub DynamicObject);
+
+impl Wire {
+    /// The decoded object.
+    pub fn into_inner(self) -> DynamicObject {
+        self.0
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Wire {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ObjectVisitor)
+    }
+}
+
+impl serde::Serialize for Wire {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+struct ObjectVisitor;
+
+impl<'de> Visitor<'de> for ObjectVisitor {
+    type Value = Wire;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Wire, A::Error> {
+        let (mut api_version, mut kind, mut metadata) = (None, None, None);
+        let mut data = serde_json::Map::new();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match &*key {
+                "apiVersion" => api_version = Some(map.next_value::<String>()?),
+                "kind" => kind = Some(map.next_value::<String>()?),
+                "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
+                _ => {
+                    data.insert(key.into_owned(), map.next_value()?);
+                }
+            }
+        }
+        let types = match (api_version, kind) {
+            (Some(api_version), Some(kind)) => Some(TypeMeta { api_version, kind }),
+            _ => None,
+        };
+        // As derived: absent metadata is empty.
+        let metadata = metadata.unwrap_or_default();
+        Ok(Wire(DynamicObject { types, metadata, data: serde_json::Value::Object(data) }))
+    }
+}
+
+impl Resource for Wire {
+    type DynamicType = ApiResource;
+    type Scope = <DynamicObject as Resource>::Scope;
+
+    fn kind(resource: &ApiResource) -> Cow<'_, str> {
+        DynamicObject::kind(resource)
+    }
+
+    fn group(resource: &ApiResource) -> Cow<'_, str> {
+        DynamicObject::group(resource)
+    }
+
+    fn version(resource: &ApiResource) -> Cow<'_, str> {
+        DynamicObject::version(resource)
+    }
+
+    fn api_version(resource: &ApiResource) -> Cow<'_, str> {
+        DynamicObject::api_version(resource)
+    }
+
+    fn plural(resource: &ApiResource) -> Cow<'_, str> {
+        DynamicObject::plural(resource)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn both(value: serde_json::Value) -> (DynamicObject, Result<Wire, serde_json::Error>) {
+        let text = value.to_string();
+        (serde_json::from_str(&text).expect("derived decoding"), serde_json::from_str(&text))
+    }
+
+    #[test]
+    fn decodes_what_the_derived_decoding_does() {
+        let (derived, wire) = both(json!({
+            "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting",
+            "metadata": {
+                "name": "a", "namespace": "ns", "resourceVersion": "7", "generation": 2,
+                "finalizers": ["wasmop.dev/greeting"],
+                "managedFields": [{ "manager": "m", "operation": "Apply", "fieldsV1": { "f:spec": {} } }],
+            },
+            "spec": { "name": "world", "list": [1, 2.5, null, true] },
+            "status": { "message": "Hello, world!" },
+        }));
+        assert_eq!(wire.expect("decodes").0, derived);
+    }
+
+    #[test]
+    fn the_type_is_kept_only_when_both_halves_are_given() {
+        let (derived, wire) = both(json!({ "kind": "Greeting", "metadata": { "name": "a" }, "spec": {} }));
+        let wire = wire.expect("decodes").0;
+        assert_eq!(wire, derived);
+        assert_eq!(wire.types, None);
+        assert_eq!(wire.data, json!({ "spec": {} }));
+    }
+
+    #[test]
+    fn absent_metadata_is_empty_and_anything_but_an_object_is_an_error() {
+        let (derived, wire) = both(json!({ "apiVersion": "v1", "kind": "ConfigMap", "data": { "a": "b" } }));
+        assert_eq!(wire.expect("decodes").0, derived);
+        assert!(serde_json::from_str::<Wire>("[1]").is_err());
+        assert!(serde_json::from_str::<Wire>(r#"{"metadata": []}"#).is_err());
+    }
+
+    #[test]
+    fn escaped_keys_are_decoded() {
+        let wire: Wire = serde_json::from_str(r#"{"metadata": {}, "sp\u0065c": {"a\"b": 1}}"#).expect("decodes");
+        assert_eq!(wire.0.data, json!({ "spec": { "a\"b": 1 } }));
+    }
+}
