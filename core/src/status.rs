@@ -80,10 +80,7 @@ pub fn patch(
         return Ok(None);
     }
     let status = Value::Object(fields);
-    let before = current.cloned().unwrap_or(Value::Null);
-    let mut merged = before.clone();
-    merge(&mut merged, &status);
-    Ok((merged != before).then(|| json!({ "status": status })))
+    Ok(changes(current.unwrap_or(&Value::Null), &status).then(|| json!({ "status": status })))
 }
 
 /// `(type, status, reason, message)` of the host's conditions after `report`.
@@ -167,6 +164,18 @@ pub fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
+/// Whether [`merge`] of `patch` would change `target`, found without copying either.
+pub fn changes(target: &Value, patch: &Value) -> bool {
+    let Value::Object(patch) = patch else { return target != patch };
+    // Merging an object into anything else makes it an object.
+    let Value::Object(target) = target else { return true };
+    patch.iter().any(|(key, value)| match (target.get(key), value) {
+        (None, Value::Null) => false,
+        (Some(_), Value::Null) | (None, _) => true,
+        (Some(current), value) => changes(current, value),
+    })
+}
+
 fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
@@ -238,6 +247,35 @@ mod tests {
         let mut target = json!({ "a": { "b": 1, "c": 2 }, "d": [1] });
         merge(&mut target, &json!({ "a": { "b": null, "e": 3 }, "d": [2] }));
         assert_eq!(target, json!({ "a": { "c": 2, "e": 3 }, "d": [2] }));
+    }
+
+    #[test]
+    fn changes_tells_whether_a_merge_would_change_the_target() {
+        let targets =
+            [json!(null), json!({}), json!("text"), json!({ "a": { "b": 1, "c": [1, 2] }, "d": "x", "e": null })];
+        let patches = [
+            json!({}),
+            json!(null),
+            json!("text"),
+            json!({ "a": { "b": 1 } }),
+            json!({ "a": { "b": 2 } }),
+            json!({ "a": { "c": [1, 2] }, "d": "x" }),
+            json!({ "a": { "c": [2, 1] } }),
+            json!({ "a": { "z": null } }),
+            json!({ "a": { "b": null } }),
+            json!({ "z": null }),
+            json!({ "z": {} }),
+            json!({ "d": { "y": null } }),
+            json!({ "e": null }),
+            json!({ "a": {} }),
+        ];
+        for target in &targets {
+            for patch in &patches {
+                let mut merged = target.clone();
+                merge(&mut merged, patch);
+                assert_eq!(changes(target, patch), merged != *target, "{target} merged with {patch}");
+            }
+        }
     }
 
     #[test]
