@@ -1,4 +1,5 @@
-//! API objects as they come off the wire: [`Wire`] decodes a [`DynamicObject`] in one pass.
+//! API objects as they come off the wire: [`Wire`] decodes a [`DynamicObject`] in one pass and
+//! shares it.
 //!
 //! `DynamicObject` derives its decoding with two `#[serde(flatten)]` fields (the type and the
 //! rest of the object). serde decodes such a struct by first buffering the whole object in an
@@ -7,23 +8,53 @@
 //! yields the same `DynamicObject` (`types` only when both `apiVersion` and `kind` are given, as
 //! the derived decoding does). The host asks the API server through `Api<Wire>` wherever it
 //! decodes whole objects.
+//!
+//! A `Wire` holds its object behind an `Arc`, so cloning one is a reference count: kube's
+//! reflector store, which clones every object it is given, keeps the very object the watch
+//! decoded and hands on to the subscribers, instead of a deep copy of it.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
 
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use kube::core::ObjectMeta;
 use serde::de::{Deserializer, MapAccess, Visitor};
 
-/// A [`DynamicObject`] decoded in one pass; see the module's documentation.
+/// A [`DynamicObject`] decoded in one pass, shared; see the module's documentation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Wire(pub DynamicObject);
+pub struct Wire(pub Arc<DynamicObject>);
 
 impl Wire {
-    /// The decoded object.
-    pub fn into_inner(self) -> DynamicObject {
+    /// The object, to change: copied only if it is shared already.
+    pub fn object_mut(&mut self) -> &mut DynamicObject {
+        Arc::make_mut(&mut self.0)
+    }
+
+    /// The shared object.
+    pub fn shared(self) -> Arc<DynamicObject> {
         self.0
+    }
+
+    /// The object itself, copied only if it is shared.
+    pub fn into_inner(self) -> DynamicObject {
+        Arc::unwrap_or_clone(self.0)
+    }
+}
+
+impl From<DynamicObject> for Wire {
+    fn from(object: DynamicObject) -> Self {
+        Self(Arc::new(object))
+    }
+}
+
+impl Deref for Wire {
+    type Target = DynamicObject;
+
+    fn deref(&self) -> &DynamicObject {
+        &self.0
     }
 }
 
@@ -67,7 +98,7 @@ impl<'de> Visitor<'de> for ObjectVisitor {
         };
         // As derived: absent metadata is empty.
         let metadata = metadata.unwrap_or_default();
-        Ok(Wire(DynamicObject { types, metadata, data: serde_json::Value::Object(data) }))
+        Ok(Wire::from(DynamicObject { types, metadata, data: serde_json::Value::Object(data) }))
     }
 }
 
@@ -100,7 +131,7 @@ impl Resource for Wire {
     }
 
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
+        &mut self.object_mut().metadata
     }
 }
 
@@ -127,13 +158,13 @@ mod tests {
             "spec": { "name": "world", "list": [1, 2.5, null, true] },
             "status": { "message": "Hello, world!" },
         }));
-        assert_eq!(wire.expect("decodes").0, derived);
+        assert_eq!(*wire.expect("decodes"), derived);
     }
 
     #[test]
     fn the_type_is_kept_only_when_both_halves_are_given() {
         let (derived, wire) = both(json!({ "kind": "Greeting", "metadata": { "name": "a" }, "spec": {} }));
-        let wire = wire.expect("decodes").0;
+        let wire = wire.expect("decodes").into_inner();
         assert_eq!(wire, derived);
         assert_eq!(wire.types, None);
         assert_eq!(wire.data, json!({ "spec": {} }));
@@ -142,7 +173,7 @@ mod tests {
     #[test]
     fn absent_metadata_is_empty_and_anything_but_an_object_is_an_error() {
         let (derived, wire) = both(json!({ "apiVersion": "v1", "kind": "ConfigMap", "data": { "a": "b" } }));
-        assert_eq!(wire.expect("decodes").0, derived);
+        assert_eq!(*wire.expect("decodes"), derived);
         assert!(serde_json::from_str::<Wire>("[1]").is_err());
         assert!(serde_json::from_str::<Wire>(r#"{"metadata": []}"#).is_err());
     }
@@ -150,6 +181,18 @@ mod tests {
     #[test]
     fn escaped_keys_are_decoded() {
         let wire: Wire = serde_json::from_str(r#"{"metadata": {}, "sp\u0065c": {"a\"b": 1}}"#).expect("decodes");
-        assert_eq!(wire.0.data, json!({ "spec": { "a\"b": 1 } }));
+        assert_eq!(wire.data, json!({ "spec": { "a\"b": 1 } }));
+    }
+
+    #[test]
+    fn clones_share_the_object_and_a_change_copies_it_only_when_shared() {
+        let mut wire: Wire = serde_json::from_str(r#"{"metadata": {"name": "a"}}"#).expect("decodes");
+        let copy = wire.clone();
+        assert!(Arc::ptr_eq(&wire.0, &copy.0));
+        wire.object_mut().metadata.name = Some("b".into());
+        assert_eq!(copy.metadata.name.as_deref(), Some("a"));
+        let alone = Arc::as_ptr(&wire.0);
+        wire.object_mut().metadata.name = Some("c".into());
+        assert_eq!(Arc::as_ptr(&wire.0), alone, "changed in place when not shared");
     }
 }

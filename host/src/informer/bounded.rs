@@ -302,9 +302,9 @@ impl Bounded {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &self.resource),
             None => Api::all_with(self.client.clone(), &self.resource),
         };
-        let Some(Wire(mut object)) = api.get_opt(&key.name).await? else { return Ok(None) };
-        self.shape.fit(&mut object);
-        let object = Arc::new(object);
+        let Some(mut object) = api.get_opt(&key.name).await? else { return Ok(None) };
+        self.shape.fit(object.object_mut());
+        let object = object.shared();
         if self.index().tags.contains_key(key) {
             self.pool.insert((self.id, key.clone()), object.clone());
         }
@@ -324,9 +324,9 @@ impl Bounded {
         Ok(list
             .items
             .into_iter()
-            .map(|Wire(mut o)| {
-                self.shape.fit(&mut o);
-                Arc::new(o)
+            .map(|mut o| {
+                self.shape.fit(o.object_mut());
+                o.shared()
             })
             .collect())
     }

@@ -18,6 +18,7 @@ use kube::runtime::watcher::Event;
 
 use super::bounded::{Bounded, Tag};
 use crate::object::{ObjectKey, version_at_least};
+use crate::wire::Wire;
 
 /// One of the host's writes: the object after it (`None`: deleted), the version it replaced, and
 /// the list it was recorded during.
@@ -62,7 +63,7 @@ struct Overlay {
 #[derive(Clone)]
 enum Backing {
     /// All of them, in kube's reflector store.
-    Full(Store<DynamicObject>, ApiResource),
+    Full(Store<Wire>, ApiResource),
     /// The warm ones; the others are fetched again on a read.
     Bounded(Arc<Bounded>),
 }
@@ -79,7 +80,7 @@ pub struct Cache {
 impl Cache {
     /// A cache over the `store` of objects of `resource` cut to `shape`, with no writes of its
     /// own yet.
-    pub fn new(store: Store<DynamicObject>, resource: ApiResource, shape: super::Shape) -> Self {
+    pub fn new(store: Store<Wire>, resource: ApiResource, shape: super::Shape) -> Self {
         Self { backing: Backing::Full(store, resource), overlay: Arc::default(), shape }
     }
 
@@ -96,12 +97,12 @@ impl Cache {
         }
     }
 
-    fn full(store: &Store<DynamicObject>, resource: &ApiResource, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
-        let mut reference = ObjectRef::<DynamicObject>::new_with(&key.name, resource.clone());
+    fn full(store: &Store<Wire>, resource: &ApiResource, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+        let mut reference = ObjectRef::<Wire>::new_with(&key.name, resource.clone());
         if let Some(ns) = &key.namespace {
             reference = reference.within(ns);
         }
-        store.get(&reference)
+        store.get(&reference).map(|o| o.0.clone())
     }
 
     /// The tag of `key` in the store, if it shows the object.
@@ -206,7 +207,7 @@ impl Cache {
     /// evicted objects lists them from the API server.
     pub async fn stored(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
         match &self.backing {
-            Backing::Full(store, _) => Ok(store.state()),
+            Backing::Full(store, _) => Ok(store.state().iter().map(|o| o.0.clone()).collect()),
             Backing::Bounded(store) => store.state().await,
         }
     }
@@ -306,7 +307,7 @@ mod tests {
         o.data["data"]["v"].as_str().unwrap()
     }
 
-    fn cache() -> (Writer<DynamicObject>, Cache) {
+    fn cache() -> (Writer<Wire>, Cache) {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
         let writer = Writer::new(resource.clone());
         let cache = Cache::new(writer.as_reader(), resource, crate::informer::Shape::default());
@@ -316,11 +317,11 @@ mod tests {
     #[tokio::test]
     async fn a_write_is_visible_until_the_watch_delivers_it_or_something_newer() {
         let (mut writer, cache) = cache();
-        writer.apply_watcher_event(&Event::Apply(object("a", "1", "old")));
+        apply(&mut writer, Event::Apply(object("a", "1", "old")));
         cache.wrote(object("a", "2", "mine"), Some("1".into()));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "mine");
         assert_eq!(data(&cache.state().await.unwrap()[0]), "mine");
-        writer.apply_watcher_event(&Event::Apply(object("a", "3", "someone else's")));
+        apply(&mut writer, Event::Apply(object("a", "3", "someone else's")));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "someone else's");
         assert_eq!(data(&cache.state().await.unwrap()[0]), "someone else's");
     }
@@ -328,21 +329,26 @@ mod tests {
     #[tokio::test]
     async fn created_and_deleted_objects_show_at_once() {
         let (mut writer, cache) = cache();
-        writer.apply_watcher_event(&Event::Apply(object("gone", "1", "x")));
+        apply(&mut writer, Event::Apply(object("gone", "1", "x")));
         cache.wrote(object("new", "5", "created"), None);
         cache.deleted(key("gone"), Some("1".into()));
         assert!(cache.get(&key("gone")).is_none());
         let names: Vec<String> = cache.state().await.unwrap().iter().map(|o| o.name_any()).collect();
         assert_eq!(names, ["new"]);
-        writer.apply_watcher_event(&Event::Apply(object("new", "5", "created")));
-        writer.apply_watcher_event(&Event::Delete(object("gone", "1", "x")));
+        apply(&mut writer, Event::Apply(object("new", "5", "created")));
+        apply(&mut writer, Event::Delete(object("gone", "1", "x")));
         assert_eq!(cache.state().await.unwrap().len(), 1);
         assert_eq!(cache.pending_writes(), 0, "delivered writes are forgotten");
     }
 
+    /// Applies `event` to the store alone.
+    fn apply(writer: &mut Writer<Wire>, event: Event<DynamicObject>) {
+        writer.apply_watcher_event(&crate::informer::map_event(event, Wire::from));
+    }
+
     /// Applies `event` to the store, then to the overlay, in the watch task's order.
-    fn deliver(writer: &mut Writer<DynamicObject>, cache: &Cache, event: Event<DynamicObject>) {
-        writer.apply_watcher_event(&event);
+    fn deliver(writer: &mut Writer<Wire>, cache: &Cache, event: Event<DynamicObject>) {
+        apply(writer, event.clone());
         cache.observe(&event);
     }
 

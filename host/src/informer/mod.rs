@@ -125,8 +125,11 @@ impl Shape {
     }
 }
 
-/// A watch's events, objects already cut to its [`Shape`].
-type Events = BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
+/// A watch's events, objects decoded and cut to its [`Shape`].
+type Decoded = BoxStream<'static, Result<watcher::Event<Wire>, watcher::Error>>;
+
+/// A watch's events, their objects shared by its store and subscribers.
+pub type SharedEvents = BoxStream<'static, Result<SharedEvent, watcher::Error>>;
 
 /// `event` with its object turned by `into`.
 fn map_event<A, B>(event: watcher::Event<A>, into: impl Fn(A) -> B) -> watcher::Event<B> {
@@ -142,7 +145,7 @@ fn map_event<A, B>(event: watcher::Event<A>, into: impl Fn(A) -> B) -> watcher::
 /// The events of a watch of `resource` with `api` and `config`, cut to `shape`: from the
 /// metadata-only watch when the shape keeps nothing else. Objects are decoded in one pass
 /// ([`Wire`]).
-fn events(resource: &ApiResource, api: Api<Wire>, config: watcher::Config, shape: &Shape) -> Events {
+fn events(resource: &ApiResource, api: Api<Wire>, config: watcher::Config, shape: &Shape) -> Decoded {
     let fit = shape.clone();
     if shape.metadata_only() {
         // The same scope, asking for metadata only.
@@ -152,33 +155,36 @@ fn events(resource: &ApiResource, api: Api<Wire>, config: watcher::Config, shape
             None => Api::all_with(client, resource),
         };
         let types = TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() };
-        let into_object = move |meta: PartialObjectMeta<DynamicObject>| DynamicObject {
-            types: Some(types.clone()),
-            metadata: meta.metadata,
-            data: serde_json::Value::Object(serde_json::Map::new()),
+        let into_object = move |meta: PartialObjectMeta<DynamicObject>| {
+            let data = serde_json::Value::Object(serde_json::Map::new());
+            Wire::from(DynamicObject { types: Some(types.clone()), metadata: meta.metadata, data })
         };
         let stream = watcher(api, config).backoff(watch_backoff()).map_ok(move |e| map_event(e, &into_object));
-        return stream.modify(move |o| fit.fit(o)).boxed();
+        return stream.modify(move |o| fit.fit(o.object_mut())).boxed();
     }
-    let stream = watcher(api, config).backoff(watch_backoff()).map_ok(|e| map_event(e, Wire::into_inner));
-    stream.modify(move |o| fit.fit(o)).boxed()
+    watcher(api, config).backoff(watch_backoff()).modify(move |o| fit.fit(o.object_mut())).boxed()
+}
+
+/// `events` with their objects shared.
+fn shared(events: impl Stream<Item = Result<watcher::Event<Wire>, watcher::Error>> + Send + 'static) -> SharedEvents {
+    events.map_ok(|e| map_event(e, Wire::shared)).boxed()
 }
 
 /// A watch of one kind, optionally in one namespace and filtered by selectors, whose objects are
-/// cut to `shape` before they enter the store (kube's reflector store, every object).
+/// cut to `shape` before they enter the store (kube's reflector store, every object). The
+/// store and the events share each object.
 pub fn watch(
     client: Client,
     resource: &ApiResource,
     namespace: Option<&str>,
     selectors: Selectors<'_>,
     shape: &Shape,
-) -> (Store<DynamicObject>, impl Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send + 'static)
-{
+) -> (Store<Wire>, SharedEvents) {
     let (api, config) = scope(client, resource, namespace, selectors);
     let writer = Writer::new(resource.clone());
     let store = writer.as_reader();
     let stream = reflector::reflector(writer, events(resource, api, config, shape));
-    (store, stream)
+    (store, shared(stream))
 }
 
 /// [`watch`], bounded: the returned store is empty and must be given every event of the
@@ -190,7 +196,7 @@ pub fn watch_bounded(
     selectors: Selectors<'_>,
     shape: &Shape,
     pool: &Pool,
-) -> (Bounded, Events) {
+) -> (Bounded, SharedEvents) {
     let (api, config) = scope(client.clone(), resource, namespace, selectors);
     let list = kube::api::ListParams {
         label_selector: config.label_selector.clone(),
@@ -198,7 +204,7 @@ pub fn watch_bounded(
         ..Default::default()
     };
     let store = Bounded::new(pool.clone(), client, resource.clone(), api.clone(), list, shape.clone());
-    (store, events(resource, api, config, shape))
+    (store, shared(events(resource, api, config, shape)))
 }
 
 /// How a failed watch is retried: after 100 ms, doubling up to 1 s, each plus a random 0-100%,

@@ -118,7 +118,7 @@ impl Registry {
                 let cache = Cache::new(store, resource.clone(), shape.clone());
                 let deliver = Delivery { cache: cache.clone(), events: events.clone(), synced: synced.clone() };
                 // The reflector applied each event to the store already.
-                (cache, tokio::spawn(deliver.run(stream.map(|e| e.map(share)), |_| {})))
+                (cache, tokio::spawn(deliver.run(stream, |_| {})))
             }
             Some(pool) => {
                 let (store, stream) = watch_bounded(self.client.clone(), resource, namespace, selectors, shape, pool);
@@ -126,7 +126,7 @@ impl Registry {
                 let cache = Cache::bounded(store.clone(), shape.clone());
                 let deliver = Delivery { cache: cache.clone(), events: events.clone(), synced: synced.clone() };
                 let apply = move |event: &SharedEvent| store.apply(event);
-                (cache, tokio::spawn(deliver.run(stream.map(|e| e.map(share)), apply)))
+                (cache, tokio::spawn(deliver.run(stream, apply)))
             }
         };
         tracing::info!(kind = %key.kind, namespace = ?key.namespace, pool = ?key.pool, "watch started");
@@ -208,17 +208,6 @@ struct Fanout {
     pending: std::vec::IntoIter<SharedEvent>,
     /// Whether this subscriber has seen the start of the current list.
     listing: bool,
-}
-
-/// Wraps the objects of an event so subscribers share them.
-fn share(event: watcher::Event<DynamicObject>) -> SharedEvent {
-    match event {
-        watcher::Event::Apply(o) => watcher::Event::Apply(Arc::new(o)),
-        watcher::Event::Delete(o) => watcher::Event::Delete(Arc::new(o)),
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(Arc::new(o)),
-        watcher::Event::InitDone => watcher::Event::InitDone,
-    }
 }
 
 impl Subscription {

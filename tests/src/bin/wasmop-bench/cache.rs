@@ -24,18 +24,6 @@ use kube::runtime::watcher;
 use serde_json::json;
 use wasmop::informer::{Budget, Pool, PoolMetrics, Shape};
 
-/// A watch event with its object shared, as the host's registry hands them on.
-fn share(event: watcher::Event<DynamicObject>) -> watcher::Event<std::sync::Arc<DynamicObject>> {
-    use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
-    match event {
-        Apply(o) => Apply(o.into()),
-        Delete(o) => Delete(o.into()),
-        Init => Init,
-        InitApply(o) => InitApply(o.into()),
-        InitDone => InitDone,
-    }
-}
-
 /// The pool of the bounded cache measured.
 const BOUNDED_BUDGET: u64 = 1 << 20;
 
@@ -164,7 +152,7 @@ pub async fn cache_memory(client: &Client, n: usize) -> anyhow::Result<(serde_js
         while let Some(event) = stream.next().await {
             let Ok(event) = event else { continue };
             let done = matches!(event, watcher::Event::InitDone);
-            store.apply(&share(event));
+            store.apply(&event);
             if done {
                 break;
             }
