@@ -25,7 +25,7 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 
 /// A [`DynamicObject`] decoded in one pass, shared; see the module's documentation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Wire(pub Arc<DynamicObject>);
+pub struct Wire(Arc<DynamicObject>);
 
 impl Wire {
     /// The object, to change: copied only if it is shared already.
@@ -33,9 +33,9 @@ impl Wire {
         Arc::make_mut(&mut self.0)
     }
 
-    /// The shared object.
-    pub fn shared(self) -> Arc<DynamicObject> {
-        self.0
+    /// The object, shared.
+    pub fn shared(&self) -> Arc<DynamicObject> {
+        self.0.clone()
     }
 
     /// The object itself, copied only if it is shared.
@@ -61,12 +61,6 @@ impl Deref for Wire {
 impl<'de> serde::Deserialize<'de> for Wire {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_map(ObjectVisitor)
-    }
-}
-
-impl serde::Serialize for Wire {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
     }
 }
 

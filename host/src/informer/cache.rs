@@ -102,7 +102,7 @@ impl Cache {
         if let Some(ns) = &key.namespace {
             reference = reference.within(ns);
         }
-        store.get(&reference).map(|o| o.0.clone())
+        store.get(&reference).map(|o| o.shared())
     }
 
     /// The tag of `key` in the store, if it shows the object.
@@ -207,7 +207,7 @@ impl Cache {
     /// evicted objects lists them from the API server.
     pub async fn stored(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
         match &self.backing {
-            Backing::Full(store, _) => Ok(store.state().iter().map(|o| o.0.clone()).collect()),
+            Backing::Full(store, _) => Ok(store.state().iter().map(|o| o.shared()).collect()),
             Backing::Bounded(store) => store.state().await,
         }
     }

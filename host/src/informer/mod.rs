@@ -167,7 +167,7 @@ fn events(resource: &ApiResource, api: Api<Wire>, config: watcher::Config, shape
 
 /// `events` with their objects shared.
 fn shared(events: impl Stream<Item = Result<watcher::Event<Wire>, watcher::Error>> + Send + 'static) -> SharedEvents {
-    events.map_ok(|e| map_event(e, Wire::shared)).boxed()
+    events.map_ok(|e| map_event(e, |o| o.shared())).boxed()
 }
 
 /// A watch of one kind, optionally in one namespace and filtered by selectors, whose objects are
