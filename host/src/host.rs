@@ -17,11 +17,15 @@ use tokio::sync::{Notify, Semaphore, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{self, Controller};
+use crate::controller::{self, Controller, Handover};
 use crate::informer::{Clusters, ImpersonationError, UnknownCluster};
 use crate::metrics::Metrics;
 use crate::runtime::{Current, LoadError, Module, Runtime};
 use crate::settings::{Defaults, HostConfig, Overrides, resolve};
+
+/// How long an install with new settings waits for the new controller to subscribe its watches
+/// before it stops the old one (which then releases watches the new one may still need).
+const HANDOVER_SUBSCRIBE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Errors of starting the host.
 #[derive(Debug, thiserror::Error)]
@@ -310,7 +314,16 @@ impl Host {
         // The new controller subscribes now (sharing the watches that stay) and reconciles once
         // the old one has stopped: one object is never reconciled by both.
         let (handover, after) = oneshot::channel();
-        let successor = self.spawn(module.clone(), owner.to_string(), overrides, Some(after))?;
+        let (subscribed, successor_subscribed) = oneshot::channel();
+        let successor =
+            self.spawn(module.clone(), owner.to_string(), overrides, Some(Handover { subscribed, after }))?;
+        // Bounded: a successor that cannot reach the API server must not hold the install up.
+        if tokio::time::timeout(HANDOVER_SUBSCRIBE, successor_subscribed).await.is_err() {
+            tracing::warn!(
+                plugin = name,
+                "the new controller has not subscribed its watches yet; stopping the old one"
+            );
+        }
         let old = self.controllers.lock().expect("never poisoned").insert(name.clone(), successor);
         if let Some(old) = old {
             old.stop.cancel();
@@ -334,7 +347,7 @@ impl Host {
         module: Arc<Module>,
         owner: String,
         overrides: Overrides,
-        after: Option<oneshot::Receiver<()>>,
+        handover: Option<Handover>,
     ) -> Result<Running, HostError> {
         let resolved = resolve(module.config(), &overrides, &self.settings.defaults);
         let writes = match &overrides.service_account {
@@ -363,7 +376,7 @@ impl Host {
             global: Some(self.global.clone()),
             metrics: self.metrics.clone(),
             writes,
-            after,
+            handover,
         };
         let task = tokio::spawn(controller::run(controller, stop.clone()));
         Ok(Running { module: current, owner, overrides, reconcile_all, synced, stop, task })

@@ -152,9 +152,8 @@ pub struct Controller {
     /// Where the primary's and the declared watches' bounded caches keep warm objects; `None`
     /// caches every object.
     pub pool: Option<informer::Pool>,
-    /// The first reconcile waits for this as well: a controller that replaces another starts
-    /// once the other has finished its reconciles in flight.
-    pub after: Option<oneshot::Receiver<()>>,
+    /// Set for a controller that replaces another (see [`Handover`]).
+    pub handover: Option<Handover>,
     /// Notified when every cached primary should be reconciled again (a new version swapped
     /// in); they are, at background priority.
     pub reconcile_all: Arc<Notify>,
@@ -162,6 +161,16 @@ pub struct Controller {
     pub synced: Arc<std::sync::atomic::AtomicBool>,
     /// Whether this replica leads: runs start and writes go out only then.
     pub fence: crate::leader::Fence,
+}
+
+/// How a controller takes over from the one it replaces: it subscribes its watches while the
+/// other still holds them, so the watches they share keep running, and reconciles only once the
+/// other has finished its reconciles in flight.
+pub struct Handover {
+    /// Told once the watches are subscribed (dropped if subscribing failed).
+    pub subscribed: oneshot::Sender<()>,
+    /// Fires (or is dropped) once the predecessor has stopped.
+    pub after: oneshot::Receiver<()>,
 }
 
 /// Runs `controller` until `shutdown` fires; reconciles in flight then finish. The first
@@ -182,7 +191,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         global,
         metrics,
         writes,
-        after,
+        handover,
         reconcile_all,
         synced: caches_synced,
         fence,
@@ -192,6 +201,10 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let Some(watched) = watch(&config, &clusters, &settings, &metrics, pool.as_ref(), &shutdown).await else {
         return;
     };
+    let after = handover.map(|Handover { subscribed, after }| {
+        subscribed.send(()).ok();
+        after
+    });
     let (handle, inbox) = scheduler::channel();
     // What the runs enqueue into must not keep their own scheduler running.
     let runs_sink: Arc<dyn Sink> = Arc::new(handle.downgrade());
