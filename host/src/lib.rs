@@ -26,5 +26,6 @@ pub mod scaffold;
 pub mod scheduler;
 pub mod settings;
 pub mod source;
+pub mod trim;
 pub mod wire;
 pub mod writer;

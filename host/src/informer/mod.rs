@@ -21,17 +21,16 @@ mod clusters;
 mod listing;
 mod pools;
 mod registry;
-mod trim;
 mod view;
 mod weight;
 
+pub use crate::trim::{LAST_APPLIED, trim};
 pub use bounded::{Bounded, Budget, Pool, PoolMetrics, Tag};
 pub use cache::Cache;
 pub use clusters::{ClusterError, ClusterSpec, Clusters, ImpersonationError, UnknownCluster};
 pub use listing::Listing;
 pub use pools::{PoolMetricsOf, Pools};
 pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
-pub use trim::{LAST_APPLIED, trim};
 pub use view::{CachedKind, PrimaryView, WatchedCache};
 pub use weight::weight;
 

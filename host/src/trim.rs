@@ -1,20 +1,35 @@
 //! What the host drops from an object before it enters a cache, as controller-runtime's
 //! `TransformStripManagedFields` does: managed fields other than wasmop's own server-side apply
 //! entries (the dependents' matching reads those), and kubectl's `last-applied-configuration`
-//! annotation, a second copy of the whole object. Plugins never see either.
+//! annotation, a second copy of the whole object. Plugins never see either. Objects the host
+//! decodes itself ([`crate::wire::Wire`]) are trimmed as they are decoded.
 
 use kube::api::DynamicObject;
 
 /// kubectl's copy of an object as it was last applied client-side.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// Whether a managedFields entry of `manager` made by `operation` stays: wasmop's own server-side
+/// apply entries only.
+pub fn keeps_entry(manager: Option<&str>, operation: Option<&str>) -> bool {
+    manager.is_some_and(keeps_manager) && operation.is_some_and(keeps_operation)
+}
+
+/// Whether entries of `manager` may stay: wasmop's own field managers.
+pub fn keeps_manager(manager: &str) -> bool {
+    manager.starts_with("wasmop-")
+}
+
+/// Whether entries made by `operation` may stay: server-side applies.
+pub fn keeps_operation(operation: &str) -> bool {
+    operation == "Apply"
+}
+
 /// Drops from `object` what no plugin and no rule of the host reads.
 pub fn trim(object: &mut DynamicObject) {
     let meta = &mut object.metadata;
     if let Some(fields) = &mut meta.managed_fields {
-        fields.retain(|f| {
-            f.operation.as_deref() == Some("Apply") && f.manager.as_deref().is_some_and(|m| m.starts_with("wasmop-"))
-        });
+        fields.retain(|f| keeps_entry(f.manager.as_deref(), f.operation.as_deref()));
         if fields.is_empty() {
             meta.managed_fields = None;
         }

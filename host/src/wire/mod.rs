@@ -9,6 +9,9 @@
 //! the derived decoding does). The host asks the API server through `Api<Wire>` wherever it
 //! decodes whole objects.
 //!
+//! The metadata is decoded already [`trim`](crate::trim::trim)med ([`meta`]): the managed
+//! fields and the annotation the caches drop are skipped over, not built and freed.
+//!
 //! A `Wire` holds its object behind an `Arc`, so cloning one is a reference count: kube's
 //! reflector store, which clones every object it is given, keeps the very object the watch
 //! decoded and hands on to the subscribers, instead of a deep copy of it.
@@ -23,7 +26,9 @@ use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use kube::core::ObjectMeta;
 use serde::de::{Deserializer, MapAccess, Visitor};
 
-/// A [`DynamicObject`] decoded in one pass, shared; see the module's documentation.
+mod meta;
+
+/// A [`DynamicObject`] decoded in one pass and trimmed, shared; see the module's documentation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Wire(Arc<DynamicObject>);
 
@@ -80,7 +85,7 @@ impl<'de> Visitor<'de> for ObjectVisitor {
             match &*key {
                 "apiVersion" => api_version = Some(map.next_value::<String>()?),
                 "kind" => kind = Some(map.next_value::<String>()?),
-                "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
+                "metadata" => metadata = Some(map.next_value::<meta::TrimmedMeta>()?.0),
                 _ => {
                     data.insert(key.into_owned(), map.next_value()?);
                 }
@@ -134,10 +139,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::trim::LAST_APPLIED;
 
+    /// The derived decoding, trimmed, and `Wire`'s.
     fn both(value: serde_json::Value) -> (DynamicObject, Result<Wire, serde_json::Error>) {
         let text = value.to_string();
-        (serde_json::from_str(&text).expect("derived decoding"), serde_json::from_str(&text))
+        let mut derived = serde_json::from_str(&text).expect("derived decoding");
+        crate::trim::trim(&mut derived);
+        (derived, serde_json::from_str(&text))
     }
 
     #[test]
@@ -153,6 +162,56 @@ mod tests {
             "status": { "message": "Hello, world!" },
         }));
         assert_eq!(*wire.expect("decodes"), derived);
+    }
+
+    #[test]
+    fn metadata_is_decoded_as_k8s_openapi_does_and_trimmed() {
+        let entry = |manager: &str, operation: &str| {
+            json!({ "manager": manager, "operation": operation, "apiVersion": "v1", "time": "2026-11-25T08:00:00Z",
+                    "fieldsType": "FieldsV1", "fieldsV1": { "f:status": { "f:message": {} } }, "subresource": "status" })
+        };
+        let (derived, wire) = both(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {
+                "name": "a", "generateName": "a-", "namespace": "ns", "selfLink": "/x", "uid": "u",
+                "resourceVersion": "7", "generation": 2, "creationTimestamp": "2026-11-25T08:00:00Z",
+                "deletionTimestamp": "2026-11-25T09:00:00Z", "deletionGracePeriodSeconds": 30,
+                "labels": { "app": "web" }, "finalizers": ["f"], "unknown": { "a": [1] },
+                "annotations": { LAST_APPLIED: "{\"kind\":\"ConfigMap\"}", "team": "web" },
+                "ownerReferences": [{ "apiVersion": "v1", "kind": "Secret", "name": "s", "uid": "o", "controller": true }],
+                "managedFields": [
+                    entry("kubectl", "Update"),
+                    entry("wasmop-webpage", "Apply"),
+                    entry("wasmop-webpage", "Update"),
+                    entry("helm", "Apply"),
+                    // The field set before the manager: decided at the end.
+                    { "fieldsV1": { "f:spec": {} }, "operation": "Apply", "manager": "wasmop-greeting" },
+                    { "fieldsV1": { "f:spec": {} }, "manager": "wasmop-greeting" },
+                ],
+            },
+        }));
+        let wire = wire.expect("decodes");
+        assert_eq!(*wire, derived);
+        let managers: Vec<_> = wire.metadata.managed_fields.iter().flatten().map(|f| f.manager.as_deref()).collect();
+        assert_eq!(managers, [Some("wasmop-webpage"), Some("wasmop-greeting")]);
+        assert_eq!(wire.metadata.annotations, Some([("team".to_string(), "web".to_string())].into()));
+    }
+
+    #[test]
+    fn nothing_left_of_annotations_or_managed_fields_is_no_field() {
+        for (annotations, managed) in [
+            (json!(null), json!(null)),
+            (json!({}), json!([])),
+            (json!({ LAST_APPLIED: "{}" }), json!([{ "manager": "kubectl", "operation": "Update" }])),
+        ] {
+            let (derived, wire) =
+                both(json!({ "metadata": { "name": "a", "annotations": annotations, "managedFields": managed } }));
+            let wire = wire.expect("decodes");
+            assert_eq!(*wire, derived);
+            assert_eq!((&wire.metadata.annotations, &wire.metadata.managed_fields), (&None, &None));
+        }
+        assert!(serde_json::from_str::<Wire>(r#"{"metadata": {"managedFields": [1]}}"#).is_err());
+        assert!(serde_json::from_str::<Wire>(r#"{"metadata": {"annotations": {"a": 1}}}"#).is_err());
     }
 
     #[test]
