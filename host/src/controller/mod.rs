@@ -2,9 +2,11 @@
 //! writer, with a secondary source per declared watch and an optional resync timer feeding the
 //! same scheduler. Glue only: each step lives in its own module.
 
+mod listed;
 mod reconcile;
 mod references;
 
+use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -248,6 +250,8 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         primaries,
         handle,
         synced: caches_synced,
+        finalizer: reconciler.finalizer.clone(),
+        waiting: HashSet::new(),
     };
     let scheduler = dispatch
         .run(&subscription, (inbox, scheduler_settings, reconciler), synced, after, &reconcile_all, &shutdown)
@@ -442,6 +446,10 @@ struct Dispatch {
     handle: scheduler::Handle<ObjectKey>,
     /// Set when the caches have synced.
     synced: Arc<std::sync::atomic::AtomicBool>,
+    /// The plugin's finalizer, if it has one.
+    finalizer: Option<String>,
+    /// Primaries the list in progress shows with work waiting (see [`listed`]).
+    waiting: HashSet<ObjectKey>,
 }
 
 /// The scheduler's parts, until every cache has synced.
@@ -538,6 +546,9 @@ impl Dispatch {
                     self.own.consume(&key, object.resource_version().as_deref(), false);
                     if self.filter.admit(&key, version(&object.metadata)) {
                         self.references.primary_changed(&key, &object).await;
+                        if listed::priority(&object, self.finalizer.as_deref()) == Priority::Live {
+                            self.waiting.insert(key.clone());
+                        }
                         listing.defer([key]);
                     }
                 }
@@ -552,6 +563,7 @@ impl Dispatch {
             }
             watcher::Event::Init => {
                 *listing = Listing::default();
+                self.waiting.clear();
                 tracing::debug!(plugin = self.plugin, "listing primaries");
             }
             watcher::Event::InitDone => {
@@ -561,8 +573,10 @@ impl Dispatch {
                     self.references.primary_deleted(&key);
                     self.handle.forget(key);
                 }
+                let mut waiting = std::mem::take(&mut self.waiting);
                 for key in changed {
-                    self.handle.trigger_with(key, Priority::Background);
+                    let priority = if waiting.remove(&key) { Priority::Live } else { Priority::Background };
+                    self.handle.trigger_with(key, priority);
                 }
                 return true;
             }
