@@ -62,6 +62,11 @@ impl WriteError {
             _ => false,
         }
     }
+
+    /// Whether the object no longer exists (404).
+    pub fn gone(&self) -> bool {
+        matches!(self, WriteError::Failed { source, .. } if matches!(&**source, kube::Error::Api(s) if s.code == 404))
+    }
 }
 
 /// Changes to a primary's metadata; `None` values remove.
@@ -268,6 +273,18 @@ mod tests {
         o.metadata.labels = Some(BTreeMap::from([("keep".into(), "1".into()), ("drop".into(), "x".into())]));
         o.metadata.finalizers = Some(vec!["f".into()]);
         o
+    }
+
+    #[test]
+    fn only_a_404_means_the_object_is_gone() {
+        let failed = |code| WriteError::Failed {
+            what: "patching the metadata of",
+            key: ObjectKey { namespace: None, name: "a".into() },
+            source: Box::new(kube::Error::Api(Box::new(kube::core::Status::failure("m", "R").with_code(code)))),
+        };
+        assert!(failed(404).gone());
+        assert!(!failed(500).gone());
+        assert!(!WriteError::Conflict { what: "x", key: ObjectKey { namespace: None, name: "a".into() } }.gone());
     }
 
     #[test]

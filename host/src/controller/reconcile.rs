@@ -317,8 +317,21 @@ impl Reconciler {
         }
         let finalizers = object.finalizers().iter().filter(|f| *f != finalizer).cloned().collect();
         let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };
-        self.write_metadata(object, &changes).await?;
-        Ok(None)
+        match self.tracked(object, self.writer.patch_metadata(object, &changes)).await {
+            Ok(written) => {
+                if let Some(written) = written {
+                    self.remember(object, written);
+                }
+                Ok(None)
+            }
+            // Gone already: the finalizer was released (by an earlier run whose write this run
+            // did not see yet) and the API server removed the object.
+            Err(err) if err.gone() => {
+                tracing::info!("the object is gone; its finalizer was released already");
+                Ok(None)
+            }
+            Err(err) => Err(Failure::write(err)),
+        }
     }
 
     /// Patches the primary's metadata; returns the object as it is now.
