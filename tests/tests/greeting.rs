@@ -60,3 +60,59 @@ async fn a_greeting_gets_its_message_and_conditions_from_the_host() -> anyhow::R
     host.stop().await;
     Ok(())
 }
+
+/// Greetings that need nothing at a restart: many, so that their reconciles (one at a time) take
+/// far longer than the watch needs to show the changed Greeting's status.
+const SETTLED: usize = 1000;
+
+/// A restart reconciles every listed Greeting once, and the one changed while the host was down
+/// first: it does not wait behind the settled ones (listed before it, by name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_a_greeting_changed_meanwhile_goes_before_the_settled_ones() -> anyhow::Result<()> {
+    use futures::TryStreamExt;
+    use wasmop::metrics::Outcome;
+
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
+    let ns = namespace(&client, "greeting-restart").await?;
+    let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk(&gvk));
+    let one_at_a_time = "plugins:\n  greeting:\n    maxConcurrentReconciles: 1\n";
+    let names: Vec<String> = (0..SETTLED).map(|i| format!("a-{i:04}")).chain(["z-changed".to_string()]).collect();
+    futures::stream::iter(names.iter().map(Ok::<_, anyhow::Error>))
+        .try_for_each_concurrent(16, |name| {
+            let api = api.clone();
+            async move {
+                let greeting = json!({
+                    "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting",
+                    "metadata": { "name": name }, "spec": { "name": "Ada" },
+                });
+                api.create(&PostParams::default(), &serde_json::from_value(greeting)?).await?;
+                Ok(())
+            }
+        })
+        .await?;
+    let host = RunningHost::start_with_yaml(&client, &ns, &["greeting"], one_at_a_time)?;
+    let all_settled = |list: &Vec<DynamicObject>| list.len() == names.len() && list.iter().all(|o| settled(Some(o)));
+    wasmop_tests::until("every Greeting settled", async || Ok(api.list(&Default::default()).await?.items), all_settled)
+        .await?;
+    host.stop().await;
+
+    let patch = json!({ "spec": { "name": "Grace" } });
+    api.patch("z-changed", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    let host = RunningHost::start_with_yaml(&client, &ns, &["greeting"], one_at_a_time)?;
+    let greeted =
+        |o: Option<&DynamicObject>| settled(o) && o.is_some_and(|o| o.data["status"]["message"] == "Hello, Grace!");
+    within(WAIT, "z-changed greeted", await_condition(api.clone(), "z-changed", greeted)).await??;
+    let before = host.host().metrics().reconciles_of("greeting", Outcome::Success);
+    assert!(
+        before < (SETTLED / 2) as u64,
+        "{before} reconciles had finished when the changed Greeting's status showed"
+    );
+    // The settled ones are still reconciled, each once.
+    let metrics = host.host().metrics().clone();
+    let total = async || Ok(metrics.reconciles_of("greeting", Outcome::Success));
+    wasmop_tests::until("every listed Greeting reconciled", total, |n| *n >= names.len() as u64).await?;
+    host.stop().await;
+    Ok(())
+}
