@@ -214,7 +214,7 @@ impl Reconciler {
             let mut finalizers = object.finalizers().to_vec();
             finalizers.push(finalizer.clone());
             let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };
-            object = self.write_metadata(&object, &changes).await?;
+            object = self.write_metadata(&object, &changes).await.map_err(Failure::write)?;
         }
         let states = match &self.dependents {
             None => Vec::new(),
@@ -225,7 +225,7 @@ impl Reconciler {
         let outcome: Outcome = outcome.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let changes =
             MetadataChanges { labels: outcome.labels, annotations: outcome.annotations, ..MetadataChanges::default() };
-        object = self.write_metadata(&object, &changes).await?;
+        object = self.write_metadata(&object, &changes).await.map_err(Failure::write)?;
         let readiness = outcome.readiness.as_ref().map(|r| (r.ready, r.message.as_str()));
         let report = self.conditions.then_some(Report::Success { readiness });
         if outcome.status.is_some() || report.is_some() {
@@ -317,13 +317,8 @@ impl Reconciler {
         }
         let finalizers = object.finalizers().iter().filter(|f| *f != finalizer).cloned().collect();
         let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };
-        match self.tracked(object, self.writer.patch_metadata(object, &changes)).await {
-            Ok(written) => {
-                if let Some(written) = written {
-                    self.remember(object, written);
-                }
-                Ok(None)
-            }
+        match self.write_metadata(object, &changes).await {
+            Ok(_) => Ok(None),
             // Gone already: the finalizer was released (by an earlier run whose write this run
             // did not see yet) and the API server removed the object.
             Err(err) if err.gone() => {
@@ -339,9 +334,8 @@ impl Reconciler {
         &self,
         object: &Arc<DynamicObject>,
         changes: &MetadataChanges,
-    ) -> Result<Arc<DynamicObject>, Failure> {
-        let written = self.tracked(object, self.writer.patch_metadata(object, changes)).await;
-        match written.map_err(Failure::write)? {
+    ) -> Result<Arc<DynamicObject>, WriteError> {
+        match self.tracked(object, self.writer.patch_metadata(object, changes)).await? {
             Some(written) => Ok(self.remember(object, written)),
             None => Ok(object.clone()),
         }
