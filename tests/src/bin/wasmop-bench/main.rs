@@ -10,8 +10,8 @@
 //! - `secondaries`: secondary-triggered reconciles ([`secondaries`]);
 //! - `cache`: heap per cached object ([`cache`]).
 //!
-//! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs per side, alternating
-//! native and wasmop; `BENCH_SIDES` (e.g. `wasmop`) runs only some sides; for experiments,
+//! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs per side, one side after
+//! the other, each round starting with the next side; `BENCH_SIDES` (e.g. `wasmop`) runs only some sides; for experiments,
 //! `BENCH_WASMOP_ARGS` gives the host more flags and `BENCH_WASMOP_LOG` its log filter (default
 //! `warn`). The report goes to `target/bench/report.md` and `report.json` (and stdout). Uses `WASMOP_TEST_KUBECONFIG` when set, else starts a local control plane.
 
@@ -45,6 +45,14 @@ fn side_selected(side: Side) -> bool {
     std::env::var("BENCH_SIDES").map_or(true, |sides| sides.split(',').any(|s| s.trim() == side.label()))
 }
 
+/// The selected `sides` in the order they run in `round`: each round starts one side later, so
+/// that no side always runs after the others (on a control plane that has more objects, and
+/// with their idle controllers still running).
+fn in_turn<const N: usize>(mut sides: [Side; N], round: usize) -> impl Iterator<Item = Side> {
+    sides.rotate_left((round - 1) % N);
+    sides.into_iter().filter(|s| side_selected(*s))
+}
+
 /// Whether `BENCH_PARTS` selects `part`.
 fn selected(part: &str) -> bool {
     std::env::var("BENCH_PARTS").map_or(true, |parts| parts.split(',').any(|p| p.trim() == part))
@@ -71,7 +79,7 @@ async fn main() -> anyhow::Result<()> {
         for round in 1..=rounds {
             if selected("burst") {
                 let mut warm = Vec::new();
-                for side in [Side::Native, Side::Wasmop].into_iter().filter(|s| side_selected(*s)) {
+                for side in in_turn([Side::Native, Side::Wasmop], round) {
                     let (runs, controller) = e2e::burst(&client, kubeconfig, side, round).await?;
                     println!("burst, {}, round {round}: done after {:.0?}", side.label(), began.elapsed());
                     report.runs.extend(runs);
@@ -81,8 +89,7 @@ async fn main() -> anyhow::Result<()> {
                 println!("paced, round {round}: done after {:.0?}", began.elapsed());
             }
             if selected("burst-10k") {
-                for side in [Side::Native, Side::Wasmop, Side::WasmopBounded].into_iter().filter(|s| side_selected(*s))
-                {
+                for side in in_turn([Side::Native, Side::Wasmop, Side::WasmopBounded], round) {
                     let runs = e2e::many(&client, kubeconfig, side, round).await?;
                     println!("10,000, {}, round {round}: done after {:.0?}", side.label(), began.elapsed());
                     report.runs.extend(runs);
