@@ -1,6 +1,7 @@
 //! controller-runtime's metric names after a known number of reconciles and errors, against the
 //! real kube-apiserver: one Probe that fails its first two attempts (retried after 100 ms) and then
-//! succeeds is exactly three runs, two of them errors and two of them retries.
+//! succeeds is exactly four runs: the host's finalizer (a requeue), two errors with their two
+//! retries, and the success.
 
 use std::time::Duration;
 
@@ -30,12 +31,13 @@ async fn controller_runtime_metrics_count_a_known_sequence_of_runs() -> anyhow::
         let found = text.lines().find(|l| l.rsplit_once(' ').is_some_and(|(name, _)| name == line))?;
         found.rsplit(' ').next()?.parse::<f64>().ok().map(|v| v as u64)
     };
-    // The third run succeeded and its run has ended (the counters move when it has).
-    let text = within(WAIT, "the third run to succeed and end", async {
+    // Four runs: the host adds its finalizer and queues the rest (`requeue`), the plugin fails
+    // twice, then succeeds; the last run has ended (the counters move when it has).
+    let text = within(WAIT, "the fourth run to succeed and end", async {
         loop {
             let text = metrics.encode();
             let succeeded = probes.get("flaky").await?.data["status"]["succeededAttempt"] == 2;
-            let ended = value(&text, "workqueue_work_duration_seconds_count{name=\"fixture-probe\"}") == Some(3);
+            let ended = value(&text, "workqueue_work_duration_seconds_count{name=\"fixture-probe\"}") == Some(4);
             if succeeded && ended {
                 return anyhow::Ok(text);
             }
@@ -44,17 +46,18 @@ async fn controller_runtime_metrics_count_a_known_sequence_of_runs() -> anyhow::
     })
     .await??;
     let expected = [
+        ("controller_runtime_reconcile_total{controller=\"fixture-probe\",result=\"requeue\"}", 1),
         ("controller_runtime_reconcile_total{controller=\"fixture-probe\",result=\"success\"}", 1),
         ("controller_runtime_reconcile_total{controller=\"fixture-probe\",result=\"error\"}", 2),
         ("controller_runtime_reconcile_errors_total{controller=\"fixture-probe\"}", 2),
-        ("controller_runtime_reconcile_time_seconds_count{controller=\"fixture-probe\"}", 3),
+        ("controller_runtime_reconcile_time_seconds_count{controller=\"fixture-probe\"}", 4),
         ("controller_runtime_active_workers{controller=\"fixture-probe\"}", 0),
         ("controller_runtime_max_concurrent_reconciles{controller=\"fixture-probe\"}", 3),
         ("workqueue_depth{name=\"fixture-probe\"}", 0),
-        ("workqueue_adds_total{name=\"fixture-probe\"}", 3),
+        ("workqueue_adds_total{name=\"fixture-probe\"}", 4),
         ("workqueue_retries_total{name=\"fixture-probe\"}", 2),
-        ("workqueue_queue_duration_seconds_count{name=\"fixture-probe\"}", 3),
-        ("workqueue_work_duration_seconds_count{name=\"fixture-probe\"}", 3),
+        ("workqueue_queue_duration_seconds_count{name=\"fixture-probe\"}", 4),
+        ("workqueue_work_duration_seconds_count{name=\"fixture-probe\"}", 4),
     ];
     for (line, count) in expected {
         assert_eq!(value(&text, line), Some(count), "{line} in:\n{text}");

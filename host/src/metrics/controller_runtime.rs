@@ -40,6 +40,7 @@ struct QueueLabels {
 enum ReconcileResult {
     success,
     error,
+    requeue,
     requeue_after,
 }
 
@@ -165,6 +166,8 @@ impl Observer for ControllerObserver {
         let result = match verdict {
             Verdict::Done { requeue_after: None } => ReconcileResult::success,
             Verdict::Done { requeue_after: Some(_) } => ReconcileResult::requeue_after,
+            // The host added its finalizer and queued the rest (controller-runtime's `Requeue`).
+            Verdict::Continue => ReconcileResult::requeue,
             Verdict::Failed { .. } | Verdict::Unreachable => ReconcileResult::error,
         };
         if result == ReconcileResult::error {

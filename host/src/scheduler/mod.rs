@@ -66,6 +66,10 @@ pub enum Verdict {
     /// The run could not reach the API server (a transport error, or the server is
     /// unavailable): run again soon with the [`Settings::reconnect`] backoff, counting no attempt.
     Unreachable,
+    /// The run did a first step of the work (the host added its finalizer); the rest follows in
+    /// a run of its own, queued at once at live priority with the same cause and attempt, and
+    /// not held back by the rate limit, which counted this run.
+    Continue,
 }
 
 /// How urgent a trigger is.

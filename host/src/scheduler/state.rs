@@ -232,8 +232,12 @@ impl<K: Clone + Eq + Hash> State<K> {
             }
             // No retry follows: only a new event or the maximum interval runs it again.
             Verdict::Failed { .. } => self.settings.max_interval.map(|max| (max, Cause::Timer, Priority::Background)),
+            Verdict::Continue => None,
         };
-        if let Some(priority) = rerun {
+        if verdict == Verdict::Continue {
+            let cause = entry.cause;
+            self.enqueue(key, cause, rerun.unwrap_or(Priority::Live));
+        } else if let Some(priority) = rerun {
             // An event arrived during the run: it goes first and replaces any timer.
             self.make_ready(key, Cause::Event, priority);
         } else if let Some((delay, cause, priority)) = next {
@@ -258,9 +262,6 @@ impl<K: Clone + Eq + Hash> State<K> {
     /// Queues an idle key, or postpones it while its rate limit is used up.
     fn make_ready(&mut self, key: K, cause: Cause, priority: Priority) {
         let Some(entry) = self.entries.get_mut(&key) else { return };
-        if let Some((timer, _)) = entry.timer.take() {
-            self.timers.remove(&timer);
-        }
         let now = Instant::now();
         if let Some(limit) = &self.settings.rate_limit
             && let Some(at) = entry.window.next_allowed(limit, now)
@@ -268,6 +269,16 @@ impl<K: Clone + Eq + Hash> State<K> {
             self.set_timer(key, at - now, Pending { cause, priority });
             return;
         }
+        self.enqueue(key, cause, priority);
+    }
+
+    /// Queues an idle key now.
+    fn enqueue(&mut self, key: K, cause: Cause, priority: Priority) {
+        let Some(entry) = self.entries.get_mut(&key) else { return };
+        if let Some((timer, _)) = entry.timer.take() {
+            self.timers.remove(&timer);
+        }
+        let now = Instant::now();
         entry.cause = cause;
         entry.phase = Phase::Ready(priority);
         entry.ready_since = Some(now);

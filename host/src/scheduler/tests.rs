@@ -385,6 +385,26 @@ async fn the_rate_limit_takes_precedence_over_retry_and_reschedule() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_continued_run_follows_at_once_past_the_rate_limit_with_its_attempt() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(
+        rate_limited(1, 5),
+        Duration::ZERO,
+        |_, n| match n {
+            0 => fail(),
+            1 => Verdict::Continue,
+            _ => done(),
+        },
+        log,
+    );
+    h.trigger("a");
+    sleep(Duration::from_secs(20)).await;
+    // The retry waits for the window (5000); the rest of its work follows at once, as the same
+    // attempt, although the window is used up; then nothing more runs.
+    assert_eq!(runs(&log, "a"), vec![(0, 0, false), (5000, 1, false), (5000, 1, false)]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_rate_limit_of_one_object_does_not_affect_others() {
     let log = Arc::new(Mutex::new(Log::default()));
     let (h, log) = start_with(rate_limited(1, 5), Duration::ZERO, |_, _| done(), log);
