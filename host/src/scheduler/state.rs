@@ -235,7 +235,8 @@ impl<K: Clone + Eq + Hash> State<K> {
             Verdict::Continue => None,
         };
         if verdict == Verdict::Continue {
-            let cause = entry.cause;
+            // The rest of the work, now; an event during the run is its cause from here on.
+            let cause = if rerun.is_some() { Cause::Event } else { entry.cause };
             self.enqueue(key, cause, rerun.unwrap_or(Priority::Live));
         } else if let Some(priority) = rerun {
             // An event arrived during the run: it goes first and replaces any timer.
