@@ -449,6 +449,11 @@ impl Host {
         &self.clusters
     }
 
+    /// Whether this replica leads, and may write.
+    pub fn fence(&self) -> &crate::leader::Fence {
+        &self.settings.fence
+    }
+
     /// The host's metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics

@@ -5,11 +5,19 @@
 //! - Every replica keeps its informers and compiled modules warm; only the leader's schedulers
 //!   start runs ([`Fence::gate`]), so a takeover starts reconciling from warm caches.
 //! - Fencing: the leader may write only until its last successful renewal plus the renew
-//!   deadline ([`Fence::may_write`]); a renew deadline shorter than the lease duration means it
-//!   stops before anyone else can take the lease. Every write of the host checks the fence.
-//! - A lease counts as expired when its record (holder and renew time) has not changed for a
-//!   lease duration by this replica's own clock, as client-go does, so clock skew between
-//!   replicas does not matter.
+//!   deadline; a renew deadline shorter than the lease duration means it stops before anyone
+//!   else can take the lease. Every write of the host goes through [`Fence::write`], which
+//!   refuses it once the fence is closed and abandons it when the answer has not come by the
+//!   deadline, so no request of a fenced replica is still on its way. The host's clients do not
+//!   retry by themselves ([`crate::informer::Clusters`]): a retry is a new run, which checks the
+//!   fence again.
+//! - The schedulers' gate ([`Fence::gate`]) closes at the deadline itself, not at the next retry.
+//! - A lease counts as expired when its record (holder and renew time) has not changed for the
+//!   record's own `leaseDurationSeconds` by this replica's own clock, as client-go does: clock
+//!   skew between replicas does not matter, and during a rollout that changes
+//!   `--lease-duration` a standby still waits as long as the leader promised to hold.
+//! - Identities carry a random part ([`identity`]), as controller-runtime's do, so two live
+//!   processes never share one (in the image every process is pid 1).
 //! - On shutdown the leader releases the lease (no holder), so a standby takes it at its next
 //!   retry instead of waiting for the lease to expire.
 
@@ -31,7 +39,7 @@ pub struct LeaseSettings {
     pub namespace: String,
     /// The Lease's name.
     pub name: String,
-    /// This replica's identity (its pod name, or host name and process id).
+    /// This replica's identity ([`identity`]: its pod name, or host name, and a random part).
     pub identity: String,
     /// How long a lease holds without renewal.
     pub lease_duration: Duration,
@@ -48,19 +56,44 @@ pub struct Fence {
     /// leader election.
     until: Option<watch::Receiver<Option<Instant>>>,
     leading: Option<watch::Receiver<bool>>,
+    /// The replica's identity in the lease, while electing.
+    identity: Option<std::sync::Arc<str>>,
 }
+
+/// A write that was not sent, or was abandoned before its answer, because this replica does not
+/// lead (or could not renew its lease in time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not the leader: the request was not sent, or abandoned at the fence's deadline")]
+pub struct Fenced;
 
 impl Fence {
     /// No leader election: always allowed.
     pub fn unfenced() -> Self {
-        Self { until: None, leading: None }
+        Self { until: None, leading: None, identity: None }
     }
 
-    /// Whether a write may be sent now.
-    pub fn may_write(&self) -> bool {
-        match &self.until {
-            None => true,
-            Some(until) => until.borrow().is_some_and(|until| Instant::now() < until),
+    /// This replica's identity in the lease (it reports its Events as this instance); `None`
+    /// without leader election.
+    pub fn identity(&self) -> Option<&str> {
+        self.identity.as_deref()
+    }
+
+    /// Sends `request` if the fence is open and waits for its answer until the fence's current
+    /// deadline at most, or until the fence closes (the lease lost or given up); then the
+    /// request is dropped (its connection closed), so nothing this replica sent can still be
+    /// waiting to reach the API server once another may lead. Without leader election `request`
+    /// simply runs.
+    pub async fn write<T>(&self, request: impl Future<Output = T>) -> Result<T, Fenced> {
+        let Some(until) = &self.until else { return Ok(request.await) };
+        let mut closing = until.clone();
+        let deadline = (*closing.borrow_and_update()).filter(|until| Instant::now() < *until).ok_or(Fenced)?;
+        let closed = async {
+            let _ = closing.wait_for(Option::is_none).await;
+        };
+        tokio::select! {
+            answer = request => Ok(answer),
+            () = tokio::time::sleep_until(deadline) => Err(Fenced),
+            () = closed => Err(Fenced),
         }
     }
 
@@ -69,6 +102,12 @@ impl Fence {
     pub fn gate(&self) -> Option<watch::Receiver<bool>> {
         self.leading.clone()
     }
+}
+
+/// A fresh identity for this process: `base` (the pod's name, or the host's) and a random
+/// part, as controller-runtime makes them, so that two live processes never share one.
+pub fn identity(base: &str) -> String {
+    format!("{base}_{:016x}", fastrand::u64(..))
 }
 
 /// What to do with the lease as last observed.
@@ -82,20 +121,82 @@ pub enum Decision {
     Wait,
 }
 
-/// The decision for a lease held by `holder`, whose record has not changed since `unchanged_since`
-/// (this replica's clock), at `now`.
-pub fn decide(
-    holder: Option<&str>,
-    me: &str,
-    unchanged_since: Instant,
-    now: Instant,
-    lease_duration: Duration,
-) -> Decision {
-    match holder {
+/// The decision for the lease `record`, unchanged since `unchanged_since` (this replica's
+/// clock), at `now`. Its holder is given the record's own `leaseDurationSeconds` (`fallback`
+/// when it has none), not this replica's setting: a standby configured for less still waits as
+/// long as the holder was promised.
+pub fn decide(record: &LeaseSpec, me: &str, unchanged_since: Instant, now: Instant, fallback: Duration) -> Decision {
+    let duration = record
+        .lease_duration_seconds
+        .and_then(|seconds| u64::try_from(seconds).ok())
+        .map_or(fallback, Duration::from_secs);
+    match record.holder_identity.as_deref() {
         Some(holder) if holder == me => Decision::Renew,
         None | Some("") => Decision::Acquire,
-        Some(_) if now.duration_since(unchanged_since) >= lease_duration => Decision::Acquire,
+        Some(_) if now.duration_since(unchanged_since) >= duration => Decision::Acquire,
         Some(_) => Decision::Wait,
+    }
+}
+
+/// The election's side of the fence: what it tells the writes, the schedulers and the metrics.
+struct Leadership {
+    name: String,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    until: watch::Sender<Option<Instant>>,
+    leading: watch::Sender<bool>,
+}
+
+impl Leadership {
+    fn new(name: &str, identity: &str, metrics: std::sync::Arc<crate::metrics::Metrics>) -> (Self, Fence) {
+        let (until, until_rx) = watch::channel(None);
+        let (leading, leading_rx) = watch::channel(false);
+        let fence = Fence { until: Some(until_rx), leading: Some(leading_rx), identity: Some(identity.into()) };
+        (Self { name: name.to_string(), metrics, until, leading }, fence)
+    }
+
+    fn leading(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Renewed (or acquired): writes may go on until `until`.
+    fn renewed(&self, until: Instant) {
+        self.until.send_replace(Some(until));
+        self.set_leading(true);
+    }
+
+    /// Someone else holds the lease, or this replica stops: no more writes or runs.
+    fn close(&self) {
+        self.until.send_replace(None);
+        self.set_leading(false);
+    }
+
+    fn set_leading(&self, leading: bool) {
+        self.leading.send_replace(leading);
+        self.metrics.leader(&self.name, leading);
+    }
+
+    /// Runs for the election's life: closes the gate at each deadline the fence reaches without
+    /// a renewal, so the schedulers stop starting runs the moment writes would be refused, not
+    /// at the next try.
+    async fn close_at_deadlines(&self) {
+        let mut until = self.until.subscribe();
+        loop {
+            let deadline = *until.borrow_and_update();
+            if let Some(deadline) = deadline {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => {
+                        if self.leading() {
+                            tracing::warn!(lease = self.name, "could not renew the lease in time: stopped writing");
+                            self.set_leading(false);
+                        }
+                        if until.changed().await.is_err() { return; }
+                    }
+                    changed = until.changed() => if changed.is_err() { return; },
+                }
+            } else if until.changed().await.is_err() {
+                return;
+            }
+        }
     }
 }
 
@@ -107,62 +208,45 @@ pub fn elect(
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     release: CancellationToken,
 ) -> (Fence, tokio::task::JoinHandle<()>) {
-    let (until_tx, until_rx) = watch::channel(None);
-    let (leading_tx, leading_rx) = watch::channel(false);
-    let fence = Fence { until: Some(until_rx), leading: Some(leading_rx) };
+    let (leadership, fence) = Leadership::new(&settings.name, &settings.identity, metrics);
     let task = tokio::spawn(async move {
         let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
-        let mut observed: Option<(Option<String>, Option<MicroTime>, Instant)> = None;
-        let mut leading = false;
-        loop {
-            let started = Instant::now();
-            let attempt = tokio::time::timeout(settings.renew_deadline, try_once(&api, &settings, &mut observed));
-            let held = match attempt.await {
-                Ok(Ok(held)) => Some(held),
-                Ok(Err(err)) => {
-                    tracing::warn!(lease = settings.name, %err, "cannot acquire or renew the lease");
-                    None
-                }
-                Err(_) => {
-                    tracing::warn!(lease = settings.name, "acquiring or renewing the lease timed out");
-                    None
-                }
-            };
-            match held {
-                Some(true) => {
-                    until_tx.send_replace(Some(started + settings.renew_deadline));
-                    if !leading {
-                        tracing::info!(lease = settings.name, identity = settings.identity, "became the leader");
+        // Whether the lease record names this replica, as far as it knows.
+        let mut holds = false;
+        let elect = async {
+            let mut observed: Option<(Option<String>, Option<MicroTime>, Instant)> = None;
+            loop {
+                let started = Instant::now();
+                let attempt = tokio::time::timeout(settings.renew_deadline, try_once(&api, &settings, &mut observed));
+                match attempt.await {
+                    Ok(Ok(true)) => {
+                        if !leadership.leading() {
+                            tracing::info!(lease = settings.name, identity = settings.identity, "became the leader");
+                        }
+                        holds = true;
+                        leadership.renewed(started + settings.renew_deadline);
                     }
-                    leading = true;
-                }
-                Some(false) => {
-                    if leading {
-                        tracing::warn!(lease = settings.name, "lost the lease to another replica");
+                    Ok(Ok(false)) => {
+                        if holds {
+                            tracing::warn!(lease = settings.name, "lost the lease to another replica");
+                        }
+                        holds = false;
+                        leadership.close();
                     }
-                    until_tx.send_replace(None);
-                    leading = false;
+                    // Not renewed: the fence closes by itself at the renew deadline.
+                    Ok(Err(err)) => tracing::warn!(lease = settings.name, %err, "cannot acquire or renew the lease"),
+                    Err(_) => tracing::warn!(lease = settings.name, "acquiring or renewing the lease timed out"),
                 }
-                // Not renewed: the fence closes by itself at the renew deadline.
-                None => {
-                    let expired = until_tx.borrow().is_none_or(|until| Instant::now() >= until);
-                    if leading && expired {
-                        tracing::warn!(lease = settings.name, "could not renew the lease in time: stopped writing");
-                        leading = false;
-                    }
-                }
+                tokio::time::sleep_until(started + settings.retry_period).await;
             }
-            leading_tx.send_replace(leading);
-            metrics.leader(&settings.name, leading);
-            tokio::select! {
-                _ = tokio::time::sleep(settings.retry_period) => {}
-                _ = release.cancelled() => break,
-            }
+        };
+        tokio::select! {
+            () = elect => {}
+            () = leadership.close_at_deadlines() => {}
+            () = release.cancelled() => {}
         }
-        until_tx.send_replace(None);
-        leading_tx.send_replace(false);
-        metrics.leader(&settings.name, false);
-        if leading {
+        leadership.close();
+        if holds {
             match give_up(&api, &settings).await {
                 Ok(()) => tracing::info!(lease = settings.name, "released the lease"),
                 Err(err) => tracing::warn!(lease = settings.name, %err, "cannot release the lease"),
@@ -208,8 +292,7 @@ async fn try_once(
         _ => Instant::now(),
     };
     *observed = Some((record.0, record.1, since));
-    let decision =
-        decide(spec.holder_identity.as_deref(), &settings.identity, since, Instant::now(), settings.lease_duration);
+    let decision = decide(spec, &settings.identity, since, Instant::now(), settings.lease_duration);
     match decision {
         Decision::Wait => return Ok(false),
         Decision::Renew => spec.renew_time = Some(now()),
@@ -245,26 +328,122 @@ async fn give_up(api: &Api<Lease>, settings: &LeaseSettings) -> Result<(), kube:
 mod tests {
     use super::*;
 
+    fn record(holder: Option<&str>, seconds: Option<i32>) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: holder.map(str::to_string),
+            lease_duration_seconds: seconds,
+            ..LeaseSpec::default()
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_lease_is_taken_once_free_or_unchanged_for_a_lease_duration() {
         let lease = Duration::from_secs(15);
         let seen = Instant::now();
-        assert_eq!(decide(Some("me"), "me", seen, seen, lease), Decision::Renew);
-        assert_eq!(decide(None, "me", seen, seen, lease), Decision::Acquire);
-        assert_eq!(decide(Some(""), "me", seen, seen, lease), Decision::Acquire);
-        assert_eq!(decide(Some("other"), "me", seen, seen + Duration::from_secs(14), lease), Decision::Wait);
-        assert_eq!(decide(Some("other"), "me", seen, seen + lease, lease), Decision::Acquire);
+        let other = record(Some("other"), Some(15));
+        assert_eq!(decide(&record(Some("me"), Some(15)), "me", seen, seen, lease), Decision::Renew);
+        assert_eq!(decide(&record(None, None), "me", seen, seen, lease), Decision::Acquire);
+        assert_eq!(decide(&record(Some(""), None), "me", seen, seen, lease), Decision::Acquire);
+        assert_eq!(decide(&other, "me", seen, seen + Duration::from_secs(14), lease), Decision::Wait);
+        assert_eq!(decide(&other, "me", seen, seen + lease, lease), Decision::Acquire);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_fence_closes_at_the_renew_deadline() {
-        let (tx, rx) = watch::channel(Some(Instant::now() + Duration::from_secs(10)));
-        let fence = Fence { until: Some(rx), leading: None };
-        assert!(fence.may_write());
+    async fn expiry_follows_the_records_duration_not_the_readers() {
+        let mine = Duration::from_secs(15);
+        let seen = Instant::now();
+        let long = record(Some("other"), Some(40));
+        assert_eq!(decide(&long, "me", seen, seen + Duration::from_secs(39), mine), Decision::Wait);
+        assert_eq!(decide(&long, "me", seen, seen + Duration::from_secs(40), mine), Decision::Acquire);
+        let short = record(Some("other"), Some(5));
+        assert_eq!(decide(&short, "me", seen, seen + Duration::from_secs(5), mine), Decision::Acquire);
+        let unsaid = record(Some("other"), None);
+        assert_eq!(decide(&unsaid, "me", seen, seen + Duration::from_secs(14), mine), Decision::Wait);
+    }
+
+    #[test]
+    fn identities_of_the_same_pod_differ() {
+        let (a, b) = (identity("wasmop-0"), identity("wasmop-0"));
+        assert!(a.starts_with("wasmop-0_") && b.starts_with("wasmop-0_"), "{a} {b}");
+        assert_ne!(a, b);
+    }
+
+    fn leadership() -> (Leadership, Fence) {
+        Leadership::new("test", "me", crate::metrics::Metrics::new())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_are_refused_once_the_fence_closes() {
+        let (leadership, fence) = leadership();
+        assert_eq!(fence.write(async { 1 }).await, Err(Fenced), "never led");
+        leadership.renewed(Instant::now() + Duration::from_secs(10));
+        assert_eq!(fence.write(async { 1 }).await, Ok(1));
         tokio::time::advance(Duration::from_secs(10)).await;
-        assert!(!fence.may_write(), "not renewed by the deadline: no more writes");
-        tx.send_replace(None);
-        assert!(!fence.may_write());
-        assert!(Fence::unfenced().may_write());
+        assert_eq!(fence.write(async { 1 }).await, Err(Fenced), "not renewed by the deadline");
+        leadership.close();
+        assert_eq!(fence.write(async { 1 }).await, Err(Fenced));
+        assert_eq!(Fence::unfenced().write(async { 1 }).await, Ok(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_still_unanswered_at_the_deadline_is_abandoned() {
+        let (leadership, fence) = leadership();
+        leadership.renewed(Instant::now() + Duration::from_secs(10));
+        let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel::<()>();
+        let started = Instant::now();
+        let stalled = async move {
+            let _dropped = dropped_tx;
+            std::future::pending::<()>().await
+        };
+        assert_eq!(fence.write(stalled).await, Err(Fenced));
+        assert_eq!(started.elapsed(), Duration::from_secs(10), "abandoned at the deadline");
+        assert!(dropped_rx.await.is_err(), "the request's future is gone");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_flight_when_the_fence_closes_is_abandoned_at_once() {
+        let (leadership, fence) = leadership();
+        leadership.renewed(Instant::now() + Duration::from_secs(10));
+        let started = Instant::now();
+        let close = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            leadership.close();
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            written = fence.write(std::future::pending::<()>()) => assert_eq!(written, Err(Fenced)),
+            () = close => unreachable!(),
+        }
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_closes_at_the_deadline_not_at_the_next_try() {
+        let (leadership, fence) = leadership();
+        let gate = fence.gate().unwrap();
+        let started = Instant::now();
+        leadership.renewed(started + Duration::from_secs(2));
+        assert!(*gate.borrow());
+        let mut closed = gate.clone();
+        tokio::select! {
+            () = leadership.close_at_deadlines() => unreachable!("runs while the election does"),
+            closed = closed.wait_for(|open| !open) => { closed.unwrap(); }
+        }
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        // A renewal before the deadline moves it.
+        leadership.renewed(Instant::now() + Duration::from_secs(2));
+        let renew = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            leadership.renewed(Instant::now() + Duration::from_secs(2));
+            std::future::pending::<()>().await
+        };
+        let mut closed = gate.clone();
+        let at = Instant::now();
+        tokio::select! {
+            () = leadership.close_at_deadlines() => unreachable!(),
+            () = renew => unreachable!(),
+            closed = closed.wait_for(|open| !open) => { closed.unwrap(); }
+        }
+        assert_eq!(at.elapsed(), Duration::from_secs(3));
     }
 }

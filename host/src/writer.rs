@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use wasmop_core::status::Report;
 
+use crate::leader::Fenced;
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
 use crate::wire::Wire;
@@ -41,8 +42,9 @@ pub enum WriteError {
         #[source]
         source: Box<kube::Error>,
     },
-    /// This replica does not hold the leader lease (or could not renew it in time): nothing is
-    /// written; the run repeats once it leads again.
+    /// This replica does not hold the leader lease (or could not renew it in time): the write
+    /// was not sent, or was abandoned at the fence's deadline; the run repeats once it leads
+    /// again.
     #[error("{what} {key}: not the leader, the write was not made")]
     NotLeader {
         /// What was attempted.
@@ -149,7 +151,8 @@ impl Writer {
         fence: crate::leader::Fence,
     ) -> Self {
         let manager = format!("wasmop-{plugin}");
-        let recorder = Recorder::new(events, Reporter { controller: manager.clone(), instance: None });
+        let instance = fence.identity().map(str::to_string);
+        let recorder = Recorder::new(events, Reporter { controller: manager.clone(), instance });
         Self {
             client,
             resource,
@@ -193,17 +196,19 @@ impl Writer {
         verb: Verb,
     ) -> Result<DynamicObject, WriteError> {
         let key = crate::object::key_of(object).unwrap_or_else(|| ObjectKey { namespace: None, name: String::new() });
-        if !self.fence.may_write() {
-            return Err(WriteError::NotLeader { what, key });
-        }
         patch["metadata"]["resourceVersion"] = json!(object.resource_version());
         let api = self.api(&key);
         let patch = Patch::Merge(&patch);
-        self.metrics.wrote(&self.plugin, &self.resource.kind, verb);
-        let written = if verb == Verb::PatchStatus {
-            api.patch_status(&key.name, &self.params, &patch).await
-        } else {
-            api.patch(&key.name, &self.params, &patch).await
+        let request = async {
+            self.metrics.wrote(&self.plugin, &self.resource.kind, verb);
+            if verb == Verb::PatchStatus {
+                api.patch_status(&key.name, &self.params, &patch).await
+            } else {
+                api.patch(&key.name, &self.params, &patch).await
+            }
+        };
+        let Ok(written) = self.fence.write(request).await else {
+            return Err(WriteError::NotLeader { what, key });
         };
         written.map(Wire::into_inner).map_err(|source| match &source {
             kube::Error::Api(s) if s.code == 409 => {
@@ -223,9 +228,6 @@ impl Writer {
         action: &str,
         note: Option<String>,
     ) {
-        if !self.fence.may_write() {
-            return;
-        }
         let reference = object.object_ref(&self.resource);
         let event = Event {
             type_,
@@ -234,9 +236,14 @@ impl Writer {
             note: note.map(|n| truncate(n, MAX_NOTE)),
             secondary: None,
         };
-        self.metrics.wrote(&self.plugin, "Event", Verb::Event);
-        if let Err(err) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(%err, reason, "cannot record event");
+        let request = async {
+            self.metrics.wrote(&self.plugin, "Event", Verb::Event);
+            self.recorder.publish(&event, &reference).await
+        };
+        match self.fence.write(request).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::warn!(%err, reason, "cannot record event"),
+            Err(Fenced) => tracing::debug!(reason, "not the leader: event not recorded"),
         }
     }
 

@@ -22,7 +22,7 @@
 use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use wasmop_core::dependent::{DEPENDENT_LABEL, DependentSpec, Desired, Ownership, PrimaryRef};
@@ -30,6 +30,7 @@ use wasmop_core::matching;
 use wasmop_core::workflow::{self, Driver, State, Workflow, WorkflowError};
 
 use crate::informer::Cache;
+use crate::leader::Fenced;
 use crate::mapping::Links;
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
@@ -186,7 +187,7 @@ impl Dependents {
         }
     }
 
-    /// Server-side applies `object`, forced or not; the object as written.
+    /// Server-side applies `object`, forced or not, inside the fence; the object as written.
     async fn patch(
         &self,
         kind: &DependentKind,
@@ -194,15 +195,18 @@ impl Dependents {
         key: &ObjectKey,
         object: &Value,
         force: bool,
-    ) -> Result<DynamicObject, kube::Error> {
+    ) -> Result<Result<DynamicObject, kube::Error>, Fenced> {
         let mut params = PatchParams::apply(&self.manager);
         params.force = force;
-        self.metrics.wrote(&self.plugin, &kind.resource.kind, Verb::Apply);
         kind.own.begin(key);
-        let written = self.api(kind, key).patch(&key.name, &params, &Patch::Apply(object)).await.map(Wire::into_inner);
+        let request = async {
+            self.metrics.wrote(&self.plugin, &kind.resource.kind, Verb::Apply);
+            self.api(kind, key).patch(&key.name, &params, &Patch::Apply(object)).await.map(Wire::into_inner)
+        };
+        let written = self.fence.write(request).await;
         let foreign = match &written {
-            Ok(written) => kind.own.wrote(key, written.resource_version()),
-            Err(_) => kind.own.failed(key),
+            Ok(Ok(written)) => kind.own.wrote(key, written.resource_version()),
+            _ => kind.own.failed(key),
         };
         self.reconcile_again_if(foreign, primary);
         written
@@ -261,9 +265,6 @@ impl Driver for HostDriver<'_> {
     ) -> Result<Arc<DynamicObject>, WriteFailure> {
         let dependents = self.dependents;
         let kind = dependents.kind(spec);
-        if !dependents.fence.may_write() {
-            return Err(WriteFailure::NotLeader(key.clone()));
-        }
         if let Some(actual) = &actual
             && let Ok(actual_json) = serde_json::to_value(&**actual)
             && matching::matches(&object, &actual_json, &dependents.manager)
@@ -274,7 +275,9 @@ impl Driver for HostDriver<'_> {
         // The cache holds only objects the host applied: those are forced back into shape. An
         // unknown one may exist, managed by someone else: that needs `adopt`.
         let known = actual.is_some();
-        let written = dependents.patch(kind, primary, key, &object, known || spec.adopt).await;
+        let Ok(written) = dependents.patch(kind, primary, key, &object, known || spec.adopt).await else {
+            return Err(WriteFailure::NotLeader(key.clone()));
+        };
         if let Err(kube::Error::Api(status)) = &written
             && status.code == 409
             && !known
@@ -297,15 +300,24 @@ impl Driver for HostDriver<'_> {
         let dependents = self.dependents;
         let kind = dependents.kind(spec);
         let Some(key) = crate::object::key_of(object) else { return Ok(()) };
-        if !dependents.fence.may_write() {
-            return Err(WriteFailure::NotLeader(key));
-        }
-        dependents.metrics.wrote(&dependents.plugin, &kind.resource.kind, Verb::Delete);
+        // Preconditions: the object the host read, not one made anew under its name, and as it
+        // was read: a delete that waited (or was retried) cannot remove what changed meanwhile.
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: object.uid(), resource_version: object.resource_version() }),
+            ..DeleteParams::background()
+        };
         kind.own.begin(&key);
-        let deleted = match dependents.api(kind, &key).delete(&key.name, &DeleteParams::background()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(source) => Err(WriteFailure::Api { what: "deleting", key: key.clone(), source: Box::new(source) }),
+        let request = async {
+            dependents.metrics.wrote(&dependents.plugin, &kind.resource.kind, Verb::Delete);
+            dependents.api(kind, &key).delete(&key.name, &params).await
+        };
+        let deleted = match dependents.fence.write(request).await {
+            Err(Fenced) => Err(WriteFailure::NotLeader(key.clone())),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 => Ok(()),
+            // A precondition that failed (409) is retried by a new run, with the object as the
+            // cache then holds it.
+            Ok(Err(source)) => Err(WriteFailure::Api { what: "deleting", key: key.clone(), source: Box::new(source) }),
         };
         let foreign = if deleted.is_ok() { kind.own.deleted(&key) } else { kind.own.failed(&key) };
         dependents.reconcile_again_if(foreign, &self.primary.reference.key);

@@ -53,6 +53,7 @@ impl Clusters {
     /// Only the primaries' cluster, reached with a client made from `config`; the host can then
     /// write as a plugin's ServiceAccount.
     pub fn from_config(config: kube::Config) -> Result<Self, kube::Error> {
+        let config = without_retries(config);
         let client = Client::try_from(config.clone())?;
         Ok(Self { local: Registry::new(client), local_config: Some(config), remote: BTreeMap::new() })
     }
@@ -91,6 +92,15 @@ impl Clusters {
             }),
         }
     }
+}
+
+/// `config` without kube-client's own retries (429, 503 and 504, up to 15 tries with backoff):
+/// the host retries a failed request itself, in a new run that checks the leader's fence again
+/// (`crate::leader`) and counts in the scheduler's backoff; a retry below the host would send a
+/// write the fence no longer allows. Watches retry with the watcher's own backoff.
+fn without_retries(mut config: kube::Config) -> kube::Config {
+    config.default_retry = false;
+    config
 }
 
 /// A remote cluster as given on the command line: `NAME=CONTEXT`, `NAME=CONTEXT@KUBECONFIG` or
@@ -161,7 +171,8 @@ impl ClusterSpec {
         .map_err(config_error)?;
         let options = KubeConfigOptions { context: self.context.clone(), ..KubeConfigOptions::default() };
         let config = Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(config_error)?;
-        Client::try_from(config).map_err(|source| ClusterError::Client { name: self.name.clone(), source })
+        Client::try_from(without_retries(config))
+            .map_err(|source| ClusterError::Client { name: self.name.clone(), source })
     }
 }
 

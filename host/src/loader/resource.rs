@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fetch::{FetchPolicy, ModuleSpec};
 use crate::host::Host;
+use crate::leader::Fenced;
 use crate::settings::Overrides;
 
 /// The `ReconcilerPlugin` CustomResourceDefinition, as shipped.
@@ -142,7 +143,8 @@ pub async fn run(host: Arc<Host>, policy: FetchPolicy, shutdown: CancellationTok
         }
     }
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let recorder = Recorder::new(client, Reporter { controller: "wasmop".into(), instance: None });
+    let instance = host.fence().identity().map(str::to_string);
+    let recorder = Recorder::new(client, Reporter { controller: "wasmop".into(), instance });
     let context = Arc::new(Context { host, policy, api: api.clone(), recorder, applied: Mutex::new(HashMap::new()) });
     tracing::info!("running the plugins of ReconcilerPlugin resources");
     Controller::new_with(api, watcher::Config::default(), resource)
@@ -161,14 +163,14 @@ async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<
         context.applied.lock().expect("never poisoned").remove(&name);
         let finalizers: Vec<&String> = object.finalizers().iter().filter(|f| *f != FINALIZER).collect();
         let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": object.resource_version() } });
-        context.api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        leader_only(&context, context.api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
         return Ok(Action::await_change());
     }
     if !object.finalizers().iter().any(|f| f == FINALIZER) {
         let mut finalizers = object.finalizers().to_vec();
         finalizers.push(FINALIZER.to_string());
         let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": object.resource_version() } });
-        context.api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        leader_only(&context, context.api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
     }
     let report = load(&context, &name, &owner, &object).await;
     let status = &object.data["status"];
@@ -184,7 +186,9 @@ async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<
                 action: "Load".into(),
                 secondary: None,
             };
-            if let Err(err) = context.recorder.publish(&event, &object.object_ref(&resource())).await {
+            let reference = object.object_ref(&resource());
+            let published = context.recorder.publish(&event, &reference);
+            if let Err(err) = leader_only(&context, published).await {
                 tracing::warn!(resource = name, %err, "cannot record the refusal as an Event");
             }
         }
@@ -197,10 +201,24 @@ async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<
         "plugin": plugin, "digest": digest, "observedGeneration": object.metadata.generation,
     });
     if changed(status, &new) {
-        context.api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": new }))).await?;
+        let patch = json!({ "status": new });
+        leader_only(&context, context.api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
     }
     context.host.metrics().plugin_resource_checked(&name);
     Ok(Action::requeue(RECHECK))
+}
+
+/// Sends `request` if this replica leads, inside the fence. A standby loads and runs the
+/// modules (its caches stay warm to take over) but leaves the resources' finalizer, status and
+/// Events to the leader: its writes are skipped, not failed.
+async fn leader_only<T>(
+    context: &Context,
+    request: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<(), kube::Error> {
+    match context.host.fence().write(request).await {
+        Ok(answer) => answer.map(drop),
+        Err(Fenced) => Ok(()),
+    }
 }
 
 /// Whether `new` (every field of the status the host writes) differs from the `current` status.
