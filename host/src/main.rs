@@ -97,11 +97,11 @@ struct RunArgs {
     /// object never runs twice at once).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     plugin_concurrency: u16,
-    /// Threads that run the host and its plugins' calls. One serves hundreds of reconciles a
-    /// second (the API server, not the host, sets the pace) and spares the wake-ups of handing
-    /// work between threads; raise it for plugins that compute for milliseconds per call.
-    #[arg(long, env = "WASMOP_WORKER_THREADS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
-    worker_threads: u16,
+    /// Threads that run the host and its plugins' calls. Default: the CPUs this process may use
+    /// (its cgroup's CPU quota and affinity counted), as tokio, kube-rs and controller-runtime
+    /// size their pools; a pod limited to one CPU gets one.
+    #[arg(long, env = "WASMOP_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
+    worker_threads: Option<u16>,
     /// Bound the caches of every plugin's primaries and declared watches to this many MiB in
     /// all (by an estimate of heap bytes): cold objects are evicted and fetched from the API
     /// server again when read. A plugin's `cache.budgetMib` is its share of it. Unset: every
@@ -206,7 +206,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
     let workers = match &cli.command {
-        Command::Run(args) => args.worker_threads.into(),
+        Command::Run(args) => args.worker_threads.map_or_else(available_cpus, usize::from),
         _ => 1,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -215,6 +215,12 @@ fn main() -> anyhow::Result<()> {
         .max_blocking_threads(BLOCKING_THREADS)
         .build()?;
     runtime.block_on(serve(cli))
+}
+
+/// The CPUs this process may use: the standard library reads the cgroup's CPU quota (v1 and
+/// v2) and the affinity mask, as tokio's default does.
+fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// Tunes glibc's malloc for a host that mostly decodes and encodes JSON:
@@ -308,12 +314,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             args.renew_deadline < args.lease_duration,
             "--renew-deadline must be shorter than --lease-duration"
         );
-        let identity =
-            std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
+        let base = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
         let lease = LeaseSettings {
             namespace: args.leader_election_namespace.clone(),
             name: args.leader_election_id.clone(),
-            identity: format!("{identity}_{}", std::process::id()),
+            identity: leader::identity(&base),
             lease_duration: args.lease_duration,
             renew_deadline: args.renew_deadline,
             retry_period: args.retry_period,
