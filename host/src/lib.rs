@@ -20,7 +20,6 @@ pub mod object;
 pub mod own_writes;
 pub mod ratelimit;
 pub mod reachability;
-pub mod resident;
 pub mod retry;
 pub mod runtime;
 pub mod scaffold;

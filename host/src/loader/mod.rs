@@ -74,13 +74,6 @@ pub async fn run(
         let (host, stop) = (host.clone(), shutdown.clone());
         tasks.spawn(resource::run(host, sources.fetch_policy.clone(), stop));
     }
-    let (probe, stop) = (host.clone(), shutdown.clone());
-    tasks.spawn(async move {
-        tokio::select! {
-            () = until_ready(&probe) => release_start_up_code().await,
-            () = stop.cancelled() => {}
-        }
-    });
     if let Some(address) = metrics_address {
         let (metrics, stop) = (host.metrics().clone(), shutdown.clone());
         let probe = host.clone();
@@ -95,21 +88,4 @@ pub async fn run(
     while tasks.join_next().await.is_some() {}
     host.stop_all().await;
     Ok(())
-}
-
-/// Resolves once `host` is ready: its start plugins loaded and their caches synced.
-async fn until_ready(host: &Host) {
-    while host.ready().is_err() {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
-/// Drops the start-up code from memory (see [`crate::resident`]); a kernel that cannot only costs
-/// the memory.
-async fn release_start_up_code() {
-    match tokio::task::spawn_blocking(crate::resident::release_start_up_code).await {
-        Ok(Ok(bytes)) => tracing::debug!(mib = bytes >> 20, "start-up code released from memory"),
-        Ok(Err(err)) => tracing::debug!(%err, "cannot release the start-up code from memory"),
-        Err(err) => tracing::debug!(%err, "releasing the start-up code did not finish"),
-    }
 }
