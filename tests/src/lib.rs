@@ -26,6 +26,7 @@ use wasmop::settings::{Defaults, HostConfig};
 
 pub mod links;
 pub mod overlaps;
+pub mod proxy;
 pub mod relay;
 pub mod swaps;
 

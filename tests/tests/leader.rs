@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use wasmop_tests::proxy::{Mode, Proxy};
 use wasmop_tests::{apply_file, client, kubeconfig, namespace, plugin, wasmop_binary, within, workspace_root};
 
 const LEASE: Duration = Duration::from_secs(3);
@@ -28,6 +30,9 @@ struct Replica {
     metrics: SocketAddr,
 }
 
+/// The short lease settings most tests use: lease 3 s, renew deadline 2 s, retry 0.5 s.
+const SHORT_LEASE: [&str; 6] = ["--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms"];
+
 impl Replica {
     fn start(ns: &str, name: &str) -> anyhow::Result<Self> {
         Self::start_with(ns, name, kubeconfig(), &[])
@@ -35,22 +40,28 @@ impl Replica {
 
     /// A replica talking to the API server as `kubeconfig` says, with more `args`.
     fn start_with(ns: &str, name: &str, kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Self> {
+        let mut command = Self::command(ns, name, kubeconfig, &SHORT_LEASE)?;
+        let child = command.0.args(args).stderr(Stdio::null()).spawn()?;
+        Ok(Self { child, metrics: command.1 })
+    }
+
+    /// The command of a replica with the `lease` settings, and the address of its metrics.
+    fn command(ns: &str, name: &str, kubeconfig: &Path, lease: &[&str]) -> anyhow::Result<(Command, SocketAddr)> {
         let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-        let child = Command::new(wasmop_binary()?)
+        let mut command = Command::new(wasmop_binary()?);
+        command
             .args(["run", "--namespace", ns, "--leader-elect", "--leader-election-namespace", ns])
-            .args(["--leader-election-id", "probe-leader", "--lease-duration", "3s", "--renew-deadline", "2s"])
-            .args(["--retry-period", "500ms", "--metrics-address", &metrics.to_string()])
-            .args(args)
+            .args(["--leader-election-id", "probe-leader"])
+            .args(lease)
+            .args(["--metrics-address", &metrics.to_string()])
             .arg("--plugin")
             .arg(plugin("fixture-probe"))
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", name)
             .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        Ok(Self { child, metrics })
+            .stdout(Stdio::null());
+        Ok((command, metrics))
     }
 
     /// The metrics text, or `None` while the process does not answer.
@@ -343,5 +354,267 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_its_lease_can
     assert_eq!(leader.leading().await, Some(false), "the old leader stays a standby");
     assert_eq!(leader.writes().await, Some(before), "a lease lost is never followed by another write");
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The Lease the replicas of namespace `ns` elect on.
+async fn lease(client: &Client, ns: &str) -> anyhow::Result<Lease> {
+    Ok(Api::<Lease>::namespaced(client.clone(), ns).get("probe-leader").await?)
+}
+
+/// A kubeconfig for the plain-HTTP `url` of a proxy, with no credentials of its own.
+fn kubeconfig_for_proxy(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {
+    let config = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "proxy",
+        "clusters": [{ "name": "proxy", "cluster": { "server": url.to_string().trim_end_matches('/') } }],
+        "users": [{ "name": "none", "user": {} }],
+        "contexts": [{ "name": "proxy", "context": { "cluster": "proxy", "user": "none" } }],
+    });
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("kubeconfig-via-proxy");
+    std::fs::write(&path, serde_json::to_vec(&config)?)?;
+    Ok(path)
+}
+
+/// A leader whose connection to the API server starts answering 429 Too Many Requests to every
+/// other request and stalling the rest, while a standby takes over, writes nothing after its
+/// fence closed: no retry below the host sends a write later (kube-client's own retry of 429s
+/// did), and a stalled write is abandoned at the fence's deadline instead of reaching the API
+/// server once the connection heals. Checked twice: on the requests the proxy forwarded to the
+/// API server, and on the API server's Events, whose server-set write times must all come before
+/// the standby acquired the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_api_server_answers_429_and_stalls_writes_nothing_after_its_fence_closed() -> anyhow::Result<()>
+{
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
+    let ns = namespace(&client, "leader-429").await?;
+    let dir = workspace_root().join(format!("target/leader-429-{}", std::process::id()));
+    let overrides = dir.join("overrides.yaml");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        &overrides,
+        "plugins:\n  fixture-probe:\n    retry: { initialIntervalMs: 100, multiplier: 1.0, maxAttempts: 100000 }\n",
+    )?;
+    let overrides = overrides.to_string_lossy().to_string();
+    let proxy = Proxy::to(client.clone()).await?;
+    let leader =
+        Replica::start_with(&ns, "faulted", &kubeconfig_for_proxy(&proxy.url(), &dir)?, &["--config", &overrides])?;
+    within(WAIT, "the replica behind the proxy to lead", async {
+        while leader.leading().await != Some(true) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    let identity = lease(&client, &ns).await?.spec.and_then(|s| s.holder_identity).expect("a holder");
+    let standby = Replica::start_with(&ns, "direct", kubeconfig(), &["--config", &overrides])?;
+    within(WAIT, "the standby to know it is one", async {
+        while standby.leading().await != Some(false) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    let failing = serde_json::json!({
+        "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": "failing" },
+        "spec": { "alwaysFail": true }
+    });
+    probes(&client, &ns).create(&PostParams::default(), &serde_json::from_value(failing)?).await?;
+    let writing = leader.writes().await.unwrap_or(0);
+    within(WAIT, "the leader to write", async {
+        while leader.writes().await.unwrap_or(0) < writing + 5 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+
+    proxy.set(Mode::Faulty);
+    let faulted = Instant::now();
+    within(WAIT, "the standby to lead", async {
+        while standby.leading().await != Some(true) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await?;
+    let took_over = faulted.elapsed();
+    let taken = lease(&client, &ns).await?.spec.expect("a lease spec");
+    anyhow::ensure!(taken.holder_identity.as_deref() != Some(identity.as_str()), "the standby holds the lease");
+    let acquired = taken.acquire_time.expect("an acquire time").0;
+    anyhow::ensure!(proxy.stalled() > 0, "the proxy stalled requests");
+
+    // The connection heals: whatever the old leader still had on its way would get through now.
+    proxy.set(Mode::Pass);
+    within(WAIT, "the new leader writing", async {
+        let from = standby.writes().await.unwrap_or(0);
+        while standby.writes().await.unwrap_or(0) < from + 5 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    // An absence is only seen over time: kube-client's retries back off for seconds.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    // Nothing is forwarded while faulted, so a write forwarded after `faulted` is one that
+    // waited (in a retry or a stall) past the fence.
+    let late: Vec<_> = proxy
+        .forwarded()
+        .into_iter()
+        .filter(|f| f.at > faulted && f.is_write() && !f.path.contains("/leases/"))
+        .map(|f| format!("{} {} at {:?}", f.method, f.path, f.at - faulted))
+        .collect();
+    eprintln!(
+        "faulted at 0: the standby led at {took_over:?}; {} requests stalled, {} abandoned by the host",
+        proxy.stalled(),
+        proxy.abandoned()
+    );
+    anyhow::ensure!(late.is_empty(), "the fenced leader's writes reached the API server: {late:?}");
+    // The API server's own record: the old leader's Events were all last written before the
+    // standby acquired the lease (managedFields times are the API server's, in whole seconds).
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let theirs: Vec<_> = events
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reporting_instance.as_deref() == Some(identity.as_str()))
+        .collect();
+    anyhow::ensure!(!theirs.is_empty(), "the old leader recorded Events while it led");
+    for event in &theirs {
+        let written = event.metadata.managed_fields.iter().flatten().filter_map(|f| f.time.as_ref()).map(|t| t.0).max();
+        let written = written.expect("the API server records when it wrote an Event");
+        anyhow::ensure!(
+            written < acquired,
+            "Event {:?} of the old leader was written at {written}, after the standby acquired the lease at {acquired}",
+            event.metadata.name
+        );
+    }
+    assert_eq!(leader.leading().await, Some(false), "the old leader stays a standby");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// After SIGTERM the leader starts no new run (100 busy Probes are queued when the signal
+/// comes), finishes the runs in flight, and releases the lease: the standby leads within 5 s and
+/// reconciles the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sigterm_no_run_starts_and_a_standby_leads_within_5_s() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
+    let ns = namespace(&client, "leader-term").await?;
+    let dir = workspace_root().join(format!("target/leader-term-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let log_path = dir.join("leader.log");
+    let (mut command, metrics) = Replica::command(&ns, "terminated", kubeconfig(), &SHORT_LEASE)?;
+    let child = command
+        .env("RUST_LOG", "info,wasmop::controller::reconcile=debug")
+        .stderr(std::fs::File::create(&log_path)?)
+        .spawn()?;
+    let mut leader = Replica { child, metrics };
+    within(WAIT, "the first replica to lead", async {
+        while leader.leading().await != Some(true) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    let standby = Replica::start(&ns, "next")?;
+    within(WAIT, "the standby to know it is one", async {
+        while standby.leading().await != Some(false) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await?;
+    let api = probes(&client, &ns);
+    let mut generations = Vec::new();
+    for i in 0..100 {
+        let probe = serde_json::json!({
+            "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": format!("busy-{i}") },
+            "spec": { "payload": "busy", "busyMs": 200 }
+        });
+        let created = api.create(&PostParams::default(), &serde_json::from_value(probe)?).await?;
+        generations.push((created.metadata.name.expect("named"), created.metadata.generation));
+    }
+    within(WAIT, "the leader to be busy", async {
+        while leader.reconciles().await < 3 || leader.active_workers().await < 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await?;
+    leader.terminate()?;
+    let terminated = Instant::now();
+    within(WAIT, "the standby to lead", async {
+        while standby.leading().await != Some(true) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await?;
+    let took_over = terminated.elapsed();
+    let exited = tokio::task::block_in_place(|| leader.child.wait())?;
+    let log = std::fs::read_to_string(&log_path)?;
+    let after = log.split_once("shutting down").map(|(_, after)| after).expect("the leader logged the signal");
+    let started = log.matches("reconcile started").count();
+    let (started_after, finished_after) =
+        (after.matches("reconcile started").count(), after.matches(" reconciled").count());
+    eprintln!(
+        "after SIGTERM: {started_after} runs started (of {started}), {finished_after} finished, the standby led at \
+         {took_over:?}, exit {exited}"
+    );
+    anyhow::ensure!(started > 0 && started < 100, "the signal came while runs were queued ({started} of 100 started)");
+    anyhow::ensure!(started_after == 0, "{started_after} runs started after SIGTERM");
+    // Only the runs in flight at the signal finish after it: at most the plugin's concurrency.
+    anyhow::ensure!(finished_after <= 8, "{finished_after} runs finished after SIGTERM");
+    anyhow::ensure!(took_over <= Duration::from_secs(5), "handed over after {took_over:?}");
+    within(WAIT, "every probe reconciled", async {
+        for (name, generation) in &generations {
+            while api.get(name).await?.data["status"]["observedGeneration"].as_i64() != *generation {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        anyhow::Ok(())
+    })
+    .await??;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A lease whose record promises its holder 40 s is not taken over before 40 s by a standby
+/// configured for 15 s (during a rollout that shortens `--lease-duration`, the old leader still
+/// writes for as long as its own, longer setting allows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_waits_out_the_lease_duration_in_the_record_not_its_own() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
+    let ns = namespace(&client, "leader-record").await?;
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let held: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "probe-leader" },
+        "spec": { "holderIdentity": "an-old-replica", "leaseDurationSeconds": 40, "acquireTime": now, "renewTime": now }
+    }))?;
+    Api::<Lease>::namespaced(client.clone(), &ns).create(&PostParams::default(), &held).await?;
+    let written = Instant::now();
+    let lease = ["--lease-duration", "15s", "--renew-deadline", "10s", "--retry-period", "1s"];
+    let (mut command, metrics) = Replica::command(&ns, "new", kubeconfig(), &lease)?;
+    let replica = Replica { child: command.stderr(Stdio::null()).spawn()?, metrics };
+    // It elects once its plugins are loaded (a cold compile can take a while in a debug build),
+    // and counts the record's duration from when it first reads it.
+    within(WAIT, "the replica to run", async {
+        while replica.leading().await.is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await?;
+    let running = written.elapsed();
+    within(Duration::from_secs(60), "the replica to lead", async {
+        while replica.leading().await != Some(true) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await?;
+    let took_over = written.elapsed();
+    eprintln!(
+        "a 40 s lease left by its holder: taken over after {took_over:?} by a replica configured for 15 s (running \
+         after {running:?})"
+    );
+    anyhow::ensure!(took_over >= Duration::from_secs(40), "taken over after {took_over:?}, before the record's 40 s");
+    let limit = running + Duration::from_secs(45);
+    anyhow::ensure!(took_over <= limit, "taken over only after {took_over:?}");
     Ok(())
 }

@@ -145,6 +145,7 @@ impl Reconciler {
     }
 
     async fn reconcile(&self, module: &Arc<Module>, run: Run<ObjectKey>, object: Arc<DynamicObject>) -> Verdict {
+        tracing::debug!("reconcile started");
         let view: Arc<dyn CacheReader> = Arc::new(self.cache.for_primary(run.key.clone(), object.uid()));
         let started = std::time::Instant::now();
         let deleting = object.metadata.deletion_timestamp.is_some();
