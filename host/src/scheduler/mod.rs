@@ -20,6 +20,12 @@
 //!   short [`Settings::reconnect`] backoff, indefinitely, and counts no attempt;
 //! - with a [`RateLimit`], a key runs at most `max_reconciles` times in any `period`; excess runs
 //!   are postponed, never dropped, whatever caused them;
+//! - a [`Verdict::Continue`] is followed at once by a run of the rest, with its attempt, past the
+//!   rate limit; a continuation's own `Continue` waits for the rate limit like any run, so a
+//!   chain of them is limited;
+//! - a continuation runs at live priority: a background trigger during the run that returned
+//!   `Continue`, during a continued run, or while the continuation waits for the rate limit,
+//!   never lowers it;
 //! - [`Priority::Background`] triggers (initial lists, resyncs) yield to live ones, but age: one
 //!   that waited [`Settings::aging`] alternates with live runs, so every key runs.
 
@@ -67,8 +73,10 @@ pub enum Verdict {
     /// unavailable): run again soon with the [`Settings::reconnect`] backoff, counting no attempt.
     Unreachable,
     /// The run did a first step of the work (the host added its finalizer); the rest follows in
-    /// a run of its own, queued at once at live priority with the same cause and attempt, and
-    /// not held back by the rate limit, which counted this run.
+    /// a run of its own, queued at live priority with the same cause and attempt. It follows at
+    /// once, not held back by the rate limit, which counted this run; unless this run was itself
+    /// such a continuation: then it waits for the rate limit, so a chain of `Continue`s is
+    /// limited like any other runs.
     Continue,
 }
 

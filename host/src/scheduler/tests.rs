@@ -47,11 +47,25 @@ fn start_with<V>(
 where
     V: Fn(&Run<&'static str>, usize) -> Verdict + Send + Sync + 'static,
 {
+    let (handle, log, _task) = spawn_with(settings, work, verdict, log);
+    (handle, log)
+}
+
+/// Like [`start_with`], also returning the scheduler's task.
+fn spawn_with<V>(
+    settings: Settings,
+    work: Duration,
+    verdict: V,
+    log: Arc<Mutex<Log>>,
+) -> (Handle<&'static str>, Arc<Mutex<Log>>, tokio::task::JoinHandle<()>)
+where
+    V: Fn(&Run<&'static str>, usize) -> Verdict + Send + Sync + 'static,
+{
     let (handle, inbox) = channel();
     let verdict = Arc::new(verdict);
     let t0 = Instant::now();
     let shared = log.clone();
-    tokio::spawn(run(inbox, settings, move |r: Run<&'static str>| {
+    let task = tokio::spawn(run(inbox, settings, move |r: Run<&'static str>| {
         let log = shared.clone();
         let verdict = verdict.clone();
         async move {
@@ -70,7 +84,7 @@ where
             verdict(&r, n)
         }
     }));
-    (handle, log)
+    (handle, log, task)
 }
 
 fn done() -> Verdict {
@@ -402,6 +416,69 @@ async fn a_continued_run_follows_at_once_past_the_rate_limit_with_its_attempt() 
     // The retry waits for the window (5000); the rest of its work follows at once, as the same
     // attempt, although the window is used up; then nothing more runs.
     assert_eq!(runs(&log, "a"), vec![(0, 0, false), (5000, 1, false), (5000, 1, false)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chain_of_continues_passes_through_the_rate_limit_after_the_first() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(
+        rate_limited(1, 10),
+        Duration::from_millis(10),
+        |_, n| if n < 5 { Verdict::Continue } else { done() },
+        log,
+    );
+    h.trigger("a");
+    sleep(Duration::from_secs(60)).await;
+    // The first continuation follows at once; each later one waits for the window (1 per 10 s).
+    assert_eq!(times(&log, "a"), vec![0, 10, 10010, 20010, 30010, 40010]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_continuation_keeps_live_priority_when_a_background_trigger_arrives_during_its_run() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(
+        settings(1, RetryPolicy::default()),
+        Duration::from_millis(100),
+        |r, n| if r.key == "a" && n < 2 { Verdict::Continue } else { done() },
+        log,
+    );
+    h.trigger("a");
+    sleep(Duration::from_millis(10)).await;
+    for key in ["i1", "i2", "i3", "i4"] {
+        h.trigger_with(key, Priority::Background);
+    }
+    // A resync during the run that returns Continue, and again during the continued run, which
+    // returns Continue too: both continuations stay ahead of the background items.
+    h.trigger_with("a", Priority::Background);
+    sleep(Duration::from_millis(100)).await;
+    h.trigger_with("a", Priority::Background);
+    sleep(Duration::from_millis(100)).await;
+    h.trigger_with("a", Priority::Background);
+    sleep(Duration::from_secs(2)).await;
+    // The resync during the last run is a follow-up of its own, at background priority.
+    assert_eq!(times(&log, "a"), vec![0, 100, 200, 700]);
+    assert_eq!(times(&log, "i1"), vec![300]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_background_trigger_does_not_lower_a_continuation_waiting_for_the_rate_limit() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(
+        Settings { max_concurrent: 1, ..rate_limited(1, 10) },
+        Duration::from_millis(10),
+        |r, n| if r.key == "a" && n < 2 { Verdict::Continue } else { done() },
+        log,
+    );
+    h.trigger("a"); // runs at 0 and 10; the second continuation waits for 10010
+    sleep(Duration::from_secs(5)).await;
+    h.trigger_with("a", Priority::Background);
+    sleep(Duration::from_millis(5005)).await;
+    h.trigger_with("b1", Priority::Background);
+    h.trigger_with("b2", Priority::Background);
+    sleep(Duration::from_secs(1)).await;
+    // b1 runs 10005-10015; "a", ready at 10010, goes before b2.
+    assert_eq!(times(&log, "a"), vec![0, 10, 10015]);
+    assert_eq!(times(&log, "b2"), vec![10025]);
 }
 
 #[tokio::test(start_paused = true)]
