@@ -239,6 +239,8 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         aging: BACKGROUND_AGING,
         observer: Some(metrics.controller(&config.name)),
         gate: fence.gate(),
+        stop: None,
+        cancel: None,
     };
     tracing::info!(plugin = config.name, kind = %config.primary.kind, namespace = ?settings.namespace,
         watches = config.watches.len(), "controller started");

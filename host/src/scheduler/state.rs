@@ -143,6 +143,16 @@ impl<K: Clone + Eq + Hash> State<K> {
         }
     }
 
+    /// Drops every key's pending work: queued keys, timers and retries (the scheduler stops).
+    /// Runs in flight find no state when they finish.
+    pub(super) fn clear(&mut self) {
+        self.entries.clear();
+        self.live.clear();
+        self.background.clear();
+        self.timers.clear();
+        self.ready = 0;
+    }
+
     /// Drops pending work for `key`; a run in flight finishes and is then dropped too.
     pub(super) fn forget(&mut self, key: &K) {
         let Some(entry) = self.entries.get_mut(key) else { return };

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
 
 use super::*;
 
@@ -648,4 +649,95 @@ async fn the_observer_sees_adds_waits_work_times_retries_and_verdicts() {
     assert!(seen.finished.iter().all(|(took, _)| *took == Duration::from_millis(100)));
     assert_eq!(seen.depths.last(), Some(&0), "the queue ends empty");
     assert!(seen.depths.contains(&1), "b waited in the queue");
+}
+
+// ---- Shutdown: stop taking work, then cancel ----
+
+fn stoppable(max_concurrent: usize) -> (Settings, CancellationToken, CancellationToken) {
+    let (stop, cancel) = (CancellationToken::new(), CancellationToken::new());
+    let settings =
+        Settings { max_concurrent, stop: Some(stop.clone()), cancel: Some(cancel.clone()), ..Settings::default() };
+    (settings, stop, cancel)
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_stop_no_queued_key_timer_or_retry_starts() {
+    let (settings, stop, _cancel) = stoppable(1);
+    let verdict = |r: &Run<&'static str>, _: usize| match r.key {
+        "f" => fail(),
+        "t" => Verdict::Done { requeue_after: Some(Duration::from_millis(500)) },
+        _ => done(),
+    };
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log, task) = spawn_with(settings, Duration::from_millis(100), verdict, log);
+    // One at a time: f fails (retry due at 2100), t asks for a requeue at 700, a runs 200-300,
+    // q waits in the queue.
+    for key in ["f", "t", "a", "q"] {
+        h.trigger(key);
+    }
+    sleep(Duration::from_millis(250)).await;
+    stop.cancel();
+    h.trigger("new");
+    sleep(Duration::from_secs(10)).await;
+    assert!(task.is_finished());
+    let started: Vec<&str> = log.lock().unwrap().runs.iter().map(|r| r.0).collect();
+    assert_eq!(started, ["f", "t", "a"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_stop_runs_in_flight_finish_and_then_run_returns() {
+    let (settings, stop, _cancel) = stoppable(4);
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log, task) = spawn_with(settings, Duration::from_millis(300), |_, _| done(), log);
+    let t0 = Instant::now();
+    h.trigger("a");
+    sleep(Duration::from_millis(100)).await;
+    h.trigger("b");
+    sleep(Duration::from_millis(100)).await;
+    stop.cancel();
+    // The handle stays alive: the stop alone ends the scheduler, once b (100-400) has finished.
+    task.await.unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_millis(400));
+    assert!(log.lock().unwrap().in_flight.is_empty(), "both runs finished");
+    drop(h);
+}
+
+/// Sets its flag when dropped: shows that a run's future is gone.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_cancel_runs_in_flight_are_dropped_before_run_returns() {
+    let (settings, stop, cancel) = stoppable(4);
+    let (h, inbox) = channel();
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (flag, done_flag) = (dropped.clone(), finished.clone());
+    let task = tokio::spawn(run(inbox, settings, move |_: Run<&'static str>| {
+        let guard = DropFlag(flag.clone());
+        let finished = done_flag.clone();
+        async move {
+            let _guard = guard;
+            sleep(Duration::from_secs(60)).await;
+            finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            done()
+        }
+    }));
+    let t0 = Instant::now();
+    h.trigger("a");
+    sleep(Duration::from_millis(100)).await;
+    stop.cancel();
+    sleep(Duration::from_millis(100)).await;
+    assert!(!task.is_finished(), "the run is still in flight after the stop");
+    cancel.cancel();
+    task.await.unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_millis(200));
+    assert!(dropped.load(std::sync::atomic::Ordering::SeqCst), "the run's future was dropped");
+    assert!(!finished.load(std::sync::atomic::Ordering::SeqCst), "the run never finished");
+    drop(h);
 }
