@@ -6,7 +6,6 @@ mod listed;
 mod reconcile;
 mod references;
 
-use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -239,6 +238,8 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         aging: BACKGROUND_AGING,
         observer: Some(metrics.controller(&config.name)),
         gate: fence.gate(),
+        stop: None,
+        cancel: None,
     };
     tracing::info!(plugin = config.name, kind = %config.primary.kind, namespace = ?settings.namespace,
         watches = config.watches.len(), "controller started");
@@ -251,7 +252,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         handle,
         synced: caches_synced,
         finalizer: reconciler.finalizer.clone(),
-        waiting: HashSet::new(),
+        triage: listed::Triage::default(),
     };
     let scheduler = dispatch
         .run(&subscription, (inbox, scheduler_settings, reconciler), synced, after, &reconcile_all, &shutdown)
@@ -448,8 +449,8 @@ struct Dispatch {
     synced: Arc<std::sync::atomic::AtomicBool>,
     /// The plugin's finalizer, if it has one.
     finalizer: Option<String>,
-    /// Primaries the list in progress shows with work waiting (see [`listed`]).
-    waiting: HashSet<ObjectKey>,
+    /// What the list in progress shows, for the order of its primaries (see [`listed`]).
+    triage: listed::Triage,
 }
 
 /// The scheduler's parts, until every cache has synced.
@@ -544,11 +545,10 @@ impl Dispatch {
                 if let Some(key) = crate::object::key_of(&object) {
                     listing.listed(key.clone());
                     self.own.consume(&key, object.resource_version().as_deref(), false);
-                    if self.filter.admit(&key, version(&object.metadata)) {
+                    let admitted = self.filter.admit(&key, version(&object.metadata));
+                    self.triage.listed(&key, &object, self.finalizer.as_deref(), admitted);
+                    if admitted {
                         self.references.primary_changed(&key, &object).await;
-                        if listed::priority(&object, self.finalizer.as_deref()) == Priority::Live {
-                            self.waiting.insert(key.clone());
-                        }
                         listing.defer([key]);
                     }
                 }
@@ -563,7 +563,7 @@ impl Dispatch {
             }
             watcher::Event::Init => {
                 *listing = Listing::default();
-                self.waiting.clear();
+                self.triage = listed::Triage::default();
                 tracing::debug!(plugin = self.plugin, "listing primaries");
             }
             watcher::Event::InitDone => {
@@ -573,9 +573,9 @@ impl Dispatch {
                     self.references.primary_deleted(&key);
                     self.handle.forget(key);
                 }
-                let mut waiting = std::mem::take(&mut self.waiting);
+                let triage = std::mem::take(&mut self.triage);
                 for key in changed {
-                    let priority = if waiting.remove(&key) { Priority::Live } else { Priority::Background };
+                    let priority = triage.priority(&key);
                     self.handle.trigger_with(key, priority);
                 }
                 return true;

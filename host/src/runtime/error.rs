@@ -84,6 +84,10 @@ pub enum CallError {
     /// The call ran past its deadline and was interrupted.
     #[error("deadline of {0:?} exceeded; the call was interrupted")]
     DeadlineExceeded(Duration),
+    /// The call took longer than its wall-clock backstop ([`super::Limits::wall_clock`]),
+    /// waiting included (on a host import, for a thread), and was cancelled.
+    #[error("took longer than {0:?} by the wall clock (waiting included); the call was cancelled")]
+    WallClockExceeded(Duration),
     /// The plugin tried to grow its memory past the cap.
     #[error(transparent)]
     MemoryLimitExceeded(#[from] MemoryLimitExceeded),
@@ -107,6 +111,7 @@ impl CallError {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::DeadlineExceeded(_) => "DeadlineExceeded",
+            Self::WallClockExceeded(_) => "WallClockExceeded",
             Self::MemoryLimitExceeded(_) => "MemoryLimitExceeded",
             Self::FuelExhausted(_) => "FuelExhausted",
             Self::Panicked(_) => "PluginPanicked",
@@ -124,6 +129,7 @@ mod tests {
     fn every_kind_of_call_failure_has_its_own_reason() {
         let errors = [
             CallError::DeadlineExceeded(Duration::from_millis(300)),
+            CallError::WallClockExceeded(Duration::from_secs(3)),
             CallError::FuelExhausted(10),
             CallError::Panicked("p".into()),
             CallError::Trapped("t".into()),

@@ -5,13 +5,27 @@ use std::time::Duration;
 /// Limits applied to every call into a plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock budget of one call (enforced by epoch interruption).
+    /// Running time one call may use: the epoch ticks that pass while its code runs, not the
+    /// time it waits for a runtime thread or in a host import (enforced by epoch interruption).
+    /// By the wall clock, waiting included, a call may take [`WALL_CLOCK_FACTOR`] times this.
     pub deadline: Duration,
     /// Maximum linear memory of one instance, in bytes.
     pub memory_bytes: usize,
     /// Instructions (wasmtime fuel units) one call may execute; `None` runs unmetered, which is
     /// about a third faster.
     pub fuel: Option<u64>,
+}
+
+/// How many times its [`Limits::deadline`] a call may take by the wall clock, waiting for a
+/// thread or in host imports included, before it is interrupted anyway: a backstop for a call
+/// stuck in a host import, whose waiting the deadline does not count.
+pub const WALL_CLOCK_FACTOR: u32 = 10;
+
+impl Limits {
+    /// The wall-clock backstop of one call: [`WALL_CLOCK_FACTOR`] times the deadline.
+    pub fn wall_clock(&self) -> Duration {
+        self.deadline.saturating_mul(WALL_CLOCK_FACTOR)
+    }
 }
 
 impl Default for Limits {

@@ -17,7 +17,7 @@ use wasmtime::component::{Component, HasSelf, Linker, types::ComponentItem};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use error::{CallError, LoadError};
-pub use limits::{Limits, MemoryLimitExceeded, MemoryMib};
+pub use limits::{Limits, MemoryLimitExceeded, MemoryMib, WALL_CLOCK_FACTOR};
 pub use module::{Current, GuestResult, Module};
 pub use sandbox::{CacheReader, GetResult, ListResult};
 

@@ -2,11 +2,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
-use super::CallObserver;
 use super::bindings::wasmop::plugin::types::{
     CleanupOutcome, DesiredObject, Finalizer, Mapper, ObjectRef, Outcome, PluginConfig, ReconcileError,
     ReconcileRequest, SecondaryRef,
@@ -15,6 +14,7 @@ use super::bindings::{Plugin, PluginPre};
 use super::error::{CallError, LoadError};
 use super::limits::Limits;
 use super::sandbox::{CacheReader, NoCache, Sandbox};
+use super::{CallObserver, EPOCH_TICK};
 
 /// What `reconcile` returned: an outcome or the plugin's own error.
 pub type GuestResult = Result<Outcome, ReconcileError>;
@@ -91,8 +91,9 @@ impl Module {
     pub(crate) fn describe(path: &Path, digest: String, instances: Instances) -> Result<Self, LoadError> {
         let described = async {
             let mut call = instances.enter("", "describe", Arc::new(NoCache)).await?;
+            // No runtime here to time a backstop: describe() reads nothing, so it cannot wait.
             let config = call.plugin.wasmop_plugin_reconciler().call_describe(&mut call.store).await;
-            instances.leave(call, config)
+            instances.leave(call, Ok(config))
         };
         let config = futures::executor::block_on(described)
             .map_err(|source| LoadError::DescribeFailed { path: path.into(), source })?;
@@ -132,14 +133,16 @@ impl Module {
     }
 
     /// Runs `reconcile` in a fresh sandbox that reads from `cache`. The call yields to the
-    /// runtime at every epoch tick and fails at the deadline.
+    /// runtime at every epoch tick and fails once it has run for its deadline (see
+    /// [`Limits::deadline`]) or taken its wall-clock backstop.
     pub async fn reconcile(
         &self,
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<GuestResult, CallError> {
         let mut call = self.instances.enter(&self.config.name, "reconcile", cache).await?;
-        let result = call.plugin.wasmop_plugin_reconciler().call_reconcile(&mut call.store, request).await;
+        let export = call.plugin.wasmop_plugin_reconciler().call_reconcile(&mut call.store, request);
+        let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
 }
@@ -154,8 +157,8 @@ impl Module {
         error: &ReconcileError,
     ) -> Result<Option<String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "update-error-status", cache).await?;
-        let result =
-            call.plugin.wasmop_plugin_reconciler().call_update_error_status(&mut call.store, request, error).await;
+        let export = call.plugin.wasmop_plugin_reconciler().call_update_error_status(&mut call.store, request, error);
+        let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
 
@@ -166,7 +169,8 @@ impl Module {
         request: &ReconcileRequest,
     ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "desired", cache).await?;
-        let result = call.plugin.wasmop_plugin_reconciler().call_desired(&mut call.store, request).await;
+        let export = call.plugin.wasmop_plugin_reconciler().call_desired(&mut call.store, request);
+        let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
 
@@ -177,7 +181,8 @@ impl Module {
         request: &ReconcileRequest,
     ) -> Result<Result<CleanupOutcome, ReconcileError>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "cleanup", cache).await?;
-        let result = call.plugin.wasmop_plugin_reconciler().call_cleanup(&mut call.store, request).await;
+        let export = call.plugin.wasmop_plugin_reconciler().call_cleanup(&mut call.store, request);
+        let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
 
@@ -190,7 +195,8 @@ impl Module {
         dependent: Option<&str>,
     ) -> Result<bool, CallError> {
         let mut call = self.instances.enter(&self.config.name, "check", cache).await?;
-        let result = call.plugin.wasmop_plugin_reconciler().call_check(&mut call.store, name, primary, dependent).await;
+        let export = call.plugin.wasmop_plugin_reconciler().call_check(&mut call.store, name, primary, dependent);
+        let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
 
@@ -212,8 +218,8 @@ impl Module {
         previous: Option<&str>,
     ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "map-secondary", cache).await?;
-        let result =
-            call.plugin.wasmop_plugin_reconciler().call_map_secondary(&mut call.store, secondary, previous).await;
+        let export = call.plugin.wasmop_plugin_reconciler().call_map_secondary(&mut call.store, secondary, previous);
+        let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
 
@@ -225,7 +231,8 @@ impl Module {
         primary: &str,
     ) -> Result<Result<Vec<SecondaryRef>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "secondaries-of", cache).await?;
-        let result = call.plugin.wasmop_plugin_reconciler().call_secondaries_of(&mut call.store, primary).await;
+        let export = call.plugin.wasmop_plugin_reconciler().call_secondaries_of(&mut call.store, primary);
+        let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
 }
@@ -243,8 +250,9 @@ impl Instances {
 
     /// Starts a call of `export` of the plugin `name` (empty while it describes itself): a
     /// fresh store within the plugin's limits, with the plugin instantiated in it. The call
-    /// yields to the runtime at every epoch tick and traps once its deadline has passed, so a
-    /// plugin that spins holds a runtime thread for at most a tick at a time.
+    /// yields to the runtime at every epoch tick and traps once it has run for its deadline
+    /// ([`limit_running_time`]), so a plugin that spins holds a runtime thread for at most a
+    /// tick at a time.
     async fn enter<'a>(
         &self,
         name: &'a str,
@@ -254,12 +262,7 @@ impl Instances {
         let started = Instant::now();
         let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache));
         store.limiter(|s| &mut s.limiter);
-        let deadline = started + self.limits.deadline;
-        store.epoch_deadline_callback(move |_| match Instant::now() < deadline {
-            true => Ok(UpdateDeadline::Yield(1)),
-            false => Err(Trap::Interrupt.into()),
-        });
-        store.set_epoch_deadline(1);
+        limit_running_time(&mut store, self.limits.deadline);
         let budget = self.metered.then(|| self.limits.fuel.unwrap_or(u64::MAX));
         if let Some(budget) = budget {
             store.set_fuel(budget).expect("the engine meters fuel");
@@ -278,9 +281,12 @@ impl Instances {
         }
     }
 
-    /// Ends `call` with the export's `result`.
-    fn leave<R>(&self, call: Call<'_>, result: wasmtime::Result<R>) -> Result<R, CallError> {
-        let result = result.map_err(|e| self.classify(&call.store, e));
+    /// Ends `call` with the export's `result`, `Err` when it took its wall-clock backstop.
+    fn leave<R>(&self, call: Call<'_>, result: Result<wasmtime::Result<R>, Elapsed>) -> Result<R, CallError> {
+        let result = match result {
+            Ok(result) => result.map_err(|e| self.classify(&call.store, e)),
+            Err(Elapsed) => Err(CallError::WallClockExceeded(self.limits.wall_clock())),
+        };
         self.report(&call.report, &call.store);
         result
     }
@@ -311,6 +317,37 @@ impl Instances {
         }
         CallError::Trapped(format!("{err:#}"))
     }
+}
+
+/// Lets a call in `store` run for `deadline` of its own time, counted in the epoch ticks
+/// ([`EPOCH_TICK`]) that pass while its code runs: at each the call yields to the runtime, and
+/// once it has run through more than `deadline` worth of them it traps
+/// ([`Trap::Interrupt`]).
+///
+/// Ticks that pass while the call waits do not count: after a yield, its next deadline is one
+/// tick from when it is resumed, so time spent waiting for the thread behind other calls is not
+/// the call's; a host import that waits counts as at most the one tick it returns in. So 32
+/// calls that each need 200 ms of CPU on one thread all finish, where a wall-clock deadline of
+/// 5 s trapped every one still waiting for the thread at 5 s. Waiting is bounded by the
+/// wall-clock backstop instead ([`within`]).
+fn limit_running_time<T>(store: &mut Store<T>, deadline: Duration) {
+    let allowed = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos());
+    let mut ran: u128 = 0;
+    store.epoch_deadline_callback(move |_| {
+        ran += 1;
+        if ran <= allowed { Ok(UpdateDeadline::Yield(1)) } else { Err(Trap::Interrupt.into()) }
+    });
+    store.set_epoch_deadline(1);
+}
+
+/// The wall-clock backstop ([`Limits::wall_clock`]) ran out.
+#[derive(Debug)]
+struct Elapsed;
+
+/// Awaits `call` (an export's call in progress) for at most `limits`' wall-clock backstop,
+/// waiting included; past it the call's future is dropped, which cancels the call.
+async fn within<R>(limits: Limits, call: impl Future<Output = R>) -> Result<R, Elapsed> {
+    tokio::time::timeout(limits.wall_clock(), call).await.map_err(|_| Elapsed)
 }
 
 /// Extracts the message of a Rust panic from the guest's stderr.
@@ -391,7 +428,114 @@ fn validate(config: &PluginConfig) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::WALL_CLOCK_FACTOR;
     use crate::runtime::bindings::wasmop::plugin::types::{KindRef, Owners, Watch};
+
+    /// A core module exporting `spin(n: i64)`, which counts `n` down to zero (a loop: an epoch
+    /// check per turn), and `hang()`, which calls the import `host.hang`.
+    const SPIN: &[u8] = &[
+        0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+        0x01, 0x08, 0x02, 0x60, 0x01, 0x7e, 0x00, 0x60, 0x00, 0x00, // types: (i64) -> (), () -> ()
+        0x02, 0x0d, 0x01, 0x04, b'h', b'o', b's', b't', 0x04, b'h', b'a', b'n', b'g', 0x00,
+        0x01, // import host.hang
+        0x03, 0x03, 0x02, 0x00, 0x01, // functions: spin, hang
+        0x07, 0x0f, 0x02, 0x04, b's', b'p', b'i', b'n', 0x00, 0x01, 0x04, b'h', b'a', b'n', b'g', 0x00,
+        0x02, // exports
+        0x0a, 0x17, 0x02, // code: 2 bodies
+        0x10, 0x00, 0x03, 0x40, 0x20, 0x00, 0x42, 0x01, 0x7d, 0x22, 0x00, 0x50, 0x45, 0x0d, 0x00, 0x0b,
+        0x0b, // spin
+        0x04, 0x00, 0x10, 0x00, 0x0b, // hang: call host.hang
+    ];
+
+    /// An engine configured as the host's (epoch interruption, the epoch ticker running), the
+    /// spin module and a linker whose `host.hang` never returns.
+    fn spin_module() -> (Engine, wasmtime::Module, wasmtime::Linker<()>) {
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).unwrap();
+        super::super::spawn_epoch_ticker(&engine);
+        let module = wasmtime::Module::new(&engine, SPIN).unwrap();
+        let mut linker = wasmtime::Linker::new(&engine);
+        linker.func_wrap_async("host", "hang", |_, ()| Box::new(std::future::pending::<()>())).unwrap();
+        (engine, module, linker)
+    }
+
+    /// Calls `export` of the spin module in a fresh store, as [`Instances::enter`] and the
+    /// export calls do: the running-time deadline, the wall-clock backstop.
+    async fn call(
+        (engine, module, linker): &(Engine, wasmtime::Module, wasmtime::Linker<()>),
+        export: &str,
+        n: Option<i64>,
+        deadline: Duration,
+    ) -> Result<wasmtime::Result<()>, Elapsed> {
+        let mut store = Store::new(engine, ());
+        limit_running_time(&mut store, deadline);
+        let limits = Limits { deadline, ..Limits::default() };
+        within(limits, async {
+            let instance = linker.instantiate_async(&mut store, module).await?;
+            match n {
+                Some(n) => instance.get_typed_func::<i64, ()>(&mut store, export)?.call_async(&mut store, n).await,
+                None => instance.get_typed_func::<(), ()>(&mut store, export)?.call_async(&mut store, ()).await,
+            }
+        })
+        .await
+    }
+
+    fn interrupted(result: &Result<wasmtime::Result<()>, Elapsed>) -> bool {
+        matches!(result, Ok(Err(e)) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt))
+    }
+
+    /// The deadline counts the ticks a call ran, not those it waited for the one thread behind
+    /// the others: 24 calls that each need a tenth of the deadline, together more than twice
+    /// the deadline, all finish; one that spins for ever among them still traps.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_deadline_counts_the_time_a_call_ran_not_the_time_it_waited_for_the_thread() {
+        let spin = Arc::new(spin_module());
+        let deadline = Duration::from_millis(1000);
+        // How many turns take about a tenth of the deadline here.
+        let probe = 20_000_000;
+        let started = Instant::now();
+        assert!(call(&spin, "spin", Some(probe), deadline).await.unwrap().is_ok());
+        let per_turn = started.elapsed().as_secs_f64() / probe as f64;
+        let turns = (deadline.as_secs_f64() / 10.0 / per_turn) as i64;
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..24 {
+            let spin = spin.clone();
+            calls.spawn(async move { call(&spin, "spin", Some(turns), deadline).await });
+        }
+        let forever = tokio::spawn({
+            let spin = spin.clone();
+            async move { call(&spin, "spin", Some(i64::MAX), deadline).await }
+        });
+        let started = Instant::now();
+        let results = calls.join_all().await;
+        let took = started.elapsed();
+        assert!(took > deadline, "the calls did not contend for the thread: {took:?}");
+        let failed: Vec<_> = results.iter().filter(|r| !matches!(r, Ok(Ok(())))).collect();
+        assert!(failed.is_empty(), "{} of 24 calls failed after {took:?}: {:?}", failed.len(), failed[0]);
+        assert!(interrupted(&forever.await.unwrap()));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_call_that_spins_for_ever_traps_at_about_its_deadline() {
+        let spin = spin_module();
+        let deadline = Duration::from_millis(300);
+        let started = Instant::now();
+        let result = call(&spin, "spin", Some(i64::MAX), deadline).await;
+        let took = started.elapsed();
+        assert!(interrupted(&result), "{result:?}");
+        assert!(took >= deadline && took < deadline + Duration::from_millis(200), "{took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_stuck_in_a_host_import_is_cancelled_at_the_wall_clock_backstop() {
+        let spin = spin_module();
+        let deadline = Duration::from_millis(300);
+        let started = tokio::time::Instant::now();
+        let result = call(&spin, "hang", None, deadline).await;
+        assert!(result.is_err(), "{result:?}");
+        assert_eq!(started.elapsed(), deadline * WALL_CLOCK_FACTOR);
+    }
 
     #[test]
     fn panic_message_is_taken_from_rust_panic_output() {

@@ -20,8 +20,18 @@
 //!   short [`Settings::reconnect`] backoff, indefinitely, and counts no attempt;
 //! - with a [`RateLimit`], a key runs at most `max_reconciles` times in any `period`; excess runs
 //!   are postponed, never dropped, whatever caused them;
+//! - a [`Verdict::Continue`] is followed at once by a run of the rest, with its attempt, past the
+//!   rate limit; a continuation's own `Continue` waits for the rate limit like any run, so a
+//!   chain of them is limited;
+//! - a continuation runs at live priority: a background trigger during the run that returned
+//!   `Continue`, during a continued run, or while the continuation waits for the rate limit,
+//!   never lowers it;
 //! - [`Priority::Background`] triggers (initial lists, resyncs) yield to live ones, but age: one
-//!   that waited [`Settings::aging`] alternates with live runs, so every key runs.
+//!   that waited [`Settings::aging`] alternates with live runs, so every key runs;
+//! - once [`Settings::stop`] fires no run starts: queued keys, timers and retries are dropped;
+//!   runs in flight finish, and then [`run`] returns;
+//! - once [`Settings::cancel`] fires the runs in flight are aborted, and [`run`] returns only
+//!   after their futures have been dropped.
 
 mod state;
 
@@ -34,6 +44,7 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::ratelimit::RateLimit;
 use crate::retry::RetryPolicy;
@@ -67,8 +78,10 @@ pub enum Verdict {
     /// unavailable): run again soon with the [`Settings::reconnect`] backoff, counting no attempt.
     Unreachable,
     /// The run did a first step of the work (the host added its finalizer); the rest follows in
-    /// a run of its own, queued at once at live priority with the same cause and attempt, and
-    /// not held back by the rate limit, which counted this run.
+    /// a run of its own, queued at live priority with the same cause and attempt. It follows at
+    /// once, not held back by the rate limit, which counted this run; unless this run was itself
+    /// such a continuation: then it waits for the rate limit, so a chain of `Continue`s is
+    /// limited like any other runs.
     Continue,
 }
 
@@ -103,6 +116,14 @@ pub struct Settings {
     pub observer: Option<Arc<dyn Observer>>,
     /// Runs start only while this is open (leader election); triggers queue meanwhile.
     pub gate: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Stops taking work once cancelled: no run starts any more (queued keys, timers and
+    /// retries are dropped, triggers no longer read), runs in flight go on, and [`run`] returns
+    /// once they have finished. `None`: [`run`] returns when every [`Handle`] is dropped.
+    pub stop: Option<CancellationToken>,
+    /// Aborts the runs in flight once cancelled: their futures are dropped, and [`run`] returns
+    /// only when none of them is alive any more. Implies [`Settings::stop`]. For the end of a
+    /// shutdown's grace period.
+    pub cancel: Option<CancellationToken>,
 }
 
 impl std::fmt::Debug for dyn Observer {
@@ -127,7 +148,8 @@ pub trait Observer: Send + Sync {
 
 impl Default for Settings {
     /// 16 concurrent runs, no shared permits, default retries, reconnects after 0.2 s growing
-    /// to 1 s (+-50%), no maximum interval, no rate limit, background triggers age after 5 s.
+    /// to 1 s (+-50%), no maximum interval, no rate limit, background triggers age after 5 s,
+    /// no gate, no stop or cancel token.
     fn default() -> Self {
         Self {
             max_concurrent: 16,
@@ -139,6 +161,8 @@ impl Default for Settings {
             aging: Duration::from_secs(5),
             observer: None,
             gate: None,
+            stop: None,
+            cancel: None,
         }
     }
 }
@@ -221,7 +245,8 @@ pub fn channel<K>() -> (Handle<K>, Inbox<K>) {
 }
 
 /// Runs `action` for the keys sent to `inbox` under the guarantees listed in the module docs,
-/// until every [`Handle`] is dropped and the runs in flight have finished.
+/// until every [`Handle`] is dropped or [`Settings::stop`] fires, and the runs in flight have
+/// finished (or [`Settings::cancel`] fired and their futures are dropped).
 ///
 /// A run whose future panics counts as a retryable failure.
 pub async fn run<K, F, Fut>(mut inbox: Inbox<K>, settings: Settings, mut action: F)
@@ -235,6 +260,8 @@ where
     let observer = settings.observer.clone();
     let mut gate = settings.gate.clone();
     let mut gate_live = gate.is_some();
+    let (stop, cancel) = (settings.stop.clone(), settings.cancel.clone());
+    let (mut stopping, mut cancelling) = (false, false);
     if let Some(observer) = &observer {
         observer.started(max_concurrent);
     }
@@ -248,7 +275,18 @@ where
     let mut permit: Option<OwnedSemaphorePermit> = None;
     let mut inbox_open = true;
     loop {
-        let open = gate.as_ref().is_none_or(|gate| *gate.borrow());
+        if !cancelling && fired(&cancel) {
+            // Dropping the futures happens as the aborted tasks are joined below.
+            cancelling = true;
+            in_flight.abort_all();
+        }
+        if !stopping && (cancelling || fired(&stop)) {
+            stopping = true;
+            state.clear();
+            permit = None;
+            permit_wait = None;
+        }
+        let open = !stopping && gate.as_ref().is_none_or(|gate| *gate.borrow());
         while open && in_flight.len() < max_concurrent && state.has_ready() {
             if let Some(semaphore) = &global
                 && permit.is_none()
@@ -290,17 +328,20 @@ where
             permit = None;
             permit_wait = None;
         }
-        if !inbox_open && in_flight.is_empty() {
+        if (stopping || !inbox_open) && in_flight.is_empty() {
             return;
         }
         tokio::select! {
-            command = inbox.rx.recv(), if inbox_open => match command {
+            // Handled at the top of the loop.
+            () = cancelled(&stop), if !stopping => {}
+            () = cancelled(&cancel), if !cancelling => {}
+            command = inbox.rx.recv(), if inbox_open && !stopping => match command {
                 Some(Command::Trigger(key, priority)) => state.trigger(key, priority),
                 Some(Command::Forget(key)) => state.forget(&key),
                 None => inbox_open = false,
             },
-            Some(key) = state.next_expired() => state.timer_fired(key),
-            changed = async { gate.as_mut().expect("guarded by the branch condition").changed().await }, if gate_live => {
+            Some(key) = state.next_expired(), if !stopping => state.timer_fired(key),
+            changed = async { gate.as_mut().expect("guarded by the branch condition").changed().await }, if gate_live && !stopping => {
                 // A gate whose sender is gone stays as it was last (closed, after a release).
                 gate_live = changed.is_ok();
             }
@@ -311,6 +352,11 @@ where
             Some(joined) = in_flight.join_next_with_id(), if !in_flight.is_empty() => {
                 let (id, verdict) = match joined {
                     Ok((id, verdict)) => (id, verdict),
+                    // Aborted: the run has no verdict, and its key no state left.
+                    Err(err) if err.is_cancelled() => {
+                        keys_in_flight.remove(&err.id());
+                        continue;
+                    }
                     Err(err) => {
                         if let Some(observer) = &observer {
                             observer.run_finished(Duration::ZERO, Verdict::Failed { retry: true });
@@ -323,6 +369,19 @@ where
                 }
             }
         }
+    }
+}
+
+/// Whether `token` is given and has fired.
+fn fired(token: &Option<CancellationToken>) -> bool {
+    token.as_ref().is_some_and(CancellationToken::is_cancelled)
+}
+
+/// Waits until `token` fires; forever when there is none.
+async fn cancelled(token: &Option<CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
     }
 }
 

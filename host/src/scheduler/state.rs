@@ -53,6 +53,9 @@ struct Entry {
     window: Window,
     /// The key was forgotten while running: drop it when the run finishes.
     forgotten: bool,
+    /// The queued, pending or running run is a continuation ([`Verdict::Continue`]): it keeps
+    /// live priority, and its own `Continue` waits for the rate limit.
+    continued: bool,
     /// When the key became ready to run, while it is.
     ready_since: Option<Instant>,
 }
@@ -67,6 +70,7 @@ impl Entry {
             timer: None,
             window: Window::default(),
             forgotten: false,
+            continued: false,
             ready_since: None,
         }
     }
@@ -120,6 +124,8 @@ impl<K: Clone + Eq + Hash> State<K> {
         let entry = self.entries.entry(key.clone()).or_insert_with(Entry::new);
         entry.forgotten = false;
         match entry.phase {
+            // A continuation waiting for the rate limit stays live, whatever joins it.
+            Phase::Idle if entry.continued => self.make_ready(key, Cause::Event, Priority::Live),
             Phase::Idle => self.make_ready(key, Cause::Event, priority),
             Phase::Ready(Priority::Background) if priority == Priority::Live => {
                 entry.phase = Phase::Ready(Priority::Live);
@@ -135,6 +141,16 @@ impl<K: Clone + Eq + Hash> State<K> {
                 entry.phase = Phase::Running { rerun: Some(promoted) };
             }
         }
+    }
+
+    /// Drops every key's pending work: queued keys, timers and retries (the scheduler stops).
+    /// Runs in flight find no state when they finish.
+    pub(super) fn clear(&mut self) {
+        self.entries.clear();
+        self.live.clear();
+        self.background.clear();
+        self.timers.clear();
+        self.ready = 0;
     }
 
     /// Drops pending work for `key`; a run in flight finishes and is then dropped too.
@@ -203,6 +219,7 @@ impl<K: Clone + Eq + Hash> State<K> {
         }
         let Phase::Running { rerun } = entry.phase else { return };
         entry.phase = Phase::Idle;
+        let continued = std::mem::take(&mut entry.continued);
         let retry = &self.settings.retry;
         entry.unreachable = if verdict == Verdict::Unreachable { entry.unreachable.saturating_add(1) } else { 0 };
         let next = match verdict {
@@ -235,9 +252,16 @@ impl<K: Clone + Eq + Hash> State<K> {
             Verdict::Continue => None,
         };
         if verdict == Verdict::Continue {
-            // The rest of the work, now; an event during the run is its cause from here on.
+            // The rest of the work, at live priority whatever arrived meanwhile; an event
+            // during the run is its cause from here on. Only the first continuation passes the
+            // rate limit (which counted the run before it): a chain of them is limited.
             let cause = if rerun.is_some() { Cause::Event } else { entry.cause };
-            self.enqueue(key, cause, rerun.unwrap_or(Priority::Live));
+            entry.continued = true;
+            if continued {
+                self.make_ready(key, cause, Priority::Live);
+            } else {
+                self.enqueue(key, cause, Priority::Live);
+            }
         } else if let Some(priority) = rerun {
             // An event arrived during the run: it goes first and replaces any timer.
             self.make_ready(key, Cause::Event, priority);

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
 
 use super::*;
 
@@ -47,11 +48,25 @@ fn start_with<V>(
 where
     V: Fn(&Run<&'static str>, usize) -> Verdict + Send + Sync + 'static,
 {
+    let (handle, log, _task) = spawn_with(settings, work, verdict, log);
+    (handle, log)
+}
+
+/// Like [`start_with`], also returning the scheduler's task.
+fn spawn_with<V>(
+    settings: Settings,
+    work: Duration,
+    verdict: V,
+    log: Arc<Mutex<Log>>,
+) -> (Handle<&'static str>, Arc<Mutex<Log>>, tokio::task::JoinHandle<()>)
+where
+    V: Fn(&Run<&'static str>, usize) -> Verdict + Send + Sync + 'static,
+{
     let (handle, inbox) = channel();
     let verdict = Arc::new(verdict);
     let t0 = Instant::now();
     let shared = log.clone();
-    tokio::spawn(run(inbox, settings, move |r: Run<&'static str>| {
+    let task = tokio::spawn(run(inbox, settings, move |r: Run<&'static str>| {
         let log = shared.clone();
         let verdict = verdict.clone();
         async move {
@@ -70,7 +85,7 @@ where
             verdict(&r, n)
         }
     }));
-    (handle, log)
+    (handle, log, task)
 }
 
 fn done() -> Verdict {
@@ -405,6 +420,69 @@ async fn a_continued_run_follows_at_once_past_the_rate_limit_with_its_attempt() 
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_chain_of_continues_passes_through_the_rate_limit_after_the_first() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(
+        rate_limited(1, 10),
+        Duration::from_millis(10),
+        |_, n| if n < 5 { Verdict::Continue } else { done() },
+        log,
+    );
+    h.trigger("a");
+    sleep(Duration::from_secs(60)).await;
+    // The first continuation follows at once; each later one waits for the window (1 per 10 s).
+    assert_eq!(times(&log, "a"), vec![0, 10, 10010, 20010, 30010, 40010]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_continuation_keeps_live_priority_when_a_background_trigger_arrives_during_its_run() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(
+        settings(1, RetryPolicy::default()),
+        Duration::from_millis(100),
+        |r, n| if r.key == "a" && n < 2 { Verdict::Continue } else { done() },
+        log,
+    );
+    h.trigger("a");
+    sleep(Duration::from_millis(10)).await;
+    for key in ["i1", "i2", "i3", "i4"] {
+        h.trigger_with(key, Priority::Background);
+    }
+    // A resync during the run that returns Continue, and again during the continued run, which
+    // returns Continue too: both continuations stay ahead of the background items.
+    h.trigger_with("a", Priority::Background);
+    sleep(Duration::from_millis(100)).await;
+    h.trigger_with("a", Priority::Background);
+    sleep(Duration::from_millis(100)).await;
+    h.trigger_with("a", Priority::Background);
+    sleep(Duration::from_secs(2)).await;
+    // The resync during the last run is a follow-up of its own, at background priority.
+    assert_eq!(times(&log, "a"), vec![0, 100, 200, 700]);
+    assert_eq!(times(&log, "i1"), vec![300]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_background_trigger_does_not_lower_a_continuation_waiting_for_the_rate_limit() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log) = start_with(
+        Settings { max_concurrent: 1, ..rate_limited(1, 10) },
+        Duration::from_millis(10),
+        |r, n| if r.key == "a" && n < 2 { Verdict::Continue } else { done() },
+        log,
+    );
+    h.trigger("a"); // runs at 0 and 10; the second continuation waits for 10010
+    sleep(Duration::from_secs(5)).await;
+    h.trigger_with("a", Priority::Background);
+    sleep(Duration::from_millis(5005)).await;
+    h.trigger_with("b1", Priority::Background);
+    h.trigger_with("b2", Priority::Background);
+    sleep(Duration::from_secs(1)).await;
+    // b1 runs 10005-10015; "a", ready at 10010, goes before b2.
+    assert_eq!(times(&log, "a"), vec![0, 10, 10015]);
+    assert_eq!(times(&log, "b2"), vec![10025]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_rate_limit_of_one_object_does_not_affect_others() {
     let log = Arc::new(Mutex::new(Log::default()));
     let (h, log) = start_with(rate_limited(1, 5), Duration::ZERO, |_, _| done(), log);
@@ -571,4 +649,95 @@ async fn the_observer_sees_adds_waits_work_times_retries_and_verdicts() {
     assert!(seen.finished.iter().all(|(took, _)| *took == Duration::from_millis(100)));
     assert_eq!(seen.depths.last(), Some(&0), "the queue ends empty");
     assert!(seen.depths.contains(&1), "b waited in the queue");
+}
+
+// ---- Shutdown: stop taking work, then cancel ----
+
+fn stoppable(max_concurrent: usize) -> (Settings, CancellationToken, CancellationToken) {
+    let (stop, cancel) = (CancellationToken::new(), CancellationToken::new());
+    let settings =
+        Settings { max_concurrent, stop: Some(stop.clone()), cancel: Some(cancel.clone()), ..Settings::default() };
+    (settings, stop, cancel)
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_stop_no_queued_key_timer_or_retry_starts() {
+    let (settings, stop, _cancel) = stoppable(1);
+    let verdict = |r: &Run<&'static str>, _: usize| match r.key {
+        "f" => fail(),
+        "t" => Verdict::Done { requeue_after: Some(Duration::from_millis(500)) },
+        _ => done(),
+    };
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log, task) = spawn_with(settings, Duration::from_millis(100), verdict, log);
+    // One at a time: f fails (retry due at 2100), t asks for a requeue at 700, a runs 200-300,
+    // q waits in the queue.
+    for key in ["f", "t", "a", "q"] {
+        h.trigger(key);
+    }
+    sleep(Duration::from_millis(250)).await;
+    stop.cancel();
+    h.trigger("new");
+    sleep(Duration::from_secs(10)).await;
+    assert!(task.is_finished());
+    let started: Vec<&str> = log.lock().unwrap().runs.iter().map(|r| r.0).collect();
+    assert_eq!(started, ["f", "t", "a"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_stop_runs_in_flight_finish_and_then_run_returns() {
+    let (settings, stop, _cancel) = stoppable(4);
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (h, log, task) = spawn_with(settings, Duration::from_millis(300), |_, _| done(), log);
+    let t0 = Instant::now();
+    h.trigger("a");
+    sleep(Duration::from_millis(100)).await;
+    h.trigger("b");
+    sleep(Duration::from_millis(100)).await;
+    stop.cancel();
+    // The handle stays alive: the stop alone ends the scheduler, once b (100-400) has finished.
+    task.await.unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_millis(400));
+    assert!(log.lock().unwrap().in_flight.is_empty(), "both runs finished");
+    drop(h);
+}
+
+/// Sets its flag when dropped: shows that a run's future is gone.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_cancel_runs_in_flight_are_dropped_before_run_returns() {
+    let (settings, stop, cancel) = stoppable(4);
+    let (h, inbox) = channel();
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (flag, done_flag) = (dropped.clone(), finished.clone());
+    let task = tokio::spawn(run(inbox, settings, move |_: Run<&'static str>| {
+        let guard = DropFlag(flag.clone());
+        let finished = done_flag.clone();
+        async move {
+            let _guard = guard;
+            sleep(Duration::from_secs(60)).await;
+            finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            done()
+        }
+    }));
+    let t0 = Instant::now();
+    h.trigger("a");
+    sleep(Duration::from_millis(100)).await;
+    stop.cancel();
+    sleep(Duration::from_millis(100)).await;
+    assert!(!task.is_finished(), "the run is still in flight after the stop");
+    cancel.cancel();
+    task.await.unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_millis(200));
+    assert!(dropped.load(std::sync::atomic::Ordering::SeqCst), "the run's future was dropped");
+    assert!(!finished.load(std::sync::atomic::Ordering::SeqCst), "the run never finished");
+    drop(h);
 }
