@@ -150,6 +150,8 @@ pub struct HostSettings {
     pub max_concurrent_reconciles: usize,
     /// Leader election: runs start and writes go out only while this replica leads.
     pub fence: crate::leader::Fence,
+    /// The process's shutdown: once it stops, no controller starts a run.
+    pub shutdown: crate::shutdown::Shutdown,
     /// The host's budget for bounded caches; `None`: only plugins with a budget of their own
     /// have bounded caches.
     pub cache: Option<crate::informer::Budget>,
@@ -368,6 +370,7 @@ impl Host {
         let controller = Controller {
             synced: synced.clone(),
             fence: self.settings.fence.clone(),
+            shutdown: self.settings.shutdown.clone(),
             reconcile_all: reconcile_all.clone(),
             module: current.clone(),
             clusters: self.clusters.clone(),

@@ -25,6 +25,7 @@ pub mod runtime;
 pub mod scaffold;
 pub mod scheduler;
 pub mod settings;
+pub mod shutdown;
 pub mod source;
 pub mod trim;
 pub mod wire;

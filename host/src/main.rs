@@ -15,6 +15,7 @@ use wasmop::loader::fetch::FetchPolicy;
 use wasmop::metrics::Metrics;
 use wasmop::runtime::{Limits, MemoryMib, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
+use wasmop::shutdown::Shutdown;
 
 /// Runs Kubernetes controllers as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -138,8 +139,8 @@ struct RunArgs {
     /// How often replicas try to acquire or renew the lease.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     retry_period: Duration,
-    /// On SIGTERM/SIGINT, how long reconciles in flight may take to finish before the host
-    /// releases its lease and exits anyway.
+    /// On SIGTERM/SIGINT no reconcile starts any more; this is how long those in flight may take
+    /// to finish before they are cancelled, the lease released and the host exits.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_timeout: Duration,
     /// Serve Prometheus metrics on /metrics (and /healthz, /readyz) at this address, e.g. 0.0.0.0:8080.
@@ -151,7 +152,8 @@ struct RunArgs {
 
 #[derive(Debug, clap::Args)]
 struct RuntimeArgs {
-    /// Wall-clock limit of one call into a plugin, e.g. 5s or 500ms.
+    /// Running-time limit of one call into a plugin, e.g. 5s or 500ms: the time its code runs,
+    /// not the time it waits for a thread; by the wall clock a call may take 10x this.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     deadline: Duration,
     /// Memory limit of one plugin instance, in MiB (1 to 4096).
@@ -195,6 +197,9 @@ impl RuntimeArgs {
         Ok(Runtime::new(RuntimeConfig { cache_dir, limits, observer })?)
     }
 }
+
+/// How long cancelled reconciles and the controllers get to wind down after the shutdown timeout.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
 /// Blocking threads: file reads of the loaders, compiling plugins, DNS. Calls into plugins run
 /// on the runtime's own threads (tokio's default allows 512 blocking threads, each with its
@@ -300,11 +305,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     for spec in &args.clusters {
         clusters = clusters.with_remote(spec.name.clone(), spec.connect().await?);
     }
+    // See `wasmop::shutdown` for the order things stop in.
     let shutdown = CancellationToken::new();
-    let on_signal = shutdown.clone();
+    let stopping = Shutdown::default();
+    let (on_signal, stop_runs) = (shutdown.clone(), stopping.clone());
     tokio::spawn(async move {
         shutdown_signal().await;
-        tracing::info!("shutting down: finishing reconciles in flight");
+        tracing::info!("shutting down: no new reconciles; finishing those in flight");
+        stop_runs.stop();
         on_signal.cancel();
     });
     // The lease is released only once the controllers have stopped writing.
@@ -333,6 +341,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         defaults: Defaults { namespace: args.namespace, max_concurrent_reconciles: args.plugin_concurrency.into() },
         max_concurrent_reconciles: args.max_concurrent_reconciles.into(),
         fence,
+        shutdown: stopping.clone(),
         cache: args
             .cache_budget_mib
             .map(|mib| wasmop::informer::Budget { bytes: mib.saturating_mul(1024 * 1024), idle: args.cache_idle }),
@@ -345,12 +354,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         resources: args.reconciler_plugins,
         fetch_policy: FetchPolicy::new(&args.allow_module_dirs).map_err(anyhow::Error::msg)?,
     };
-    let stopping = shutdown.clone();
+    let loader = wasmop::loader::run(host, sources, args.metrics_address, shutdown);
+    tokio::pin!(loader);
     let ran = tokio::select! {
-        ran = wasmop::loader::run(host, sources, args.metrics_address, shutdown) => ran,
-        () = async { stopping.cancelled().await; tokio::time::sleep(args.shutdown_timeout).await } => {
-            tracing::warn!(timeout = ?args.shutdown_timeout, "reconciles still running at the shutdown timeout; exiting");
-            Ok(())
+        ran = &mut loader => ran,
+        () = async { stopping.stopped().await; tokio::time::sleep(args.shutdown_timeout).await } => {
+            tracing::warn!(timeout = ?args.shutdown_timeout, "reconciles still running at the shutdown timeout; cancelling them");
+            stopping.cancel();
+            // Cancelled runs end at their next await; the lease's release below closes the
+            // fence, which abandons any write still waiting, whether or not they did.
+            tokio::time::timeout(CANCEL_GRACE, loader).await.unwrap_or(Ok(()))
         }
     };
     release.cancel();

@@ -327,6 +327,7 @@ pub fn settings(namespace: &str, config: HostConfig) -> HostSettings {
         defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4 },
         max_concurrent_reconciles: 16,
         fence: wasmop::leader::Fence::unfenced(),
+        shutdown: wasmop::shutdown::Shutdown::default(),
         cache: None,
     }
 }

@@ -162,6 +162,9 @@ pub struct Controller {
     pub synced: Arc<std::sync::atomic::AtomicBool>,
     /// Whether this replica leads: runs start and writes go out only then.
     pub fence: crate::leader::Fence,
+    /// The process's shutdown: no run starts once it stops; runs in flight are dropped once it
+    /// cancels.
+    pub shutdown: crate::shutdown::Shutdown,
 }
 
 /// How a controller takes over from the one it replaces: it subscribes its watches while the
@@ -196,6 +199,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         reconcile_all,
         synced: caches_synced,
         fence,
+        shutdown: process,
         pool,
     } = controller;
     let config = module.get().config().clone();
@@ -228,6 +232,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let Watched { subscription, primaries, secondaries, cache, owns, .. } = watched;
     let (sources, synced) =
         spawn_sources(&module, &config, &settings, secondaries, owns, &cache, &primaries, &sink, &stop_sources);
+    let (stop, cancel) = process.tokens();
     let scheduler_settings = Settings {
         max_concurrent: settings.max_concurrent,
         global,
@@ -238,8 +243,8 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         aging: BACKGROUND_AGING,
         observer: Some(metrics.controller(&config.name)),
         gate: fence.gate(),
-        stop: None,
-        cancel: None,
+        stop: Some(stop),
+        cancel: Some(cancel),
     };
     tracing::info!(plugin = config.name, kind = %config.primary.kind, namespace = ?settings.namespace,
         watches = config.watches.len(), "controller started");
