@@ -7,6 +7,11 @@
 //! own) or a plugin's (`cache.budgetMib`). A plugin's pool inside a host budget keeps the
 //! objects in the host's cache and tracks its own share in a second moka cache of weights only:
 //! whichever budget is exceeded evicts, from both.
+//!
+//! Reads never go back in time: a refetched object enters the pool only when it is the version
+//! the watch shows or newer (the host's one rule for ordering versions,
+//! [`version_at_least`]), and a list serves cold objects from the watch's recent LIST
+//! ([`Snapshots`]) only when that LIST has their current version, else fetches them alone.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,16 +20,17 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::runtime::watcher::Event;
 use moka::notification::RemovalCause;
 use moka::policy::EvictionPolicy;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 
+use super::remote::Remote;
+use super::snapshots::Snapshots;
 use super::weight::weight;
-use crate::object::ObjectKey;
-use crate::wire::Wire;
+use crate::object::{ObjectKey, version_at_least};
 
 /// An object in a pool: the watch it belongs to and its key.
 type Slot = (u64, ObjectKey);
@@ -40,6 +46,8 @@ pub struct PoolMetrics {
     pub evictions: Counter,
     /// Reads that went to the API server because the object was evicted.
     pub refetches: Counter,
+    /// LIST requests (pages) made to serve lists of kinds with evicted objects.
+    pub lists: Counter,
 }
 
 /// A byte budget and the objects it holds.
@@ -182,12 +190,30 @@ impl Tag {
     }
 }
 
+/// Whether `object` is the version `tag` shows or a later one; `None` when the versions do not
+/// order (not numbers), unless they are equal.
+fn not_older(object: &DynamicObject, tag: &Tag) -> Option<bool> {
+    let (Some(mine), Some(shown)) = (object.resource_version(), &tag.version) else { return None };
+    version_at_least(&mine, shown).or((mine == *shown).then_some(true))
+}
+
+/// Reads of one object a refetch makes at most while the watch keeps delivering newer versions
+/// that the pool evicts before the read returns.
+const FETCHES: usize = 3;
+
 /// Every object's tag, and the list in progress.
 #[derive(Default)]
 struct Index {
     tags: HashMap<ObjectKey, Tag>,
     /// The tags of a list in progress; they replace `tags` when it ends.
     listing: Option<HashMap<ObjectKey, Tag>>,
+}
+
+impl Index {
+    /// The latest tag of `key` the watch delivered, a list in progress included.
+    fn latest(&self, key: &ObjectKey) -> Option<&Tag> {
+        self.listing.as_ref().and_then(|l| l.get(key)).or_else(|| self.tags.get(key))
+    }
 }
 
 /// Numbers watches apart within a pool.
@@ -197,15 +223,12 @@ static WATCHES: AtomicU64 = AtomicU64::new(0);
 /// to fetch the cold ones from.
 pub struct Bounded {
     id: u64,
+    /// Held while the pool takes an object, so that the pool never holds a version older than
+    /// the tag.
     index: Mutex<Index>,
     pool: Pool,
-    client: Client,
-    resource: ApiResource,
-    /// The watch's own scope, to list from.
-    api: Api<Wire>,
-    list: ListParams,
-    /// What a fetched object is cut to, as the watch's are.
-    shape: super::Shape,
+    remote: Remote,
+    snapshots: Snapshots,
 }
 
 impl Drop for Bounded {
@@ -219,18 +242,19 @@ impl Drop for Bounded {
 }
 
 impl Bounded {
-    /// An empty store of the objects of `resource` that `api` lists with `list`, holding warm
-    /// ones in `pool`.
+    /// An empty store of the objects of `resource` in `namespace` (`None`: all) that `list`
+    /// selects, cut to `shape`, holding warm ones in `pool`.
     pub fn new(
         pool: Pool,
         client: Client,
         resource: ApiResource,
-        api: Api<Wire>,
+        namespace: Option<String>,
         list: ListParams,
         shape: super::Shape,
     ) -> Self {
         let id = WATCHES.fetch_add(1, Ordering::Relaxed);
-        Self { id, index: Mutex::default(), pool, client, resource, api, list, shape }
+        let remote = Remote::new(client, resource, namespace, list, shape, pool.metrics.lists.clone());
+        Self { id, index: Mutex::default(), pool, remote, snapshots: Snapshots::default() }
     }
 
     fn index(&self) -> std::sync::MutexGuard<'_, Index> {
@@ -243,7 +267,8 @@ impl Bounded {
         match event {
             Event::Apply(object) => {
                 let Some(key) = crate::object::key_of(object) else { return };
-                self.index().tags.insert(key.clone(), Tag::of(object));
+                let mut index = self.index();
+                index.tags.insert(key.clone(), Tag::of(object));
                 self.pool.insert((self.id, key), object.clone());
             }
             Event::Delete(object) => {
@@ -255,7 +280,8 @@ impl Bounded {
             Event::Init => self.index().listing = Some(HashMap::new()),
             Event::InitApply(object) => {
                 let Some(key) = crate::object::key_of(object) else { return };
-                self.index().listing.get_or_insert_default().insert(key.clone(), Tag::of(object));
+                let mut index = self.index();
+                index.listing.get_or_insert_default().insert(key.clone(), Tag::of(object));
                 self.pool.insert((self.id, key), object.clone());
             }
             Event::InitDone => {
@@ -292,43 +318,71 @@ impl Bounded {
     }
 
     /// The object `key`: from the pool, or fetched from the API server (and warm again) when
-    /// it was evicted; `None` when the watch does not show it or it is gone.
+    /// it was evicted; `None` when the watch does not show it or it is gone. A fetch that the
+    /// watch overtook (it applied a newer version while the GET was under way) returns the
+    /// watch's version instead, and does not enter the pool.
     pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<DynamicObject>>, kube::Error> {
-        if let Some(found) = self.warm(key) {
-            return Ok(found);
+        let mut fetched = None;
+        for _ in 0..FETCHES {
+            let before = {
+                let index = self.index();
+                let Some(tag) = index.tags.get(key).cloned() else { return Ok(None) };
+                if let Some(warm) = self.pool.get(&(self.id, key.clone())) {
+                    return Ok(Some(warm));
+                }
+                tag
+            };
+            self.pool.metrics.refetches.inc();
+            let Some(object) = self.remote.get(key).await? else { return Ok(None) };
+            let index = self.index();
+            // Deleted while the GET was under way.
+            let Some(now) = index.latest(key) else { return Ok(None) };
+            if not_older(&object, now).unwrap_or(*now == before) {
+                self.pool.insert((self.id, key.clone()), object.clone());
+                return Ok(Some(object));
+            }
+            if let Some(newer) = self.pool.get(&(self.id, key.clone())) {
+                return Ok(Some(newer));
+            }
+            fetched = Some(object);
         }
-        self.pool.metrics.refetches.inc();
-        let api: Api<Wire> = match &key.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &self.resource),
-            None => Api::all_with(self.client.clone(), &self.resource),
-        };
-        let Some(mut object) = api.get_opt(&key.name).await? else { return Ok(None) };
-        self.shape.fit(object.object_mut());
-        let object = object.shared();
-        if self.index().tags.contains_key(key) {
-            self.pool.insert((self.id, key.clone()), object.clone());
-        }
-        Ok(Some(object))
+        // Overtaken every time, and evicted every time since: the latest read.
+        Ok(fetched)
     }
 
-    /// Every object the watch shows: the warm ones from the pool; when any is cold, one list
-    /// from the API server instead (not kept: a list would flush the pool).
+    /// Every object the watch shows: the warm ones from the pool, the cold ones from the
+    /// watch's recent LIST (one LIST, paginated, shared by the readers of a moment; not kept)
+    /// or, when they changed since it, one GET each.
     pub async fn state(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
-        let keys = self.keys();
-        let warm: Vec<_> = keys.iter().map_while(|k| self.pool.get(&(self.id, k.clone()))).collect();
-        if warm.len() == keys.len() {
-            return Ok(warm);
+        self.state_in(None).await
+    }
+
+    /// [`Bounded::state`] of the objects in `namespace` (`None`: all); the LIST is narrowed to
+    /// it.
+    pub async fn state_in(&self, namespace: Option<&str>) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+        let (mut objects, mut cold) = (Vec::new(), Vec::new());
+        {
+            let index = self.index();
+            let scoped =
+                index.tags.iter().filter(|(k, _)| namespace.is_none_or(|ns| k.namespace.as_deref() == Some(ns)));
+            for (key, tag) in scoped {
+                match self.pool.get(&(self.id, key.clone())) {
+                    Some(warm) => objects.push(warm),
+                    None => cold.push((key.clone(), tag.clone())),
+                }
+            }
         }
-        self.pool.metrics.refetches.inc();
-        let list = self.api.list(&self.list).await?;
-        Ok(list
-            .items
-            .into_iter()
-            .map(|mut o| {
-                self.shape.fit(o.object_mut());
-                o.shared()
-            })
-            .collect())
+        if cold.is_empty() {
+            return Ok(objects);
+        }
+        let listed = self.snapshots.get_or_list(namespace, || self.remote.list(namespace)).await?;
+        for (key, tag) in cold {
+            match listed.get(&key) {
+                Some(object) if not_older(object, &tag).unwrap_or(false) => objects.push(object.clone()),
+                _ => objects.extend(self.get(&key).await?),
+            }
+        }
+        Ok(objects)
     }
 
     /// The pool the warm objects are in.
@@ -341,6 +395,7 @@ impl Bounded {
 mod tests {
     use kube::api::GroupVersionKind;
 
+    use super::super::api_double;
     use super::*;
 
     fn object(name: &str, version: &str, bytes: usize) -> Arc<DynamicObject> {
@@ -410,9 +465,176 @@ mod tests {
     fn store(pool: Pool) -> Bounded {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = Client::try_from(config).unwrap();
-        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let api = Api::all_with(client.clone(), &resource);
-        Bounded::new(pool, client, resource, api, ListParams::default(), crate::informer::Shape::default())
+        store_of(pool, client, config_maps(), crate::informer::Shape::default())
+    }
+
+    fn config_maps() -> ApiResource {
+        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
+    }
+
+    /// A store of all namespaces' `resource` reading from `client`.
+    fn store_of(pool: Pool, client: Client, resource: ApiResource, shape: crate::informer::Shape) -> Bounded {
+        Bounded::new(pool, client, resource, None, ListParams::default(), shape)
+    }
+
+    fn version(object: &DynamicObject) -> String {
+        object.resource_version().unwrap_or_default()
+    }
+
+    fn json(object: &DynamicObject) -> serde_json::Value {
+        serde_json::to_value(object).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_refetch_answered_after_the_watch_applied_a_newer_version_does_not_replace_it() {
+        let (client, mut requests) = api_double::start().await;
+        let one = u64::from(weight(&object("a", "1", 1_000)));
+        let store = store_of(pool(one), client, config_maps(), crate::informer::Shape::default());
+        store.apply(&Event::Apply(object("a", "1", 1_000)));
+        store.apply(&Event::Apply(object("b", "1", 1_000)));
+        assert_eq!(store.warm(&key("a")), None, "a is evicted");
+        // The GET of `a` is under way when the watch delivers version 2; then the GET answers
+        // with version 1, read before the change.
+        let watch = async {
+            let get = requests.recv().await.unwrap();
+            assert!(get.target().ends_with("/configmaps/a"), "{}", get.head);
+            store.apply(&Event::Apply(object("a", "2", 1_000)));
+            get.answer(&json(&object("a", "1", 1_000)));
+        };
+        let a = key("a");
+        let (fetched, ()) = tokio::join!(store.get(&a), watch);
+        let fetched = fetched.unwrap().unwrap();
+        assert_eq!(version(&fetched), "2", "the read returns the newer version the watch applied");
+        let warm = store.warm(&key("a")).flatten().expect("a is warm");
+        assert_eq!(version(&warm), "2", "the cache keeps the newer version");
+    }
+
+    fn secret(name: &str, version: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": name, "namespace": "ns", "resourceVersion": version, "uid": format!("uid-{name}") },
+            "data": { "password": "c2VjcmV0" },
+        })
+    }
+
+    /// What the API server answers a request for `secret`: its metadata alone when asked for it.
+    fn secret_as_asked(request: &api_double::Request, secret: serde_json::Value) -> serde_json::Value {
+        if request.metadata_only() {
+            serde_json::json!({
+                "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": secret["metadata"],
+            })
+        } else {
+            secret
+        }
+    }
+
+    #[tokio::test]
+    async fn a_metadata_only_watch_refetches_metadata_only() {
+        let (client, mut requests) = api_double::start().await;
+        let secrets = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Secret"));
+        let metadata_only = crate::informer::Shape { projection: Some(Arc::from([])), pool: None };
+        let store = store_of(pool(1), client, secrets, metadata_only);
+        let mut cached: DynamicObject = serde_json::from_value(secret("a", "1")).unwrap();
+        cached.data = serde_json::json!({});
+        store.apply(&Event::Apply(Arc::new(cached)));
+        assert_eq!(store.warm(&key("a")), None, "nothing fits");
+        let server = async {
+            let get = requests.recv().await.unwrap();
+            let asked = get.metadata_only();
+            let head = get.head.clone();
+            let body = secret_as_asked(&get, secret("a", "1"));
+            get.answer(&body);
+            (asked, head)
+        };
+        let a = key("a");
+        let (fetched, (asked, head)) = tokio::join!(store.get(&a), server);
+        assert!(asked, "the GET asks for metadata only:\n{head}");
+        assert!(fetched.unwrap().unwrap().data.get("data").is_none());
+        let server = async {
+            let list = requests.recv().await.unwrap();
+            let asked = list.metadata_only();
+            let head = list.head.clone();
+            let item = secret_as_asked(&list, secret("a", "1"));
+            let kind = if asked { "PartialObjectMetadataList" } else { "SecretList" };
+            let api_version = if asked { "meta.k8s.io/v1" } else { "v1" };
+            list.answer(&serde_json::json!({
+                "apiVersion": api_version, "kind": kind, "metadata": { "resourceVersion": "1" }, "items": [item],
+            }));
+            (asked, head)
+        };
+        let (listed, (asked, head)) = tokio::join!(store.state(), server);
+        assert!(asked, "the LIST asks for metadata only:\n{head}");
+        assert!(listed.unwrap()[0].data.get("data").is_none());
+    }
+
+    /// Serves the API of the ConfigMaps `objects` (by name) until the test ends: GETs, and LISTs
+    /// two objects a page when a `limit` asks for pages; counts the LIST requests and those without a `limit`.
+    fn serve_config_maps(
+        mut requests: tokio::sync::mpsc::UnboundedReceiver<api_double::Request>,
+        objects: Arc<Mutex<std::collections::BTreeMap<String, Arc<DynamicObject>>>>,
+    ) -> (Arc<AtomicU64>, Arc<AtomicU64>) {
+        let (lists, unlimited) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let counts = (lists.clone(), unlimited.clone());
+        tokio::spawn(async move {
+            while let Some(request) = requests.recv().await {
+                let objects = objects.lock().unwrap().clone();
+                if !request.is_list("configmaps") {
+                    let name = request.target().rsplit('/').next().unwrap_or_default().to_string();
+                    request.answer(&json(&objects[&name]));
+                    continue;
+                }
+                lists.fetch_add(1, Ordering::SeqCst);
+                if request.query("limit").is_none() {
+                    unlimited.fetch_add(1, Ordering::SeqCst);
+                }
+                // As the API server pages: only when asked to, here two objects a page.
+                let size = if request.query("limit").is_some() { 2 } else { objects.len() };
+                let from: usize = request.query("continue").map_or(0, |c| c.parse().unwrap());
+                let page: Vec<_> = objects.values().skip(from).take(size).map(|o| json(o)).collect();
+                let next = if from + size < objects.len() { (from + size).to_string() } else { String::new() };
+                request.answer(&serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMapList",
+                    "metadata": { "resourceVersion": "9", "continue": next }, "items": page,
+                }));
+            }
+        });
+        counts
+    }
+
+    fn names(objects: &[Arc<DynamicObject>]) -> Vec<String> {
+        let mut names: Vec<String> = objects.iter().map(|o| format!("{}@{}", o.name_any(), version(o))).collect();
+        names.sort();
+        names
+    }
+
+    #[tokio::test]
+    async fn lists_of_evicted_objects_are_paginated_and_shared_by_the_readers_of_a_moment() {
+        let (client, requests) = api_double::start().await;
+        let objects: std::collections::BTreeMap<_, _> =
+            ["a", "b", "c"].iter().map(|n| (n.to_string(), object(n, "1", 100))).collect();
+        let objects = Arc::new(Mutex::new(objects));
+        let (lists, unlimited) = serve_config_maps(requests, objects.clone());
+        let store = store_of(pool(1), client, config_maps(), crate::informer::Shape::default());
+        for o in objects.lock().unwrap().values() {
+            store.apply(&Event::Apply(o.clone()));
+        }
+        // Five reconciles list the kind, three at once and two after them.
+        let (x, y, z) = tokio::join!(store.state(), store.state(), store.state());
+        let (v, w) = (store.state().await.unwrap(), store.state().await.unwrap());
+        for listed in [x.unwrap(), y.unwrap(), z.unwrap(), v, w] {
+            assert_eq!(names(&listed), ["a@1", "b@1", "c@1"]);
+        }
+        assert_eq!(
+            (lists.load(Ordering::SeqCst), unlimited.load(Ordering::SeqCst)),
+            (2, 0),
+            "(LIST requests, unpaginated ones) for five lists of 3 objects, 2 a page"
+        );
+        assert_eq!(store.pool().metrics.lists.get(), 2, "wasmop_cache_lists_total counts the pages");
+        // A change the watch delivers after the LIST is read from the pool or fetched alone.
+        objects.lock().unwrap().insert("b".into(), object("b", "2", 100));
+        store.apply(&Event::Apply(object("b", "2", 100)));
+        assert_eq!(names(&store.state().await.unwrap()), ["a@1", "b@2", "c@1"]);
+        assert_eq!(lists.load(Ordering::SeqCst), 2, "no LIST for one changed object");
     }
 
     #[tokio::test]

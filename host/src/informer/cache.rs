@@ -204,17 +204,33 @@ impl Cache {
     }
 
     /// Every object the store shows, without the host's pending writes; a bounded cache with
-    /// evicted objects lists them from the API server.
+    /// evicted objects lists them from the API server ([`Bounded::state`]).
     pub async fn stored(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+        self.stored_in(None).await
+    }
+
+    /// [`Cache::stored`] of the objects in `namespace` (`None`: all).
+    async fn stored_in(&self, namespace: Option<&str>) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
         match &self.backing {
-            Backing::Full(store, _) => Ok(store.state().iter().map(|o| o.shared()).collect()),
-            Backing::Bounded(store) => store.state().await,
+            Backing::Full(store, _) => Ok(store
+                .state()
+                .iter()
+                .filter(|o| namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)))
+                .map(|o| o.shared())
+                .collect()),
+            Backing::Bounded(store) => store.state_in(namespace).await,
         }
     }
 
     /// Every object, with the host's pending writes applied.
     pub async fn state(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
         Ok(self.with_writes(self.stored().await?))
+    }
+
+    /// Every object in `namespace` (`None`: all), with the host's pending writes applied (of any
+    /// namespace: filter the result).
+    pub async fn state_in(&self, namespace: Option<&str>) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+        Ok(self.with_writes(self.stored_in(namespace).await?))
     }
 
     /// `objects`, the store's, with the host's pending writes applied.

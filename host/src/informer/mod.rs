@@ -15,12 +15,16 @@ use kube::runtime::{WatchStreamExt, watcher};
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 use crate::wire::Wire;
 
+#[cfg(test)]
+mod api_double;
 mod bounded;
 mod cache;
 mod clusters;
 mod listing;
 mod pools;
 mod registry;
+mod remote;
+mod snapshots;
 mod view;
 mod weight;
 
@@ -202,7 +206,8 @@ pub fn watch_bounded(
         field_selector: config.field_selector.clone(),
         ..Default::default()
     };
-    let store = Bounded::new(pool.clone(), client, resource.clone(), api.clone(), list, shape.clone());
+    let namespace = namespace.map(String::from);
+    let store = Bounded::new(pool.clone(), client, resource.clone(), namespace, list, shape.clone());
     (store, shared(events(resource, api, config, shape)))
 }
 

@@ -98,7 +98,7 @@ impl WatchedCache {
         let selector: LabelSelector = selector.unwrap_or("").parse().map_err(|e| format!("{e}"))?;
         let mut objects = Vec::new();
         for cached in self.matching(kind)? {
-            objects.extend(cached.cache.state().await.map_err(unreadable)?.into_iter().filter(|o| {
+            objects.extend(cached.cache.state_in(namespace).await.map_err(unreadable)?.into_iter().filter(|o| {
                 namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)) && selector.matches(o.labels())
             }));
         }

@@ -54,6 +54,7 @@ struct CacheFamilies {
     objects: Family<PoolLabels, Gauge>,
     evictions: Family<PoolLabels, Counter>,
     refetches: Family<PoolLabels, Counter>,
+    lists: Family<PoolLabels, Counter>,
 }
 
 impl CacheFamilies {
@@ -64,6 +65,7 @@ impl CacheFamilies {
             objects: Family::default(),
             evictions: Family::default(),
             refetches: Family::default(),
+            lists: Family::default(),
         };
         registry.register(
             "cache_bytes",
@@ -81,6 +83,11 @@ impl CacheFamilies {
             "cache_refetches",
             "Reads of evicted objects that went to the API server",
             families.refetches.clone(),
+        );
+        registry.register(
+            "cache_lists",
+            "LIST requests (pages) a bounded cache pool made to serve lists of kinds with evicted objects",
+            families.lists.clone(),
         );
         families
     }
@@ -297,6 +304,7 @@ impl Metrics {
             objects: c.objects.get_or_create(&labels).clone(),
             evictions: c.evictions.get_or_create(&labels).clone(),
             refetches: c.refetches.get_or_create(&labels).clone(),
+            lists: c.lists.get_or_create(&labels).clone(),
         }
     }
 
@@ -313,6 +321,11 @@ impl Metrics {
     /// Reads of evicted objects of `pool` that went to the API server so far.
     pub fn cache_refetches_of(&self, pool: &str) -> u64 {
         self.caches.refetches.get_or_create(&PoolLabels { pool: pool.to_string() }).get()
+    }
+
+    /// LIST requests (pages) the bounded cache pool `pool` made so far.
+    pub fn cache_lists_of(&self, pool: &str) -> u64 {
+        self.caches.lists.get_or_create(&PoolLabels { pool: pool.to_string() }).get()
     }
 
     /// Counts one check of the ReconcilerPlugin `resource`.
