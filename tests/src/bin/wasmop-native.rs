@@ -10,7 +10,9 @@
 //!   reconcile, as the host's default change filter;
 //! - the status merge patch the host writes: `message`, `observedGeneration` and the `Ready`,
 //!   `Reconciling` and `Degraded` conditions, only when it changes;
-//! - at most CONCURRENCY (default 8, the host's `--plugin-concurrency`) reconciles at once.
+//! - at most CONCURRENCY (default 8, the host's `--plugin-concurrency`) reconciles at once;
+//! - a tokio runtime of `WASMOP_WORKER_THREADS` worker threads (as the host's
+//!   `--worker-threads` reads it), default the available parallelism, as `#[tokio::main]`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,8 +88,25 @@ fn error_policy(_: Arc<DynamicObject>, error: &Failure, _: Arc<Api<DynamicObject
     Action::requeue(Duration::from_secs(1))
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// The runtime's worker threads: `WASMOP_WORKER_THREADS`, else the available parallelism.
+fn worker_threads() -> anyhow::Result<usize> {
+    match std::env::var("WASMOP_WORKER_THREADS") {
+        Ok(n) => {
+            let n: usize = n.parse()?;
+            anyhow::ensure!(n > 0, "WASMOP_WORKER_THREADS must be at least 1");
+            Ok(n)
+        }
+        Err(_) => Ok(std::thread::available_parallelism()?.get()),
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(worker_threads()?).enable_all().build()?;
+    runtime.block_on(run())
+}
+
+/// Reconciles the Greetings of the namespace of the command line until killed.
+async fn run() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let namespace = args.next().ok_or_else(|| anyhow::anyhow!("usage: wasmop-native NAMESPACE [CONCURRENCY]"))?;
     let concurrency: u16 = args.next().map(|c| c.parse()).transpose()?.unwrap_or(8);

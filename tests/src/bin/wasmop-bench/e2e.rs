@@ -1,8 +1,10 @@
 //! The end-to-end parts: the greeting plugin in the wasmop host against `wasmop-native` (the
 //! same reconcile as a kube-rs `Controller`), each its own process in a namespace of its own,
-//! alternating, on one control plane. Every figure is the controller process's own: its CPU
-//! seconds (`/proc/<pid>/stat`) and peak resident memory (`VmHWM`), and the change-to-status
-//! latency from the write's start until the load generator's watch shows the status for it.
+//! alternating, on one control plane, each with the same number of runtime worker threads
+//! ([`super::threads`]). Every figure is the controller process's own: its peak memory, anonymous
+//! first, then PSS and RSS ([`super::process`]), its CPU seconds (`/proc/<pid>/stat`), and the
+//! change-to-status latency from the write's start until the load generator's watch shows the
+//! status for it.
 //!
 //! - `burst`: 1,000 Greetings created (`create 1,000`), then each changed 3 times, a round of
 //!   1,000 changes at a time (`burst 1,000 x 3`);
@@ -63,8 +65,7 @@ impl<'a> Phase<'a> {
             self.started.elapsed(),
             latencies,
             self.controller.cpu_seconds()? - self.cpu,
-            self.controller.peak_rss_mib()?,
-            self.controller.peak_anon_mib()?,
+            self.controller.peak_memory()?,
         ))
     }
 }

@@ -11,9 +11,17 @@
 //! - `cache`: heap per cached object ([`cache`]).
 //!
 //! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs per side, one side after
-//! the other, each round starting with the next side; `BENCH_SIDES` (e.g. `wasmop`) runs only some sides; for experiments,
-//! `BENCH_WASMOP_ARGS` gives the host more flags and `BENCH_WASMOP_LOG` its log filter (default
-//! `warn`). The report goes to `target/bench/report.md` and `report.json` (and stdout). Uses `WASMOP_TEST_KUBECONFIG` when set, else starts a local control plane.
+//! the other, each round starting with the next side; `BENCH_SIDES` (e.g. `wasmop`) runs only
+//! some sides; `BENCH_THREADS` (default: the available parallelism, as `#[tokio::main]` takes
+//! it) sets the runtime worker threads of every controller process, the same on both sides
+//! ([`threads`]); for experiments, `BENCH_WASMOP_ARGS` gives the host more flags (not
+//! `--worker-threads`: the bench passes it) and `BENCH_WASMOP_LOG` its log filter (default
+//! `warn`).
+//!
+//! The report goes to `target/bench/report.md` and `report.json` (and stdout); its header gives
+//! the worker threads. Memory leads every table: peak anonymous memory (what the kernel cannot
+//! drop), then peak PSS and peak RSS ([`process`]). Uses `WASMOP_TEST_KUBECONFIG` when set, else
+//! starts a local control plane.
 
 use std::time::Instant;
 
@@ -34,6 +42,14 @@ use report::Report;
 /// A number from the environment, or `default`.
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Runtime worker threads of every controller under test, the same on both sides: `BENCH_THREADS`,
+/// else the available parallelism (cgroup-aware, as `#[tokio::main]` and the host's
+/// `--worker-threads` default take it). The wasmop host gets `--worker-threads`, `wasmop-native`
+/// `WASMOP_WORKER_THREADS`.
+fn threads() -> usize {
+    env_number("BENCH_THREADS", cores())
 }
 
 /// The heap, counted, for part `cache`.
@@ -61,7 +77,9 @@ fn selected(part: &str) -> bool {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let began = Instant::now();
-    let mut report = Report::default();
+    anyhow::ensure!(threads() > 0, "BENCH_THREADS must be at least 1");
+    println!("controllers: {} worker threads each (wasmop and native; BENCH_THREADS)", threads());
+    let mut report = Report::new(threads());
     if selected("call") {
         let (json, md) = call::per_call(env_number("BENCH_CALLS", 2000)).await?;
         println!("{md}");
@@ -114,18 +132,18 @@ async fn main() -> anyhow::Result<()> {
             report.sections.push(md);
         }
     }
-    let title = format!("wasmop bench ({:.0} s on {} cores)", began.elapsed().as_secs_f64(), cores());
-    let markdown = report.markdown(&title);
+    let seconds = began.elapsed().as_secs_f64();
+    let markdown = report.markdown(seconds);
     println!("{markdown}");
     let dir = workspace_root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("report.md"), &markdown)?;
-    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report.json())?)?;
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report.json(seconds))?)?;
     println!("written: target/bench/report.md, target/bench/report.json");
     Ok(())
 }
 
-/// The machine's cores, for the report's title.
+/// The cores this process may use (cgroup-aware), for the report's title and [`threads`].
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }

@@ -1,5 +1,12 @@
-//! The controllers under test, each its own process, so that its CPU time and peak resident
-//! memory are its own: the wasmop host running the greeting plugin, and `wasmop-native`.
+//! The controllers under test, each its own process, so that its CPU time and memory are its
+//! own: the wasmop host running the greeting plugin, and `wasmop-native`, each with
+//! [`super::threads`] runtime worker threads.
+//!
+//! Memory leads with what the kernel cannot drop: anonymous resident memory (`RssAnon`: heap,
+//! stacks, sandboxes). Then PSS (`/proc/<pid>/smaps_rollup`), which adds the resident file pages
+//! (the binary's code and constants) divided among the processes that share them, and last the
+//! peak RSS (`VmHWM`), which counts those file pages whole although the kernel can drop them and
+//! read them again.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -48,7 +55,7 @@ fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     Ok(binary)
 }
 
-/// How often the sampler reads a controller's resident memory by kind.
+/// How often the sampler reads a controller's anonymous memory and PSS.
 const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// A running controller, killed when dropped.
@@ -57,11 +64,40 @@ pub struct Controller {
     pid: u32,
     /// When it was started.
     pub started: Instant,
-    /// The highest `RssAnon` sampled so far, KiB: its private data (heap, stacks, sandboxes),
-    /// without the code and constants mapped from its binary (`RssFile`), which the kernel can
-    /// drop and read again.
-    peak_anon_kib: Arc<AtomicU64>,
+    /// The highest figures sampled so far.
+    peaks: Arc<Sampled>,
     sampler: tokio::task::AbortHandle,
+}
+
+/// The highest memory figures sampled of a controller, KiB.
+#[derive(Default)]
+struct Sampled {
+    /// `RssAnon`: its private data (heap, stacks, sandboxes), without the code and constants
+    /// mapped from its binary (`RssFile`), which the kernel can drop and read again.
+    anon_kib: AtomicU64,
+    /// `Pss` of `smaps_rollup`: its resident memory with each shared page divided among the
+    /// processes that map it.
+    pss_kib: AtomicU64,
+}
+
+impl Sampled {
+    /// Samples `pid` once; fails once it is gone.
+    fn sample(&self, pid: u32) -> anyhow::Result<()> {
+        self.anon_kib.fetch_max(proc_kib(pid, "status", "RssAnon:")?, Ordering::Relaxed);
+        self.pss_kib.fetch_max(proc_kib(pid, "smaps_rollup", "Pss:")?, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// A controller's peak memory, MiB.
+#[derive(Debug, Clone, Copy)]
+pub struct PeakMemory {
+    /// The highest anonymous resident memory sampled (`RssAnon`).
+    pub anon_mib: f64,
+    /// The highest proportional set size sampled (`Pss`).
+    pub pss_mib: f64,
+    /// The peak resident set size, as the kernel kept it (`VmHWM`).
+    pub rss_mib: f64,
 }
 
 impl Drop for Controller {
@@ -77,12 +113,12 @@ impl Controller {
         let mut command = match side {
             Side::Native => {
                 let mut c = tokio::process::Command::new(sibling("wasmop-native")?);
-                c.arg(ns);
+                c.arg(ns).env("WASMOP_WORKER_THREADS", super::threads().to_string());
                 c
             }
             Side::Wasmop | Side::WasmopBounded => {
                 let mut c = tokio::process::Command::new(sibling("wasmop")?);
-                c.args(["run", "--namespace", ns]);
+                c.args(["run", "--namespace", ns, "--worker-threads", &super::threads().to_string()]);
                 if extra.is_empty() {
                     c.arg("--plugin").arg(wasmop_tests::plugin("greeting"));
                 }
@@ -103,18 +139,19 @@ impl Controller {
         let started = Instant::now();
         let child = command.spawn()?;
         let pid = child.id().context("a running child has a pid")?;
-        let peak_anon_kib = Arc::new(AtomicU64::new(0));
-        let peak = peak_anon_kib.clone();
+        let peaks = Arc::new(Sampled::default());
+        let sampled = peaks.clone();
         let sampler = tokio::spawn(async move {
             let mut ticks = tokio::time::interval(SAMPLE_EVERY);
             loop {
                 ticks.tick().await;
-                let Ok(kib) = status_kib(pid, "RssAnon:") else { return };
-                peak.fetch_max(kib, Ordering::Relaxed);
+                if sampled.sample(pid).is_err() {
+                    return;
+                }
             }
         })
         .abort_handle();
-        Ok(Self { child, pid, started, peak_anon_kib, sampler })
+        Ok(Self { child, pid, started, peaks, sampler })
     }
 
     /// CPU seconds it used so far, user and system.
@@ -127,15 +164,16 @@ impl Controller {
         Ok((user + system) / TICKS_PER_SECOND)
     }
 
-    /// Its peak resident memory so far, MiB.
-    pub fn peak_rss_mib(&self) -> anyhow::Result<f64> {
-        Ok(status_kib(self.pid, "VmHWM:")? as f64 / 1024.0)
-    }
-
-    /// The highest anonymous resident memory sampled so far (every 50 ms), MiB.
-    pub fn peak_anon_mib(&self) -> anyhow::Result<f64> {
-        let now = status_kib(self.pid, "RssAnon:")?;
-        Ok(self.peak_anon_kib.fetch_max(now, Ordering::Relaxed).max(now) as f64 / 1024.0)
+    /// Its peak memory so far: anonymous memory and PSS as sampled (every 50 ms and now), RSS
+    /// as the kernel kept it.
+    pub fn peak_memory(&self) -> anyhow::Result<PeakMemory> {
+        self.peaks.sample(self.pid)?;
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        Ok(PeakMemory {
+            anon_mib: mib(self.peaks.anon_kib.load(Ordering::Relaxed)),
+            pss_mib: mib(self.peaks.pss_kib.load(Ordering::Relaxed)),
+            rss_mib: mib(proc_kib(self.pid, "status", "VmHWM:")?),
+        })
     }
 
     /// Stops it and waits for it to go.
@@ -145,9 +183,10 @@ impl Controller {
     }
 }
 
-/// A KiB figure of `/proc/<pid>/status`, by its label (`VmHWM:`, `RssAnon:`).
-fn status_kib(pid: u32, label: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status.lines().find(|l| l.starts_with(label)).with_context(|| format!("{label} in status"))?;
+/// A KiB figure of `/proc/<pid>/<file>` (`status`, `smaps_rollup`), by its label (`VmHWM:`,
+/// `RssAnon:`, `Pss:`).
+fn proc_kib(pid: u32, file: &str, label: &str) -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}"))?;
+    let line = text.lines().find(|l| l.starts_with(label)).with_context(|| format!("{label} in {file}"))?;
     Ok(line.split_whitespace().nth(1).context("a value")?.parse()?)
 }

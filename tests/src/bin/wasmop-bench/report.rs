@@ -1,15 +1,22 @@
 //! The bench's report: every end-to-end run, the wasmop/native ratios per scenario and metric
 //! (lowest to highest over the rounds), and the other parts' figures; written as markdown and
-//! JSON under `target/bench/` and printed.
+//! JSON under `target/bench/` and printed. Its header gives the controllers' worker threads;
+//! every table and run gives memory first: peak anonymous memory, peak PSS, peak RSS.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::load::Latencies;
-use super::process::Side;
+use super::process::{PeakMemory, Side};
+
+/// The metrics compared between the sides, in the order of the tables: memory first, anonymous
+/// memory leading (what the kernel cannot drop). Throughput is better higher, the rest lower.
+const METRICS: [&str; 7] =
+    ["peak anon MiB", "peak PSS MiB", "peak RSS MiB", "CPU s", "throughput /s", "p50 ms", "p99 ms"];
 
 /// One phase of one controller.
 pub struct Run {
@@ -23,13 +30,32 @@ pub struct Run {
     /// The API server's answers to the writes, sorted.
     writes: Vec<Duration>,
     cpu_seconds: f64,
-    peak_rss_mib: f64,
+    memory: PeakMemory,
+}
+
+/// A run as `report.json` gives it, memory first.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RunJson<'a> {
+    side: &'static str,
+    scenario: &'a str,
+    round: usize,
     peak_anon_mib: f64,
+    peak_pss_mib: f64,
+    peak_rss_mib: f64,
+    cpu_seconds: f64,
+    changes: usize,
+    seconds: f64,
+    throughput_per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    write_p99_ms: f64,
+    write_max_ms: f64,
 }
 
 impl Run {
-    /// A run of `changes` that took `elapsed` with these latencies, CPU seconds, peak RSS and
-    /// peak anonymous RSS.
+    /// A run of `changes` that took `elapsed` with these latencies, CPU seconds and peak memory.
     #[allow(clippy::too_many_arguments, reason = "one record, its fields named at the call site")]
     pub fn new(
         side: Side,
@@ -39,25 +65,13 @@ impl Run {
         elapsed: Duration,
         latencies: Latencies,
         cpu_seconds: f64,
-        peak_rss_mib: f64,
-        peak_anon_mib: f64,
+        memory: PeakMemory,
     ) -> Self {
         let Latencies { to_status: mut latencies, mut writes } = latencies;
         latencies.sort();
         writes.sort();
         let seconds = elapsed.as_secs_f64();
-        Self {
-            side,
-            scenario: scenario.into(),
-            round,
-            changes,
-            seconds,
-            latencies,
-            writes,
-            cpu_seconds,
-            peak_rss_mib,
-            peak_anon_mib,
-        }
+        Self { side, scenario: scenario.into(), round, changes, seconds, latencies, writes, cpu_seconds, memory }
     }
 
     fn percentile_ms(&self, p: f64) -> f64 {
@@ -68,26 +82,37 @@ impl Run {
         self.changes as f64 / self.seconds
     }
 
-    /// The metrics compared, by name, with whether lower is better.
-    fn metrics(&self) -> [(&'static str, f64, bool); 6] {
+    /// The values of [`METRICS`], in their order.
+    fn metrics(&self) -> [f64; METRICS.len()] {
         [
-            ("throughput /s", self.throughput(), false),
-            ("p50 ms", self.percentile_ms(0.5), true),
-            ("p99 ms", self.percentile_ms(0.99), true),
-            ("CPU s", self.cpu_seconds, true),
-            ("peak RSS MiB", self.peak_rss_mib, true),
-            ("peak anon MiB", self.peak_anon_mib, true),
+            self.memory.anon_mib,
+            self.memory.pss_mib,
+            self.memory.rss_mib,
+            self.cpu_seconds,
+            self.throughput(),
+            self.percentile_ms(0.5),
+            self.percentile_ms(0.99),
         ]
     }
 
-    fn json(&self) -> Value {
-        json!({
-            "side": self.side.label(), "scenario": self.scenario, "round": self.round,
-            "changes": self.changes, "seconds": self.seconds, "throughputPerSecond": self.throughput(),
-            "p50Ms": self.percentile_ms(0.5), "p99Ms": self.percentile_ms(0.99), "maxMs": self.percentile_ms(1.0),
-            "writeP99Ms": percentile_ms(&self.writes, 0.99), "writeMaxMs": percentile_ms(&self.writes, 1.0),
-            "cpuSeconds": self.cpu_seconds, "peakRssMib": self.peak_rss_mib, "peakAnonMib": self.peak_anon_mib,
-        })
+    fn json(&self) -> RunJson<'_> {
+        RunJson {
+            side: self.side.label(),
+            scenario: &self.scenario,
+            round: self.round,
+            peak_anon_mib: self.memory.anon_mib,
+            peak_pss_mib: self.memory.pss_mib,
+            peak_rss_mib: self.memory.rss_mib,
+            cpu_seconds: self.cpu_seconds,
+            changes: self.changes,
+            seconds: self.seconds,
+            throughput_per_second: self.throughput(),
+            p50_ms: self.percentile_ms(0.5),
+            p99_ms: self.percentile_ms(0.99),
+            max_ms: self.percentile_ms(1.0),
+            write_p99_ms: percentile_ms(&self.writes, 0.99),
+            write_max_ms: percentile_ms(&self.writes, 1.0),
+        }
     }
 }
 
@@ -101,8 +126,9 @@ fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
 }
 
 /// Everything the bench measured.
-#[derive(Default)]
 pub struct Report {
+    /// Runtime worker threads of every controller under test ([`super::threads`]).
+    pub worker_threads: usize,
     /// The end-to-end runs.
     pub runs: Vec<Run>,
     /// Other parts' figures as JSON, by part.
@@ -111,39 +137,90 @@ pub struct Report {
     pub sections: Vec<String>,
 }
 
+/// One ratio of `report.json`: a metric of a side over native's, over the rounds.
+#[derive(Serialize)]
+struct RatioJson<'a> {
+    scenario: &'a str,
+    metric: &'static str,
+    lowest: f64,
+    highest: f64,
+}
+
+/// `report.json`, its header first.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReportJson<'a> {
+    seconds: f64,
+    cores: usize,
+    worker_threads: usize,
+    runs: Vec<RunJson<'a>>,
+    ratios: BTreeMap<&'static str, Vec<RatioJson<'a>>>,
+    parts: &'a BTreeMap<&'static str, Value>,
+}
+
+/// A side's ratios to native: by scenario, per [`METRICS`] entry, (lowest, highest) over the
+/// rounds.
+type Ratios<'a> = BTreeMap<&'a str, [Option<(f64, f64)>; METRICS.len()]>;
+
 impl Report {
+    /// An empty report of controllers that run `worker_threads` worker threads each.
+    pub fn new(worker_threads: usize) -> Self {
+        Self { worker_threads, runs: Vec::new(), parts: BTreeMap::new(), sections: Vec::new() }
+    }
+
+    /// The report's title: how long it ran, on how many cores, with how many threads.
+    fn title(&self, seconds: f64) -> String {
+        format!(
+            "wasmop bench: {seconds:.0} s on {} cores, {} worker threads per controller (both sides)",
+            super::cores(),
+            self.worker_threads
+        )
+    }
+
     /// `side`'s ratio to native per scenario and metric: (lowest, highest) over the rounds.
-    fn ratios(&self, side: Side) -> BTreeMap<(String, &'static str), (f64, f64)> {
-        let mut ratios: BTreeMap<(String, &'static str), (f64, f64)> = BTreeMap::new();
+    fn ratios(&self, side: Side) -> Ratios<'_> {
+        let mut ratios = Ratios::new();
         for run in self.runs.iter().filter(|r| r.side == side) {
             let native =
                 self.runs.iter().find(|n| n.side == Side::Native && n.scenario == run.scenario && n.round == run.round);
             let Some(native) = native else { continue };
-            for ((name, mine, _), (_, theirs, _)) in run.metrics().into_iter().zip(native.metrics()) {
+            let row = ratios.entry(&run.scenario).or_default();
+            for ((cell, mine), theirs) in row.iter_mut().zip(run.metrics()).zip(native.metrics()) {
                 let ratio = mine / theirs;
-                let entry = ratios.entry((run.scenario.clone(), name)).or_insert((ratio, ratio));
-                *entry = (entry.0.min(ratio), entry.1.max(ratio));
+                let (lo, hi) = cell.get_or_insert((ratio, ratio));
+                (*lo, *hi) = (lo.min(ratio), hi.max(ratio));
             }
         }
         ratios
     }
 
-    /// The report as markdown.
-    pub fn markdown(&self, title: &str) -> String {
-        let mut md = format!("# {title}\n\n## End to end: every run\n\n");
-        md.push_str(
-            "| scenario | side | round | changes | s | per s | p50 ms | p99 ms | max ms | write p99 ms | write max ms | CPU s | peak RSS MiB | peak anon MiB |\n",
+    /// The report as markdown, titled with [`Report::title`] after `seconds`.
+    pub fn markdown(&self, seconds: f64) -> String {
+        let mut md = format!(
+            "# {}
+
+## End to end: every run
+
+",
+            self.title(seconds)
         );
-        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str(
+            "| scenario | side | round | peak anon MiB | peak PSS MiB | peak RSS MiB | CPU s | changes | s | per s | p50 ms | p99 ms | max ms | write p99 ms | write max ms |\n",
+        );
+        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         let mut runs: Vec<&Run> = self.runs.iter().collect();
         runs.sort_by(|a, b| (&a.scenario, a.round, a.side.label()).cmp(&(&b.scenario, b.round, b.side.label())));
         for r in runs {
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.1} | {:.1} |",
+                "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
                 r.scenario,
                 r.side.label(),
                 r.round,
+                r.memory.anon_mib,
+                r.memory.pss_mib,
+                r.memory.rss_mib,
+                r.cpu_seconds,
                 r.changes,
                 r.seconds,
                 r.throughput(),
@@ -152,9 +229,6 @@ impl Report {
                 r.percentile_ms(1.0),
                 percentile_ms(&r.writes, 0.99),
                 percentile_ms(&r.writes, 1.0),
-                r.cpu_seconds,
-                r.peak_rss_mib,
-                r.peak_anon_mib
             );
         }
         for side in [Side::Wasmop, Side::WasmopBounded] {
@@ -167,27 +241,18 @@ impl Report {
                 "\n## {} / native (lowest-highest over the rounds; throughput: higher is better, the rest: lower)\n",
                 side.label()
             );
-            md.push_str(
-                "| scenario | throughput /s | p50 ms | p99 ms | CPU s | peak RSS MiB | peak anon MiB |\n|---|---|---|---|---|---|---|\n",
-            );
-            let scenarios: Vec<&String> =
-                ratios.keys().map(|(s, _)| s).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-            for scenario in scenarios {
-                let cell = |metric: &'static str| {
-                    ratios.get(&(scenario.clone(), metric)).map_or("-".to_string(), |(lo, hi)| {
-                        if (hi - lo).abs() < 0.005 { format!("{lo:.2}x") } else { format!("{lo:.2}-{hi:.2}x") }
+            let _ = writeln!(md, "| scenario | {} |", METRICS.join(" | "));
+            let _ = writeln!(md, "|---|{}", "---|".repeat(METRICS.len()));
+            for (scenario, row) in &ratios {
+                let cells: Vec<String> = row
+                    .iter()
+                    .map(|cell| {
+                        cell.map_or("-".to_string(), |(lo, hi)| {
+                            if (hi - lo).abs() < 0.005 { format!("{lo:.2}x") } else { format!("{lo:.2}-{hi:.2}x") }
+                        })
                     })
-                };
-                let _ = writeln!(
-                    md,
-                    "| {scenario} | {} | {} | {} | {} | {} | {} |",
-                    cell("throughput /s"),
-                    cell("p50 ms"),
-                    cell("p99 ms"),
-                    cell("CPU s"),
-                    cell("peak RSS MiB"),
-                    cell("peak anon MiB")
-                );
+                    .collect();
+                let _ = writeln!(md, "| {scenario} | {} |", cells.join(" | "));
             }
         }
         for section in &self.sections {
@@ -197,19 +262,26 @@ impl Report {
         md
     }
 
-    /// The report as JSON.
-    pub fn json(&self) -> Value {
-        let ratios = |side| -> Value {
-            let ratios: Vec<Value> = Report::ratios(self, side)
+    /// The report as JSON (`seconds` the bench ran), in the order of the markdown: the header,
+    /// every run, the ratios to native.
+    pub fn json(&self, seconds: f64) -> impl Serialize + '_ {
+        let ratios = |side| -> Vec<RatioJson<'_>> {
+            self.ratios(side)
                 .into_iter()
-                .map(|((scenario, metric), (lo, hi))| json!({ "scenario": scenario, "metric": metric, "lowest": lo, "highest": hi }))
-                .collect();
-            Value::Array(ratios)
+                .flat_map(|(scenario, row)| {
+                    row.into_iter().zip(METRICS).filter_map(move |(cell, metric)| {
+                        cell.map(|(lowest, highest)| RatioJson { scenario, metric, lowest, highest })
+                    })
+                })
+                .collect()
         };
-        json!({
-            "runs": self.runs.iter().map(Run::json).collect::<Vec<_>>(),
-            "ratios": { "wasmop": ratios(Side::Wasmop), "wasmopBounded": ratios(Side::WasmopBounded) },
-            "parts": self.parts,
-        })
+        ReportJson {
+            seconds,
+            cores: super::cores(),
+            worker_threads: self.worker_threads,
+            runs: self.runs.iter().map(Run::json).collect(),
+            ratios: BTreeMap::from([("wasmop", ratios(Side::Wasmop)), ("wasmopBounded", ratios(Side::WasmopBounded))]),
+            parts: &self.parts,
+        }
     }
 }
