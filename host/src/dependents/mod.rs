@@ -300,12 +300,7 @@ impl Driver for HostDriver<'_> {
         let dependents = self.dependents;
         let kind = dependents.kind(spec);
         let Some(key) = crate::object::key_of(object) else { return Ok(()) };
-        // Preconditions: the object the host read, not one made anew under its name, and as it
-        // was read: a delete that waited (or was retried) cannot remove what changed meanwhile.
-        let params = DeleteParams {
-            preconditions: Some(Preconditions { uid: object.uid(), resource_version: object.resource_version() }),
-            ..DeleteParams::background()
-        };
+        let params = delete_params(object);
         kind.own.begin(&key);
         let request = async {
             dependents.metrics.wrote(&dependents.plugin, &kind.resource.kind, Verb::Delete);
@@ -336,9 +331,39 @@ impl Driver for HostDriver<'_> {
     }
 }
 
+/// How the host deletes `object`: in the background (the garbage collector takes its own
+/// dependents), and only if it is still the object the host read, not one made anew under its
+/// name, and as it was read: a delete that waited cannot remove what changed meanwhile.
+fn delete_params(object: &DynamicObject) -> DeleteParams {
+    let preconditions = Preconditions { uid: object.uid(), resource_version: object.resource_version() };
+    DeleteParams { preconditions: Some(preconditions), ..DeleteParams::background() }
+}
+
 /// Drops every managedFields entry but the host's own Apply entry, as the caches keep them.
 pub fn keep_own_managed_fields(object: &mut DynamicObject, manager: &str) {
     if let Some(fields) = object.metadata.managed_fields.as_mut() {
         fields.retain(|f| f.manager.as_deref() == Some(manager) && f.operation.as_deref() == Some("Apply"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::GroupVersionKind;
+
+    use super::*;
+
+    #[test]
+    fn a_delete_names_the_uid_and_the_version_the_host_read() {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let mut object = DynamicObject::new("a", &resource).within("ns");
+        object.metadata.uid = Some("u-1".into());
+        object.metadata.resource_version = Some("42".into());
+        let params = delete_params(&object);
+        let preconditions = params.preconditions.expect("preconditions");
+        assert_eq!(
+            (preconditions.uid.as_deref(), preconditions.resource_version.as_deref()),
+            (Some("u-1"), Some("42"))
+        );
+        assert_eq!(params.propagation_policy, DeleteParams::background().propagation_policy);
     }
 }
