@@ -60,11 +60,21 @@ pub struct Fence {
     identity: Option<std::sync::Arc<str>>,
 }
 
-/// A write that was not sent, or was abandoned before its answer, because this replica does not
-/// lead (or could not renew its lease in time).
+/// A write that was not sent, or was abandoned before its answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("not the leader: the request was not sent, or abandoned at the fence's deadline")]
-pub struct Fenced;
+pub enum Unanswered {
+    /// This replica does not lead (or could not renew its lease in time).
+    #[error("not the leader: the request was not sent, or abandoned at the fence's deadline")]
+    Fenced,
+    /// The API server did not answer within [`REQUEST_TIMEOUT`].
+    #[error("no answer from the API server within {REQUEST_TIMEOUT:?}: the request was abandoned")]
+    TimedOut,
+}
+
+/// How long a write waits for its answer at most, fenced or not: the API server's own default
+/// request timeout (`--request-timeout`, 60 s) ends a healthy server's slow request by then, so a
+/// longer wait can only be a connection that stalled, and the run retries instead of hanging.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Fence {
     /// No leader election: always allowed.
@@ -81,19 +91,25 @@ impl Fence {
     /// Sends `request` if the fence is open and waits for its answer until the fence's current
     /// deadline at most, or until the fence closes (the lease lost or given up); then the
     /// request is dropped (its connection closed), so nothing this replica sent can still be
-    /// waiting to reach the API server once another may lead. Without leader election `request`
-    /// simply runs.
-    pub async fn write<T>(&self, request: impl Future<Output = T>) -> Result<T, Fenced> {
-        let Some(until) = &self.until else { return Ok(request.await) };
+    /// waiting to reach the API server once another may lead. With or without leader election,
+    /// an answer that has not come within [`REQUEST_TIMEOUT`] is not waited for either.
+    pub async fn write<T>(&self, request: impl Future<Output = T>) -> Result<T, Unanswered> {
+        let timeout = Instant::now() + REQUEST_TIMEOUT;
+        let Some(until) = &self.until else {
+            return tokio::time::timeout_at(timeout, request).await.map_err(|_| Unanswered::TimedOut);
+        };
         let mut closing = until.clone();
-        let deadline = (*closing.borrow_and_update()).filter(|until| Instant::now() < *until).ok_or(Fenced)?;
+        let deadline =
+            (*closing.borrow_and_update()).filter(|until| Instant::now() < *until).ok_or(Unanswered::Fenced)?;
         let closed = async {
             let _ = closing.wait_for(Option::is_none).await;
         };
         tokio::select! {
             answer = request => Ok(answer),
-            () = tokio::time::sleep_until(deadline) => Err(Fenced),
-            () = closed => Err(Fenced),
+            () = tokio::time::sleep_until(deadline.min(timeout)) => {
+                Err(if deadline <= timeout { Unanswered::Fenced } else { Unanswered::TimedOut })
+            }
+            () = closed => Err(Unanswered::Fenced),
         }
     }
 
@@ -375,13 +391,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn writes_are_refused_once_the_fence_closes() {
         let (leadership, fence) = leadership();
-        assert_eq!(fence.write(async { 1 }).await, Err(Fenced), "never led");
+        assert_eq!(fence.write(async { 1 }).await, Err(Unanswered::Fenced), "never led");
         leadership.renewed(Instant::now() + Duration::from_secs(10));
         assert_eq!(fence.write(async { 1 }).await, Ok(1));
         tokio::time::advance(Duration::from_secs(10)).await;
-        assert_eq!(fence.write(async { 1 }).await, Err(Fenced), "not renewed by the deadline");
+        assert_eq!(fence.write(async { 1 }).await, Err(Unanswered::Fenced), "not renewed by the deadline");
         leadership.close();
-        assert_eq!(fence.write(async { 1 }).await, Err(Fenced));
+        assert_eq!(fence.write(async { 1 }).await, Err(Unanswered::Fenced));
         assert_eq!(Fence::unfenced().write(async { 1 }).await, Ok(1));
     }
 
@@ -395,9 +411,21 @@ mod tests {
             let _dropped = dropped_tx;
             std::future::pending::<()>().await
         };
-        assert_eq!(fence.write(stalled).await, Err(Fenced));
+        assert_eq!(fence.write(stalled).await, Err(Unanswered::Fenced));
         assert_eq!(started.elapsed(), Duration::from_secs(10), "abandoned at the deadline");
         assert!(dropped_rx.await.is_err(), "the request's future is gone");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_unanswered_for_the_request_timeout_is_abandoned_fenced_or_not() {
+        let started = Instant::now();
+        let stalled = Fence::unfenced().write(std::future::pending::<()>()).await;
+        assert_eq!((stalled, started.elapsed()), (Err(Unanswered::TimedOut), REQUEST_TIMEOUT));
+        let (leadership, fence) = leadership();
+        leadership.renewed(Instant::now() + REQUEST_TIMEOUT * 2);
+        let started = Instant::now();
+        let stalled = fence.write(std::future::pending::<()>()).await;
+        assert_eq!((stalled, started.elapsed()), (Err(Unanswered::TimedOut), REQUEST_TIMEOUT));
     }
 
     #[tokio::test(start_paused = true)]
@@ -411,7 +439,7 @@ mod tests {
             std::future::pending::<()>().await
         };
         tokio::select! {
-            written = fence.write(std::future::pending::<()>()) => assert_eq!(written, Err(Fenced)),
+            written = fence.write(std::future::pending::<()>()) => assert_eq!(written, Err(Unanswered::Fenced)),
             () = close => unreachable!(),
         }
         assert_eq!(started.elapsed(), Duration::from_secs(1));

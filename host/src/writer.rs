@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use wasmop_core::status::Report;
 
-use crate::leader::Fenced;
+use crate::leader::Unanswered;
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
 use crate::wire::Wire;
@@ -42,6 +42,15 @@ pub enum WriteError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// The API server did not answer in time ([`crate::leader::REQUEST_TIMEOUT`]); the run
+    /// repeats soon.
+    #[error("{what} {key}: no answer from the API server in time; will retry")]
+    TimedOut {
+        /// What was attempted.
+        what: &'static str,
+        /// The object.
+        key: ObjectKey,
+    },
     /// This replica does not hold the leader lease (or could not renew it in time): the write
     /// was not sent, or was abandoned at the fence's deadline; the run repeats once it leads
     /// again.
@@ -60,7 +69,7 @@ impl WriteError {
     pub fn unreachable(&self) -> bool {
         match self {
             WriteError::Failed { source, .. } => crate::reachability::unreachable(source),
-            WriteError::NotLeader { .. } => true,
+            WriteError::NotLeader { .. } | WriteError::TimedOut { .. } => true,
             _ => false,
         }
     }
@@ -207,8 +216,10 @@ impl Writer {
                 api.patch(&key.name, &self.params, &patch).await
             }
         };
-        let Ok(written) = self.fence.write(request).await else {
-            return Err(WriteError::NotLeader { what, key });
+        let written = match self.fence.write(request).await {
+            Ok(written) => written,
+            Err(Unanswered::Fenced) => return Err(WriteError::NotLeader { what, key }),
+            Err(Unanswered::TimedOut) => return Err(WriteError::TimedOut { what, key }),
         };
         written.map(Wire::into_inner).map_err(|source| match &source {
             kube::Error::Api(s) if s.code == 409 => {
@@ -243,7 +254,7 @@ impl Writer {
         match self.fence.write(request).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => tracing::warn!(%err, reason, "cannot record event"),
-            Err(Fenced) => tracing::debug!(reason, "not the leader: event not recorded"),
+            Err(err) => tracing::debug!(%err, reason, "event not recorded"),
         }
     }
 

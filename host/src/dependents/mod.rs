@@ -30,7 +30,7 @@ use wasmop_core::matching;
 use wasmop_core::workflow::{self, Driver, State, Workflow, WorkflowError};
 
 use crate::informer::Cache;
-use crate::leader::Fenced;
+use crate::leader::Unanswered;
 use crate::mapping::Links;
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
@@ -59,9 +59,10 @@ pub enum WriteFailure {
     /// The object exists and someone else manages it; the dependent does not adopt.
     #[error("{0}")]
     Conflict(String),
-    /// This replica does not hold the leader lease: nothing was written.
-    #[error("{0}: not the leader, the write was not made")]
-    NotLeader(ObjectKey),
+    /// The write was not sent (this replica does not lead), or its answer did not come in time
+    /// and it was abandoned.
+    #[error("{0}: {1}")]
+    Unanswered(ObjectKey, Unanswered),
 }
 
 impl WriteFailure {
@@ -69,7 +70,7 @@ impl WriteFailure {
     pub fn unreachable(&self) -> bool {
         match self {
             WriteFailure::Api { source, .. } => crate::reachability::unreachable(source),
-            WriteFailure::NotLeader(_) => true,
+            WriteFailure::Unanswered(..) => true,
             WriteFailure::Conflict(_) => false,
         }
     }
@@ -195,7 +196,7 @@ impl Dependents {
         key: &ObjectKey,
         object: &Value,
         force: bool,
-    ) -> Result<Result<DynamicObject, kube::Error>, Fenced> {
+    ) -> Result<Result<DynamicObject, kube::Error>, Unanswered> {
         let mut params = PatchParams::apply(&self.manager);
         params.force = force;
         kind.own.begin(key);
@@ -275,8 +276,9 @@ impl Driver for HostDriver<'_> {
         // The cache holds only objects the host applied: those are forced back into shape. An
         // unknown one may exist, managed by someone else: that needs `adopt`.
         let known = actual.is_some();
-        let Ok(written) = dependents.patch(kind, primary, key, &object, known || spec.adopt).await else {
-            return Err(WriteFailure::NotLeader(key.clone()));
+        let written = match dependents.patch(kind, primary, key, &object, known || spec.adopt).await {
+            Ok(written) => written,
+            Err(unanswered) => return Err(WriteFailure::Unanswered(key.clone(), unanswered)),
         };
         if let Err(kube::Error::Api(status)) = &written
             && status.code == 409
@@ -307,7 +309,7 @@ impl Driver for HostDriver<'_> {
             dependents.api(kind, &key).delete(&key.name, &params).await
         };
         let deleted = match dependents.fence.write(request).await {
-            Err(Fenced) => Err(WriteFailure::NotLeader(key.clone())),
+            Err(unanswered) => Err(WriteFailure::Unanswered(key.clone(), unanswered)),
             Ok(Ok(_)) => Ok(()),
             Ok(Err(kube::Error::Api(status))) if status.code == 404 => Ok(()),
             // A precondition that failed (409) is retried by a new run, with the object as the

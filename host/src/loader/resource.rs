@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fetch::{FetchPolicy, ModuleSpec};
 use crate::host::Host;
-use crate::leader::Fenced;
+use crate::leader::Unanswered;
 use crate::settings::Overrides;
 
 /// The `ReconcilerPlugin` CustomResourceDefinition, as shipped.
@@ -210,14 +210,16 @@ async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<
 
 /// Sends `request` if this replica leads, inside the fence. A standby loads and runs the
 /// modules (its caches stay warm to take over) but leaves the resources' finalizer, status and
-/// Events to the leader: its writes are skipped, not failed.
+/// Events to the leader: its writes are skipped, not failed. One left unanswered fails (the
+/// resource is checked again soon).
 async fn leader_only<T>(
     context: &Context,
     request: impl Future<Output = Result<T, kube::Error>>,
 ) -> Result<(), kube::Error> {
     match context.host.fence().write(request).await {
         Ok(answer) => answer.map(drop),
-        Err(Fenced) => Ok(()),
+        Err(Unanswered::Fenced) => Ok(()),
+        Err(timed_out) => Err(kube::Error::Service(Box::new(timed_out))),
     }
 }
 
