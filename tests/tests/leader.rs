@@ -105,6 +105,34 @@ impl Replica {
         line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0)
     }
 
+    /// Waits until it reports that it leads (`true`), or that it knows it is a standby.
+    async fn until_leading(&self, leading: bool) -> anyhow::Result<()> {
+        let what = if leading { "a replica to lead" } else { "a replica to know it is a standby" };
+        within(WAIT, what, async {
+            while self.leading().await != Some(leading) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+
+    /// Creates a Probe that always fails (retried every 100 ms by the tests' overrides) and waits
+    /// until this replica, the leader, wrote for it (an Event and an error status) five times.
+    async fn writing_a_failing_probe(&self, client: &Client, ns: &str) -> anyhow::Result<()> {
+        let failing = serde_json::json!({
+            "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": "failing" },
+            "spec": { "alwaysFail": true }
+        });
+        probes(client, ns).create(&PostParams::default(), &serde_json::from_value(failing)?).await?;
+        let writing = self.writes().await.unwrap_or(0);
+        within(WAIT, "the leader to write", async {
+            while self.writes().await.unwrap_or(0) < writing + 5 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+    }
+
     fn terminate(&self) -> anyhow::Result<()> {
         let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status()?;
         anyhow::ensure!(status.success(), "kill -TERM failed");
@@ -181,12 +209,7 @@ async fn one_replica_reconciles_and_a_standby_takes_over_after_a_kill_and_after_
     let patch = serde_json::json!({ "spec": { "payload": "while-nobody-leads" } });
     api.patch("one", &PatchParams::default(), &Patch::Merge(&patch)).await?;
     api.create(&PostParams::default(), &probe("two")?).await?;
-    within(WAIT, "the standby to lead", async {
-        while standby.leading().await != Some(true) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await?;
+    standby.until_leading(true).await?;
     let takeover = killed.elapsed();
     change_and_converge(&api, "one", "2").await?;
     change_and_converge(&api, "two", "1").await?;
@@ -198,12 +221,7 @@ async fn one_replica_reconciles_and_a_standby_takes_over_after_a_kill_and_after_
     // SIGTERM: the leader finishes, releases the lease, and a new standby takes over before the
     // lease could have expired.
     let c = Replica::start(&ns, "c")?;
-    within(WAIT, "the new standby to know it is one", async {
-        while c.leading().await != Some(false) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await?;
+    c.until_leading(false).await?;
     // A slow reconcile (the probe busy-waits 1.5 s) is running when SIGTERM comes.
     let patch = serde_json::json!({ "spec": { "payload": "slow", "busyMs": 1500 } });
     let generation = api.patch("two", &PatchParams::default(), &Patch::Merge(&patch)).await?.metadata.generation;
@@ -252,6 +270,21 @@ fn kubeconfig_via(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// A namespace for test `name`, its directory, and the overrides file (its path) that retry a
+/// failing Probe every 100 ms, so that a leader writes ten times a second.
+async fn failing_fast(client: &Client, name: &str) -> anyhow::Result<(String, PathBuf, String)> {
+    apply_file(client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
+    let ns = namespace(client, name).await?;
+    let dir = workspace_root().join(format!("target/{name}-{}", std::process::id()));
+    let overrides = dir.join("overrides.yaml");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        &overrides,
+        "plugins:\n  fixture-probe:\n    retry: { initialIntervalMs: 100, multiplier: 1.0, maxAttempts: 100000 }\n",
+    )?;
+    Ok((ns, dir, overrides.to_string_lossy().to_string()))
+}
+
 /// A leader cut off from the API server stops writing at its renew deadline, before its lease
 /// can expire and a standby take over, and writes nothing once it can reach the API server again
 /// (the standby leads by then). The leader's client goes through a relay the test cuts; a Probe
@@ -260,46 +293,16 @@ fn kubeconfig_via(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_the_api_server_stops_writing_before_its_lease_can_expire() -> anyhow::Result<()> {
     let client = client().await?;
-    apply_file(&client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
-    let ns = namespace(&client, "leader-cut").await?;
-    let dir = workspace_root().join(format!("target/leader-cut-{}", std::process::id()));
-    let overrides = dir.join("overrides.yaml");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(
-        &overrides,
-        "plugins:\n  fixture-probe:\n    retry: { initialIntervalMs: 100, multiplier: 1.0, maxAttempts: 100000 }\n",
-    )?;
-    let overrides = overrides.to_string_lossy().to_string();
+    let (ns, dir, overrides) = failing_fast(&client, "leader-cut").await?;
     let config = wasmop_tests::config().await?;
     let api_server = config.cluster_url.authority().expect("the API server's address").as_str().parse()?;
     let relay = wasmop_tests::relay::Relay::to(api_server).await?;
 
     let leader = Replica::start_with(&ns, "cut", &kubeconfig_via(&relay.url(), &dir)?, &["--config", &overrides])?;
-    within(WAIT, "the replica behind the relay to lead", async {
-        while leader.leading().await != Some(true) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await?;
+    leader.until_leading(true).await?;
     let standby = Replica::start_with(&ns, "direct", kubeconfig(), &["--config", &overrides])?;
-    within(WAIT, "the standby to know it is one", async {
-        while standby.leading().await != Some(false) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await?;
-    let failing = serde_json::json!({
-        "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": "failing" },
-        "spec": { "alwaysFail": true }
-    });
-    probes(&client, &ns).create(&PostParams::default(), &serde_json::from_value(failing)?).await?;
-    let writing = leader.writes().await.unwrap_or(0);
-    within(WAIT, "the leader to write", async {
-        while leader.writes().await.unwrap_or(0) < writing + 5 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await?;
+    standby.until_leading(false).await?;
+    leader.writing_a_failing_probe(&client, &ns).await?;
 
     relay.cut();
     let cut = Instant::now();
@@ -387,54 +390,19 @@ fn kubeconfig_for_proxy(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> 
 async fn a_leader_whose_api_server_answers_429_and_stalls_writes_nothing_after_its_fence_closed() -> anyhow::Result<()>
 {
     let client = client().await?;
-    apply_file(&client, &workspace_root().join("plugins/fixtures/probe/crd.yaml"), None).await?;
-    let ns = namespace(&client, "leader-429").await?;
-    let dir = workspace_root().join(format!("target/leader-429-{}", std::process::id()));
-    let overrides = dir.join("overrides.yaml");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(
-        &overrides,
-        "plugins:\n  fixture-probe:\n    retry: { initialIntervalMs: 100, multiplier: 1.0, maxAttempts: 100000 }\n",
-    )?;
-    let overrides = overrides.to_string_lossy().to_string();
+    let (ns, dir, overrides) = failing_fast(&client, "leader-429").await?;
     let proxy = Proxy::to(client.clone()).await?;
     let leader =
         Replica::start_with(&ns, "faulted", &kubeconfig_for_proxy(&proxy.url(), &dir)?, &["--config", &overrides])?;
-    within(WAIT, "the replica behind the proxy to lead", async {
-        while leader.leading().await != Some(true) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await?;
+    leader.until_leading(true).await?;
     let identity = lease(&client, &ns).await?.spec.and_then(|s| s.holder_identity).expect("a holder");
     let standby = Replica::start_with(&ns, "direct", kubeconfig(), &["--config", &overrides])?;
-    within(WAIT, "the standby to know it is one", async {
-        while standby.leading().await != Some(false) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await?;
-    let failing = serde_json::json!({
-        "apiVersion": "test.wasmop.dev/v1", "kind": "Probe", "metadata": { "name": "failing" },
-        "spec": { "alwaysFail": true }
-    });
-    probes(&client, &ns).create(&PostParams::default(), &serde_json::from_value(failing)?).await?;
-    let writing = leader.writes().await.unwrap_or(0);
-    within(WAIT, "the leader to write", async {
-        while leader.writes().await.unwrap_or(0) < writing + 5 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await?;
+    standby.until_leading(false).await?;
+    leader.writing_a_failing_probe(&client, &ns).await?;
 
     proxy.set(Mode::Faulty);
     let faulted = Instant::now();
-    within(WAIT, "the standby to lead", async {
-        while standby.leading().await != Some(true) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await?;
+    standby.until_leading(true).await?;
     let took_over = faulted.elapsed();
     let taken = lease(&client, &ns).await?.spec.expect("a lease spec");
     anyhow::ensure!(taken.holder_identity.as_deref() != Some(identity.as_str()), "the standby holds the lease");
@@ -510,19 +478,9 @@ async fn after_sigterm_no_run_starts_and_a_standby_leads_within_5_s() -> anyhow:
         .stderr(std::fs::File::create(&log_path)?)
         .spawn()?;
     let mut leader = Replica { child, metrics };
-    within(WAIT, "the first replica to lead", async {
-        while leader.leading().await != Some(true) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await?;
+    leader.until_leading(true).await?;
     let standby = Replica::start(&ns, "next")?;
-    within(WAIT, "the standby to know it is one", async {
-        while standby.leading().await != Some(false) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await?;
+    standby.until_leading(false).await?;
     let api = probes(&client, &ns);
     let mut generations = Vec::new();
     for i in 0..100 {
@@ -541,12 +499,7 @@ async fn after_sigterm_no_run_starts_and_a_standby_leads_within_5_s() -> anyhow:
     .await?;
     leader.terminate()?;
     let terminated = Instant::now();
-    within(WAIT, "the standby to lead", async {
-        while standby.leading().await != Some(true) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await?;
+    standby.until_leading(true).await?;
     let took_over = terminated.elapsed();
     let exited = tokio::task::block_in_place(|| leader.child.wait())?;
     let log = std::fs::read_to_string(&log_path)?;
