@@ -22,7 +22,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject};
 
 use super::load::{self, Latencies, Tracker};
-use super::process::{Controller, Side};
+use super::process::{CacheRequests, Controller, Side};
 use super::report::Run;
 
 /// How long any one wait for statuses may take.
@@ -42,11 +42,13 @@ struct Phase<'a> {
     controller: &'a Controller,
     started: Instant,
     cpu: f64,
+    requests: Option<CacheRequests>,
 }
 
 impl<'a> Phase<'a> {
     fn begin(controller: &'a Controller) -> anyhow::Result<Self> {
-        Ok(Self { controller, started: Instant::now(), cpu: controller.cpu_seconds()? })
+        let requests = controller.cache_requests()?;
+        Ok(Self { controller, started: Instant::now(), cpu: controller.cpu_seconds()?, requests })
     }
 
     fn end(
@@ -57,6 +59,7 @@ impl<'a> Phase<'a> {
         changes: usize,
         latencies: Latencies,
     ) -> anyhow::Result<Run> {
+        let requests = self.controller.cache_requests()?.zip(self.requests).map(|(now, then)| now - then);
         Ok(Run::new(
             side,
             scenario,
@@ -66,7 +69,8 @@ impl<'a> Phase<'a> {
             latencies,
             self.controller.cpu_seconds()? - self.cpu,
             self.controller.peak_memory()?,
-        ))
+        )
+        .with_cache_requests(requests))
     }
 }
 
@@ -142,7 +146,12 @@ pub async fn many(client: &Client, kubeconfig: &Path, side: Side, round: usize) 
     let changed = Instant::now();
     load::change(&api, &tracker, &load::name(MANY / 2), "restarted").await?;
     let controller = Controller::start(side, &ns, kubeconfig, &[])?;
-    let phase = Phase { controller: &controller, started: controller.started, cpu: 0.0 };
+    let phase = Phase {
+        controller: &controller,
+        started: controller.started,
+        cpu: 0.0,
+        requests: Some(CacheRequests::default()).filter(|_| side != Side::Native),
+    };
     let latencies = tracker.settle(SETTLE).await?;
     // From the start of the process, not from the change.
     let seen = changed + latencies.to_status.first().copied().unwrap_or_default();

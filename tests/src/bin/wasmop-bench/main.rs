@@ -15,8 +15,9 @@
 //! some sides; `BENCH_THREADS` (default: the available parallelism, as `#[tokio::main]` takes
 //! it) sets the runtime worker threads of every controller process, the same on both sides
 //! ([`threads`]); for experiments, `BENCH_WASMOP_ARGS` gives the host more flags (not
-//! `--worker-threads`: the bench passes it) and `BENCH_WASMOP_LOG` its log filter (default
-//! `warn`).
+//! `--worker-threads` or `--metrics-address`: the bench passes them) and `BENCH_WASMOP_LOG` its
+//! log filter (default `warn`). The runs table counts the LIST pages and GETs the host's bounded
+//! caches made of the API server in each run (from its metrics).
 //!
 //! The report goes to `target/bench/report.md` and `report.json` (and stdout); its header gives
 //! the worker threads. Memory leads every table: peak anonymous memory (what the kernel cannot

@@ -67,6 +67,24 @@ pub struct Controller {
     /// The highest figures sampled so far.
     peaks: Arc<Sampled>,
     sampler: tokio::task::AbortHandle,
+    /// Where a wasmop host serves its metrics.
+    metrics: Option<std::net::SocketAddr>,
+}
+
+/// The requests a wasmop host's bounded caches made of the API server.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CacheRequests {
+    /// LIST pages (`wasmop_cache_lists_total`).
+    pub lists: f64,
+    /// GETs of evicted objects (`wasmop_cache_refetches_total`).
+    pub refetches: f64,
+}
+
+impl std::ops::Sub for CacheRequests {
+    type Output = Self;
+    fn sub(self, earlier: Self) -> Self {
+        Self { lists: self.lists - earlier.lists, refetches: self.refetches - earlier.refetches }
+    }
 }
 
 /// The highest memory figures sampled of a controller, KiB.
@@ -110,6 +128,7 @@ impl Controller {
     /// Starts `side` on namespace `ns` of the cluster of `kubeconfig`; the wasmop host runs
     /// `plugins` (default: the greeting plugin) with `extra` arguments.
     pub fn start(side: Side, ns: &str, kubeconfig: &Path, extra: &[String]) -> anyhow::Result<Self> {
+        let mut metrics = None;
         let mut command = match side {
             Side::Native => {
                 let mut c = tokio::process::Command::new(sibling("wasmop-native")?);
@@ -130,7 +149,11 @@ impl Controller {
                     c.args(["--plugin", &greeting]);
                 }
                 c.args(extra);
-                // Extra flags for experiments, e.g. `--metrics-address 127.0.0.1:9901`.
+                // Its metrics, for the requests of its caches.
+                let address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+                c.args(["--metrics-address", &address.to_string()]);
+                metrics = Some(address);
+                // Extra flags for experiments, e.g. `--cache-idle 1m`.
                 if let Ok(more) = std::env::var("BENCH_WASMOP_ARGS") {
                     c.args(more.split_whitespace());
                 }
@@ -158,7 +181,7 @@ impl Controller {
             }
         })
         .abort_handle();
-        Ok(Self { child, pid, started, peaks, sampler })
+        Ok(Self { child, pid, started, peaks, sampler, metrics })
     }
 
     /// CPU seconds it used so far, user and system.
@@ -181,6 +204,26 @@ impl Controller {
             pss_mib: mib(self.peaks.pss_kib.load(Ordering::Relaxed)),
             rss_mib: mib(proc_kib(self.pid, "status", "VmHWM:")?),
         })
+    }
+
+    /// The requests its bounded caches made so far; `None` for the native controller (whose
+    /// caches hold every object and make no such requests).
+    pub fn cache_requests(&self) -> anyhow::Result<Option<CacheRequests>> {
+        use std::io::{Read, Write};
+        let Some(address) = self.metrics else { return Ok(None) };
+        let mut stream = std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(5))?;
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text)?;
+        let sum = |name: &str| -> f64 {
+            let lines = text.lines().filter(|l| l.starts_with(name) && !l.starts_with('#'));
+            lines.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+        };
+        Ok(Some(CacheRequests {
+            lists: sum("wasmop_cache_lists_total"),
+            refetches: sum("wasmop_cache_refetches_total"),
+        }))
     }
 
     /// Stops it and waits for it to go.

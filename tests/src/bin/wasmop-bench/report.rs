@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::load::Latencies;
-use super::process::{PeakMemory, Side};
+use super::process::{CacheRequests, PeakMemory, Side};
 
 /// The metrics compared between the sides, in the order of the tables: memory first, anonymous
 /// memory leading (what the kernel cannot drop). Throughput is better higher, the rest lower.
@@ -31,6 +31,8 @@ pub struct Run {
     writes: Vec<Duration>,
     cpu_seconds: f64,
     memory: PeakMemory,
+    /// What a wasmop host's bounded caches asked the API server during the run.
+    cache: Option<CacheRequests>,
 }
 
 /// A run as `report.json` gives it, memory first.
@@ -52,6 +54,10 @@ struct RunJson<'a> {
     max_ms: f64,
     write_p99_ms: f64,
     write_max_ms: f64,
+    /// LIST pages the host's bounded caches requested (none for native).
+    cache_lists: Option<f64>,
+    /// GETs of evicted objects (none for native).
+    cache_refetches: Option<f64>,
 }
 
 impl Run {
@@ -71,7 +77,28 @@ impl Run {
         latencies.sort();
         writes.sort();
         let seconds = elapsed.as_secs_f64();
-        Self { side, scenario: scenario.into(), round, changes, seconds, latencies, writes, cpu_seconds, memory }
+        Self {
+            side,
+            scenario: scenario.into(),
+            round,
+            changes,
+            seconds,
+            latencies,
+            writes,
+            cpu_seconds,
+            memory,
+            cache: None,
+        }
+    }
+
+    /// The run with what the host's caches asked the API server during it.
+    pub fn with_cache_requests(self, cache: Option<CacheRequests>) -> Self {
+        Self { cache, ..self }
+    }
+
+    /// The cache's LIST pages and GETs as a cell: `-` for native.
+    fn cache_cell(&self) -> String {
+        self.cache.map_or_else(|| "-".to_string(), |c| format!("{:.0} / {:.0}", c.lists, c.refetches))
     }
 
     fn percentile_ms(&self, p: f64) -> f64 {
@@ -112,6 +139,8 @@ impl Run {
             max_ms: self.percentile_ms(1.0),
             write_p99_ms: percentile_ms(&self.writes, 0.99),
             write_max_ms: percentile_ms(&self.writes, 1.0),
+            cache_lists: self.cache.map(|c| c.lists),
+            cache_refetches: self.cache.map(|c| c.refetches),
         }
     }
 }
@@ -205,15 +234,15 @@ impl Report {
             self.title(seconds)
         );
         md.push_str(
-            "| scenario | side | round | peak anon MiB | peak PSS MiB | peak RSS MiB | CPU s | changes | s | per s | p50 ms | p99 ms | max ms | write p99 ms | write max ms |\n",
+            "| scenario | side | round | peak anon MiB | peak PSS MiB | peak RSS MiB | CPU s | changes | s | per s | p50 ms | p99 ms | max ms | write p99 ms | write max ms | cache LISTs / GETs |\n",
         );
-        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         let mut runs: Vec<&Run> = self.runs.iter().collect();
         runs.sort_by(|a, b| (&a.scenario, a.round, a.side.label()).cmp(&(&b.scenario, b.round, b.side.label())));
         for r in runs {
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} |",
                 r.scenario,
                 r.side.label(),
                 r.round,
@@ -229,6 +258,7 @@ impl Report {
                 r.percentile_ms(1.0),
                 percentile_ms(&r.writes, 0.99),
                 percentile_ms(&r.writes, 1.0),
+                r.cache_cell(),
             );
         }
         for side in [Side::Wasmop, Side::WasmopBounded] {
