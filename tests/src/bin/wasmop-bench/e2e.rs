@@ -47,8 +47,10 @@ struct Phase<'a> {
 
 impl<'a> Phase<'a> {
     fn begin(controller: &'a Controller) -> anyhow::Result<Self> {
+        let (started, cpu) = (Instant::now(), controller.cpu_seconds()?);
+        // Waits for a host just started to serve its metrics, inside the phase's time.
         let requests = controller.cache_requests()?;
-        Ok(Self { controller, started: Instant::now(), cpu: controller.cpu_seconds()?, requests })
+        Ok(Self { controller, started, cpu, requests })
     }
 
     fn end(

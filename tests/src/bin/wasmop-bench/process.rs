@@ -211,14 +211,23 @@ impl Controller {
     pub fn cache_requests(&self) -> anyhow::Result<Option<CacheRequests>> {
         use std::io::{Read, Write};
         let Some(address) = self.metrics else { return Ok(None) };
-        let mut stream = std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(5))?;
+        // A host just started serves its metrics once it has loaded its plugins.
+        let connecting = Instant::now();
+        let mut stream = loop {
+            match std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(5)) {
+                Ok(stream) => break stream,
+                Err(err) if connecting.elapsed() > std::time::Duration::from_secs(60) => return Err(err.into()),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        };
         stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
         stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
         let mut text = String::new();
         stream.read_to_string(&mut text)?;
         let sum = |name: &str| -> f64 {
             let lines = text.lines().filter(|l| l.starts_with(name) && !l.starts_with('#'));
-            lines.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+            // Folded from +0: an empty f64 sum is -0, which the table would print as "-0".
+            lines.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).fold(0.0, |sum, v| sum + v)
         };
         Ok(Some(CacheRequests {
             lists: sum("wasmop_cache_lists_total"),
