@@ -2,7 +2,10 @@
 //! the real API server, on short lease settings (lease 3 s, renew deadline 2 s, retry 0.5 s):
 //! exactly one reconciles; after `kill -9` of the leader the standby takes over and every change
 //! made meanwhile converges; after SIGTERM the leader finishes the slow reconcile it is running,
-//! then releases the lease, so a standby takes over before the lease could have expired.
+//! then releases the lease, so a standby takes over before the lease could have expired. The
+//! faults at the fence's edges: a leader cut off (a TCP relay) or answered 429 and stalled (an
+//! HTTP proxy, `wasmop_tests::proxy`) writes nothing once its fence closed; SIGTERM with 100
+//! objects queued starts no run; a lease's own duration holds against a standby's shorter one.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
