@@ -42,6 +42,8 @@ pub struct Forwarded {
     pub method: Method,
     /// Its path and query.
     pub path: String,
+    /// Whether it was stalled before it was forwarded.
+    pub held: bool,
 }
 
 impl Forwarded {
@@ -137,6 +139,7 @@ async fn handle(request: Request<Incoming>, shared: Arc<Shared>) -> Result<Respo
     let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else { return Ok(answer(StatusCode::BAD_REQUEST)) };
     let n = shared.counts.received.fetch_add(1, Ordering::Relaxed);
     let mode = *shared.mode.borrow();
+    let held = matches!(mode, Mode::Faulty | Mode::Stall);
     match mode {
         Mode::Pass => {}
         Mode::Faulty if n.is_multiple_of(2) => return Ok(too_many_requests()),
@@ -151,7 +154,7 @@ async fn handle(request: Request<Incoming>, shared: Arc<Shared>) -> Result<Respo
     }
     parts.headers.remove(http::header::HOST);
     let path = parts.uri.path_and_query().map(ToString::to_string).unwrap_or_default();
-    let forwarded = Forwarded { at: Instant::now(), method: parts.method.clone(), path };
+    let forwarded = Forwarded { at: Instant::now(), method: parts.method.clone(), path, held };
     shared.forwarded.lock().expect("never poisoned").push(forwarded);
     let request = Request::from_parts(parts, kube::client::Body::from(body));
     match shared.client.send(request).await {

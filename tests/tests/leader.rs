@@ -414,6 +414,7 @@ async fn a_leader_whose_api_server_answers_429_and_stalls_writes_nothing_after_i
 
     // The connection heals: whatever the old leader still had on its way would get through now.
     proxy.set(Mode::Pass);
+    let healed = Instant::now();
     within(WAIT, "the new leader writing", async {
         let from = standby.writes().await.unwrap_or(0);
         while standby.writes().await.unwrap_or(0) < from + 5 {
@@ -424,13 +425,14 @@ async fn a_leader_whose_api_server_answers_429_and_stalls_writes_nothing_after_i
     // An absence is only seen over time: kube-client's retries back off for seconds.
     tokio::time::sleep(Duration::from_secs(5)).await;
 
-    // Nothing is forwarded while faulted, so a write forwarded after `faulted` is one that
-    // waited (in a retry or a stall) past the fence.
+    // While faulted nothing passes: a write that reached the API server past the fence is one
+    // that was stalled and released, or one sent (a retry) once the connection healed, when the
+    // standby led already.
     let late: Vec<_> = proxy
         .forwarded()
         .into_iter()
-        .filter(|f| f.at > faulted && f.is_write() && !f.path.contains("/leases/"))
-        .map(|f| format!("{} {} at {:?}", f.method, f.path, f.at - faulted))
+        .filter(|f| f.is_write() && !f.path.contains("/leases/") && (f.held || f.at > healed))
+        .map(|f| format!("{} {} at {:?} (held: {})", f.method, f.path, f.at - faulted, f.held))
         .collect();
     eprintln!(
         "faulted at 0: the standby led at {took_over:?}; {} requests stalled, {} abandoned by the host",
