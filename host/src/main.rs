@@ -311,8 +311,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (on_signal, stop_runs) = (shutdown.clone(), stopping.clone());
     tokio::spawn(async move {
         shutdown_signal().await;
-        tracing::info!("shutting down: no new reconciles; finishing those in flight");
         stop_runs.stop();
+        tracing::info!("shutting down: no new reconciles; finishing those in flight");
         on_signal.cancel();
     });
     // The lease is released only once the controllers have stopped writing.

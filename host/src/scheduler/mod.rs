@@ -282,12 +282,14 @@ where
         }
         if !stopping && (cancelling || fired(&stop)) {
             stopping = true;
+            tracing::debug!(in_flight = in_flight.len(), "stopped taking work");
             state.clear();
             permit = None;
             permit_wait = None;
         }
         let open = !stopping && gate.as_ref().is_none_or(|gate| *gate.borrow());
-        while open && in_flight.len() < max_concurrent && state.has_ready() {
+        // The stop token is read again before every start: it may fire on another thread.
+        while open && !fired(&stop) && in_flight.len() < max_concurrent && state.has_ready() {
             if let Some(semaphore) = &global
                 && permit.is_none()
             {
@@ -303,6 +305,7 @@ where
             let key = next.key.clone();
             let held = permit.take();
             let run = action(next);
+            tracing::debug!("run started");
             let watcher = observer.clone();
             if let Some(observer) = &watcher {
                 observer.run_started(waited);
