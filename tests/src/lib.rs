@@ -413,3 +413,14 @@ impl RunningHost {
         within(Duration::from_secs(60), "the host to stop", self.host.stop_all()).await.expect("the host stops");
     }
 }
+
+/// The ConfigMap `module` holding a plugin module as `swap.wasm`, as the ReconcilerPlugin tests
+/// name it in `spec.module.configMap`.
+pub fn module_map(bytes: &[u8]) -> k8s_openapi::api::core::v1::ConfigMap {
+    let data = std::collections::BTreeMap::from([("swap.wasm".to_string(), k8s_openapi::ByteString(bytes.to_vec()))]);
+    k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some("module".into()), ..Default::default() },
+        binary_data: Some(data),
+        ..Default::default()
+    }
+}

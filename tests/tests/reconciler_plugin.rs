@@ -3,10 +3,8 @@
 //! unknown contract are refused on the resource's status while the old version keeps
 //! reconciling, and deleting the resource stops the plugin.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
@@ -17,21 +15,12 @@ use wasmop::metrics::Metrics;
 use wasmop::runtime::Limits;
 use wasmop::settings::HostConfig;
 use wasmop_tests::{
-    apply_file, client, condition, namespace, observed_runtime, plugin, settings, until, workspace_root,
+    apply_file, client, condition, module_map, namespace, observed_runtime, plugin, settings, until, workspace_root,
 };
 
 fn swaps(client: &Client, ns: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("test.wasmop.dev", "v1", "Swap");
     Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "swaps"))
-}
-
-fn module_map(bytes: &[u8]) -> ConfigMap {
-    let data = BTreeMap::from([("swap.wasm".to_string(), ByteString(bytes.to_vec()))]);
-    ConfigMap {
-        metadata: kube::api::ObjectMeta { name: Some("module".into()), ..Default::default() },
-        binary_data: Some(data),
-        ..Default::default()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,11 +3,9 @@
 //! not run in one process with another host that loads them (cargo runs test binaries one
 //! after another).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
@@ -17,17 +15,8 @@ use wasmop::metrics::Metrics;
 use wasmop::runtime::Limits;
 use wasmop::settings::HostConfig;
 use wasmop_tests::{
-    apply_file, client, condition, namespace, observed_runtime, plugin, settings, until, workspace_root,
+    apply_file, client, condition, module_map, namespace, observed_runtime, plugin, settings, until, workspace_root,
 };
-
-fn module_map(bytes: &[u8]) -> ConfigMap {
-    let data = BTreeMap::from([("swap.wasm".to_string(), ByteString(bytes.to_vec()))]);
-    ConfigMap {
-        metadata: kube::api::ObjectMeta { name: Some("module".into()), ..Default::default() },
-        binary_data: Some(data),
-        ..Default::default()
-    }
-}
 
 /// A standby loads a ReconcilerPlugin's module (its caches warm to take over) but writes
 /// nothing for it: no finalizer, no status, no Event; once it leads, it writes them. The
