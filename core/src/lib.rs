@@ -12,6 +12,7 @@
 //! |---|---|
 //! | [`kind`] | a resource type and an object's key |
 //! | [`selector`] | label selectors (`=`, `!=`, `in`, `notin`, `key`, `!key`) |
+//! | [`finalizer`] | whether primaries carry the plugin's finalizer, and which names are released |
 //! | [`filter`] | which versions of a primary reconcile (generation awareness, predicates) |
 //! | [`check`] | declarative conditions on objects (ready-when, reconcile-when) |
 //! | [`dependent`] | a declared dependent and how its desired objects are completed |
@@ -27,6 +28,7 @@ pub mod capability;
 pub mod check;
 pub mod dependent;
 pub mod filter;
+pub mod finalizer;
 pub mod kind;
 pub mod mapping;
 pub mod matching;

@@ -536,7 +536,9 @@ pub struct Config {
     pub watches: Vec<Watch>,
     /// Reconcile every cached primary this often; never when absent or zero.
     pub resync_period: Option<Duration>,
-    /// The primary's finalizer; [`Finalizer::Derived`] (`wasmop.dev/<name>`) by default.
+    /// The name of the primary's finalizer; [`Finalizer::Derived`] (`wasmop.dev/<name>`) by
+    /// default. The host uses it only when the plugin needs one: it implements
+    /// [`Cleaner`](crate::Cleaner), or it has dependents owned by annotations.
     pub finalizer: Finalizer,
     /// The kinds the plugin's reconciles create and keep in shape; none by default.
     pub dependents: Vec<Dependent>,
@@ -550,9 +552,12 @@ pub struct Config {
     pub projection: Option<Vec<String>>,
 }
 
-/// The primary's finalizer (JOSDK's finalizer support): with one, the host adds it before the
-/// first reconcile, runs [`Reconciler::cleanup`](crate::Reconciler::cleanup) once the primary is
-/// marked for deletion, and removes it afterwards.
+/// The primary's finalizer (JOSDK's finalizer support), used only when the plugin needs one: it
+/// implements [`Cleaner`](crate::Cleaner) or has dependents owned by annotations (which the
+/// garbage collector cannot delete). With one, the host adds it before the first reconcile, runs
+/// [`Cleaner::cleanup`](crate::Cleaner::cleanup) once the primary is marked for deletion, and
+/// removes it afterwards. Primaries that carry it while the plugin no longer needs one (after an
+/// upgrade) are released once.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Finalizer {
     /// `wasmop.dev/<plugin name>`.
@@ -560,7 +565,8 @@ pub enum Finalizer {
     Derived,
     /// This qualified name, e.g. `example.com/cleanup`.
     Named(String),
-    /// No finalizer: `cleanup` never runs.
+    /// No finalizer even when one is needed: `cleanup` never runs, and dependents owned by
+    /// annotations outlive their primary.
     Disabled,
 }
 
@@ -835,9 +841,9 @@ impl Config {
         self
     }
 
-    /// No finalizer: the host never blocks the primary's deletion and
-    /// [`Reconciler::cleanup`](crate::Reconciler::cleanup) never runs. For plugins whose
-    /// dependents the garbage collector removes.
+    /// No finalizer, even when the plugin would need one: the host never blocks the primary's
+    /// deletion, [`Cleaner::cleanup`](crate::Cleaner::cleanup) never runs, and dependents owned
+    /// by annotations outlive their primary. Plugins without cleanup get no finalizer anyway.
     ///
     /// ```
     /// # use wasmop_guest::{Config, Finalizer, Kind};
@@ -867,7 +873,8 @@ impl Config {
         self
     }
 
-    pub(crate) fn into_wit(self) -> wit::PluginConfig {
+    /// The WIT form; `cleanup` says whether the reconciler implements [`Cleaner`](crate::Cleaner).
+    pub(crate) fn into_wit(self, cleanup: bool) -> wit::PluginConfig {
         wit::PluginConfig {
             primary: self.primary.to_wit(),
             name: self.name,
@@ -894,6 +901,7 @@ impl Config {
                 Finalizer::Named(name) => wit::Finalizer::Named(name),
                 Finalizer::Disabled => wit::Finalizer::Disabled,
             },
+            cleanup,
             dependents: self.dependents.into_iter().map(Dependent::into_wit).collect(),
             conditions: self.conditions,
             projection: self.projection,
@@ -966,7 +974,7 @@ mod tests {
 
     #[test]
     fn describe_with_defaults() {
-        let config = describe::<Defaults>();
+        let config = describe::<Defaults>(false);
         assert_eq!(config.name, "defaults");
         assert_eq!(
             (config.primary.group.as_str(), config.primary.version.as_str(), config.primary.kind.as_str()),
@@ -988,11 +996,13 @@ mod tests {
         assert_eq!(config.max_concurrent_reconciles, None);
         assert!(config.watches.is_empty());
         assert_eq!(config.resync_period_ms, None);
+        assert!(matches!(config.finalizer, wit::Finalizer::Derived));
+        assert!(!config.cleanup, "no Cleaner: the host needs no finalizer for cleanup");
     }
 
     #[test]
     fn describe_with_every_setting() {
-        let config = describe::<Everything>();
+        let config = describe::<Everything>(true);
         assert_eq!(config.primary.plural.as_deref(), Some("policies"));
         assert!(!config.primary.namespaced);
         assert_eq!(config.label_selector.as_deref(), Some("app=web"));
@@ -1064,7 +1074,7 @@ mod tests {
             .watch(Watch::new(kind()).annotated())
             .watch(Watch::new(kind()).mapped_by_plugin())
             .watch(Watch::new(kind()).referenced_by_primary())
-            .into_wit();
+            .into_wit(false);
         let mappers: Vec<_> = config.watches.into_iter().map(|watch| watch.mapper).collect();
         assert!(
             matches!(
@@ -1083,14 +1093,15 @@ mod tests {
 
     #[test]
     fn zero_resync_period_goes_through_as_zero() {
-        let config = Config::new("r", Kind::namespaced("", "v1", "ConfigMap")).resync_period(Duration::ZERO).into_wit();
+        let config =
+            Config::new("r", Kind::namespaced("", "v1", "ConfigMap")).resync_period(Duration::ZERO).into_wit(false);
         assert_eq!(config.resync_period_ms, Some(0));
     }
 
     #[test]
     fn retry_default_has_no_jitter_and_goes_through_describe() {
         assert_eq!(Retry::default().jitter, 0.0);
-        let config = Config::new("r", Kind::namespaced("", "v1", "ConfigMap")).retry(Retry::default()).into_wit();
+        let config = Config::new("r", Kind::namespaced("", "v1", "ConfigMap")).retry(Retry::default()).into_wit(false);
         let retry = config.retry.expect("a retry policy");
         assert_eq!((retry.max_attempts, retry.initial_interval_ms, retry.max_interval_ms), (5, 2_000, 300_000));
         assert_eq!((retry.multiplier, retry.jitter), (1.5, 0.0));
@@ -1100,7 +1111,7 @@ mod tests {
     fn durations_saturate() {
         let config = Config::new("r", Kind::namespaced("", "v1", "ConfigMap"))
             .rate_limit(RateLimit { max_reconciles: 1, period: Duration::MAX })
-            .into_wit();
+            .into_wit(false);
         assert_eq!(config.rate_limit.map(|limit| limit.period_ms), Some(u64::MAX));
     }
 }

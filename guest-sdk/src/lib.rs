@@ -440,21 +440,53 @@ pub trait Reconciler {
         Ok(Vec::new())
     }
 
-    /// The primary is marked for deletion and carries the plugin's finalizer: release what the
-    /// garbage collector will not (JOSDK's `Cleaner.cleanup`). The host removes the finalizer
-    /// when this succeeds, unless [`Cleanup::keep_finalizer`] says otherwise. Nothing by
-    /// default.
-    fn cleanup(primary: Self::Primary, ctx: &Context) -> Result<Cleanup, Error> {
-        let _ = (primary, ctx);
-        Ok(Cleanup::done())
-    }
-
     /// Evaluates the plugin condition `name` ([`Check::plugin`]) on `primary` and, for a ready
     /// condition, one of the dependent's objects. False by default.
     fn check(name: &str, primary: &Self::Primary, dependent: Option<&serde_json::Value>, ctx: &Context) -> bool {
         let _ = (name, primary, dependent, ctx);
         false
     }
+}
+
+/// A [`Reconciler`] with work to do before its primary is deleted (JOSDK's `Cleaner`).
+///
+/// Implementing it is what gives the plugin's primaries a finalizer: the host adds it before the
+/// first reconcile, calls [`Cleaner::cleanup`] once a primary is marked for deletion, and removes
+/// the finalizer when cleanup succeeds. A plugin without it gets no finalizer (unless it has
+/// dependents owned by annotations, which the host deletes itself), so deleting a namespace never
+/// waits for the host. [`export!`] finds the implementation by itself.
+///
+/// ```
+/// use std::time::Duration;
+/// use wasmop_guest::{Cleaner, Cleanup, Config, Context, Error, Kind, Outcome, Reconciler};
+/// use wasmop_guest::serde_json::{Value, json};
+/// use wasmop_guest::testing::FakeHost;
+///
+/// struct Site;
+/// impl Reconciler for Site {
+///     type Primary = Value;
+///     fn config() -> Config { Config::new("site", Kind::namespaced("example.com", "v1", "Site")) }
+///     fn reconcile(_: Value, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+/// }
+/// impl Cleaner for Site {
+///     fn cleanup(site: Value, _ctx: &Context) -> Result<Cleanup, Error> {
+///         // Wait while something the garbage collector cannot see still uses the site.
+///         if site["status"]["inUse"] == true {
+///             return Ok(Cleanup::done().keep_finalizer().reschedule_after(Duration::from_secs(30)));
+///         }
+///         Ok(Cleanup::done())
+///     }
+/// }
+/// wasmop_guest::export!(Site);
+///
+/// let cleanup = FakeHost::new().cleanup::<Site>(&json!({ "metadata": { "name": "a" } })).unwrap();
+/// assert!(!cleanup.keeps_finalizer());
+/// ```
+pub trait Cleaner: Reconciler {
+    /// The primary is marked for deletion and carries the plugin's finalizer: release what the
+    /// garbage collector will not (JOSDK's `Cleaner.cleanup`). The host removes the finalizer
+    /// when this succeeds, unless [`Cleanup::keep_finalizer`] says otherwise.
+    fn cleanup(primary: Self::Primary, ctx: &Context) -> Result<Cleanup, Error>;
 }
 
 /// Exports a [`Reconciler`] as the plugin's `wasmop:plugin/reconciler` implementation.
@@ -492,7 +524,10 @@ macro_rules! export {
 
             impl $crate::__private::Guest for __WasmopGuestExport {
                 fn describe() -> $crate::__private::PluginConfig {
-                    $crate::__private::describe::<$reconciler>()
+                    #[allow(unused_imports, reason = "one of the two probes answers")]
+                    use $crate::__private::{ProbeCleaner as _, ProbeNoCleaner as _};
+                    let cleans = (&&$crate::__private::Probe::<$reconciler>::new()).cleans();
+                    $crate::__private::describe::<$reconciler>(cleans)
                 }
 
                 fn reconcile(
@@ -536,7 +571,9 @@ macro_rules! export {
                     request: $crate::__private::ReconcileRequest,
                 ) -> ::core::result::Result<$crate::__private::WitCleanupOutcome, $crate::__private::ReconcileError>
                 {
-                    $crate::__private::cleanup::<$reconciler>(request)
+                    #[allow(unused_imports, reason = "one of the two probes answers")]
+                    use $crate::__private::{ProbeCleaner as _, ProbeNoCleaner as _};
+                    (&&$crate::__private::Probe::<$reconciler>::new()).cleanup(request)
                 }
 
                 fn check(
@@ -632,7 +669,7 @@ pub(crate) fn desired<R: Reconciler>(object: &str, ctx: &Context) -> Result<Vec<
 
 /// Runs `R`'s [`Reconciler::cleanup`] on the primary's JSON text: shared by the export and
 /// [`testing`].
-pub(crate) fn cleanup<R: Reconciler>(object: &str, ctx: &Context) -> Result<Cleanup, Error> {
+pub(crate) fn cleanup<R: Cleaner>(object: &str, ctx: &Context) -> Result<Cleanup, Error> {
     R::cleanup(primary::<R>(object)?, ctx)
 }
 
@@ -698,13 +735,61 @@ pub mod __private {
         Outcome as WitOutcome, PluginConfig, ReconcileError, ReconcileRequest, SecondaryRef as WitSecondaryRef,
     };
 
-    use crate::Reconciler;
     use crate::context::{Context, WitHost};
+    use crate::{Cleaner, Reconciler};
 
-    /// `describe` for `R`.
-    pub fn describe<R: Reconciler>() -> PluginConfig {
-        R::config().into_wit()
+    /// `describe` for `R`; `cleans` says whether `R` implements [`Cleaner`].
+    pub fn describe<R: Reconciler>(cleans: bool) -> PluginConfig {
+        R::config().into_wit(cleans)
     }
+
+    /// Finds out in [`export!`](crate::export) whether a reconciler implements [`Cleaner`]
+    /// (autoref dispatch: `(&&Probe::<R>::new())` picks [`ProbeCleaner`] when `R: Cleaner`, and
+    /// [`ProbeNoCleaner`] otherwise).
+    pub struct Probe<R>(core::marker::PhantomData<R>);
+
+    impl<R> Probe<R> {
+        /// The probe of `R`.
+        #[allow(clippy::new_without_default, reason = "only export! makes one")]
+        pub fn new() -> Self {
+            Self(core::marker::PhantomData)
+        }
+    }
+
+    /// The answer for a reconciler that implements [`Cleaner`].
+    pub trait ProbeCleaner {
+        /// True.
+        fn cleans(&self) -> bool;
+        /// `cleanup`, calling [`Cleaner::cleanup`].
+        fn cleanup(&self, request: ReconcileRequest) -> Result<WitCleanupOutcome, ReconcileError>;
+    }
+
+    impl<R: Cleaner> ProbeCleaner for &Probe<R> {
+        fn cleans(&self) -> bool {
+            true
+        }
+
+        fn cleanup(&self, request: ReconcileRequest) -> Result<WitCleanupOutcome, ReconcileError> {
+            let (object, ctx) = context(request);
+            crate::cleanup::<R>(&object, &ctx).map(crate::Cleanup::into_wit).map_err(crate::Error::into_wit)
+        }
+    }
+
+    /// The answer for a reconciler without [`Cleaner`]: the host gives its primaries no
+    /// finalizer for it, so `cleanup` is never called; if it were, it would release.
+    pub trait ProbeNoCleaner {
+        /// False.
+        fn cleans(&self) -> bool {
+            false
+        }
+        /// `cleanup` that releases the finalizer.
+        fn cleanup(&self, request: ReconcileRequest) -> Result<WitCleanupOutcome, ReconcileError> {
+            let _ = request;
+            Ok(crate::Cleanup::done().into_wit())
+        }
+    }
+
+    impl<R> ProbeNoCleaner for Probe<R> {}
 
     /// The context of `request`, talking to the real host imports.
     fn context(request: ReconcileRequest) -> (String, Context) {
@@ -724,12 +809,6 @@ pub mod __private {
         let (object, ctx) = context(request);
         let desired = crate::desired::<R>(&object, &ctx).map_err(crate::Error::into_wit)?;
         Ok(desired.into_iter().map(crate::Desired::into_wit).collect())
-    }
-
-    /// `cleanup` for `R`.
-    pub fn cleanup<R: Reconciler>(request: ReconcileRequest) -> Result<WitCleanupOutcome, ReconcileError> {
-        let (object, ctx) = context(request);
-        crate::cleanup::<R>(&object, &ctx).map(crate::Cleanup::into_wit).map_err(crate::Error::into_wit)
     }
 
     /// A context for the calls outside a reconcile (`check`, `map-secondary`,
@@ -908,5 +987,41 @@ mod tests {
         for error in [Error::transient("a"), Error::permanent("b"), Error::invalid("c")] {
             assert_eq!(Error::from_wit(error.clone().into_wit()), error);
         }
+    }
+    impl Cleaner for Reporter {
+        fn cleanup(_: Self::Primary, _: &Context) -> Result<Cleanup, Error> {
+            Ok(Cleanup::done().keep_finalizer())
+        }
+    }
+
+    /// No cleanup.
+    struct Plain;
+
+    impl Reconciler for Plain {
+        type Primary = Value;
+
+        fn config() -> Config {
+            Config::new("plain", Kind::namespaced("example.com", "v1", "Plain"))
+        }
+
+        fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> {
+            Ok(Outcome::done())
+        }
+    }
+
+    #[test]
+    fn export_finds_out_whether_a_reconciler_cleans_up() {
+        use crate::__private::{Probe, ProbeCleaner as _, ProbeNoCleaner as _};
+        assert!((&&Probe::<Reporter>::new()).cleans());
+        assert!(!(&&Probe::<Plain>::new()).cleans());
+        let request = || ReconcileRequest {
+            object: json!({ "metadata": { "name": "a" } }).to_string(),
+            attempt: 0,
+            last_attempt: false,
+            dependents: Vec::new(),
+        };
+        // The Cleaner's own answer, and a release for a reconciler without one.
+        assert!((&&Probe::<Reporter>::new()).cleanup(request()).expect("cleanup").keep_finalizer);
+        assert!(!(&&Probe::<Plain>::new()).cleanup(request()).expect("cleanup").keep_finalizer);
     }
 }

@@ -5,16 +5,12 @@
 use serde_json::{Map, Value, json};
 
 use crate::runtime::bindings::wasmop::plugin::types::{
-    Condition, Dependent, Finalizer, KindRef, Mapper, Owners, Ownership, PluginConfig, Watch,
+    Condition, Dependent, KindRef, Mapper, Owners, Ownership, PluginConfig, Watch,
 };
 
 /// The plugin's description, ready to print as YAML or JSON.
 pub fn describe(config: &PluginConfig) -> Value {
-    let finalizer = match &config.finalizer {
-        Finalizer::Derived => json!(format!("wasmop.dev/{}", config.name)),
-        Finalizer::Named(name) => json!(name),
-        Finalizer::Disabled => Value::Null,
-    };
+    let finalizer = crate::runtime::bindings::finalizers(config).kept;
     let mut out = Map::new();
     out.insert("name".into(), json!(config.name));
     out.insert("primary".into(), kind(&config.primary));
@@ -22,7 +18,8 @@ pub fn describe(config: &PluginConfig) -> Value {
         out.insert("projection".into(), projection(paths));
     }
     out.insert("settings".into(), json!(crate::runtime::bindings::settings(config)));
-    out.insert("finalizer".into(), finalizer);
+    out.insert("cleanup".into(), json!(config.cleanup));
+    out.insert("finalizer".into(), json!(finalizer));
     out.insert("conditions".into(), json!(if config.conditions { "kept by the host" } else { "kept by the plugin" }));
     out.insert("watches".into(), config.watches.iter().map(watch).collect());
     out.insert("dependents".into(), config.dependents.iter().map(dependent).collect());
@@ -133,7 +130,9 @@ mod tests {
         assert_eq!(described["settings"]["retry"]["maxAttempts"], 3);
         assert_eq!(described["settings"]["resyncPeriodMs"], 60_000);
         assert_eq!(described["settings"]["filters"]["generationAware"], true);
-        assert_eq!(described["finalizer"], "wasmop.dev/p");
+        assert_eq!(described["finalizer"], Value::Null, "no cleanup, no annotation-owned dependent");
+        let cleaning = describe(&PluginConfig { cleanup: true, ..config });
+        assert_eq!(cleaning["finalizer"], "wasmop.dev/p");
         // What `inspect` prints under `settings` is a valid overrides block.
         let back: wasmop_core::settings::Settings = serde_json::from_value(described["settings"].clone()).unwrap();
         assert_eq!(back.retry.and_then(|r| r.initial_interval_ms), Some(500));

@@ -116,3 +116,49 @@ async fn after_a_restart_a_greeting_changed_meanwhile_goes_before_the_settled_on
     host.stop().await;
     Ok(())
 }
+
+/// JOSDK's rule: a plugin without cleanup (the Greeting) puts no finalizer on its primaries, so
+/// deleting one (or its namespace) never waits for the host. Greetings finalized by an earlier
+/// version of the host are released once: a live one in its next reconcile, one marked for
+/// deletion at once, without a cleanup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_greeting_gets_no_finalizer_and_one_left_from_before_is_released() -> anyhow::Result<()> {
+    use kube::api::DeleteParams;
+
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
+    let ns = namespace(&client, "greeting-finalizer").await?;
+    let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk(&gvk));
+    for (name, finalizers) in [("fresh", json!(null)), ("upgraded", json!(["wasmop.dev/greeting"]))] {
+        let greeting = json!({
+            "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting",
+            "metadata": { "name": name, "finalizers": finalizers }, "spec": { "name": "Ada" },
+        });
+        api.create(&PostParams::default(), &serde_json::from_value(greeting)?).await?;
+    }
+    let leaving = json!({
+        "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting",
+        "metadata": { "name": "leaving", "finalizers": ["wasmop.dev/greeting", "example.com/other"] },
+        "spec": { "name": "Ada" },
+    });
+    api.create(&PostParams::default(), &serde_json::from_value(leaving)?).await?;
+    api.delete("leaving", &DeleteParams::default()).await?;
+
+    let host = RunningHost::start(&client, &ns, &["greeting"], Limits::default())?;
+    let unfinalized = |o: Option<&DynamicObject>| settled(o) && o.is_some_and(|o| o.metadata.finalizers.is_none());
+    for name in ["fresh", "upgraded"] {
+        within(WAIT, "settled without a finalizer", await_condition(api.clone(), name, unfinalized)).await??;
+    }
+    // Only the other controller's finalizer holds the deleted one now.
+    let released = |o: Option<&DynamicObject>| {
+        o.is_some_and(|o| o.metadata.finalizers.as_deref() == Some(&["example.com/other".to_string()][..]))
+    };
+    within(WAIT, "leaving released", await_condition(api.clone(), "leaving", released)).await??;
+    api.patch("leaving", &PatchParams::default(), &Patch::Merge(&json!({ "metadata": { "finalizers": null } })))
+        .await?;
+    within(WAIT, "leaving gone", await_condition(api.clone(), "leaving", |o: Option<&DynamicObject>| o.is_none()))
+        .await??;
+    host.stop().await;
+    Ok(())
+}

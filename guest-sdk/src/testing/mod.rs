@@ -418,11 +418,11 @@ impl FakeHost {
         crate::desired::<R>(&json, &ctx)
     }
 
-    /// Calls `R`'s [`Reconciler::cleanup`] for `primary`, as the host does once it is marked for
-    /// deletion.
+    /// Calls `R`'s [`Cleaner::cleanup`](crate::Cleaner::cleanup) for `primary`, as the host does
+    /// once it is marked for deletion.
     ///
     /// ```
-    /// # use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    /// # use wasmop_guest::{Cleaner, Cleanup, Config, Context, Error, Kind, Outcome, Reconciler};
     /// use wasmop_guest::serde_json::json;
     /// use wasmop_guest::testing::FakeHost;
     /// # struct Noop;
@@ -431,10 +431,13 @@ impl FakeHost {
     /// #     fn config() -> Config { Config::new("noop", Kind::namespaced("", "v1", "ConfigMap")) }
     /// #     fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
     /// # }
+    /// # impl Cleaner for Noop {
+    /// #     fn cleanup(_: Self::Primary, _: &Context) -> Result<Cleanup, Error> { Ok(Cleanup::done()) }
+    /// # }
     /// let cleanup = FakeHost::new().cleanup::<Noop>(&json!({ "metadata": { "name": "a" } })).unwrap();
     /// assert!(!cleanup.keeps_finalizer());
     /// ```
-    pub fn cleanup<R: Reconciler>(&self, primary: &impl Serialize) -> Result<Cleanup, Error> {
+    pub fn cleanup<R: crate::Cleaner>(&self, primary: &impl Serialize) -> Result<Cleanup, Error> {
         let json = serde_json::to_string(primary).expect("the primary serializes");
         let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
         crate::cleanup::<R>(&json, &ctx)

@@ -256,7 +256,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         primaries,
         handle,
         synced: caches_synced,
-        finalizer: reconciler.finalizer.clone(),
+        finalizer: reconciler.finalizers.kept.clone(),
         triage: listed::Triage::default(),
     };
     let scheduler = dispatch
@@ -383,7 +383,7 @@ fn reconciler(
         primary_kind: (&config.primary).into(),
         conditions: config.conditions,
         primaries: watched.primaries.clone(),
-        finalizer: module.get().finalizer(),
+        finalizers: module.get().finalizers(),
         dependents,
         own: Arc::new(OwnWrites::counted_in(metrics.own_write_records(plugin))),
         sink: runs_sink,

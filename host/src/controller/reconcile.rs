@@ -11,6 +11,7 @@ use kube::runtime::events::EventType;
 use tracing::Instrument;
 
 use wasmop_core::dependent::{Desired, PrimaryRef};
+use wasmop_core::finalizer::Finalizers;
 use wasmop_core::status::Report;
 use wasmop_core::workflow::WorkflowError;
 
@@ -40,8 +41,8 @@ pub(crate) struct Reconciler {
     /// Everything the plugin may read.
     pub(crate) cache: Arc<WatchedCache>,
     pub(crate) writer: Writer,
-    /// The plugin's finalizer, if it has one.
-    pub(crate) finalizer: Option<String>,
+    /// The plugin's finalizer, if it needs one, and the names primaries are released of.
+    pub(crate) finalizers: Finalizers,
     pub(crate) dependents: Option<Dependents>,
     /// The host's own writes of primaries, whose events reconcile nothing.
     pub(crate) own: Arc<OwnWrites>,
@@ -209,18 +210,14 @@ impl Reconciler {
         mut object: Arc<DynamicObject>,
         view: &Arc<dyn CacheReader>,
     ) -> Result<Verdict, Failure> {
-        if let Some(finalizer) = &self.finalizer
-            && !object.finalizers().contains(finalizer)
-        {
-            let mut finalizers = object.finalizers().to_vec();
-            finalizers.push(finalizer.clone());
+        if let Some(finalizers) = self.finalizers.live(object.finalizers()) {
             let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };
             self.write_metadata(&object, &changes).await.map_err(Failure::write)?;
             // The plugin runs in a pass of its own, queued now (as kube-rs's finalizer helper
             // does). Run at once, the status patch would find the API server's watch cache one
             // write behind, which costs a read of etcd and a second try: 4,827 reads for 10,000
             // new objects, and 10% of their throughput.
-            tracing::debug!(object = %run.key, "finalizer added; the plugin runs in the next pass");
+            tracing::debug!(object = %run.key, "finalizers set; the plugin runs in the next pass");
             return Ok(Verdict::Continue);
         }
         let states = match &self.dependents {
@@ -297,7 +294,8 @@ impl Reconciler {
     }
 
     /// Runs `cleanup` for a primary marked for deletion and releases the finalizer, unless the
-    /// plugin keeps it. Without the plugin's finalizer, there is nothing to do.
+    /// plugin keeps it. Without the plugin's finalizer, it only lets go of names an earlier
+    /// version of the plugin left (no cleanup runs for them).
     async fn finalize(
         &self,
         module: &Arc<Module>,
@@ -305,9 +303,13 @@ impl Reconciler {
         object: &Arc<DynamicObject>,
         view: &Arc<dyn CacheReader>,
     ) -> Result<Option<Duration>, Failure> {
-        let Some(finalizer) = self.finalizer.as_ref().filter(|f| object.finalizers().contains(f)) else {
+        let Some(finalizers) = self.finalizers.deleted(object.finalizers()) else {
             return Ok(None);
         };
+        if !self.finalizers.kept.as_ref().is_some_and(|f| object.finalizers().contains(f)) {
+            tracing::info!("releasing a finalizer the plugin no longer needs");
+            return self.release(object, finalizers).await;
+        }
         let request = Self::request(run, object, Vec::new())?;
         let cleaned = module.cleanup(view.clone(), &request).await;
         let CleanupOutcome { keep_finalizer, reschedule_after_ms, events } =
@@ -322,7 +324,11 @@ impl Reconciler {
             let primary = self.primary(run, object);
             dependents.delete_annotated(&primary).await.map_err(Failure::cleanup)?;
         }
-        let finalizers = object.finalizers().iter().filter(|f| *f != finalizer).cloned().collect();
+        self.release(object, finalizers).await
+    }
+
+    /// Leaves the primary marked for deletion with `finalizers`, the plugin's removed.
+    async fn release(&self, object: &Arc<DynamicObject>, finalizers: Vec<String>) -> Result<Option<Duration>, Failure> {
         let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };
         match self.write_metadata(object, &changes).await {
             Ok(_) => Ok(None),

@@ -12,7 +12,7 @@ wasmtime::component::bindgen!({
 });
 
 /// The contract version this host implements, as found in the exported interface name.
-pub const CONTRACT_VERSION: &str = "0.4.0";
+pub const CONTRACT_VERSION: &str = "0.5.0";
 
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";
@@ -49,6 +49,18 @@ impl From<types::Ownership> for wasmop_core::dependent::Ownership {
             types::Ownership::Annotations => Self::Annotations,
         }
     }
+}
+
+/// The plugin's finalizer plan: the core's rule applied to what `describe` said.
+pub fn finalizers(config: &types::PluginConfig) -> wasmop_core::finalizer::Finalizers {
+    use wasmop_core::finalizer::{Declared, Finalizers};
+    let declared = match &config.finalizer {
+        types::Finalizer::Derived => Declared::Derived,
+        types::Finalizer::Named(name) => Declared::Named(name.clone()),
+        types::Finalizer::Disabled => Declared::Disabled,
+    };
+    let dependents: Vec<wasmop_core::dependent::DependentSpec> = config.dependents.iter().map(Into::into).collect();
+    Finalizers::plan(&config.name, &declared, config.cleanup, &dependents, &(&config.primary).into())
 }
 
 impl From<&types::Dependent> for wasmop_core::dependent::DependentSpec {
@@ -156,6 +168,7 @@ pub(crate) fn test_config(kind: &str) -> wasmop::plugin::types::PluginConfig {
         watches: Vec::new(),
         resync_period_ms: None,
         finalizer: wasmop::plugin::types::Finalizer::Derived,
+        cleanup: false,
         dependents: Vec::new(),
         conditions: false,
         projection: None,

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use wasmop_core::finalizer::Finalizers;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::wasmop::plugin::types::{
@@ -200,13 +201,10 @@ impl Module {
         self.instances.leave(call, result)
     }
 
-    /// The finalizer the host manages for this plugin, if any.
-    pub fn finalizer(&self) -> Option<String> {
-        match &self.config.finalizer {
-            Finalizer::Derived => Some(format!("wasmop.dev/{}", self.config.name)),
-            Finalizer::Named(name) => Some(name.clone()),
-            Finalizer::Disabled => None,
-        }
+    /// The finalizer the host manages for this plugin: kept when it cleans up or has
+    /// dependents the garbage collector cannot delete, released otherwise.
+    pub fn finalizers(&self) -> Finalizers {
+        super::bindings::finalizers(&self.config)
     }
 
     /// Runs `map-secondary`: the primaries a change of `secondary` (JSON) concerns; `Ok(Err)`

@@ -9,7 +9,7 @@ use wasmop_guest::conditions::{self, Condition};
 use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use wasmop_guest::serde_json::json;
 use wasmop_guest::{
-    Check, Cleanup, Config, Context, Dependent, Desired, Error, Event, Kind, Outcome, Phase, Reconciler,
+    Check, Cleaner, Cleanup, Config, Context, Dependent, Desired, Error, Event, Kind, Outcome, Phase, Reconciler,
 };
 
 #[derive(Deserialize)]
@@ -139,7 +139,9 @@ impl Reconciler for WebPageReconciler {
             outcome.event(Event::normal("Ready", "Reconcile").note("the WebPage is ready"))
         })
     }
+}
 
+impl Cleaner for WebPageReconciler {
     fn cleanup(page: WebPage, _ctx: &Context) -> Result<Cleanup, Error> {
         let name = page.metadata.name.unwrap_or_default();
         let note = format!("WebPage {name} deleted; the garbage collector removes its dependents");
