@@ -1010,6 +1010,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::needless_borrow, reason = "the probe is read as export! reads it")]
     fn export_finds_out_whether_a_reconciler_cleans_up() {
         use crate::__private::{Probe, ProbeCleaner as _, ProbeNoCleaner as _};
         assert!((&&Probe::<Reporter>::new()).cleans());
