@@ -261,8 +261,7 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
                 Output::Json => serde_json::to_string_pretty(&described)?,
                 Output::Yaml => serde_saphyr::to_string(&described)?,
             };
-            println!("{text}");
-            Ok(())
+            print_out(&format!("{text}\n"))
         }
         Command::New { name, group, kind, dir, sdk } => {
             let sdk = sdk.or_else(wasmop::scaffold::local_sdk);
@@ -274,16 +273,12 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
                 std::fs::create_dir_all(path.parent().expect("files are in the crate"))?;
                 std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
             }
-            println!(
-                "created {}: `cargo test` and `cargo build --release --target wasm32-wasip2` there",
+            print_out(&format!(
+                "created {}: `cargo test` and `cargo build --release --target wasm32-wasip2` there\n",
                 root.display()
-            );
-            Ok(())
+            ))
         }
-        Command::Crd => {
-            print!("{}", wasmop::loader::resource::crd_yaml());
-            Ok(())
-        }
+        Command::Crd => print_out(&wasmop::loader::resource::crd_yaml()),
         Command::Run(args) => run(*args).await,
     }
 }
@@ -384,11 +379,43 @@ async fn shutdown_signal() {
     }
 }
 
+/// Writes `text` to stdout. A reader that went away (`wasmop inspect ... | head`) ends the output
+/// quietly, as Unix tools do; Rust ignores SIGPIPE, so the write fails with `BrokenPipe`.
+fn print_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Whether log lines carry colour codes: only on a terminal, and not when `NO_COLOR` is set to
+/// anything but the empty string (https://no-color.org).
+fn colours(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 fn init_tracing(format: LogFormat) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let ansi = colours(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR").as_deref());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colours_only_on_a_terminal_without_no_color() {
+        assert!(colours(true, None));
+        assert!(colours(true, Some("".as_ref())), "an empty NO_COLOR is unset");
+        assert!(!colours(true, Some("1".as_ref())));
+        assert!(!colours(false, None));
     }
 }

@@ -1,0 +1,36 @@
+//! The binary as a Unix tool: its output goes to pipes and files as well as to terminals.
+
+use std::process::{Command, Stdio};
+
+use wasmop_tests::{wasmop_binary, workspace_root};
+
+/// `wasmop inspect` on a plugin, logging at debug level (the engine logs a few lines then).
+fn inspect() -> anyhow::Result<Command> {
+    let mut command = Command::new(wasmop_binary()?);
+    command.arg("inspect").arg(workspace_root().join("plugins/dist/greeting.wasm")).env("RUST_LOG", "debug");
+    Ok(command)
+}
+
+/// Piped into `head` (which exits early), the output ends quietly, as Unix tools do.
+#[test]
+fn a_closed_stdout_ends_inspect_quietly() -> anyhow::Result<()> {
+    let (reader, writer) = std::io::pipe()?;
+    drop(reader);
+    let output = inspect()?.env("RUST_LOG", "off").stdout(writer).stderr(Stdio::piped()).output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+    assert!(stderr.is_empty(), "{stderr}");
+    Ok(())
+}
+
+/// Logs written to a pipe or a file carry no colour codes; a terminal gets them unless
+/// `NO_COLOR` is set (https://no-color.org), which the pure rule's unit test covers.
+#[test]
+fn logs_to_a_pipe_have_no_colour_codes() -> anyhow::Result<()> {
+    let output = inspect()?.stdout(Stdio::null()).output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("DEBUG"), "the test needs a log line: {stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+    Ok(())
+}
