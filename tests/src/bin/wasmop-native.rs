@@ -4,10 +4,9 @@
 //!
 //! `wasmop-native NAMESPACE [CONCURRENCY]` (client from `KUBECONFIG`) reconciles the Greetings
 //! (`example.wasmop.dev/v1`) of one namespace with a `kube::runtime::Controller`:
-//! - the finalizer `wasmop.dev/greeting`, added before the first reconcile (kube's `finalizer`
-//!   helper), as the host adds a plugin's;
-//! - generation-aware: only spec and finalizer changes (and the first sight of an object)
-//!   reconcile, as the host's default change filter;
+//! - no finalizer: the greeting plugin has no cleanup, so the host adds none (JOSDK's rule);
+//! - generation-aware: only spec changes (and the first sight of an object) reconcile, as the
+//!   host's default change filter;
 //! - the status merge patch the host writes: `message`, `observedGeneration` and the `Ready`,
 //!   `Reconciling` and `Degraded` conditions, only when it changes;
 //! - at most CONCURRENCY (default 8, the host's `--plugin-concurrency`) reconciles at once;
@@ -20,22 +19,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::finalizer::{Event, finalizer};
-use kube::runtime::{Predicate, predicates};
+use kube::runtime::predicates;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-
-const FINALIZER: &str = "wasmop.dev/greeting";
-
-/// Why a reconcile failed.
-#[derive(Debug, thiserror::Error)]
-enum Failure {
-    #[error("{0}")]
-    Api(#[from] kube::Error),
-    #[error("finalizer: {0}")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<kube::Error>>),
-}
 
 /// The condition `type_` as the host writes it, keeping `lastTransitionTime` unless the status
 /// changes.
@@ -51,7 +38,7 @@ fn condition(current: &Value, type_: &str, status: bool, message: &str, generati
 }
 
 /// The greeting plugin's reconcile: greet `spec.name` and report Ready.
-async fn apply(greeting: Arc<DynamicObject>, api: &Api<DynamicObject>) -> Result<Action, kube::Error> {
+async fn reconcile(greeting: Arc<DynamicObject>, api: Arc<Api<DynamicObject>>) -> Result<Action, kube::Error> {
     let generation = greeting.metadata.generation;
     let current = &greeting.data["status"];
     let message = format!("Hello, {}!", greeting.data["spec"]["name"].as_str().unwrap_or_default());
@@ -72,18 +59,7 @@ async fn apply(greeting: Arc<DynamicObject>, api: &Api<DynamicObject>) -> Result
     Ok(Action::await_change())
 }
 
-async fn reconcile(greeting: Arc<DynamicObject>, api: Arc<Api<DynamicObject>>) -> Result<Action, Failure> {
-    finalizer(&api, FINALIZER, greeting, |event| async {
-        match event {
-            Event::Apply(greeting) => apply(greeting, &api).await,
-            Event::Cleanup(_) => Ok(Action::await_change()),
-        }
-    })
-    .await
-    .map_err(|e| Failure::Finalizer(Box::new(e)))
-}
-
-fn error_policy(_: Arc<DynamicObject>, error: &Failure, _: Arc<Api<DynamicObject>>) -> Action {
+fn error_policy(_: Arc<DynamicObject>, error: &kube::Error, _: Arc<Api<DynamicObject>>) -> Action {
     eprintln!("reconcile failed: {error}");
     Action::requeue(Duration::from_secs(1))
 }
@@ -114,18 +90,14 @@ async fn run() -> anyhow::Result<()> {
     let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "greetings");
     let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
-    // Spec and finalizer changes only, as the host's generation-aware filter.
+    // Spec changes only, as the host's generation-aware filter.
     let writer = reflector::store::Writer::new(resource.clone());
     let store = writer.as_reader();
     let changes = watcher(api.clone(), watcher::Config::default())
         .default_backoff()
         .reflect(writer)
         .applied_objects()
-        // The finalizer helper's own patch must come back as an event: it is the next step.
-        .predicate_filter(
-            (predicates::generation as fn(&DynamicObject) -> Option<u64>).combine(predicates::finalizers),
-            Default::default(),
-        );
+        .predicate_filter(predicates::generation, Default::default());
     Controller::for_stream_with(changes, store, resource)
         .with_config(Config::default().concurrency(concurrency))
         .run(reconcile, error_policy, Arc::new(api))
