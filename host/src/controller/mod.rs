@@ -387,6 +387,7 @@ fn reconciler(
         dependents,
         own: Arc::new(OwnWrites::counted_in(metrics.own_write_records(plugin))),
         sink: runs_sink,
+        replaced: reconcile::ReplacedConditions::default(),
     }))
 }
 
