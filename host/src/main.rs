@@ -385,7 +385,9 @@ async fn shutdown_signal() {
 }
 
 fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let given = std::env::var(tracing_subscriber::EnvFilter::DEFAULT_ENV).ok();
+    let filter = tracing_subscriber::EnvFilter::try_new(wasmop::api_error::log_filter(given.as_deref()))
+        .unwrap_or_else(|_| wasmop::api_error::log_filter(None).into());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

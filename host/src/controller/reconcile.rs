@@ -107,7 +107,12 @@ impl Failure {
         Self { error: ReconcileError::Transient(message), reason, retry: true, unreachable: false }
     }
 
+    /// A failed write of the primary; one the API server refuses for what it carries is not
+    /// retried (the same write would fail the same way).
     fn write(err: WriteError) -> Self {
+        if err.permanent() {
+            return Self::permanent("WriteRefused", err.to_string());
+        }
         let reason = if matches!(err, WriteError::Conflict { .. }) { "Conflict" } else { "WriteFailed" };
         Self { unreachable: err.unreachable(), ..Self::transient(reason, err.to_string()) }
     }
@@ -121,6 +126,11 @@ impl Failure {
         match &err {
             WorkflowError::Invalid { .. } => Self::permanent(reason, err.to_string()),
             WorkflowError::Refused { .. } => Self::permanent(reason, format!("plugin {plugin:?} {err}")),
+            // Every failed write refused for the object's shape: not retried until the plugin
+            // desires other objects (a new generation of the primary).
+            WorkflowError::Failed { errors, .. } if errors.iter().all(|(_, e)| e.permanent()) => {
+                Self::permanent("DependentRefused", err.to_string())
+            }
             WorkflowError::Failed { errors, .. } => {
                 let unreachable = errors.iter().any(|(_, e)| e.unreachable());
                 Self { unreachable, ..Self::transient(reason, err.to_string()) }
