@@ -21,6 +21,8 @@
 //! | [`mapping`] | which primaries a secondary's change concerns; the secondaries of a primary |
 //! | [`matching`] | whether the cluster already holds a desired object (SSA-aware) |
 //! | [`projection`] | which parts of an object a cache keeps |
+//! | [`refusal`] | which failed API requests are worth retrying; a refusal in plain words |
+//! | [`served`] | a kind the API server does not serve, and the served kind closest to it |
 //! | [`settings`] | a plugin's settings in the words users write them, and their precedence |
 //! | [`status`] | the status patch, `observedGeneration` and the host's conditions |
 
@@ -33,7 +35,9 @@ pub mod kind;
 pub mod mapping;
 pub mod matching;
 pub mod projection;
+pub mod refusal;
 pub mod selector;
+pub mod served;
 pub mod settings;
 pub mod status;
 pub mod workflow;

@@ -40,6 +40,13 @@ pub enum Report<'a> {
 /// The condition types the host keeps.
 pub const HOST_CONDITIONS: [&str; 3] = ["Ready", "Reconciling", "Degraded"];
 
+/// The host-kept condition types ([`HOST_CONDITIONS`]) among the conditions of the plugin's
+/// `status`: the host replaces them with its own when it keeps the conditions.
+pub fn host_kept_in(status: &Value) -> Vec<&'static str> {
+    let Some(conditions) = status.get("conditions").and_then(Value::as_array) else { return Vec::new() };
+    HOST_CONDITIONS.into_iter().filter(|type_| conditions.iter().any(|c| c["type"] == *type_)).collect()
+}
+
 /// The status merge patch for a reconcile of a primary with `current` status and `generation`:
 /// the plugin's `status` (a JSON object) with `observedGeneration` set to `generation` unless the
 /// plugin set it, and the host's conditions for `report` when given. `Ok(None)` when the status
@@ -240,6 +247,17 @@ mod tests {
         assert_eq!(conditions[0], foreign);
         assert_eq!(conditions.len(), 4);
         assert_eq!(condition(&written["status"], "Reconciling")["message"], "waiting");
+    }
+
+    #[test]
+    fn the_plugins_own_host_kept_conditions_are_found() {
+        let status = json!({ "conditions": [
+            { "type": "Degraded", "status": "False" }, { "type": "Synced" }, { "type": "Ready", "status": "True" }
+        ] });
+        assert_eq!(host_kept_in(&status), ["Ready", "Degraded"]);
+        assert!(host_kept_in(&json!({ "conditions": [{ "type": "Synced" }] })).is_empty());
+        assert!(host_kept_in(&json!({ "conditions": "Ready" })).is_empty());
+        assert!(host_kept_in(&json!({ "url": "x" })).is_empty());
     }
 
     #[test]

@@ -86,6 +86,9 @@ impl Outcome {
     ///
     /// `status` must serialize to a JSON object; otherwise the reconcile fails with
     /// [`Error::Permanent`] saying why. The primary's CRD needs the status subresource.
+    /// Conditions of the types the host keeps (`Ready`, `Reconciling`, `Degraded`) in
+    /// `status.conditions` are replaced by the host's (it logs a warning once); declare
+    /// [`Config::own_conditions`](crate::Config::own_conditions) to keep them yourself.
     ///
     /// ```
     /// use wasmop_guest::Outcome;

@@ -192,6 +192,8 @@ struct Running {
     reconcile_all: Arc<Notify>,
     /// Set once its caches have synced.
     synced: Arc<AtomicBool>,
+    /// Why it does not reconcile: the declared kinds the API server does not serve.
+    unserved: controller::Unserved,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -367,8 +369,10 @@ impl Host {
         let current = Current::new(module);
         let reconcile_all = Arc::new(Notify::new());
         let synced = Arc::new(AtomicBool::new(false));
+        let unserved = controller::Unserved::default();
         let controller = Controller {
             synced: synced.clone(),
+            unserved: unserved.clone(),
             fence: self.settings.fence.clone(),
             shutdown: self.settings.shutdown.clone(),
             reconcile_all: reconcile_all.clone(),
@@ -382,7 +386,7 @@ impl Host {
             handover,
         };
         let task = tokio::spawn(controller::run(controller, stop.clone()));
-        Ok(Running { module: current, owner, overrides, reconcile_all, synced, stop, task })
+        Ok(Running { module: current, owner, overrides, reconcile_all, synced, unserved, stop, task })
     }
 
     /// Says that the plugins given at start are loaded: from now on [`Host::ready`] depends on
@@ -398,12 +402,21 @@ impl Host {
             return Err("loading the plugins".into());
         }
         let controllers = self.controllers.lock().expect("never poisoned");
-        let waiting: Vec<&str> = controllers
+        let waiting: Vec<String> = controllers
             .iter()
             .filter(|(_, r)| !r.synced.load(Ordering::Acquire))
-            .map(|(name, _)| name.as_str())
+            .map(|(name, r)| match r.unserved.get() {
+                Some(unserved) => format!("{name} ({unserved})"),
+                None => name.clone(),
+            })
             .collect();
         if waiting.is_empty() { Ok(()) } else { Err(format!("caches not synced yet: {}", waiting.join(", "))) }
+    }
+
+    /// Why plugin `name` does not reconcile, if it waits for kinds the API server does not
+    /// serve: each kind, with the served kind closest to it.
+    pub fn unserved(&self, name: &str) -> Option<String> {
+        self.controllers.lock().expect("never poisoned").get(name).and_then(|r| r.unserved.get())
     }
 
     /// Stops every plugin `owner` loaded (see [`Host::stop`]); returns their names.

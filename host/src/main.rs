@@ -398,7 +398,9 @@ fn colours(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
 
 fn init_tracing(format: LogFormat) {
     use std::io::IsTerminal as _;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let given = std::env::var(tracing_subscriber::EnvFilter::DEFAULT_ENV).ok();
+    let filter = tracing_subscriber::EnvFilter::try_new(wasmop::api_error::log_filter(given.as_deref()))
+        .unwrap_or_else(|_| wasmop::api_error::log_filter(None).into());
     let ansi = colours(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR").as_deref());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {

@@ -74,6 +74,18 @@ impl WriteError {
         }
     }
 
+    /// Whether sending the write again cannot help: the API server refuses what it carries
+    /// ([`crate::api_error::persistence`]), or the plugin's status is not an object.
+    pub fn permanent(&self) -> bool {
+        match self {
+            WriteError::Failed { source, .. } => {
+                crate::api_error::persistence(source) == wasmop_core::refusal::Persistence::Permanent
+            }
+            WriteError::StatusNotAnObject(_) => true,
+            _ => false,
+        }
+    }
+
     /// Whether the object no longer exists (404).
     pub fn gone(&self) -> bool {
         matches!(self, WriteError::Failed { source, .. } if matches!(&**source, kube::Error::Api(s) if s.code == 404))

@@ -59,15 +59,16 @@ impl Overlaps {
     }
 
     /// The detector fed by this process's host, installed as the global tracing subscriber on
-    /// first use. The host's own log (`WASMOP_TEST_LOG`, default `warn,wasmop=info,wasmop::plugin=warn`) goes to the
+    /// first use. The host's own log (`WASMOP_TEST_LOG`, default `warn,wasmop=info,wasmop::plugin=warn` without kube-client's line for every 5xx answer) goes to the
     /// test's captured output, so a failing test shows what the host did.
     pub fn in_process() -> Arc<Overlaps> {
         static GLOBAL: OnceLock<Arc<Overlaps>> = OnceLock::new();
         GLOBAL
             .get_or_init(|| {
                 let overlaps = Arc::new(Overlaps::default());
-                let filter = EnvFilter::try_from_env("WASMOP_TEST_LOG")
-                    .unwrap_or_else(|_| EnvFilter::new("warn,wasmop=info,wasmop::plugin=warn"));
+                let filter = EnvFilter::try_from_env("WASMOP_TEST_LOG").unwrap_or_else(|_| {
+                    EnvFilter::new("warn,wasmop=info,wasmop::plugin=warn,kube_client::client::builder=off")
+                });
                 let log = tracing_subscriber::fmt::layer().with_test_writer().with_filter(filter);
                 let subscriber = tracing_subscriber::registry().with(Capture(overlaps.clone())).with(log);
                 tracing::subscriber::set_global_default(subscriber).expect("no other global tracing subscriber");

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use wasmop_core::dependent::DependentSpec;
 pub use wasmop_core::filter::{ChangeFilter, Filters, Version};
+use wasmop_core::served;
 
 use crate::dependents::{self, DependentKind, Dependents, OwnWrites};
 use crate::informer::{self, CachedKind, Clusters, Listing, Subscription, WatchedCache};
@@ -35,25 +36,163 @@ use crate::writer::Writer;
 use reconcile::Reconciler;
 use references::References;
 
-/// How long to wait before asking the API server again about a kind it does not serve.
-const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
+/// How long to wait before asking the API server again about kinds it does not serve, at first;
+/// the wait doubles up to [`DISCOVERY_RETRY_MAX`].
+const DISCOVERY_RETRY: Duration = Duration::from_secs(1);
+
+/// The longest wait before asking the API server again about kinds it does not serve.
+const DISCOVERY_RETRY_MAX: Duration = Duration::from_secs(15);
+
+/// The reason of the primaries' conditions and Events while a declared kind is not served.
+const KIND_NOT_SERVED: &str = "KindNotServed";
 
 /// How long an initial-list or resync reconcile yields to live changes before it alternates.
 const BACKGROUND_AGING: Duration = Duration::from_secs(5);
 
-/// Resolves `kind` on the cluster of `client`, retrying until it is served or `shutdown` fires.
-async fn resolve(client: &Client, kind: &KindRef, plugin: &str, shutdown: &CancellationToken) -> Option<ApiResource> {
+/// Why a controller does not reconcile: the declared kinds the API server does not serve, each
+/// with the served kind closest to it, while it waits for them (`/readyz` and the
+/// ReconcilerPlugin's status say so); `None` once they are served.
+#[derive(Debug, Clone, Default)]
+pub struct Unserved(Arc<std::sync::Mutex<Option<String>>>);
+
+impl Unserved {
+    /// The kinds not served, in words, if any.
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().expect("never poisoned").clone()
+    }
+
+    fn set(&self, unserved: Option<String>) {
+        *self.0.lock().expect("never poisoned") = unserved;
+    }
+}
+
+/// One declared kind (the primary's, a watch's or a dependent's) and the client of its cluster.
+struct Declared<'a> {
+    kind: &'a KindRef,
+    client: &'a Client,
+}
+
+/// Where a controller says that declared kinds are not served: the log, [`Unserved`], and the
+/// primaries (a `KindNotServed` Warning Event on each, and the host's conditions if it keeps
+/// them).
+struct Waiting<'a> {
+    plugin: &'a str,
+    unserved: &'a Unserved,
+    /// Writes the primaries' conditions and Events, for the primary's resource once resolved.
+    writer: &'a (dyn Fn(ApiResource) -> Writer + Sync),
+    /// Lists the primaries the controller would reconcile.
+    primaries: &'a (dyn Fn(&ApiResource) -> (kube::Api<kube::api::DynamicObject>, kube::api::ListParams) + Sync),
+    conditions: bool,
+}
+
+/// Resolves every declared kind, the primary's first. While some are not served, says so (once
+/// per change: the log, [`Unserved`], the primaries) and asks again, waiting longer each time;
+/// the controller starts once all are served, without a restart. `None` when `shutdown` fired
+/// first.
+async fn resolve_all(
+    declared: &[Declared<'_>],
+    waiting: &Waiting<'_>,
+    shutdown: &CancellationToken,
+) -> Option<Vec<ApiResource>> {
+    let plugin = waiting.plugin;
+    let mut delay = DISCOVERY_RETRY;
+    let mut told: Option<String> = None;
+    // The primaries told of `told`, by uid.
+    let mut marked = std::collections::HashSet::new();
     loop {
-        match informer::resolve(client, kind).await {
-            Ok(resource) => return Some(resource),
-            Err(err) => {
-                tracing::error!(plugin, %err, "cannot watch {}; retrying in {DISCOVERY_RETRY:?}", kind.kind);
-                tokio::select! {
-                    _ = tokio::time::sleep(DISCOVERY_RETRY) => {}
-                    _ = shutdown.cancelled() => return None,
-                }
+        let mut resources = Vec::with_capacity(declared.len());
+        let mut missing = Vec::new();
+        for (i, d) in declared.iter().enumerate() {
+            match informer::resolve(d.client, d.kind).await {
+                Ok(resource) => resources.push(resource),
+                Err(err) => missing.push((i, d, err)),
             }
         }
+        if missing.is_empty() {
+            if told.is_some() {
+                tracing::info!(plugin, "every declared kind is served now");
+                waiting.unserved.set(None);
+            }
+            return Some(resources);
+        }
+        if let Some((_, _, err)) = missing.iter().find(|(_, _, err)| err.unreachable()) {
+            tracing::warn!(plugin, %err, "cannot ask the API server which kinds it serves; retrying in {delay:?}");
+        } else {
+            let message = unserved(&missing).await;
+            if told.as_ref() != Some(&message) {
+                tracing::error!(plugin, unserved = %message,
+                    "a declared kind is not served; the plugin reconciles once it is (checking again with backoff)");
+                waiting.unserved.set(Some(message.clone()));
+                told = Some(message.clone());
+                marked.clear();
+            }
+            // The primary's kind is served: its objects say why nothing happens to them.
+            if missing[0].0 != 0 {
+                mark_primaries(waiting, resources.swap_remove(0), &message, &mut marked).await;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.cancelled() => return None,
+        }
+        delay = (delay * 2).min(DISCOVERY_RETRY_MAX);
+    }
+}
+
+/// The declared kinds of `missing` in words, each with the served kind closest to it (found by
+/// discovering every kind its cluster serves).
+async fn unserved(missing: &[(usize, &Declared<'_>, informer::InformerError)]) -> String {
+    let mut messages = Vec::with_capacity(missing.len());
+    for (_, declared, _) in missing {
+        let kind = declared.kind;
+        let group_version =
+            if kind.group.is_empty() { kind.version.clone() } else { format!("{}/{}", kind.group, kind.version) };
+        let served = match kube::discovery::Discovery::new(declared.client.clone()).run_aggregated().await {
+            Ok(discovery) => discovery
+                .groups()
+                .flat_map(|group| group.versions().flat_map(|v| group.versioned_resources(v)).collect::<Vec<_>>())
+                .map(|(resource, _)| served::Served { group_version: resource.api_version, kind: resource.kind })
+                .collect(),
+            Err(err) => {
+                tracing::warn!(%err, "cannot discover the served kinds to suggest one");
+                Vec::new()
+            }
+        };
+        let closest = served::closest(&kind.kind, &group_version, &served);
+        messages.push(served::not_served(&kind.kind, &group_version, closest));
+    }
+    messages.join("; ")
+}
+
+/// Tells each primary not `marked` yet why it is not reconciled: a Warning Event, and the
+/// host's conditions (`Ready` False, `Degraded` True with `message`) if it keeps them.
+async fn mark_primaries(
+    waiting: &Waiting<'_>,
+    resource: ApiResource,
+    message: &str,
+    marked: &mut std::collections::HashSet<String>,
+) {
+    let (api, params) = (waiting.primaries)(&resource);
+    let primaries = match api.list(&params).await {
+        Ok(list) => list.items,
+        Err(err) => {
+            tracing::warn!(plugin = waiting.plugin, %err, "cannot list the primaries to tell them a kind is not served");
+            return;
+        }
+    };
+    let writer = (waiting.writer)(resource);
+    let report = wasmop_core::status::Report::Failure { reason: KIND_NOT_SERVED, message, retrying: true };
+    for primary in primaries {
+        if !marked.insert(primary.uid().unwrap_or_default()) {
+            continue;
+        }
+        if waiting.conditions
+            && let Err(err) = writer.patch_status(&primary, None, Some(&report)).await
+        {
+            tracing::warn!(plugin = waiting.plugin, %err, "cannot write the conditions of a primary");
+        }
+        let note = Some(format!("not reconciled: {message}"));
+        writer.publish(&primary, kube::runtime::events::EventType::Warning, KIND_NOT_SERVED, "Reconcile", note).await;
     }
 }
 
@@ -93,16 +232,16 @@ struct Secondary {
 /// namespace of its own follows the primaries' namespace when they are narrowed to one
 /// (`--namespace`, or the plugin's `namespace` override), except a watch mapped by annotations,
 /// which exists to reach other namespaces: it covers all of them unless it names one.
-async fn subscribe_all(
+fn subscribe_all(
     watches: &[Watch],
+    resources: &[ApiResource],
     clusters: &Clusters,
     primary_namespace: Option<&str>,
     plugin: &str,
     pool: Option<&informer::Pool>,
-    shutdown: &CancellationToken,
 ) -> Option<Vec<Secondary>> {
     let mut secondaries = Vec::with_capacity(watches.len());
-    for watch in watches {
+    for (watch, resource) in watches.iter().zip(resources) {
         let registry = match clusters.get(watch.cluster.as_deref()) {
             Ok(registry) => registry,
             Err(err) => {
@@ -111,7 +250,6 @@ async fn subscribe_all(
                 return None;
             }
         };
-        let resource = resolve(registry.client(), &watch.kind, plugin, shutdown).await?;
         // `--namespace` (or the plugin's namespace) narrows the watches of this cluster, the
         // dependents' included. Cluster-scoped kinds, other clusters and the annotations mapper
         // (which exists to reach across namespaces) are watched whole unless they name a namespace.
@@ -128,9 +266,9 @@ async fn subscribe_all(
         let selectors =
             informer::Selectors { labels: watch.label_selector.as_deref(), fields: watch.field_selector.as_deref() };
         let shape = informer::Shape { projection: watch.projection.as_deref().map(Arc::from), pool: pool.cloned() };
-        let subscription = registry.subscribe(&resource, namespace, selectors, &shape);
+        let subscription = registry.subscribe(resource, namespace, selectors, &shape);
         let links = Arc::new(RwLock::new(crate::mapping::links_for(&watch.mapper)));
-        secondaries.push(Secondary { watch: watch.clone(), resource, subscription, links });
+        secondaries.push(Secondary { watch: watch.clone(), resource: resource.clone(), subscription, links });
     }
     Some(secondaries)
 }
@@ -160,6 +298,8 @@ pub struct Controller {
     pub reconcile_all: Arc<Notify>,
     /// Set once the primary's and every watch's caches have synced (readiness).
     pub synced: Arc<std::sync::atomic::AtomicBool>,
+    /// Set while a declared kind is not served: the controller waits for it.
+    pub unserved: Unserved,
     /// Whether this replica leads: runs start and writes go out only then.
     pub fence: crate::leader::Fence,
     /// The process's shutdown: no run starts once it stops; runs in flight are dropped once it
@@ -198,12 +338,37 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         handover,
         reconcile_all,
         synced: caches_synced,
+        unserved,
         fence,
         shutdown: process,
         pool,
     } = controller;
     let config = module.get().config().clone();
-    let Some(watched) = watch(&config, &clusters, &settings, &metrics, pool.as_ref(), &shutdown).await else {
+    let writes = writes.unwrap_or_else(|| clusters.local().client().clone());
+    let events = clusters.local().client().clone();
+    let writer =
+        |resource| Writer::new(writes.clone(), events.clone(), resource, &config.name, metrics.clone(), fence.clone());
+    let primaries = |resource: &ApiResource| {
+        let client = clusters.local().client().clone();
+        let api = match &settings.namespace {
+            Some(ns) => kube::Api::namespaced_with(client, ns, resource),
+            None => kube::Api::all_with(client, resource),
+        };
+        let params = kube::api::ListParams {
+            label_selector: settings.label_selector.clone(),
+            field_selector: settings.field_selector.clone(),
+            ..Default::default()
+        };
+        (api, params)
+    };
+    let waiting = Waiting {
+        plugin: &config.name,
+        unserved: &unserved,
+        writer: &writer,
+        primaries: &primaries,
+        conditions: config.conditions,
+    };
+    let Some(watched) = watch(&config, &clusters, &settings, &metrics, pool.as_ref(), &waiting, &shutdown).await else {
         return;
     };
     let after = handover.map(|Handover { subscribed, after }| {
@@ -213,8 +378,6 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let (handle, inbox) = scheduler::channel();
     // What the runs enqueue into must not keep their own scheduler running.
     let runs_sink: Arc<dyn Sink> = Arc::new(handle.downgrade());
-    let writes = writes.unwrap_or_else(|| clusters.local().client().clone());
-    let events = clusters.local().client().clone();
     let Some(reconciler) = reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence) else {
         return;
     };
@@ -297,11 +460,28 @@ async fn watch(
     settings: &Resolved,
     metrics: &Metrics,
     pool: Option<&informer::Pool>,
+    waiting: &Waiting<'_>,
     shutdown: &CancellationToken,
 ) -> Option<Watched> {
     let plugin = &config.name;
     let local = clusters.local();
-    let resource = resolve(local.client(), &config.primary, plugin, shutdown).await?;
+    // The dependents' caches stay whole: the workflow reads them between its writes.
+    let dependent_watches: Vec<Watch> = config.dependents.iter().map(|d| dependent_watch(config, d)).collect();
+    let watches: Vec<&Watch> = config.watches.iter().chain(&dependent_watches).collect();
+    let mut declared = vec![Declared { kind: &config.primary, client: local.client() }];
+    for watch in &watches {
+        match clusters.get(watch.cluster.as_deref()) {
+            Ok(registry) => declared.push(Declared { kind: &watch.kind, client: registry.client() }),
+            Err(err) => {
+                // The host checks clusters before it starts a controller; this is a safety net.
+                tracing::error!(plugin, %err, "cannot watch {}", watch.kind.kind);
+                return None;
+            }
+        }
+    }
+    let mut resources = resolve_all(&declared, waiting, shutdown).await?.into_iter();
+    let resource = resources.next().expect("the primary's resource comes first");
+    let resources: Vec<ApiResource> = resources.collect();
     let selectors =
         informer::Selectors { labels: settings.label_selector.as_deref(), fields: settings.field_selector.as_deref() };
     // The host reads the primary's status (to write only changes), whatever the plugin reads.
@@ -311,11 +491,10 @@ async fn watch(
         .map(|paths| paths.iter().cloned().chain(std::iter::once("status".to_string())).collect::<Vec<_>>().into());
     let shape = informer::Shape { projection, pool: pool.cloned() };
     let subscription = local.subscribe(&resource, settings.namespace.as_deref(), selectors, &shape);
-    // The dependents' caches stay whole: the workflow reads them between its writes.
-    let dependent_watches: Vec<Watch> = config.dependents.iter().map(|d| dependent_watch(config, d)).collect();
     let namespace = settings.namespace.as_deref();
-    let mut secondaries = subscribe_all(&config.watches, clusters, namespace, plugin, pool, shutdown).await?;
-    secondaries.extend(subscribe_all(&dependent_watches, clusters, namespace, plugin, None, shutdown).await?);
+    let (declared_resources, dependent_resources) = resources.split_at(config.watches.len());
+    let mut secondaries = subscribe_all(&config.watches, declared_resources, clusters, namespace, plugin, pool)?;
+    secondaries.extend(subscribe_all(&dependent_watches, dependent_resources, clusters, namespace, plugin, None)?);
     let primaries = subscription.cache();
     let mut kinds = vec![CachedKind { kind: config.primary.clone(), cache: primaries.clone(), links: None }];
     kinds.extend(secondaries.iter().map(|s| CachedKind {
@@ -387,6 +566,7 @@ fn reconciler(
         dependents,
         own: Arc::new(OwnWrites::counted_in(metrics.own_write_records(plugin))),
         sink: runs_sink,
+        replaced: reconcile::ReplacedConditions::default(),
     }))
 }
 

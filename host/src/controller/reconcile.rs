@@ -49,6 +49,28 @@ pub(crate) struct Reconciler {
     pub(crate) metrics: Arc<Metrics>,
     /// The scheduler, to reconcile again when someone else wrote during the host's write.
     pub(crate) sink: Arc<dyn Sink>,
+    /// Whether the plugin was told that the host replaces its own host-kept conditions.
+    pub(crate) replaced: ReplacedConditions,
+}
+
+/// Tells a plugin once (not once per reconcile) that the host replaces the conditions of the
+/// types it keeps (`Ready`, `Reconciling`, `Degraded`) that the plugin's status sets.
+#[derive(Debug, Default)]
+pub(crate) struct ReplacedConditions(std::sync::atomic::AtomicBool);
+
+impl ReplacedConditions {
+    /// The warning for the plugin's `status`, the first time it sets a host-kept condition.
+    fn warning(&self, status: &serde_json::Value) -> Option<String> {
+        let types = wasmop_core::status::host_kept_in(status);
+        if types.is_empty() || self.0.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        Some(format!(
+            "the plugin's status sets the condition(s) {} that the host keeps, and the host's replace them \
+             (warned once); declare Config::own_conditions() to keep them yourself",
+            types.join(", ")
+        ))
+    }
 }
 
 /// Why a reconcile did not succeed.
@@ -86,7 +108,12 @@ impl Failure {
         Self { error: ReconcileError::Transient(message), reason, retry: true, unreachable: false }
     }
 
+    /// A failed write of the primary; one the API server refuses for what it carries is not
+    /// retried (the same write would fail the same way).
     fn write(err: WriteError) -> Self {
+        if err.permanent() {
+            return Self::permanent("WriteRefused", err.to_string());
+        }
         let reason = if matches!(err, WriteError::Conflict { .. }) { "Conflict" } else { "WriteFailed" };
         Self { unreachable: err.unreachable(), ..Self::transient(reason, err.to_string()) }
     }
@@ -100,6 +127,11 @@ impl Failure {
         match &err {
             WorkflowError::Invalid { .. } => Self::permanent(reason, err.to_string()),
             WorkflowError::Refused { .. } => Self::permanent(reason, format!("plugin {plugin:?} {err}")),
+            // Every failed write refused for the object's shape: not retried until the plugin
+            // desires other objects (a new generation of the primary).
+            WorkflowError::Failed { errors, .. } if errors.iter().all(|(_, e)| e.permanent()) => {
+                Self::permanent("DependentRefused", err.to_string())
+            }
             WorkflowError::Failed { errors, .. } => {
                 let unreachable = errors.iter().any(|(_, e)| e.unreachable());
                 Self { unreachable, ..Self::transient(reason, err.to_string()) }
@@ -234,6 +266,11 @@ impl Reconciler {
         let report = self.conditions.then_some(Report::Success { readiness });
         if outcome.status.is_some() || report.is_some() {
             let status = outcome.status.as_deref().map(parse_status).transpose().map_err(Failure::write)?;
+            if let (Some(status), true) = (&status, self.conditions)
+                && let Some(warning) = self.replaced.warning(status)
+            {
+                tracing::warn!("{warning}");
+            }
             self.write_status(&object, status, report.as_ref()).await.map_err(Failure::write)?;
         }
         self.publish(&object, outcome.events).await;
@@ -433,4 +470,22 @@ impl Reconciler {
 /// The plugin's status, which must be a JSON object.
 fn parse_status(status: &str) -> Result<serde_json::Value, WriteError> {
     serde_json::from_str(status).map_err(|e| WriteError::StatusNotAnObject(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_plugins_own_host_kept_condition_is_warned_about_once() {
+        let replaced = ReplacedConditions::default();
+        assert_eq!(replaced.warning(&json!({ "conditions": [{ "type": "Synced" }] })), None);
+        let own = json!({ "conditions": [{ "type": "Ready", "status": "True" }] });
+        let warning = replaced.warning(&own).expect("the first time");
+        assert!(warning.contains("condition(s) Ready that the host keeps"), "{warning}");
+        assert!(warning.contains("Config::own_conditions()"), "{warning}");
+        assert_eq!(replaced.warning(&own), None, "once per plugin, not per reconcile");
+    }
 }

@@ -27,6 +27,7 @@ use kube::{Client, ResourceExt};
 use serde_json::Value;
 use wasmop_core::dependent::{DEPENDENT_LABEL, DependentSpec, Desired, Ownership, PrimaryRef};
 use wasmop_core::matching;
+use wasmop_core::refusal::{self, Persistence};
 use wasmop_core::workflow::{self, Driver, State, Workflow, WorkflowError};
 
 use crate::informer::Cache;
@@ -59,6 +60,10 @@ pub enum WriteFailure {
     /// The object exists and someone else manages it; the dependent does not adopt.
     #[error("{0}")]
     Conflict(String),
+    /// The API server refuses the object itself (its shape, [`crate::api_error::persistence`]):
+    /// it fails the same way until the plugin desires another object.
+    #[error("{0}")]
+    Refused(String),
     /// The write was not sent (this replica does not lead), or its answer did not come in time
     /// and it was abandoned.
     #[error("{0}: {1}")]
@@ -71,8 +76,13 @@ impl WriteFailure {
         match self {
             WriteFailure::Api { source, .. } => crate::reachability::unreachable(source),
             WriteFailure::Unanswered(..) => true,
-            WriteFailure::Conflict(_) => false,
+            WriteFailure::Conflict(_) | WriteFailure::Refused(_) => false,
         }
+    }
+
+    /// Whether sending the write again cannot help (see [`WriteFailure::Refused`]).
+    pub fn permanent(&self) -> bool {
+        matches!(self, WriteFailure::Refused(_))
     }
 }
 
@@ -286,6 +296,12 @@ impl Driver for HostDriver<'_> {
         {
             dependents.metrics.conflict(&dependents.plugin);
             return Err(WriteFailure::Conflict(workflow::conflict(spec, key)));
+        }
+        if let Err(err @ kube::Error::Api(status)) = &written
+            && crate::api_error::persistence(err) == Persistence::Permanent
+        {
+            let message = refusal::refused(&kind.resource.kind, &key.to_string(), &status.message);
+            return Err(WriteFailure::Refused(message));
         }
         let mut written = written.map_err(|source| WriteFailure::Api {
             what: "applying",

@@ -56,6 +56,15 @@ pub enum InformerError {
     },
 }
 
+impl InformerError {
+    /// Whether the API server could not be asked (not an answer that it does not serve the kind).
+    pub fn unreachable(&self) -> bool {
+        match self {
+            InformerError::DiscoveryFailed { source, .. } => crate::reachability::unreachable(source),
+        }
+    }
+}
+
 /// Resolves a kind to an [`ApiResource`]: from the plural the plugin gave, else by discovery.
 pub async fn resolve(client: &Client, kind: &KindRef) -> Result<ApiResource, InformerError> {
     let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);

@@ -2,7 +2,8 @@
 //! module ([`fetch`](super::fetch)) and its deployment-time overrides; the host runs it with
 //! [`Host::install`] under the owner `ReconcilerPlugin/<name>` and reports on the status:
 //! `Loaded` (the spec's module runs), `Ready` (some version runs), `Degraded` (the spec's module
-//! was refused or could not be fetched) and the running digest. The status is written only when
+//! was refused or could not be fetched, or it runs but waits for kinds the API server does not
+//! serve: `KindNotServed`) and the running digest. The status is written only when
 //! it changes: every write is an event for this controller. The plugin's reconcile counts are
 //! metrics (`wasmop_reconciles_total{plugin}`), not status.
 //!
@@ -32,6 +33,9 @@ use crate::settings::Overrides;
 
 /// The `ReconcilerPlugin` CustomResourceDefinition, as shipped.
 const CRD: &str = include_str!("../../crds/reconcilerplugin.yaml");
+
+/// The reason while the plugin waits for kinds the API server does not serve.
+const KIND_NOT_SERVED: &str = "KindNotServed";
 
 /// How often a resource's module is fetched again.
 pub const RECHECK: Duration = Duration::from_secs(5);
@@ -81,6 +85,14 @@ pub enum Report {
         /// The plugin's name.
         plugin: String,
     },
+    /// The spec's module runs as plugin `plugin` but does not reconcile: the API server does not
+    /// serve kinds it declares ([`Host::unserved`]). It starts once they are served.
+    Waiting {
+        /// The plugin's name.
+        plugin: String,
+        /// The kinds not served, each with the served kind closest to it.
+        message: String,
+    },
     /// The spec's module does not run; `running` says whether an older version does.
     Refused {
         /// A CamelCase reason.
@@ -100,6 +112,11 @@ pub fn conditions(previous: &Value, report: &Report, generation: Option<i64>, no
             ("True", "Loaded", format!("plugin {plugin} runs the module the spec names")),
             ("True", "Running", format!("plugin {plugin} is running")),
             ("False", "AsSpecified", "the spec's module runs".to_string()),
+        ),
+        Report::Waiting { plugin, message } => (
+            ("True", "Loaded", format!("plugin {plugin} runs the module the spec names")),
+            ("False", KIND_NOT_SERVED, format!("plugin {plugin} does not reconcile: {message}")),
+            ("True", KIND_NOT_SERVED, message.clone()),
         ),
         Report::Refused { reason, message, running } => (
             ("False", *reason, message.clone()),
@@ -172,16 +189,30 @@ async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<
         let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": object.resource_version() } });
         leader_only(&context, context.api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
     }
-    let report = load(&context, &name, &owner, &object).await;
+    let report = match load(&context, &name, &owner, &object).await {
+        Report::Loaded { plugin } => match context.host.unserved(&plugin) {
+            Some(message) => Report::Waiting { plugin, message },
+            None => Report::Loaded { plugin },
+        },
+        refused => refused,
+    };
     let status = &object.data["status"];
-    if let Report::Refused { reason, message, .. } = &report {
-        tracing::error!(resource = name, reason, "plugin refused: {message}");
+    let problem = match &report {
+        Report::Refused { reason, message, .. } => {
+            tracing::error!(resource = name, reason, "plugin refused: {message}");
+            Some((*reason, message))
+        }
+        // The controller logs it.
+        Report::Waiting { message, .. } => Some((KIND_NOT_SERVED, message)),
+        Report::Loaded { .. } => None,
+    };
+    if let Some((reason, message)) = problem {
         // One Event per new refusal, not one per recheck.
         let degraded = status["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "Degraded"));
         if degraded.is_none_or(|c| c["message"] != message.as_str()) {
             let event = Event {
                 type_: EventType::Warning,
-                reason: (*reason).to_string(),
+                reason: reason.to_string(),
                 note: Some(message.chars().take(1000).collect()),
                 action: "Load".into(),
                 secondary: None,
@@ -286,6 +317,22 @@ mod tests {
         assert_eq!(conditions[0]["message"], "bad");
         assert_eq!(conditions[2]["reason"], "LoadFailed");
         assert!(conditions.iter().all(|c| c["observedGeneration"] == 3 && c["lastTransitionTime"] == now));
+    }
+
+    #[test]
+    fn a_plugin_waiting_for_an_unserved_kind_is_loaded_but_degraded_and_not_ready() {
+        let message = "Widgit is not served by the API server (x.dev/v1); did you mean Widget?".to_string();
+        let report = Report::Waiting { plugin: "p".into(), message: message.clone() };
+        let conditions = conditions(&Value::Null, &report, Some(1), "t1");
+        let status: Vec<(&str, &str, &str)> = conditions
+            .iter()
+            .map(|c| (c["type"].as_str().unwrap(), c["status"].as_str().unwrap(), c["reason"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            status,
+            [("Loaded", "True", "Loaded"), ("Ready", "False", "KindNotServed"), ("Degraded", "True", "KindNotServed")]
+        );
+        assert_eq!(conditions[2]["message"], message.as_str());
     }
 
     #[test]

@@ -1,0 +1,112 @@
+//! A declared kind the API server does not serve, against the real kube-apiserver:
+//! `fixture-unserved` declares a dependent of kind `Widgit` (`unserved.wasmop.dev/v1`), a typo of
+//! the served `Widget`. The plugin loads, its primaries say which kind is missing and what it
+//! may have meant, `/readyz` says so too; once a CRD serves `Widgit`, the plugin reconciles
+//! without a restart.
+//!
+//! The CRDs are cluster-wide: the test removes the `Widgit` CRD before and after it runs.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+use wasmop_tests::{
+    apply, apply_file, bare_host, client, condition, event_note, namespace, plugin, within, workspace_root,
+};
+
+const WAIT: Duration = Duration::from_secs(60);
+const GROUP: &str = "unserved.wasmop.dev";
+
+/// A namespaced CRD of `kind` in [`GROUP`], with a free-form spec.
+fn crd(kind: &str) -> serde_json::Value {
+    let plural = format!("{}s", kind.to_lowercase());
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": format!("{plural}.{GROUP}") },
+        "spec": {
+            "group": GROUP, "scope": "Namespaced",
+            "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List") },
+            "versions": [{ "name": "v1", "served": true, "storage": true, "schema": { "openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }],
+        },
+    })
+}
+
+/// Deletes the `Widgit` CRD, if any, and waits until it is gone.
+async fn remove_widgits(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = format!("widgits.{GROUP}");
+    if crds.delete(&name, &DeleteParams::default()).await.is_ok() {
+        within(WAIT, "the Widgit CRD to go", await_condition(crds, &name, conditions::is_deleted(""))).await??;
+    }
+    Ok(())
+}
+
+fn holds(object: &DynamicObject, type_: &str, status: &str) -> bool {
+    condition(object, type_).is_some_and(|c| c["status"] == status)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_of_an_unserved_kind_is_reported_with_the_closest_and_runs_once_served() -> anyhow::Result<()> {
+    let client = client().await?;
+    remove_widgits(&client).await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/refused/crd.yaml"), None).await?;
+    apply(&client, crd("Widget"), None).await?;
+    let ns = namespace(&client, "unserved").await?;
+    let gvk = GroupVersionKind::gvk("fixture.wasmop.dev", "v1", "Shape");
+    let shapes: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "shapes"));
+    let shape = json!({ "apiVersion": "fixture.wasmop.dev/v1", "kind": "Shape", "metadata": { "name": "s1" } });
+    apply(&client, shape, Some(&ns)).await?;
+
+    let host = bare_host(&client, &ns)?;
+    let bytes = std::fs::read(plugin("fixture-unserved"))?;
+    host.install("test", Path::new("fixture-unserved.wasm"), bytes, None).await?;
+    host.loaded();
+
+    let expected = "Widgit is not served by the API server (unserved.wasmop.dev/v1); did you mean Widget?";
+    let waiting = within(
+        WAIT,
+        "s1: Degraded, KindNotServed",
+        await_condition(shapes.clone(), "s1", |o: Option<&DynamicObject>| {
+            o.is_some_and(|o| condition(o, "Degraded").is_some_and(|c| c["reason"] == "KindNotServed"))
+        }),
+    )
+    .await??
+    .expect("waited for it");
+    let degraded = condition(&waiting, "Degraded").expect("waited for it");
+    assert_eq!(degraded["message"], expected);
+    assert!(holds(&waiting, "Ready", "False"));
+    let note = event_note(&client, &ns, WAIT, "s1", "did you mean Widget?").await?;
+    assert_eq!(note, format!("not reconciled: {expected}"));
+    assert_eq!(host.unserved("fixture-unserved").as_deref(), Some(expected));
+    let readyz = host.ready().expect_err("the plugin waits");
+    assert!(readyz.contains(expected), "{readyz}");
+
+    // The kind becomes served: the plugin reconciles, without a restart.
+    apply(&client, crd("Widgit"), None).await?;
+    within(
+        WAIT,
+        "s1: Ready",
+        await_condition(shapes.clone(), "s1", |o: Option<&DynamicObject>| {
+            o.is_some_and(|o| holds(o, "Ready", "True") && holds(o, "Degraded", "False"))
+        }),
+    )
+    .await??;
+    let gvk = GroupVersionKind::gvk(GROUP, "v1", "Widgit");
+    let widgits: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "widgits"));
+    let names: Vec<String> =
+        widgits.list(&ListParams::default()).await?.items.into_iter().filter_map(|w| w.metadata.name).collect();
+    assert_eq!(names, ["s1"]);
+    assert_eq!(host.unserved("fixture-unserved"), None);
+    host.ready().map_err(anyhow::Error::msg)?;
+
+    host.stop_all().await;
+    remove_widgits(&client).await?;
+    Ok(())
+}
