@@ -101,7 +101,9 @@ impl FakeHost {
 
     /// Adds an object of kind `kind`: a typed object (e.g. a `k8s_openapi` type) or a
     /// [`serde_json::Value`]. Its `metadata.name` and `metadata.namespace` are what `get` and
-    /// `list` match on. Panics if it does not serialize to a JSON object.
+    /// `list` match on. An object of the same kind, namespace and name already there is
+    /// replaced, as a write to the API server would: this is how a test changes an object
+    /// between two runs. Panics if it does not serialize to a JSON object.
     ///
     /// ```
     /// use wasmop_guest::serde_json::json;
@@ -116,11 +118,12 @@ impl FakeHost {
     /// ```
     pub fn insert(&mut self, kind: &Kind, object: &impl Serialize) -> &mut Self {
         let object = to_object("insert", kind, object);
-        self.objects.push((kind.clone(), object));
+        replace(&mut self.objects, kind, object);
         self
     }
 
-    /// Adds an object given as JSON text. Panics if the text is not a JSON object.
+    /// Adds an object given as JSON text, replacing one of the same kind, namespace and name as
+    /// [`FakeHost::insert`] does. Panics if the text is not a JSON object.
     ///
     /// ```
     /// use wasmop_guest::testing::FakeHost;
@@ -161,6 +164,7 @@ impl FakeHost {
     /// objects the watch's [`Mapper`](crate::Mapper) relates to the primary being reconciled. It is
     /// in the cache too, for `get` and `list`. Panics if it does not serialize to a JSON object.
     ///
+    /// A secondary of the same kind, namespace and name already there is replaced.
     /// `secondaries` gives them sorted by namespace and name, and fails, as the real host does,
     /// for a kind the reconciler's [`Config`](crate::Config) declares no [`Watch`](crate::Watch)
     /// of.
@@ -180,7 +184,7 @@ impl FakeHost {
     /// ```
     pub fn insert_secondary(&mut self, kind: &Kind, object: &impl Serialize) -> &mut Self {
         let object = to_object("insert_secondary", kind, object);
-        self.secondaries.push((kind.clone(), object));
+        replace(&mut self.secondaries, kind, object);
         self
     }
 
@@ -497,6 +501,20 @@ impl FakeHost {
         };
         let ctx = Context::new(Box::new(backend), attempt, last_attempt).with_dependents(self.dependents.clone());
         (ctx, logs)
+    }
+}
+
+/// Puts `object` of `kind` in `objects`, in place of the one of the same kind, namespace and
+/// name if there is one.
+fn replace(objects: &mut Vec<(Kind, Value)>, kind: &Kind, object: Value) {
+    let same = |(k, o): &(Kind, Value)| {
+        k.same_type(kind)
+            && meta_str(o, "namespace") == meta_str(&object, "namespace")
+            && meta_str(o, "name") == meta_str(&object, "name")
+    };
+    match objects.iter_mut().find(|entry| same(entry)) {
+        Some(slot) => *slot = (kind.clone(), object),
+        None => objects.push((kind.clone(), object)),
     }
 }
 
@@ -1335,5 +1353,30 @@ mod tests {
         assert_eq!(status["configMap"], json!({ "kept": "1" }));
         assert_eq!(status["secret"], Value::Null, "no data in a metadata-only watch");
         assert_eq!(status["secretLabels"], json!({ "a": "b" }));
+    }
+
+    #[test]
+    fn insert_replaces_the_object_of_the_same_kind_namespace_and_name() {
+        let kind = Kind::of::<ConfigMap>();
+        let mut host = FakeHost::new();
+        host.insert(&kind, &json!({ "metadata": { "name": "one", "namespace": "b" }, "data": { "v": "old" } }))
+            .insert_json(&kind, r#"{"metadata": {"name": "one", "namespace": "b"}, "data": {"v": "new"}}"#)
+            // Same name elsewhere: another object.
+            .insert(&kind, &json!({ "metadata": { "name": "one", "namespace": "a" }, "data": { "v": "a" } }));
+        let host = host.with(&Kind::namespaced("", "v1", "Secret"), &secondary("b", "one"));
+        let mut names: Vec<String> = host
+            .objects_of(&kind)
+            .iter()
+            .map(|o| format!("{}/{}", o["metadata"]["namespace"], o["data"]["v"]))
+            .collect();
+        names.sort();
+        assert_eq!(names, [r#""a"/"a""#, r#""b"/"new""#]);
+        let host = host
+            .with_secondary(&kind, &secondary("b", "two"))
+            .with_secondary(&kind, &json!({ "metadata": { "name": "two", "namespace": "b" }, "data": { "v": "2" } }));
+        let (ctx, _logs) = host.context(&Plugin::of::<Owner>(), 0, false);
+        let secondaries: Vec<Value> = ctx.secondaries(&kind).unwrap();
+        assert_eq!(secondaries.len(), 1, "{secondaries:?}");
+        assert_eq!(secondaries[0]["data"]["v"], "2");
     }
 }
