@@ -610,18 +610,69 @@ pub(crate) fn run<R: Reconciler>(object: &str, ctx: &Context) -> Result<Outcome,
     Ok(outcome)
 }
 
-/// The primary's JSON text as `R::Primary`, or an invalid-resource error naming the type and the
-/// path of the field at fault (`status.conditions[1].status`).
+/// The primary's JSON text as `R::Primary`, or an invalid-resource error in the terms of the
+/// object the user wrote: the path of the field at fault, what it should be and the value it has
+/// (`spec.replicas: expected an integer, got "three"`).
 fn primary<R: Reconciler>(object: &str) -> Result<R::Primary, Error> {
     let mut json = serde_json::Deserializer::from_str(object);
-    serde_path_to_error::deserialize(&mut json).map_err(|e| {
-        let path = e.path().to_string();
-        Error::invalid(format!(
-            "the primary does not deserialize as {} at `{path}`: {}",
-            std::any::type_name::<R::Primary>(),
-            e.inner()
-        ))
+    serde_path_to_error::deserialize(&mut json).map_err(|e| Error::invalid(invalid_primary(object, &e)))
+}
+
+/// The longest value an invalid-primary message quotes, in characters.
+const QUOTED_VALUE: usize = 60;
+
+/// What is wrong with the primary `object`, from serde's error: without serde's position in the
+/// JSON text (which the user never sees) or Rust type names.
+fn invalid_primary(object: &str, error: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let inner = error.inner();
+    let text = inner.to_string();
+    let position = format!(" at line {} column {}", inner.line(), inner.column());
+    let message = text.strip_suffix(&position).unwrap_or(&text);
+    if !matches!(inner.classify(), serde_json::error::Category::Data) {
+        return format!("the primary is not JSON: {message}");
+    }
+    let mismatch = message.strip_prefix("invalid type: ").or_else(|| message.strip_prefix("invalid value: "));
+    let message = match mismatch.and_then(|m| m.rsplit_once(", expected ")) {
+        Some((unexpected, expected)) => {
+            let value =
+                serde_json::from_str(object).ok().and_then(|object| value_at(&object, error.path()).map(quoted));
+            format!("expected {}, got {}", plain(expected), value.unwrap_or_else(|| unexpected.to_owned()))
+        }
+        None => message.to_owned(),
+    };
+    if error.path().iter().next().is_none() { message } else { format!("{}: {message}", error.path()) }
+}
+
+/// The value at `path` in `object`, if the path leads to one.
+fn value_at<'a>(object: &'a serde_json::Value, path: &serde_path_to_error::Path) -> Option<&'a serde_json::Value> {
+    use serde_path_to_error::Segment;
+    path.iter().try_fold(object, |value, segment| match segment {
+        Segment::Seq { index } => value.get(*index),
+        Segment::Map { key } | Segment::Enum { variant: key } => value.get(key),
+        Segment::Unknown => None,
     })
+}
+
+/// `value` as compact JSON, cut to [`QUOTED_VALUE`] characters.
+fn quoted(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(QUOTED_VALUE) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text,
+    }
+}
+
+/// What serde says a field expects, in JSON's terms rather than Rust's.
+fn plain(expected: &str) -> &str {
+    match expected {
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "an integer",
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a non-negative integer",
+        "f32" | "f64" => "a number",
+        "a sequence" => "a list",
+        "a map" => "an object",
+        _ if expected.starts_with("struct ") => "an object",
+        _ => expected,
+    }
 }
 
 /// Runs `R`'s [`Reconciler::desired`] on the primary's JSON text: shared by the export and
