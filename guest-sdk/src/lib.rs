@@ -120,6 +120,7 @@
 extern crate self as wasmop_guest;
 
 pub use k8s_openapi;
+pub use schemars;
 pub use serde;
 pub use serde_json;
 pub use wit_bindgen;
@@ -127,6 +128,7 @@ pub use wit_bindgen;
 pub mod conditions;
 mod config;
 mod context;
+mod crd;
 mod dependent;
 mod kind;
 mod outcome;
@@ -139,6 +141,7 @@ pub use config::{
     Config, Filters, Finalizer, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry, Watch,
 };
 pub use context::{Context, Level};
+pub use crd::Crd;
 pub use dependent::{Cleanup, Dependent, DependentState, Desired};
 pub use kind::Kind;
 pub use outcome::{Error, Event, EventType, Outcome};
@@ -411,6 +414,52 @@ pub trait Reconciler {
         Vec::new()
     }
 
+    /// The CustomResourceDefinition of the primary kind, generated from the plugin's spec and
+    /// status types (see [`Crd`]); `wasmop crd --plugin x.wasm` prints it as YAML. None by
+    /// default: a built-in primary kind, or a CRD written by hand.
+    ///
+    /// ```
+    /// use wasmop_guest::schemars::JsonSchema;
+    /// use wasmop_guest::serde::{Deserialize, Serialize};
+    /// use wasmop_guest::{Config, Context, Crd, Error, Kind, Outcome, Reconciler, Resource};
+    ///
+    /// #[derive(Deserialize, JsonSchema)]
+    /// # #[serde(crate = "wasmop_guest::serde")]
+    /// struct Spec {
+    ///     message: String,
+    /// }
+    ///
+    /// #[derive(Serialize, JsonSchema)]
+    /// # #[serde(crate = "wasmop_guest::serde")]
+    /// struct Status {
+    ///     echo: String,
+    /// }
+    ///
+    /// struct Echo;
+    ///
+    /// impl Reconciler for Echo {
+    ///     type Primary = Resource<Spec>;
+    ///
+    ///     fn config() -> Config {
+    ///         Config::new("echo", Kind::namespaced("example.com", "v1", "Echo"))
+    ///     }
+    ///
+    ///     fn crd() -> Option<Crd> {
+    ///         Some(Crd::of::<Spec, Status>(&Self::config().primary).printer_column("Echo", "string", ".status.echo"))
+    ///     }
+    ///
+    ///     fn reconcile(echo: Resource<Spec>, _: &Context) -> Result<Outcome, Error> {
+    ///         Ok(Outcome::done().status(Status { echo: echo.spec.message }))
+    ///     }
+    /// }
+    ///
+    /// let crd = Echo::crd().unwrap().to_value();
+    /// assert_eq!(crd["metadata"]["name"], "echos.example.com");
+    /// ```
+    fn crd() -> Option<Crd> {
+        None
+    }
+
     /// The desired objects of the plugin's [`Dependent`]s for `primary` (JOSDK's `desired`).
     /// Called before every [`Reconciler::reconcile`] when the plugin declares dependents; a
     /// dependent with no desired object has its objects deleted. None by default.
@@ -521,6 +570,10 @@ macro_rules! export {
                 ) -> ::core::result::Result<::std::vec::Vec<$crate::__private::WitSecondaryRef>, ::std::string::String>
                 {
                     $crate::__private::secondaries_of::<$reconciler>(primary)
+                }
+
+                fn crd() -> ::core::option::Option<::std::string::String> {
+                    $crate::__private::crd::<$reconciler>()
                 }
 
                 fn desired(
@@ -807,6 +860,11 @@ pub mod __private {
     ) -> Result<Vec<WitObjectRef>, String> {
         let primaries = crate::map_secondary::<R>(&secondary, previous.as_deref(), &outside())?;
         Ok(primaries.into_iter().map(crate::PrimaryRef::into_wit).collect())
+    }
+
+    /// `crd` for `R`: its CRD as JSON text.
+    pub fn crd<R: Reconciler>() -> Option<String> {
+        R::crd().map(|crd| crd.to_value().to_string())
     }
 
     /// `secondaries-of` for `R`: a primary that does not deserialize is an error naming the type
