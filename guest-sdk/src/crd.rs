@@ -10,7 +10,9 @@
 //! the API server does not know dropped.
 //!
 //! The status schema has what the host writes beside the plugin's status: `observedGeneration`
-//! and the `conditions` list (unless the plugin's status type has fields of those names).
+//! and the `conditions` list (unless the plugin's status type has fields of those names). None
+//! of its fields is required: the host writes a status without the plugin's fields when a
+//! reconcile fails.
 
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
@@ -31,6 +33,7 @@ use crate::Kind;
 ///
 /// /// What the user asks for.
 /// #[derive(JsonSchema)]
+/// #[schemars(crate = "wasmop_guest::schemars")] // without a dependency on schemars of its own
 /// struct Spec {
 ///     /// The greeting's recipient.
 ///     name: String,
@@ -39,6 +42,7 @@ use crate::Kind;
 ///
 /// /// What the plugin reports.
 /// #[derive(JsonSchema)]
+/// #[schemars(crate = "wasmop_guest::schemars")]
 /// struct Status {
 ///     message: Option<String>,
 /// }
@@ -106,6 +110,9 @@ impl Crd {
         if status.get("type") != Some(&json!("object")) {
             status = json!({ "type": "object" });
         }
+        // The host writes the status without the plugin's fields when a reconcile fails: none of
+        // them can be required.
+        status.as_object_mut().map(|status| status.remove("required"));
         let properties = status["properties"].as_object_mut().map(std::mem::take).unwrap_or_default();
         let mut host = Map::new();
         host.insert(
@@ -217,7 +224,7 @@ fn conditions() -> Value {
     let string = |description: &str| json!({ "type": "string", "description": description });
     json!({
         "type": "array",
-        "description": "The host's Ready and Degraded conditions, and any other controller's (written by the host).",
+        "description": "The conditions: the host's (Ready, Degraded) and any other controller's.",
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["type"],
         "items": {
@@ -472,6 +479,7 @@ mod tests {
     #[allow(dead_code)] // Only its schema is used.
     struct Status {
         message: Option<String>,
+        phase: String,
     }
 
     fn crd() -> Value {
@@ -606,6 +614,8 @@ mod tests {
             assert!(condition[field].is_object(), "conditions[].{field}: {condition}");
         }
         assert_eq!(status["conditions"]["x-kubernetes-list-map-keys"], json!(["type"]));
+        let status_schema = &schema(&crd)["properties"]["status"];
+        assert_eq!(status_schema.get("required"), None, "a failed reconcile writes no plugin fields");
         assert_eq!(schema(&crd)["required"], json!(["spec"]));
     }
 

@@ -424,12 +424,14 @@ pub trait Reconciler {
     /// use wasmop_guest::{Config, Context, Crd, Error, Kind, Outcome, Reconciler, Resource};
     ///
     /// #[derive(Deserialize, JsonSchema)]
+    /// #[schemars(crate = "wasmop_guest::schemars")]
     /// # #[serde(crate = "wasmop_guest::serde")]
     /// struct Spec {
     ///     message: String,
     /// }
     ///
     /// #[derive(Serialize, JsonSchema)]
+    /// #[schemars(crate = "wasmop_guest::schemars")]
     /// # #[serde(crate = "wasmop_guest::serde")]
     /// struct Status {
     ///     echo: String,
