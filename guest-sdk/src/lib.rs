@@ -120,6 +120,7 @@
 extern crate self as wasmop_guest;
 
 pub use k8s_openapi;
+pub use schemars;
 pub use serde;
 pub use serde_json;
 pub use wit_bindgen;
@@ -127,6 +128,7 @@ pub use wit_bindgen;
 pub mod conditions;
 mod config;
 mod context;
+mod crd;
 mod dependent;
 mod kind;
 mod outcome;
@@ -139,6 +141,7 @@ pub use config::{
     Config, Filters, Finalizer, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry, Watch,
 };
 pub use context::{Context, Level};
+pub use crd::Crd;
 pub use dependent::{Cleanup, Dependent, DependentState, Desired};
 pub use kind::Kind;
 pub use outcome::{Error, Event, EventType, Outcome};
@@ -411,6 +414,54 @@ pub trait Reconciler {
         Vec::new()
     }
 
+    /// The CustomResourceDefinition of the primary kind, generated from the plugin's spec and
+    /// status types (see [`Crd`]); `wasmop crd --plugin x.wasm` prints it as YAML. None by
+    /// default: a built-in primary kind, or a CRD written by hand.
+    ///
+    /// ```
+    /// use wasmop_guest::schemars::JsonSchema;
+    /// use wasmop_guest::serde::{Deserialize, Serialize};
+    /// use wasmop_guest::{Config, Context, Crd, Error, Kind, Outcome, Reconciler, Resource};
+    ///
+    /// #[derive(Deserialize, JsonSchema)]
+    /// #[schemars(crate = "wasmop_guest::schemars")]
+    /// # #[serde(crate = "wasmop_guest::serde")]
+    /// struct Spec {
+    ///     message: String,
+    /// }
+    ///
+    /// #[derive(Serialize, JsonSchema)]
+    /// #[schemars(crate = "wasmop_guest::schemars")]
+    /// # #[serde(crate = "wasmop_guest::serde")]
+    /// struct Status {
+    ///     echo: String,
+    /// }
+    ///
+    /// struct Echo;
+    ///
+    /// impl Reconciler for Echo {
+    ///     type Primary = Resource<Spec>;
+    ///
+    ///     fn config() -> Config {
+    ///         Config::new("echo", Kind::namespaced("example.com", "v1", "Echo"))
+    ///     }
+    ///
+    ///     fn crd() -> Option<Crd> {
+    ///         Some(Crd::of::<Spec, Status>(&Self::config().primary).printer_column("Echo", "string", ".status.echo"))
+    ///     }
+    ///
+    ///     fn reconcile(echo: Resource<Spec>, _: &Context) -> Result<Outcome, Error> {
+    ///         Ok(Outcome::done().status(Status { echo: echo.spec.message }))
+    ///     }
+    /// }
+    ///
+    /// let crd = Echo::crd().unwrap().to_value();
+    /// assert_eq!(crd["metadata"]["name"], "echos.example.com");
+    /// ```
+    fn crd() -> Option<Crd> {
+        None
+    }
+
     /// The desired objects of the plugin's [`Dependent`]s for `primary` (JOSDK's `desired`).
     /// Called before every [`Reconciler::reconcile`] when the plugin declares dependents; a
     /// dependent with no desired object has its objects deleted. None by default.
@@ -558,6 +609,10 @@ macro_rules! export {
                     $crate::__private::secondaries_of::<$reconciler>(primary)
                 }
 
+                fn crd() -> ::core::option::Option<::std::string::String> {
+                    $crate::__private::crd::<$reconciler>()
+                }
+
                 fn desired(
                     request: $crate::__private::ReconcileRequest,
                 ) -> ::core::result::Result<
@@ -647,18 +702,69 @@ pub(crate) fn run<R: Reconciler>(object: &str, ctx: &Context) -> Result<Outcome,
     Ok(outcome)
 }
 
-/// The primary's JSON text as `R::Primary`, or an invalid-resource error naming the type and the
-/// path of the field at fault (`status.conditions[1].status`).
+/// The primary's JSON text as `R::Primary`, or an invalid-resource error in the terms of the
+/// object the user wrote: the path of the field at fault, what it should be and the value it has
+/// (`spec.replicas: expected an integer, got "three"`).
 fn primary<R: Reconciler>(object: &str) -> Result<R::Primary, Error> {
     let mut json = serde_json::Deserializer::from_str(object);
-    serde_path_to_error::deserialize(&mut json).map_err(|e| {
-        let path = e.path().to_string();
-        Error::invalid(format!(
-            "the primary does not deserialize as {} at `{path}`: {}",
-            std::any::type_name::<R::Primary>(),
-            e.inner()
-        ))
+    serde_path_to_error::deserialize(&mut json).map_err(|e| Error::invalid(invalid_primary(object, &e)))
+}
+
+/// The longest value an invalid-primary message quotes, in characters.
+const QUOTED_VALUE: usize = 60;
+
+/// What is wrong with the primary `object`, from serde's error: without serde's position in the
+/// JSON text (which the user never sees) or Rust type names.
+fn invalid_primary(object: &str, error: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let inner = error.inner();
+    let text = inner.to_string();
+    let position = format!(" at line {} column {}", inner.line(), inner.column());
+    let message = text.strip_suffix(&position).unwrap_or(&text);
+    if !matches!(inner.classify(), serde_json::error::Category::Data) {
+        return format!("the primary is not JSON: {message}");
+    }
+    let mismatch = message.strip_prefix("invalid type: ").or_else(|| message.strip_prefix("invalid value: "));
+    let message = match mismatch.and_then(|m| m.rsplit_once(", expected ")) {
+        Some((unexpected, expected)) => {
+            let value =
+                serde_json::from_str(object).ok().and_then(|object| value_at(&object, error.path()).map(quoted));
+            format!("expected {}, got {}", plain(expected), value.unwrap_or_else(|| unexpected.to_owned()))
+        }
+        None => message.to_owned(),
+    };
+    if error.path().iter().next().is_none() { message } else { format!("{}: {message}", error.path()) }
+}
+
+/// The value at `path` in `object`, if the path leads to one.
+fn value_at<'a>(object: &'a serde_json::Value, path: &serde_path_to_error::Path) -> Option<&'a serde_json::Value> {
+    use serde_path_to_error::Segment;
+    path.iter().try_fold(object, |value, segment| match segment {
+        Segment::Seq { index } => value.get(*index),
+        Segment::Map { key } | Segment::Enum { variant: key } => value.get(key),
+        Segment::Unknown => None,
     })
+}
+
+/// `value` as compact JSON, cut to [`QUOTED_VALUE`] characters.
+fn quoted(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(QUOTED_VALUE) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text,
+    }
+}
+
+/// What serde says a field expects, in JSON's terms rather than Rust's.
+fn plain(expected: &str) -> &str {
+    match expected {
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "an integer",
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a non-negative integer",
+        "f32" | "f64" => "a number",
+        "a sequence" => "a list",
+        "a map" => "an object",
+        _ if expected.starts_with("struct ") => "an object",
+        _ => expected,
+    }
 }
 
 /// Runs `R`'s [`Reconciler::desired`] on the primary's JSON text: shared by the export and
@@ -835,6 +941,11 @@ pub mod __private {
     ) -> Result<Vec<WitObjectRef>, String> {
         let primaries = crate::map_secondary::<R>(&secondary, previous.as_deref(), &outside())?;
         Ok(primaries.into_iter().map(crate::PrimaryRef::into_wit).collect())
+    }
+
+    /// `crd` for `R`: its CRD as JSON text.
+    pub fn crd<R: Reconciler>() -> Option<String> {
+        R::crd().map(|crd| crd.to_value().to_string())
     }
 
     /// `secondaries-of` for `R`: a primary that does not deserialize is an error naming the type

@@ -1,12 +1,30 @@
 //! `wasmop inspect`: what a plugin's `describe()` says, in the words a user writes them: its
 //! settings exactly as the overrides file and a `ReconcilerPlugin`'s `spec.overrides` take them,
 //! kinds as `apiVersion/Kind`, and its watches and dependents as the SDK's builder names them.
+//! And `wasmop crd --plugin`: the CustomResourceDefinition a plugin generates from its types.
 
 use serde_json::{Map, Value, json};
 
 use crate::runtime::bindings::wasmop::plugin::types::{
     Condition, Dependent, KindRef, Mapper, Owners, Ownership, PluginConfig, Watch,
 };
+
+/// The CustomResourceDefinition `module` generates for its primary kind (its `crd` export), as
+/// YAML; an error saying so when the plugin declares none.
+pub async fn crd_yaml(module: &crate::runtime::Module) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    let path = module.path().display();
+    let json = module.crd().await.with_context(|| format!("{path}: the crd() call failed"))?;
+    let Some(json) = json else {
+        anyhow::bail!(
+            "{path} (plugin {}) declares no CustomResourceDefinition: implement Reconciler::crd (wasmop_guest::Crd \
+             builds one from the spec and status types), or write the CRD by hand",
+            module.name()
+        );
+    };
+    let crd: Value = serde_json::from_str(&json).with_context(|| format!("{path}: crd() did not return JSON"))?;
+    Ok(serde_saphyr::to_string(&crd)?)
+}
 
 /// The plugin's description, ready to print as YAML or JSON.
 pub fn describe(config: &PluginConfig) -> Value {

@@ -33,8 +33,16 @@ enum Command {
     /// Run plugins against the cluster of the current kubeconfig (KUBECONFIG, ~/.kube/config or
     /// in-cluster). Log verbosity follows RUST_LOG (default: info).
     Run(Box<RunArgs>),
-    /// Print the ReconcilerPlugin CustomResourceDefinition, to `kubectl apply -f -`.
-    Crd,
+    /// Print a CustomResourceDefinition as YAML, to `kubectl apply -f -`: with `--plugin`, the
+    /// one the plugin generates from its spec and status types (`Reconciler::crd`); without,
+    /// the host's own ReconcilerPlugin CRD.
+    Crd {
+        /// The plugin file whose primary's CRD to print.
+        #[arg(long, value_name = "FILE.wasm")]
+        plugin: Option<PathBuf>,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
     /// Scaffold a plugin crate: Cargo.toml, src/lib.rs (a reconciler and its unit test), the
     /// CRD and an example object. It builds with `cargo build --release --target
     /// wasm32-wasip2` and passes `cargo test` as generated.
@@ -278,7 +286,11 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
                 root.display()
             ))
         }
-        Command::Crd => print_out(&wasmop::loader::resource::crd_yaml()),
+        Command::Crd { plugin: None, .. } => print_out(&wasmop::loader::resource::crd_yaml()),
+        Command::Crd { plugin: Some(file), runtime } => {
+            let module = runtime.runtime(None)?.load(&file)?;
+            print_out(&wasmop::inspect::crd_yaml(&module).await?)
+        }
         Command::Run(args) => run(*args).await,
     }
 }

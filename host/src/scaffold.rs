@@ -65,6 +65,9 @@ impl Scaffold {
         let render = |template: &str| {
             template
                 .replace("{{name}}", &self.name)
+                .replace("{{crate}}", &self.name.replace('-', "_"))
+                .replace("{{channel}}", toolchain_channel())
+                .replace("{{wasmop_version}}", env!("CARGO_PKG_VERSION"))
                 .replace("{{group}}", &self.group)
                 .replace("{{kind}}", &self.kind)
                 .replace("{{plural}}", &format!("{singular}s"))
@@ -73,11 +76,22 @@ impl Scaffold {
         };
         Ok(vec![
             ("Cargo.toml", render(include_str!("../templates/new/Cargo.toml.tmpl"))),
+            ("rust-toolchain.toml", render(include_str!("../templates/new/rust-toolchain.toml.tmpl"))),
             ("src/lib.rs", render(include_str!("../templates/new/lib.rs.tmpl"))),
             ("crd.yaml", render(include_str!("../templates/new/crd.yaml.tmpl"))),
             ("example.yaml", render(include_str!("../templates/new/example.yaml.tmpl"))),
         ])
     }
+}
+
+/// The toolchain channel of the repository's `rust-toolchain.toml`: the one the host and the SDK
+/// are built and tested with.
+fn toolchain_channel() -> &'static str {
+    include_str!("../../rust-toolchain.toml")
+        .lines()
+        .find_map(|line| line.strip_prefix("channel = "))
+        .map(|channel| channel.trim_matches('"'))
+        .expect("rust-toolchain.toml names a channel")
 }
 
 #[cfg(test)]
@@ -100,7 +114,19 @@ mod tests {
         );
         assert!(file("crd.yaml").contains("name: hellos.demo.example.com"));
         assert!(file("example.yaml").contains("apiVersion: demo.example.com/v1"));
+        assert!(file("src/lib.rs").contains("Crd::of::<Spec, Status>"), "the CRD comes from the types");
+        assert!(file("src/lib.rs").contains("release/hello_op.wasm > crd.yaml"));
         assert!(files.iter().all(|(_, text)| !text.contains("{{")), "every placeholder is filled");
+    }
+
+    #[test]
+    fn pins_the_toolchain_the_repository_pins() {
+        let files = scaffold("hello-op", "demo.example.com", "Hello").files().unwrap();
+        let toolchain = &files.iter().find(|(p, _)| *p == "rust-toolchain.toml").expect("a rust-toolchain.toml").1;
+        let root = include_str!("../../rust-toolchain.toml");
+        let channel = root.lines().find(|l| l.starts_with("channel = ")).expect("the root pins a channel");
+        assert!(toolchain.lines().any(|l| l == channel), "{toolchain}");
+        assert!(toolchain.contains(r#"targets = ["wasm32-wasip2"]"#), "{toolchain}");
     }
 
     #[test]

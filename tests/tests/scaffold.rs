@@ -1,14 +1,16 @@
-//! `wasmop new`: the scaffolded crate passes its unit test, builds for wasm32-wasip2, and the
-//! component reconciles the scaffolded example in the cluster.
+//! `wasmop new`: the scaffolded crate passes its unit tests (its crd.yaml is what its types
+//! generate), builds for wasm32-wasip2, `wasmop crd --plugin` prints its CRD, which the API server
+//! takes, and the component reconciles the scaffolded example in the cluster.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::wait::await_condition;
-use wasmop_tests::{apply_file, bare_host, client, namespace, wasmop_binary, within, workspace_root};
+use wasmop_tests::{apply_file, bare_host, client, namespace, plugin, wasmop_binary, within, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -70,8 +72,25 @@ async fn a_scaffolded_plugin_builds_passes_its_test_and_reconciles_its_example()
         root.join("target/scaffold/guest-debian/wasm32-wasip2/release/hello_op.wasm")
     };
 
+    // The CRD, generated from the plugin's types, is the one the scaffold wrote.
+    let printed = Command::new(wasmop_binary()?).arg("crd").arg("--plugin").arg(&wasm).output()?;
+    let stdout = String::from_utf8(printed.stdout)?;
+    assert!(printed.status.success(), "wasmop crd --plugin failed: {}", String::from_utf8_lossy(&printed.stderr));
+    let generated: serde_json::Value = serde_saphyr::from_str(&stdout)?;
+    let written: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(crate_dir.join("crd.yaml"))?)?;
+    assert_eq!(generated, written, "crd.yaml is what `wasmop crd --plugin` prints");
+    let version = &generated["spec"]["versions"][0];
+    assert_eq!(version["subresources"]["status"], serde_json::json!({}));
+    assert_eq!(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"], serde_json::json!(["message"]));
+    // A plugin without crd() is told so.
+    let none = Command::new(wasmop_binary()?).arg("crd").arg("--plugin").arg(plugin("greeting")).output()?;
+    let stderr = String::from_utf8_lossy(&none.stderr);
+    assert!(!none.status.success() && stderr.contains("declares no CustomResourceDefinition"), "{stderr}");
+
     let client = client().await?;
-    apply_file(&client, &crate_dir.join("crd.yaml"), None).await?;
+    let crd_file = dir.join("generated-crd.yaml");
+    std::fs::write(&crd_file, &stdout)?;
+    apply_file(&client, &crd_file, None).await?;
     let ns = namespace(&client, "scaffold").await?;
     let host = bare_host(&client, &ns)?;
     host.install("scaffold", &wasm, std::fs::read(&wasm)?, None).await?;
@@ -82,12 +101,15 @@ async fn a_scaffolded_plugin_builds_passes_its_test_and_reconciles_its_example()
     let ready = |o: Option<&DynamicObject>| {
         o.is_some_and(|o| {
             o.data["status"]["echo"] == "hello"
+                && o.data["status"]["configMap"] == "example-message"
                 && o.data["status"]["conditions"]
                     .as_array()
                     .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
         })
     };
     within(WAIT, "the example echoed and Ready", await_condition(api, "example", ready)).await??;
+    let config_map = Api::<ConfigMap>::namespaced(client.clone(), &ns).get("example-message").await?;
+    assert_eq!(config_map.data.unwrap_or_default().get("message").map(String::as_str), Some("hello"));
     host.stop_all().await;
     Ok(())
 }

@@ -246,8 +246,11 @@ async fn a_foreign_condition_is_kept_and_an_unparseable_primary_is_reported_then
     let broken = serde_json::json!({ "status": { "conditions": "not a list" } });
     api.patch_status("shared", &PatchParams::default(), &Patch::Merge(&broken)).await?;
     api.patch("shared", &PatchParams::default(), &Patch::Merge(&spec("three"))).await?;
-    let note = wasmop_tests::event_note(&client, &ns, WAIT, "shared", "does not deserialize").await?;
-    assert!(note.contains("at `status.conditions`"), "the Event names the field: {note}");
+    let note = wasmop_tests::event_note(&client, &ns, WAIT, "shared", "status.conditions: expected").await?;
+    assert!(
+        note.contains(r#"status.conditions: expected a list, got "not a list""#),
+        "the Event names the field: {note}"
+    );
 
     let fixed = serde_json::json!({ "status": { "conditions": [] } });
     api.patch_status("shared", &PatchParams::default(), &Patch::Merge(&fixed)).await?;

@@ -101,7 +101,9 @@ impl FakeHost {
 
     /// Adds an object of kind `kind`: a typed object (e.g. a `k8s_openapi` type) or a
     /// [`serde_json::Value`]. Its `metadata.name` and `metadata.namespace` are what `get` and
-    /// `list` match on. Panics if it does not serialize to a JSON object.
+    /// `list` match on. An object of the same kind, namespace and name already there is
+    /// replaced, as a write to the API server would: this is how a test changes an object
+    /// between two runs. Panics if it does not serialize to a JSON object.
     ///
     /// ```
     /// use wasmop_guest::serde_json::json;
@@ -116,11 +118,12 @@ impl FakeHost {
     /// ```
     pub fn insert(&mut self, kind: &Kind, object: &impl Serialize) -> &mut Self {
         let object = to_object("insert", kind, object);
-        self.objects.push((kind.clone(), object));
+        replace(&mut self.objects, kind, object);
         self
     }
 
-    /// Adds an object given as JSON text. Panics if the text is not a JSON object.
+    /// Adds an object given as JSON text, replacing one of the same kind, namespace and name as
+    /// [`FakeHost::insert`] does. Panics if the text is not a JSON object.
     ///
     /// ```
     /// use wasmop_guest::testing::FakeHost;
@@ -161,6 +164,7 @@ impl FakeHost {
     /// objects the watch's [`Mapper`](crate::Mapper) relates to the primary being reconciled. It is
     /// in the cache too, for `get` and `list`. Panics if it does not serialize to a JSON object.
     ///
+    /// A secondary of the same kind, namespace and name already there is replaced.
     /// `secondaries` gives them sorted by namespace and name, and fails, as the real host does,
     /// for a kind the reconciler's [`Config`](crate::Config) declares no [`Watch`](crate::Watch)
     /// of.
@@ -180,7 +184,7 @@ impl FakeHost {
     /// ```
     pub fn insert_secondary(&mut self, kind: &Kind, object: &impl Serialize) -> &mut Self {
         let object = to_object("insert_secondary", kind, object);
-        self.secondaries.push((kind.clone(), object));
+        replace(&mut self.secondaries, kind, object);
         self
     }
 
@@ -500,6 +504,20 @@ impl FakeHost {
         };
         let ctx = Context::new(Box::new(backend), attempt, last_attempt).with_dependents(self.dependents.clone());
         (ctx, logs)
+    }
+}
+
+/// Puts `object` of `kind` in `objects`, in place of the one of the same kind, namespace and
+/// name if there is one.
+fn replace(objects: &mut Vec<(Kind, Value)>, kind: &Kind, object: Value) {
+    let same = |(k, o): &(Kind, Value)| {
+        k.same_type(kind)
+            && meta_str(o, "namespace") == meta_str(&object, "namespace")
+            && meta_str(o, "name") == meta_str(&object, "name")
+    };
+    match objects.iter_mut().find(|entry| same(entry)) {
+        Some(slot) => *slot = (kind.clone(), object),
+        None => objects.push((kind.clone(), object)),
     }
 }
 
@@ -978,17 +996,11 @@ mod tests {
     }
 
     #[test]
-    fn invalid_primary_names_the_type() {
+    fn an_invalid_k8s_openapi_primary_is_told_the_field_without_rust_types() {
         let run = FakeHost::new().reconcile_json::<Lookup>(r#"{"data": 42}"#, 0, false);
-        match run.error() {
-            Error::Invalid(message) => {
-                assert!(message.contains("k8s_openapi"), "{message}");
-                assert!(message.contains("ConfigMap"), "{message}");
-            }
-            other => panic!("expected invalid, got {other:?}"),
-        }
+        assert_eq!(run.error(), &Error::invalid("data: expected an object, got 42"));
         let run = FakeHost::new().reconcile_json::<Lookup>("not json", 0, false);
-        assert!(matches!(run.error(), Error::Invalid(_)));
+        assert_eq!(run.error(), &Error::invalid("the primary is not JSON: expected ident"));
     }
 
     struct BadStatus;
@@ -1262,7 +1274,81 @@ mod tests {
         let run = FakeHost::new().reconcile::<Conditioned>(&conditioned(json!([{ "type": "Ready", "status": 1 }])));
         let error = run.error();
         assert!(matches!(error, Error::Invalid(_)), "{error:?}");
-        assert!(error.message().contains("at `status.conditions[0].status`"), "{error}");
+        assert_eq!(error.message(), "status.conditions[0].status: expected a string, got 1");
+    }
+
+    /// A typed primary, to check what an invalid one is told.
+    struct Typed;
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)] // Read through Debug only.
+    struct TypedPrimary {
+        spec: TypedSpec,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)] // Read through Debug only.
+    struct TypedSpec {
+        replicas: i32,
+        size: Option<u32>,
+        name: String,
+        #[serde(default)]
+        items: Vec<TypedItem>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)] // Read through Debug only.
+    struct TypedItem {
+        port: u16,
+    }
+
+    impl Reconciler for Typed {
+        type Primary = TypedPrimary;
+
+        fn config() -> Config {
+            Config::new("typed", Kind::namespaced("example.com", "v1", "Typed"))
+        }
+
+        fn reconcile(primary: TypedPrimary, _: &Context) -> Result<Outcome, Error> {
+            Ok(Outcome::done().status(json!({ "seen": format!("{primary:?}") })))
+        }
+    }
+
+    #[test]
+    fn an_invalid_primary_is_told_the_field_and_the_value_in_its_own_terms() {
+        let message = |spec: Value| {
+            let run = FakeHost::new()
+                .reconcile::<Typed>(&json!({ "metadata": { "name": "t", "namespace": "ns" }, "spec": spec }));
+            match run.error() {
+                Error::Invalid(message) => message.clone(),
+                other => panic!("not invalid: {other:?}"),
+            }
+        };
+        assert_eq!(
+            message(json!({ "replicas": "three", "name": "a" })),
+            r#"spec.replicas: expected an integer, got "three""#
+        );
+        assert_eq!(
+            message(json!({ "replicas": 1, "size": -1, "name": "a" })),
+            "spec.size: expected a non-negative integer, got -1"
+        );
+        assert_eq!(
+            message(json!({ "replicas": 1, "name": "a", "items": [{ "port": 80 }, { "port": "http" }] })),
+            r#"spec.items[1].port: expected a non-negative integer, got "http""#
+        );
+        assert_eq!(
+            message(json!({ "replicas": 1, "name": ["a", "b"] })),
+            r#"spec.name: expected a string, got ["a","b"]"#
+        );
+        assert_eq!(message(json!({ "replicas": 1, "name": "a", "items": {} })), "spec.items: expected a list, got {}");
+        assert_eq!(message(json!(5)), "spec: expected an object, got 5");
+        assert_eq!(message(json!({ "replicas": 1 })), "spec: missing field `name`");
+        let long = "x".repeat(200);
+        let cut = message(json!({ "replicas": long, "name": "a" }));
+        assert!(cut.starts_with(r#"spec.replicas: expected an integer, got "xxx"#) && cut.ends_with("..."), "{cut}");
+        assert!(cut.len() < 120, "{cut}");
+        let run = FakeHost::new().reconcile_json::<Typed>(r#"{"spec": {"replicas": 1,"#, 0, false);
+        assert_eq!(run.error(), &Error::invalid("the primary is not JSON: EOF while parsing a value"));
     }
 
     struct Related;
@@ -1338,5 +1424,30 @@ mod tests {
         assert_eq!(status["configMap"], json!({ "kept": "1" }));
         assert_eq!(status["secret"], Value::Null, "no data in a metadata-only watch");
         assert_eq!(status["secretLabels"], json!({ "a": "b" }));
+    }
+
+    #[test]
+    fn insert_replaces_the_object_of_the_same_kind_namespace_and_name() {
+        let kind = Kind::of::<ConfigMap>();
+        let mut host = FakeHost::new();
+        host.insert(&kind, &json!({ "metadata": { "name": "one", "namespace": "b" }, "data": { "v": "old" } }))
+            .insert_json(&kind, r#"{"metadata": {"name": "one", "namespace": "b"}, "data": {"v": "new"}}"#)
+            // Same name elsewhere: another object.
+            .insert(&kind, &json!({ "metadata": { "name": "one", "namespace": "a" }, "data": { "v": "a" } }));
+        let host = host.with(&Kind::namespaced("", "v1", "Secret"), &secondary("b", "one"));
+        let mut names: Vec<String> = host
+            .objects_of(&kind)
+            .iter()
+            .map(|o| format!("{}/{}", o["metadata"]["namespace"], o["data"]["v"]))
+            .collect();
+        names.sort();
+        assert_eq!(names, [r#""a"/"a""#, r#""b"/"new""#]);
+        let host = host
+            .with_secondary(&kind, &secondary("b", "two"))
+            .with_secondary(&kind, &json!({ "metadata": { "name": "two", "namespace": "b" }, "data": { "v": "2" } }));
+        let (ctx, _logs) = host.context(&Plugin::of::<Owner>(), 0, false);
+        let secondaries: Vec<Value> = ctx.secondaries(&kind).unwrap();
+        assert_eq!(secondaries.len(), 1, "{secondaries:?}");
+        assert_eq!(secondaries[0]["data"]["v"], "2");
     }
 }

@@ -89,8 +89,10 @@ impl FakeHost {
     /// stay in this host's store, so a later call (say, after a spec change with
     /// [`FakeHost::insert`]) continues from there.
     ///
-    /// Panics when the plugin's configuration is invalid (as the host refuses to load it), or
-    /// when ten passes still change the store (a reconcile that is not idempotent).
+    /// Panics when a pass fails (naming the pass and the error; to test a failure, use
+    /// [`FakeHost::run_until_settled`]), when the plugin's configuration is invalid (as the host
+    /// refuses to load it), or when ten passes still change the store (a reconcile that is not
+    /// idempotent).
     ///
     /// ```
     /// use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
@@ -131,6 +133,48 @@ impl FakeHost {
     /// assert_eq!(stable.status()["observedGeneration"], 1);
     /// ```
     pub fn run_until_stable<R: Reconciler>(&mut self, primary: &impl Serialize) -> Stable {
+        let stable = self.run_until_settled::<R>(primary);
+        if let Some((pass, error)) =
+            stable.passes.iter().enumerate().find_map(|(i, run)| run.result().as_ref().err().map(|e| (i + 1, e)))
+        {
+            panic!(
+                "FakeHost::run_until_stable: pass {pass} failed: {error:?}; use run_until_settled to test a \
+                 failing reconcile"
+            );
+        }
+        stable
+    }
+
+    /// [`FakeHost::run_until_stable`], but a pass that fails is not a test failure: the host
+    /// writes its failure conditions (and the plugin's
+    /// [`error_status`](Reconciler::error_status)) as it would, and the passes go on until one
+    /// changes nothing. For testing how a plugin fails.
+    ///
+    /// ```
+    /// use wasmop_guest::serde_json::{Value, json};
+    /// use wasmop_guest::testing::FakeHost;
+    /// use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    ///
+    /// struct Picky;
+    ///
+    /// impl Reconciler for Picky {
+    ///     type Primary = Value;
+    ///
+    ///     fn config() -> Config {
+    ///         Config::new("picky", Kind::namespaced("example.com", "v1", "Picky"))
+    ///     }
+    ///
+    ///     fn reconcile(_: Value, _: &Context) -> Result<Outcome, Error> {
+    ///         Err(Error::permanent("never content"))
+    ///     }
+    /// }
+    ///
+    /// let primary = json!({ "metadata": { "name": "p", "namespace": "default" } });
+    /// let stable = FakeHost::new().run_until_settled::<Picky>(&primary);
+    /// assert_eq!(stable.last().error(), &Error::permanent("never content"));
+    /// assert_eq!(stable.condition("Degraded").unwrap()["message"], "never content");
+    /// ```
+    pub fn run_until_settled<R: Reconciler>(&mut self, primary: &impl Serialize) -> Stable {
         let config = R::config();
         let plugin = Plugin::of::<R>();
         let workflow = Workflow::new(config.dependents.iter().map(crate::Dependent::to_core).collect())
@@ -161,6 +205,39 @@ impl FakeHost {
              must change nothing (last pass: {:?})",
             passes.last().map(Run::result)
         );
+    }
+
+    /// Sets the `.status` of the stored object of `kind` at `namespace`/`name`, as another
+    /// controller would (say, the Deployment controller's `readyReplicas` on a dependent
+    /// Deployment), with a new `resourceVersion`; the rest of the object stays. The next
+    /// [`FakeHost::run_until_stable`] sees it in the dependent's state and in `get`/`list`.
+    /// Panics if there is no such object.
+    ///
+    /// ```
+    /// use wasmop_guest::k8s_openapi::api::apps::v1::Deployment;
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    /// use wasmop_guest::Kind;
+    ///
+    /// let mut host = FakeHost::new()
+    ///     .with(&Kind::of::<Deployment>(), &json!({ "metadata": { "name": "web", "namespace": "default" } }));
+    /// host.set_status(&Kind::of::<Deployment>(), Some("default"), "web", &json!({ "readyReplicas": 1 }));
+    /// assert_eq!(host.objects_of(&Kind::of::<Deployment>())[0]["status"]["readyReplicas"], 1);
+    /// ```
+    pub fn set_status(&mut self, kind: &Kind, namespace: Option<&str>, name: &str, status: &impl Serialize) {
+        let status = serde_json::to_value(status)
+            .unwrap_or_else(|e| panic!("FakeHost::set_status: the status does not serialize: {e}"));
+        let at = |(k, object): &&mut (Kind, Value)| {
+            k.same_type(kind)
+                && object["metadata"]["name"].as_str() == Some(name)
+                && object["metadata"]["namespace"].as_str() == namespace
+        };
+        let Some((_, object)) = self.objects.iter_mut().chain(self.secondaries.iter_mut()).find(at) else {
+            panic!("FakeHost::set_status: no {kind} {}/{name} in the store", namespace.unwrap_or_default());
+        };
+        object["status"] = status;
+        self.revision += 1;
+        object["metadata"]["resourceVersion"] = json!(self.revision.to_string());
     }
 
     /// The stored objects of `kind`: the primary, what the plugin's writes left, and what the
@@ -523,5 +600,82 @@ impl Driver for Store<'_> {
 
     fn is_conflict(&self, _: &Conflict) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use serde_json::{Value, json};
+
+    use super::FakeHost;
+    use crate::{Config, Context, Dependent, Desired, Error, Kind, Outcome, Reconciler};
+
+    /// Runs a Deployment and reports its `readyReplicas`, which another controller (the
+    /// Deployment controller) writes.
+    struct App;
+
+    impl Reconciler for App {
+        type Primary = Value;
+
+        fn config() -> Config {
+            Config::new("app", Kind::namespaced("example.com", "v1", "App"))
+                .dependent(Dependent::new("deployment", Kind::of::<Deployment>()))
+        }
+
+        fn desired(_: &Value, _: &Context) -> Result<Vec<Desired>, Error> {
+            Ok(vec![Desired::new("deployment", &json!({ "metadata": { "name": "app" }, "spec": { "replicas": 2 } }))])
+        }
+
+        fn reconcile(app: Value, ctx: &Context) -> Result<Outcome, Error> {
+            if app["spec"]["fail"] == true {
+                return Err(Error::permanent("told to fail"));
+            }
+            let deployment = ctx.dependent("deployment").and_then(|d| d.objects.first());
+            let ready = deployment.map_or(Value::Null, |d| d["status"]["readyReplicas"].clone());
+            Ok(Outcome::done().status(json!({ "readyReplicas": ready })))
+        }
+    }
+
+    fn app(fail: bool) -> Value {
+        json!({
+            "metadata": { "name": "app", "namespace": "default", "generation": 1 },
+            "spec": { "fail": fail },
+        })
+    }
+
+    #[test]
+    fn another_controller_s_status_write_shows_in_the_next_run() {
+        let mut host = FakeHost::new();
+        let stable = host.run_until_stable::<App>(&app(false));
+        assert_eq!(stable.status()["readyReplicas"], Value::Null);
+        let before = stable.objects(&Kind::of::<Deployment>())[0]["metadata"]["resourceVersion"].clone();
+        host.set_status(&Kind::of::<Deployment>(), Some("default"), "app", &json!({ "readyReplicas": 2 }));
+        let deployments = host.objects_of(&Kind::of::<Deployment>());
+        assert_eq!(deployments.len(), 1, "the status is set on the stored Deployment: {deployments:?}");
+        assert_ne!(deployments[0]["metadata"]["resourceVersion"], before, "a status write is a new version");
+        assert_eq!(deployments[0]["spec"]["replicas"], 2, "the rest of the object stays");
+        let stable = host.run_until_stable::<App>(&app(false));
+        assert_eq!(stable.status()["readyReplicas"], 2);
+        assert_eq!(stable.objects(&Kind::of::<Deployment>())[0]["status"]["readyReplicas"], 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "FakeHost::set_status: no apps/v1/Deployment default/absent")]
+    fn set_status_of_a_missing_object_panics() {
+        FakeHost::new().set_status(&Kind::of::<Deployment>(), Some("default"), "absent", &json!({}));
+    }
+
+    #[test]
+    #[should_panic(expected = "FakeHost::run_until_stable: pass 1 failed: Permanent(\"told to fail\")")]
+    fn a_failing_pass_fails_run_until_stable() {
+        let _ = FakeHost::new().run_until_stable::<App>(&app(true));
+    }
+
+    #[test]
+    fn run_until_settled_records_a_failing_pass() {
+        let stable = FakeHost::new().run_until_settled::<App>(&app(true));
+        assert_eq!(stable.last().error(), &Error::permanent("told to fail"));
+        assert_eq!(stable.condition("Ready").map(|c| &c["reason"]), Some(&json!("ReconcileFailed")));
     }
 }

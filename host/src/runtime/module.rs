@@ -221,6 +221,15 @@ impl Module {
         self.instances.leave(call, result)
     }
 
+    /// Runs `crd`: the CustomResourceDefinition of the plugin's primary kind as JSON text, if
+    /// the plugin generates one (`wasmop crd --plugin`). It reads nothing.
+    pub async fn crd(&self) -> Result<Option<String>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "crd", Arc::new(NoCache)).await?;
+        let export = call.plugin.wasmop_plugin_reconciler().call_crd(&mut call.store);
+        let result = within(self.limits(), export).await;
+        self.instances.leave(call, result)
+    }
+
     /// Runs `secondaries-of`: the secondaries `primary` (JSON) names; `Ok(Err)` is the plugin's
     /// own error.
     pub async fn secondaries_of(

@@ -27,7 +27,7 @@ fn greets_and_is_ready_for_the_current_generation() {
 fn a_greeting_without_a_name_is_invalid_and_degraded() {
     let mut host = FakeHost::new();
     let stable =
-        host.run_until_stable::<Greeter>(&json!({ "metadata": { "name": "hi", "namespace": "default" }, "spec": {} }));
+        host.run_until_settled::<Greeter>(&json!({ "metadata": { "name": "hi", "namespace": "default" }, "spec": {} }));
     assert!(stable.last().result().is_err());
     let degraded = stable.condition("Degraded").expect("the host reports the failure");
     assert_eq!(degraded["status"], "True");
