@@ -97,4 +97,17 @@ mod tests {
             .reconcile::<NamespaceQuotaReconciler>(&quota(Value::Null));
         assert_eq!(run.status(), None, "not ready until counted");
     }
+
+    #[test]
+    fn follows_the_quota_controller_s_count() {
+        let mut host = FakeHost::new();
+        let first = host.run_until_stable::<NamespaceQuotaReconciler>(&quota(Value::Null));
+        assert_eq!(first.condition("Ready").map(|c| &c["status"]), Some(&json!("False")));
+        // The quota controller counts the namespace: a status-only change of the dependent.
+        let quotas = Kind::namespaced("", "v1", "ResourceQuota");
+        host.set_status(&quotas, Some("a"), "team", &json!({ "used": { "configmaps": "4" } }));
+        let stable = host.run_until_stable::<NamespaceQuotaReconciler>(&quota(Value::Null));
+        assert_eq!(stable.status()["used"], json!({ "configmaps": "4" }));
+        assert_eq!(stable.condition("Ready").map(|c| &c["status"]), Some(&json!("True")));
+    }
 }
