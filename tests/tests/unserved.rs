@@ -4,7 +4,8 @@
 //! may have meant, `/readyz` says so too; once a CRD serves `Widgit`, the plugin reconciles
 //! without a restart.
 //!
-//! The CRDs are cluster-wide: the test removes the `Widgit` CRD before and after it runs.
+//! The CRDs are cluster-wide: each test removes the `Widgit` CRD before and after it runs, one
+//! test at a time.
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,6 +21,10 @@ use wasmop_tests::{
 
 const WAIT: Duration = Duration::from_secs(60);
 const GROUP: &str = "unserved.wasmop.dev";
+const EXPECTED: &str = "Widgit is not served by the API server (unserved.wasmop.dev/v1); did you mean Widget?";
+
+/// The tests add and remove the cluster-wide `Widgit` CRD: one at a time.
+static WIDGITS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A namespaced CRD of `kind` in [`GROUP`], with a free-form spec.
 fn crd(kind: &str) -> serde_json::Value {
@@ -52,6 +57,7 @@ fn holds(object: &DynamicObject, type_: &str, status: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dependent_of_an_unserved_kind_is_reported_with_the_closest_and_runs_once_served() -> anyhow::Result<()> {
+    let _alone = WIDGITS.lock().await;
     let client = client().await?;
     remove_widgits(&client).await?;
     apply_file(&client, &workspace_root().join("plugins/fixtures/refused/crd.yaml"), None).await?;
@@ -68,7 +74,7 @@ async fn a_dependent_of_an_unserved_kind_is_reported_with_the_closest_and_runs_o
     host.install("test", Path::new("fixture-unserved.wasm"), bytes, None).await?;
     host.loaded();
 
-    let expected = "Widgit is not served by the API server (unserved.wasmop.dev/v1); did you mean Widget?";
+    let expected = EXPECTED;
     let waiting = within(
         WAIT,
         "s1: Degraded, KindNotServed",
@@ -107,6 +113,66 @@ async fn a_dependent_of_an_unserved_kind_is_reported_with_the_closest_and_runs_o
     host.ready().map_err(anyhow::Error::msg)?;
 
     host.stop_all().await;
+    remove_widgits(&client).await?;
+    Ok(())
+}
+
+/// Installed from a `ReconcilerPlugin`, the waiting plugin shows on the resource's status:
+/// loaded, not ready, `Degraded` with `KindNotServed` and the message; Ready once served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconciler_plugin_waiting_for_an_unserved_kind_is_degraded_until_it_is_served() -> anyhow::Result<()> {
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::PostParams;
+    use tokio_util::sync::CancellationToken;
+    use wasmop::host::Host;
+    use wasmop::metrics::Metrics;
+    use wasmop::runtime::Limits;
+    use wasmop::settings::HostConfig;
+    use wasmop_tests::{module_map, observed_runtime, settings, until};
+
+    let _alone = WIDGITS.lock().await;
+    let client = client().await?;
+    remove_widgits(&client).await?;
+    apply_file(&client, &workspace_root().join("host/crds/reconcilerplugin.yaml"), None).await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/refused/crd.yaml"), None).await?;
+    apply(&client, crd("Widget"), None).await?;
+    let ns = namespace(&client, "unserved-resource").await?;
+    let metrics = Metrics::new();
+    let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
+    let clusters = wasmop::informer::Clusters::new(client.clone());
+    let host = Arc::new(Host::new(clusters, runtime, metrics, settings(&ns, HostConfig::default())));
+    let stop = CancellationToken::new();
+    let policy = wasmop::loader::fetch::FetchPolicy::default();
+    let loader = tokio::spawn(wasmop::loader::resource::run(host.clone(), policy, stop.clone()));
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    maps.create(&PostParams::default(), &module_map(&std::fs::read(plugin("fixture-unserved"))?)).await?;
+    let resources: Api<DynamicObject> = Api::all_with(client.clone(), &wasmop::loader::resource::resource());
+    let name = format!("unserved-{ns}");
+    let resource: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "wasmop.dev/v1alpha1", "kind": "ReconcilerPlugin", "metadata": { "name": name },
+        "spec": { "module": { "configMap": { "namespace": ns, "name": "module", "key": "swap.wasm" } },
+                  "overrides": { "namespace": ns } }
+    }))?;
+    resources.create(&PostParams::default(), &resource).await?;
+
+    let waiting = |r: &DynamicObject| {
+        holds(r, "Loaded", "True")
+            && holds(r, "Ready", "False")
+            && condition(r, "Degraded").is_some_and(|c| {
+                c["status"] == "True" && c["reason"] == "KindNotServed" && c["message"].as_str() == Some(EXPECTED)
+            })
+    };
+    until("the resource degraded, naming the kind", async || Ok(resources.get(&name).await?), waiting).await?;
+    apply(&client, crd("Widgit"), None).await?;
+    let served = |r: &DynamicObject| holds(r, "Ready", "True") && holds(r, "Degraded", "False");
+    until("the resource ready once served", async || Ok(resources.get(&name).await?), served).await?;
+
+    resources.delete(&name, &DeleteParams::default()).await?;
+    until("the resource gone", async || Ok(resources.get_opt(&name).await?), |r| r.is_none()).await?;
+    stop.cancel();
+    loader.await?;
     remove_widgits(&client).await?;
     Ok(())
 }
