@@ -264,6 +264,21 @@ pub async fn event_note(
     .await?
 }
 
+/// The Warning Events in `ns` about `object`.
+pub async fn warnings_about(
+    client: &Client,
+    ns: &str,
+    object: &str,
+) -> anyhow::Result<Vec<k8s_openapi::api::events::v1::Event>> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    let list = events.list(&Default::default()).await?.items;
+    Ok(list
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object))
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .collect())
+}
+
 /// A compiled plugin's bytes, changed to export the reconciler interface of contract `version`
 /// (same length as the host's version): a module "built against" another contract.
 pub fn with_contract_version(bytes: &[u8], version: &str) -> Vec<u8> {
@@ -423,4 +438,53 @@ pub fn module_map(bytes: &[u8]) -> k8s_openapi::api::core::v1::ConfigMap {
         binary_data: Some(data),
         ..Default::default()
     }
+}
+
+/// A host loading the plugins of `ReconcilerPlugin` resources, as `wasmop run
+/// --reconciler-plugins` does.
+pub struct ResourceHost {
+    /// The host.
+    pub host: Arc<Host>,
+    stop: tokio_util::sync::CancellationToken,
+    loader: tokio::task::JoinHandle<()>,
+}
+
+impl ResourceHost {
+    /// Starts a host with `settings` and its resource loader.
+    pub fn start(client: &Client, settings: HostSettings, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+        let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
+        let host = Arc::new(Host::new(Clusters::new(client.clone()), runtime, metrics, settings));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let policy = wasmop::loader::fetch::FetchPolicy::default();
+        let loader = tokio::spawn(wasmop::loader::resource::run(host.clone(), policy, stop.clone()));
+        Ok(Self { host, stop, loader })
+    }
+
+    /// Stops the loader.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.stop.cancel();
+        Ok(self.loader.await?)
+    }
+}
+
+/// A `ReconcilerPlugin` named `name` whose module is [`module_map`] in `namespace`, reconciling
+/// in `namespace`.
+pub fn reconciler_plugin(name: &str, namespace: &str) -> anyhow::Result<DynamicObject> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "wasmop.dev/v1alpha1", "kind": "ReconcilerPlugin", "metadata": { "name": name },
+        "spec": { "module": { "configMap": { "namespace": namespace, "name": "module", "key": "swap.wasm" } },
+                  "overrides": { "namespace": namespace } }
+    }))?)
+}
+
+/// Waits up to 90 s until `name` exists and satisfies `condition`; returns it.
+pub async fn wait_until(
+    api: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&DynamicObject) -> bool + Send + 'static,
+) -> anyhow::Result<DynamicObject> {
+    let waited = await_condition(api.clone(), name, move |o: Option<&DynamicObject>| o.is_some_and(&condition));
+    let found = within(Duration::from_secs(90), &format!("{name}: {what}"), waited).await??;
+    found.ok_or_else(|| anyhow::anyhow!("{name} vanished while waiting for {what}"))
 }

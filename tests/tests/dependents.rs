@@ -15,7 +15,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use wasmop::metrics::Outcome;
 use wasmop::runtime::Limits;
-use wasmop_tests::{RunningHost, apply, apply_file, client, namespace, within, workspace_root};
+use wasmop_tests::{RunningHost, apply, apply_file, client, namespace, wait_until, within, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -54,17 +54,6 @@ async fn wait_for(
     condition: impl Fn(Option<&DynamicObject>) -> bool + Send + 'static,
 ) -> anyhow::Result<Option<DynamicObject>> {
     Ok(within(WAIT, &format!("{name}: {what}"), await_condition(api.clone(), name, condition)).await??)
-}
-
-/// Waits until `name` exists and satisfies `condition`.
-async fn wait_until(
-    api: &Api<DynamicObject>,
-    name: &str,
-    what: &str,
-    condition: impl Fn(&DynamicObject) -> bool + Send + 'static,
-) -> anyhow::Result<DynamicObject> {
-    let found = wait_for(api, name, what, move |o| o.is_some_and(&condition)).await?;
-    found.ok_or_else(|| anyhow::anyhow!("{name} vanished while waiting for {what}"))
 }
 
 fn ready(page: &DynamicObject) -> bool {

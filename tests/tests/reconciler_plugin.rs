@@ -3,19 +3,15 @@
 //! unknown contract are refused on the resource's status while the old version keeps
 //! reconciling, and deleting the resource stops the plugin.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use sha2::{Digest, Sha256};
-use tokio_util::sync::CancellationToken;
-use wasmop::host::Host;
 use wasmop::metrics::Metrics;
-use wasmop::runtime::Limits;
 use wasmop::settings::HostConfig;
 use wasmop_tests::{
-    apply_file, client, condition, module_map, namespace, observed_runtime, plugin, settings, until, workspace_root,
+    ResourceHost, apply_file, client, condition, module_map, namespace, plugin, reconciler_plugin, settings, until,
+    workspace_root,
 };
 
 fn swaps(client: &Client, ns: &str) -> Api<DynamicObject> {
@@ -29,25 +25,15 @@ async fn a_module_from_a_config_map_runs_swaps_on_edit_and_bad_versions_show_on_
     apply_file(&client, &workspace_root().join("host/crds/reconcilerplugin.yaml"), None).await?;
     apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
     let ns = namespace(&client, "reconciler-plugin").await?;
-    let metrics = Metrics::new();
-    let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
-    let clusters = wasmop::informer::Clusters::new(client.clone());
-    let host = Arc::new(Host::new(clusters, runtime, metrics, settings(&ns, HostConfig::default())));
-    let stop = CancellationToken::new();
-    let policy = wasmop::loader::fetch::FetchPolicy::default();
-    let loader = tokio::spawn(wasmop::loader::resource::run(host.clone(), policy, stop.clone()));
+    let loader = ResourceHost::start(&client, settings(&ns, HostConfig::default()), Metrics::new())?;
+    let host = loader.host.clone();
 
     let (v1, v2) = (std::fs::read(plugin("fixture-swap"))?, std::fs::read(plugin("fixture-swap-v2"))?);
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     maps.create(&PostParams::default(), &module_map(&v1)).await?;
     let resources: Api<DynamicObject> = Api::all_with(client.clone(), &wasmop::loader::resource::resource());
     let name = format!("swap-{ns}");
-    let resource: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "wasmop.dev/v1alpha1", "kind": "ReconcilerPlugin", "metadata": { "name": name },
-        "spec": { "module": { "configMap": { "namespace": ns, "name": "module", "key": "swap.wasm" } },
-                  "overrides": { "namespace": ns } }
-    }))?;
-    resources.create(&PostParams::default(), &resource).await?;
+    resources.create(&PostParams::default(), &reconciler_plugin(&name, &ns)?).await?;
 
     let api = swaps(&client, &ns);
     let swap: DynamicObject = serde_json::from_value(serde_json::json!({
@@ -110,7 +96,5 @@ async fn a_module_from_a_config_map_runs_swaps_on_edit_and_bad_versions_show_on_
     until("the plugin stopped", async || Ok(host.plugins()), |p: &Vec<String>| p.is_empty()).await?;
     until("the resource gone", async || Ok(resources.get_opt(&name).await?), |r| r.is_none()).await?;
     assert_eq!(host.clusters().local().active(), 0, "the plugin's watch is released");
-    stop.cancel();
-    loader.await?;
-    Ok(())
+    loader.stop().await
 }

@@ -3,19 +3,17 @@
 //! not run in one process with another host that loads them (cargo runs test binaries one
 //! after another).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use tokio_util::sync::CancellationToken;
-use wasmop::host::Host;
 use wasmop::metrics::Metrics;
-use wasmop::runtime::Limits;
 use wasmop::settings::HostConfig;
 use wasmop_tests::{
-    apply_file, client, condition, module_map, namespace, observed_runtime, plugin, settings, until, workspace_root,
+    ResourceHost, apply_file, client, condition, module_map, namespace, plugin, reconciler_plugin, settings, until,
+    workspace_root,
 };
 
 /// A standby loads a ReconcilerPlugin's module (its caches warm to take over) but writes
@@ -45,26 +43,16 @@ async fn a_standby_runs_a_reconciler_plugins_module_but_leaves_its_writes_to_the
     };
     let release = CancellationToken::new();
     let (fence, election) = wasmop::leader::elect(client.clone(), lease, metrics.clone(), release.clone());
-    let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
-    let clusters = wasmop::informer::Clusters::new(client.clone());
     let settings = wasmop::host::HostSettings { fence, ..settings(&ns, HostConfig::default()) };
-    let host = Arc::new(Host::new(clusters, runtime, metrics, settings));
-    let stop = CancellationToken::new();
-    let policy = wasmop::loader::fetch::FetchPolicy::default();
-    let loader = tokio::spawn(wasmop::loader::resource::run(host.clone(), policy, stop.clone()));
+    let loader = ResourceHost::start(&client, settings, metrics)?;
 
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     maps.create(&PostParams::default(), &module_map(&std::fs::read(plugin("fixture-swap"))?)).await?;
     let resources: Api<DynamicObject> = Api::all_with(client.clone(), &wasmop::loader::resource::resource());
     let name = format!("swap-{ns}");
-    let resource: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "wasmop.dev/v1alpha1", "kind": "ReconcilerPlugin", "metadata": { "name": name },
-        "spec": { "module": { "configMap": { "namespace": ns, "name": "module", "key": "swap.wasm" } },
-                  "overrides": { "namespace": ns } }
-    }))?;
-    resources.create(&PostParams::default(), &resource).await?;
-    until("the standby runs the module", async || Ok(host.plugins()), |p: &Vec<String>| !p.is_empty()).await?;
-    until("two checks", async || Ok(host.metrics().plugin_resource_checks(&name)), |c| *c >= 2).await?;
+    resources.create(&PostParams::default(), &reconciler_plugin(&name, &ns)?).await?;
+    until("the standby runs the module", async || Ok(loader.host.plugins()), |p: &Vec<String>| !p.is_empty()).await?;
+    until("two checks", async || Ok(loader.host.metrics().plugin_resource_checks(&name)), |c| *c >= 2).await?;
     let standing = resources.get(&name).await?;
     assert!(standing.metadata.finalizers.is_none(), "a standby added a finalizer: {:?}", standing.metadata);
     assert!(standing.data.get("status").is_none(), "a standby wrote the status: {:?}", standing.data["status"]);
@@ -83,8 +71,7 @@ async fn a_standby_runs_a_reconciler_plugins_module_but_leaves_its_writes_to_the
     assert!(written.data["status"]["digest"].is_string());
     resources.delete(&name, &DeleteParams::default()).await?;
     until("the resource gone", async || Ok(resources.get_opt(&name).await?), |r| r.is_none()).await?;
-    stop.cancel();
-    loader.await?;
+    loader.stop().await?;
     release.cancel();
     election.await?;
     Ok(())

@@ -4,17 +4,14 @@
 //! primary's generation changes.
 
 use std::path::Path;
-use std::time::Duration;
 
-use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
-use kube::runtime::wait::await_condition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::json;
 use wasmop::metrics::Outcome;
-use wasmop_tests::{apply_file, bare_host, client, condition, namespace, plugin, within, workspace_root};
-
-const WAIT: Duration = Duration::from_secs(60);
+use wasmop_tests::{
+    apply_file, bare_host, client, condition, namespace, plugin, wait_until, warnings_about, workspace_root,
+};
 
 /// The Shapes of `ns`, their CRD applied.
 async fn shapes(client: &Client, ns: &str) -> anyhow::Result<Api<DynamicObject>> {
@@ -33,33 +30,9 @@ async fn apply_shape(api: &Api<DynamicObject>, name: &str, data: serde_json::Val
     Ok(())
 }
 
-/// Waits until Shape `name` satisfies `condition`; returns it.
-async fn wait_until(
-    api: &Api<DynamicObject>,
-    name: &str,
-    what: &str,
-    condition: impl Fn(&DynamicObject) -> bool + Send + 'static,
-) -> anyhow::Result<DynamicObject> {
-    let found = within(
-        WAIT,
-        &format!("{name}: {what}"),
-        await_condition(api.clone(), name, move |o: Option<&DynamicObject>| o.is_some_and(&condition)),
-    )
-    .await??;
-    found.ok_or_else(|| anyhow::anyhow!("{name} vanished while waiting for {what}"))
-}
-
 /// The number of Warning Events (series counted whole) about `object`, with their notes.
 async fn warnings_on(client: &Client, ns: &str, object: &str) -> anyhow::Result<(i32, Vec<String>)> {
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    let warnings: Vec<Event> = events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object))
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .collect();
+    let warnings = warnings_about(client, ns, object).await?;
     let count = warnings.iter().map(|e| e.series.as_ref().map_or(1, |s| s.count)).sum();
     Ok((count, warnings.into_iter().filter_map(|e| e.note).collect()))
 }

@@ -5,11 +5,9 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::await_condition;
-use wasmop_tests::{RunningHost, apply_file, client, namespace, within, workspace_root};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use wasmop_tests::{RunningHost, apply_file, client, namespace, wait_until, warnings_about, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -34,22 +32,6 @@ fn reconciles(object: &DynamicObject) -> i64 {
     status(object)["reconciles"].as_i64().unwrap_or(0)
 }
 
-/// Waits until the probe `name` satisfies `condition`; returns it.
-async fn wait_for(
-    api: &Api<DynamicObject>,
-    name: &str,
-    what: &str,
-    condition: impl Fn(&DynamicObject) -> bool + Send + 'static,
-) -> anyhow::Result<DynamicObject> {
-    let found = within(
-        WAIT,
-        what,
-        await_condition(api.clone(), name, move |o: Option<&DynamicObject>| o.is_some_and(&condition)),
-    )
-    .await??;
-    found.ok_or_else(|| anyhow::anyhow!("{name} was deleted while waiting for {what}"))
-}
-
 /// A Warning event series on one object: repeats of the same reason are one Event whose
 /// `series` counts them (kube's Recorder, like client-go's, aggregates them).
 #[derive(Debug)]
@@ -64,14 +46,9 @@ struct Warning {
 
 /// The Warning event series on `object`.
 async fn warnings_on(client: &Client, ns: &str, object: &str) -> anyhow::Result<Vec<Warning>> {
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    Ok(events
-        .list(&ListParams::default())
+    Ok(warnings_about(client, ns, object)
         .await?
-        .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object))
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
         .filter_map(|e| {
             let first_ms = e.event_time?.0.as_millisecond();
             let (last_ms, count) = match &e.series {
@@ -91,7 +68,7 @@ async fn a_plugin_failing_twice_then_succeeding_shows_attempts_0_1_2_and_backoff
     let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], "{}")?;
 
     api.create(&PostParams::default(), &probe("flaky", serde_json::json!({ "failAttempts": 2 }))).await?;
-    let done = wait_for(&api, "flaky", "the third attempt to succeed", move |o| {
+    let done = wait_until(&api, "flaky", "the third attempt to succeed", move |o| {
         status(o)["succeededAttempt"].as_i64() == Some(2)
     })
     .await?;
@@ -122,7 +99,7 @@ async fn a_plugin_that_always_fails_gets_its_error_status_after_the_last_attempt
     let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], overrides)?;
 
     api.create(&PostParams::default(), &probe("broken", serde_json::json!({ "alwaysFail": true }))).await?;
-    let failed = wait_for(&api, "broken", "the error status", move |o| status(o)["lastError"].is_string()).await?;
+    let failed = wait_until(&api, "broken", "the error status", move |o| status(o)["lastError"].is_string()).await?;
     let status = status(&failed);
     assert_eq!(status["errorAttempt"], 2, "only the last attempt writes the error status: {status}");
     assert_eq!(status["lastAttempt"], true);
@@ -141,18 +118,18 @@ async fn a_status_only_change_does_not_reconcile_while_a_spec_change_does() -> a
     let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], "{}")?;
 
     api.create(&PostParams::default(), &probe("watched", serde_json::json!({ "payload": "one" }))).await?;
-    wait_for(&api, "watched", "the first reconcile", |o| reconciles(o) == 1).await?;
+    wait_until(&api, "watched", "the first reconcile", |o| reconciles(o) == 1).await?;
 
     let status_only = serde_json::json!({ "status": { "note": "written by someone else" } });
     api.patch_status("watched", &PatchParams::default(), &Patch::Merge(&status_only)).await?;
     // A barrier: events reach the host in order, so once a later object is reconciled the
     // status change has been seen (and, if it were admitted, already triggered a reconcile).
     api.create(&PostParams::default(), &probe("barrier", serde_json::json!({}))).await?;
-    wait_for(&api, "barrier", "the barrier", |o| reconciles(o) == 1).await?;
+    wait_until(&api, "barrier", "the barrier", |o| reconciles(o) == 1).await?;
 
     let spec = serde_json::json!({ "spec": { "payload": "two" } });
     api.patch("watched", &PatchParams::default(), &Patch::Merge(&spec)).await?;
-    let after = wait_for(&api, "watched", "generation 2 observed", move |o| {
+    let after = wait_until(&api, "watched", "generation 2 observed", move |o| {
         status(o)["observedGeneration"].as_i64() == Some(2)
     })
     .await?;
@@ -171,14 +148,14 @@ async fn a_rate_limit_of_2_per_3s_holds_over_10_rapid_spec_changes_and_the_last_
     let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], overrides)?;
 
     api.create(&PostParams::default(), &probe("busy", serde_json::json!({ "payload": "0" }))).await?;
-    wait_for(&api, "busy", "the first reconcile", |o| reconciles(o) >= 1).await?;
+    wait_until(&api, "busy", "the first reconcile", |o| reconciles(o) >= 1).await?;
     let mut generation = 0;
     for i in 1..=10 {
         let spec = serde_json::json!({ "spec": { "payload": i.to_string() } });
         generation =
             api.patch("busy", &PatchParams::default(), &Patch::Merge(&spec)).await?.metadata.generation.unwrap();
     }
-    let last = wait_for(&api, "busy", "the last spec reconciled", move |o| {
+    let last = wait_until(&api, "busy", "the last spec reconciled", move |o| {
         status(o)["observedGeneration"].as_i64() == Some(generation)
     })
     .await?;
@@ -203,10 +180,10 @@ async fn a_plugin_without_a_primary_references_watch_is_never_asked_for_secondar
     let api = probes(&client, &ns).await?;
     let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], "{}")?;
     api.create(&PostParams::default(), &probe("plain", serde_json::json!({ "payload": "one" }))).await?;
-    wait_for(&api, "plain", "the first reconcile", |o| reconciles(o) == 1).await?;
+    wait_until(&api, "plain", "the first reconcile", |o| reconciles(o) == 1).await?;
     let spec = serde_json::json!({ "spec": { "payload": "two" } });
     api.patch("plain", &PatchParams::default(), &Patch::Merge(&spec)).await?;
-    wait_for(&api, "plain", "the second reconcile", |o| reconciles(o) == 2).await?;
+    wait_until(&api, "plain", "the second reconcile", |o| reconciles(o) == 2).await?;
     let metrics = host.host().metrics().encode();
     assert!(metrics.contains(r#"plugin="fixture-probe",export="reconcile""#), "calls are counted:\n{metrics}");
     assert!(
@@ -229,7 +206,7 @@ async fn a_foreign_condition_is_kept_and_an_unparseable_primary_is_reported_then
     let api = probes(&client, &ns).await?;
     let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], "{}")?;
     api.create(&PostParams::default(), &probe("shared", serde_json::json!({ "payload": "one" }))).await?;
-    let first = wait_for(&api, "shared", "the first reconcile", |o| reconciles(o) == 1).await?;
+    let first = wait_until(&api, "shared", "the first reconcile", |o| reconciles(o) == 1).await?;
 
     let foreign = serde_json::json!({ "type": "Synced", "status": "True", "reason": "ByOthers", "message": "" });
     let mut conditions = status(&first)["conditions"].as_array().cloned().unwrap_or_default();
@@ -238,7 +215,8 @@ async fn a_foreign_condition_is_kept_and_an_unparseable_primary_is_reported_then
     api.patch_status("shared", &PatchParams::default(), &Patch::Merge(&patch)).await?;
     let spec = |payload: &str| serde_json::json!({ "spec": { "payload": payload } });
     api.patch("shared", &PatchParams::default(), &Patch::Merge(&spec("two"))).await?;
-    let second = wait_for(&api, "shared", "a reconcile despite the foreign condition", |o| reconciles(o) == 2).await?;
+    let second =
+        wait_until(&api, "shared", "a reconcile despite the foreign condition", |o| reconciles(o) == 2).await?;
     let kept = status(&second)["conditions"].as_array().cloned().unwrap_or_default();
     assert!(kept.contains(&foreign), "the foreign condition is written back as it was: {kept:?}");
     assert!(kept.iter().any(|c| c["type"] == "Ready" && c["observedGeneration"] == 2), "{kept:?}");
@@ -255,7 +233,7 @@ async fn a_foreign_condition_is_kept_and_an_unparseable_primary_is_reported_then
     let fixed = serde_json::json!({ "status": { "conditions": [] } });
     api.patch_status("shared", &PatchParams::default(), &Patch::Merge(&fixed)).await?;
     api.patch("shared", &PatchParams::default(), &Patch::Merge(&spec("four"))).await?;
-    wait_for(&api, "shared", "a reconcile of the next change", |o| {
+    wait_until(&api, "shared", "a reconcile of the next change", |o| {
         reconciles(o) == 3 && status(o)["observedGeneration"] == 4
     })
     .await?;

@@ -121,16 +121,11 @@ async fn a_dependent_of_an_unserved_kind_is_reported_with_the_closest_and_runs_o
 /// loaded, not ready, `Degraded` with `KindNotServed` and the message; Ready once served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reconciler_plugin_waiting_for_an_unserved_kind_is_degraded_until_it_is_served() -> anyhow::Result<()> {
-    use std::sync::Arc;
-
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::PostParams;
-    use tokio_util::sync::CancellationToken;
-    use wasmop::host::Host;
     use wasmop::metrics::Metrics;
-    use wasmop::runtime::Limits;
     use wasmop::settings::HostConfig;
-    use wasmop_tests::{module_map, observed_runtime, settings, until};
+    use wasmop_tests::{ResourceHost, module_map, reconciler_plugin, settings, until};
 
     let _alone = WIDGITS.lock().await;
     let client = client().await?;
@@ -139,23 +134,12 @@ async fn a_reconciler_plugin_waiting_for_an_unserved_kind_is_degraded_until_it_i
     apply_file(&client, &workspace_root().join("plugins/fixtures/refused/crd.yaml"), None).await?;
     apply(&client, crd("Widget"), None).await?;
     let ns = namespace(&client, "unserved-resource").await?;
-    let metrics = Metrics::new();
-    let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
-    let clusters = wasmop::informer::Clusters::new(client.clone());
-    let host = Arc::new(Host::new(clusters, runtime, metrics, settings(&ns, HostConfig::default())));
-    let stop = CancellationToken::new();
-    let policy = wasmop::loader::fetch::FetchPolicy::default();
-    let loader = tokio::spawn(wasmop::loader::resource::run(host.clone(), policy, stop.clone()));
+    let loader = ResourceHost::start(&client, settings(&ns, HostConfig::default()), Metrics::new())?;
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     maps.create(&PostParams::default(), &module_map(&std::fs::read(plugin("fixture-unserved"))?)).await?;
     let resources: Api<DynamicObject> = Api::all_with(client.clone(), &wasmop::loader::resource::resource());
     let name = format!("unserved-{ns}");
-    let resource: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "wasmop.dev/v1alpha1", "kind": "ReconcilerPlugin", "metadata": { "name": name },
-        "spec": { "module": { "configMap": { "namespace": ns, "name": "module", "key": "swap.wasm" } },
-                  "overrides": { "namespace": ns } }
-    }))?;
-    resources.create(&PostParams::default(), &resource).await?;
+    resources.create(&PostParams::default(), &reconciler_plugin(&name, &ns)?).await?;
 
     let waiting = |r: &DynamicObject| {
         holds(r, "Loaded", "True")
@@ -171,8 +155,7 @@ async fn a_reconciler_plugin_waiting_for_an_unserved_kind_is_degraded_until_it_i
 
     resources.delete(&name, &DeleteParams::default()).await?;
     until("the resource gone", async || Ok(resources.get_opt(&name).await?), |r| r.is_none()).await?;
-    stop.cancel();
-    loader.await?;
+    loader.stop().await?;
     remove_widgits(&client).await?;
     Ok(())
 }
