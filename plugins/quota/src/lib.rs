@@ -6,10 +6,14 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use wasmop_guest::{Config, Context, Dependent, Desired, Error, Kind, Outcome, Reconciler, Resource, serde_json::json};
+use wasmop_guest::schemars::JsonSchema;
+use wasmop_guest::{
+    Config, Context, Crd, Dependent, Desired, Error, Kind, Outcome, Reconciler, Resource, serde_json::json,
+};
 
 /// What a NamespaceQuota asks for.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[schemars(crate = "wasmop_guest::schemars")]
 #[serde(rename_all = "camelCase")]
 pub struct Spec {
     /// The quota's hard limits, e.g. `configmaps: "10"`.
@@ -19,7 +23,8 @@ pub struct Spec {
 }
 
 /// What the plugin reports.
-#[derive(Serialize, Deserialize, Default, PartialEq, Debug)]
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[schemars(crate = "wasmop_guest::schemars")]
 pub struct Status {
     /// The quota's usage, as the quota controller counted it.
     used: BTreeMap<String, String>,
@@ -35,6 +40,10 @@ impl Reconciler for NamespaceQuotaReconciler {
         Config::new("quota", Kind::namespaced("sample.wasmop.dev", "v1", "NamespaceQuota"))
             .dependent(Dependent::new("quota", Kind::namespaced("", "v1", "ResourceQuota")))
             .dependent(Dependent::new("limits", Kind::namespaced("", "v1", "LimitRange")))
+    }
+
+    fn crd() -> Option<Crd> {
+        Some(Crd::of::<Spec, Status>(&Self::config().primary))
     }
 
     fn desired(object: &Self::Primary, _ctx: &Context) -> Result<Vec<Desired>, Error> {
@@ -74,6 +83,13 @@ mod tests {
     fn quota(limits: Value) -> Value {
         json!({ "metadata": { "name": "team", "namespace": "a", "generation": 1 },
                 "spec": { "hard": { "configmaps": "10" }, "defaultLimits": limits } })
+    }
+
+    #[test]
+    fn crd_yaml_is_the_crd_the_types_generate() {
+        let checked_in: Value = serde_saphyr::from_str(include_str!("../crd.yaml")).expect("crd.yaml is YAML");
+        let generated = NamespaceQuotaReconciler::crd().expect("a CRD").to_value();
+        assert!(checked_in == generated, "regenerate crd.yaml: wasmop crd --plugin plugins/dist/quota.wasm");
     }
 
     #[test]
