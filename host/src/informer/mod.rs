@@ -65,20 +65,28 @@ impl InformerError {
     }
 }
 
-/// Resolves a kind to an [`ApiResource`]: from the plural the plugin gave, else by discovery.
+/// Resolves a kind to an [`ApiResource`] by discovery (one request for its group version), so a
+/// kind the API server does not serve is found before anything watches it, plural or not. A
+/// plural the plugin gave that the API server does not use is replaced by the served one, with a
+/// warning.
 pub async fn resolve(client: &Client, kind: &KindRef) -> Result<ApiResource, InformerError> {
     let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
-    if let Some(plural) = &kind.plural {
-        return Ok(ApiResource::from_gvk_with_plural(&gvk, plural));
-    }
-    kube::discovery::pinned_kind(client, &gvk).await.map(|(ar, _)| ar).map_err(|source| {
-        InformerError::DiscoveryFailed {
+    let (resource, _) =
+        kube::discovery::pinned_kind(client, &gvk).await.map_err(|source| InformerError::DiscoveryFailed {
             group: kind.group.clone(),
             version: kind.version.clone(),
             kind: kind.kind.clone(),
             source,
-        }
-    })
+        })?;
+    if let Some(plural) = kind.plural.as_ref().filter(|p| **p != resource.plural) {
+        tracing::warn!(
+            kind = kind.kind,
+            declared = plural,
+            served = resource.plural,
+            "the declared plural is not the one the API server serves; using the served one"
+        );
+    }
+    Ok(resource)
 }
 
 /// Server-side selectors of a watch.
