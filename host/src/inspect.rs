@@ -44,6 +44,13 @@ pub fn describe(config: &PluginConfig) -> Value {
     Value::Object(out)
 }
 
+/// The kinds the plugin declares on the host's own cluster, as `wasmop inspect --check-cluster`
+/// checks them: the primary, the watches without a cluster of their own, the dependents.
+pub fn declared_kinds(config: &PluginConfig) -> Vec<&KindRef> {
+    let watches = config.watches.iter().filter(|w| w.cluster.is_none()).map(|w| &w.kind);
+    std::iter::once(&config.primary).chain(watches).chain(config.dependents.iter().map(|d| &d.kind)).collect()
+}
+
 fn kind(kind: &KindRef) -> Value {
     let api_version =
         if kind.group.is_empty() { kind.version.clone() } else { format!("{}/{}", kind.group, kind.version) };
@@ -154,5 +161,28 @@ mod tests {
         // What `inspect` prints under `settings` is a valid overrides block.
         let back: wasmop_core::settings::Settings = serde_json::from_value(described["settings"].clone()).unwrap();
         assert_eq!(back.retry.and_then(|r| r.initial_interval_ms), Some(500));
+    }
+
+    #[test]
+    fn the_cluster_check_covers_the_primary_local_watches_and_dependents() {
+        let mut config = test_config("Widget");
+        let watch_of = |kind: &str, cluster: Option<&str>| Watch {
+            kind: KindRef {
+                group: String::new(),
+                version: "v1".into(),
+                kind: kind.into(),
+                plural: None,
+                namespaced: true,
+            },
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            cluster: cluster.map(String::from),
+            mapper: Mapper::Annotations,
+            projection: None,
+        };
+        config.watches = vec![watch_of("ConfigMap", None), watch_of("Secret", Some("edge"))];
+        let kinds: Vec<&str> = declared_kinds(&config).into_iter().map(|k| k.kind.as_str()).collect();
+        assert_eq!(kinds, ["Widget", "ConfigMap"], "a watch of another cluster is not this cluster's to serve");
     }
 }

@@ -71,6 +71,10 @@ enum Command {
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = Output::Yaml)]
         output: Output,
+        /// Also check that the cluster of the current kubeconfig serves every kind the plugin
+        /// declares; fails naming each one it does not, and the closest kind it does.
+        #[arg(long)]
+        check_cluster: bool,
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
@@ -262,14 +266,18 @@ fn tune_malloc() {}
 
 async fn serve(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Inspect { file, output, runtime } => {
+        Command::Inspect { file, output, check_cluster, runtime } => {
             let module = runtime.runtime(None)?.load(&file)?;
             let described = wasmop::inspect::describe(module.config());
             let text = match output {
                 Output::Json => serde_json::to_string_pretty(&described)?,
                 Output::Yaml => serde_saphyr::to_string(&described)?,
             };
-            print_out(&format!("{text}\n"))
+            print_out(&format!("{text}\n"))?;
+            if check_cluster {
+                check_kinds(module.config()).await?;
+            }
+            Ok(())
         }
         Command::New { name, group, kind, dir, sdk } => {
             let sdk = sdk.or_else(wasmop::scaffold::local_sdk);
@@ -389,6 +397,23 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
+}
+
+/// Fails naming every kind `config` declares that the current kubeconfig's cluster does not
+/// serve, as the host reports it when the plugin runs.
+async fn check_kinds(config: &wasmop::runtime::bindings::wasmop::plugin::types::PluginConfig) -> anyhow::Result<()> {
+    let kube_config = kube::Config::infer().await.context("cannot find a Kubernetes configuration")?;
+    let client = kube::Client::try_from(kube_config)?;
+    let mut unserved = Vec::new();
+    for kind in wasmop::inspect::declared_kinds(config) {
+        match wasmop::informer::resolve(&client, kind).await {
+            Ok(_) => {}
+            Err(err) if err.unreachable() => return Err(err.into()),
+            Err(_) => unserved.push(wasmop::informer::not_served(&client, kind).await),
+        }
+    }
+    anyhow::ensure!(unserved.is_empty(), "{}", unserved.join("; "));
+    Ok(())
 }
 
 /// Writes `text` to stdout. A reader that went away (`wasmop inspect ... | head`) ends the output

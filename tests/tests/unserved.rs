@@ -51,6 +51,16 @@ async fn remove_widgits(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `wasmop inspect --check-cluster` of the fixture, against the test bed's API server.
+fn inspect_check_cluster() -> anyhow::Result<std::process::Output> {
+    Ok(std::process::Command::new(wasmop_tests::wasmop_binary()?)
+        .args(["inspect", "--check-cluster"])
+        .arg(plugin("fixture-unserved"))
+        .env("KUBECONFIG", wasmop_tests::kubeconfig())
+        .env("RUST_LOG", "off")
+        .output()?)
+}
+
 fn holds(object: &DynamicObject, type_: &str, status: &str) -> bool {
     condition(object, type_).is_some_and(|c| c["status"] == status)
 }
@@ -92,6 +102,11 @@ async fn a_dependent_of_an_unserved_kind_is_reported_with_the_closest_and_runs_o
     assert_eq!(host.unserved("fixture-unserved").as_deref(), Some(expected));
     let readyz = host.ready().expect_err("the plugin waits");
     assert!(readyz.contains(expected), "{readyz}");
+    // `wasmop inspect --check-cluster` says the same before anything runs.
+    let checked = inspect_check_cluster()?;
+    assert!(!checked.status.success(), "inspect --check-cluster passed with Widgit unserved");
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(stderr.contains(expected), "{stderr}");
 
     // The kind becomes served: the plugin reconciles, without a restart.
     apply(&client, crd("Widgit"), None).await?;
@@ -111,6 +126,8 @@ async fn a_dependent_of_an_unserved_kind_is_reported_with_the_closest_and_runs_o
     assert_eq!(names, ["s1"]);
     assert_eq!(host.unserved("fixture-unserved"), None);
     host.ready().map_err(anyhow::Error::msg)?;
+    let checked = inspect_check_cluster()?;
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
 
     host.stop_all().await;
     remove_widgits(&client).await?;

@@ -18,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 
 use wasmop_core::dependent::DependentSpec;
 pub use wasmop_core::filter::{ChangeFilter, Filters, Version};
-use wasmop_core::served;
 
 use crate::dependents::{self, DependentKind, Dependents, OwnWrites};
 use crate::informer::{self, CachedKind, Clusters, Listing, Subscription, WatchedCache};
@@ -139,27 +138,11 @@ async fn resolve_all(
     }
 }
 
-/// The declared kinds of `missing` in words, each with the served kind closest to it (found by
-/// discovering every kind its cluster serves).
+/// The declared kinds of `missing` in words, each with the served kind closest to it.
 async fn unserved(missing: &[(usize, &Declared<'_>, informer::InformerError)]) -> String {
     let mut messages = Vec::with_capacity(missing.len());
     for (_, declared, _) in missing {
-        let kind = declared.kind;
-        let group_version =
-            if kind.group.is_empty() { kind.version.clone() } else { format!("{}/{}", kind.group, kind.version) };
-        let served = match kube::discovery::Discovery::new(declared.client.clone()).run_aggregated().await {
-            Ok(discovery) => discovery
-                .groups()
-                .flat_map(|group| group.versions().flat_map(|v| group.versioned_resources(v)).collect::<Vec<_>>())
-                .map(|(resource, _)| served::Served { group_version: resource.api_version, kind: resource.kind })
-                .collect(),
-            Err(err) => {
-                tracing::warn!(%err, "cannot discover the served kinds to suggest one");
-                Vec::new()
-            }
-        };
-        let closest = served::closest(&kind.kind, &group_version, &served);
-        messages.push(served::not_served(&kind.kind, &group_version, closest));
+        messages.push(informer::not_served(declared.client, declared.kind).await);
     }
     messages.join("; ")
 }

@@ -89,6 +89,27 @@ pub async fn resolve(client: &Client, kind: &KindRef) -> Result<ApiResource, Inf
     Ok(resource)
 }
 
+/// Why `kind` is not served, in words, naming the served kind closest to it (found by
+/// discovering every kind the cluster serves).
+pub async fn not_served(client: &Client, kind: &KindRef) -> String {
+    use wasmop_core::served;
+    let group_version =
+        if kind.group.is_empty() { kind.version.clone() } else { format!("{}/{}", kind.group, kind.version) };
+    let served = match kube::discovery::Discovery::new(client.clone()).run_aggregated().await {
+        Ok(discovery) => discovery
+            .groups()
+            .flat_map(|group| group.versions().flat_map(|v| group.versioned_resources(v)).collect::<Vec<_>>())
+            .map(|(resource, _)| served::Served { group_version: resource.api_version, kind: resource.kind })
+            .collect(),
+        Err(err) => {
+            tracing::warn!(%err, "cannot discover the served kinds to suggest one");
+            Vec::new()
+        }
+    };
+    let closest = served::closest(&kind.kind, &group_version, &served);
+    served::not_served(&kind.kind, &group_version, closest)
+}
+
 /// Server-side selectors of a watch.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Selectors<'a> {
