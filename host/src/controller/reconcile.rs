@@ -61,6 +61,10 @@ pub(crate) struct ReplacedConditions(std::sync::atomic::AtomicBool);
 impl ReplacedConditions {
     /// The warning for the plugin's `status`, the first time it sets a host-kept condition.
     fn warning(&self, status: &serde_json::Value) -> Option<String> {
+        // Told already: no scan of the status on every reconcile.
+        if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         let types = wasmop_core::status::host_kept_in(status);
         if types.is_empty() || self.0.swap(true, std::sync::atomic::Ordering::Relaxed) {
             return None;
