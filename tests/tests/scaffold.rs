@@ -1,18 +1,28 @@
 //! `wasmop new`: the scaffolded crate passes its unit tests (its crd.yaml is what its types
 //! generate), builds for wasm32-wasip2, `wasmop crd --plugin` prints its CRD, which the API server
-//! takes, and the component reconciles the scaffolded example in the cluster.
+//! takes, and `wasmop run --plugin` reconciles the scaffolded example in the cluster: the README's guide.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::wait::await_condition;
-use wasmop_tests::{apply_file, bare_host, client, namespace, plugin, wasmop_binary, within, workspace_root};
+use wasmop_tests::{apply_file, client, kubeconfig, namespace, plugin, wasmop_binary, within, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(60);
+
+/// A `wasmop run` process this test started, killed when dropped (on failure too).
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 /// Runs `command`, failing with its output when it fails.
 fn run(command: &mut Command) -> anyhow::Result<()> {
@@ -92,8 +102,19 @@ async fn a_scaffolded_plugin_builds_passes_its_test_and_reconciles_its_example()
     std::fs::write(&crd_file, &stdout)?;
     apply_file(&client, &crd_file, None).await?;
     let ns = namespace(&client, "scaffold").await?;
-    let host = bare_host(&client, &ns)?;
-    host.install("scaffold", &wasm, std::fs::read(&wasm)?, None).await?;
+    // `wasmop run --plugin`, as the README's guide runs it.
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let host = Running(
+        Command::new(wasmop_binary()?)
+            .args(["run", "--namespace", &ns, "--metrics-address", &metrics.to_string(), "--plugin"])
+            .arg(&wasm)
+            .env("KUBECONFIG", kubeconfig())
+            .env("WASMOP_CACHE_DIR", root.join("target/wasmop-test-cache"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
     apply_file(&client, &crate_dir.join("example.yaml"), Some(&ns)).await?;
     let gvk = GroupVersionKind::gvk("demo.wasmop.dev", "v1", "Hello");
     let api: Api<DynamicObject> =
@@ -110,6 +131,6 @@ async fn a_scaffolded_plugin_builds_passes_its_test_and_reconciles_its_example()
     within(WAIT, "the example echoed and Ready", await_condition(api, "example", ready)).await??;
     let config_map = Api::<ConfigMap>::namespaced(client.clone(), &ns).get("example-message").await?;
     assert_eq!(config_map.data.unwrap_or_default().get("message").map(String::as_str), Some("hello"));
-    host.stop_all().await;
+    drop(host);
     Ok(())
 }
