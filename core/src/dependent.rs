@@ -83,6 +83,8 @@ pub struct Desired {
     pub object: Value,
     /// Leave the object as the cluster holds it: neither applied nor pruned.
     pub keep: bool,
+    /// For an external dependent: the object's key among the primary's objects of it.
+    pub key: Option<String>,
 }
 
 /// The primary whose dependents are reconciled.

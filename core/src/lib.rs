@@ -29,11 +29,13 @@
 pub mod capability;
 pub mod check;
 pub mod dependent;
+pub mod external;
 pub mod filter;
 pub mod finalizer;
 pub mod kind;
 pub mod mapping;
 pub mod matching;
+pub mod predicate;
 pub mod projection;
 pub mod refusal;
 pub mod selector;

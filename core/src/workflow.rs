@@ -456,7 +456,7 @@ mod tests {
     }
 
     fn desired(dependent: &str, name: &str) -> Desired {
-        Desired { dependent: dependent.into(), object: json!({ "metadata": { "name": name } }), keep: false }
+        Desired { dependent: dependent.into(), object: json!({ "metadata": { "name": name } }), keep: false, key: None }
     }
 
     fn run_on(

@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use crate::bindings::wasmop::plugin::types as wit;
 use crate::dependent::Dependent;
+use crate::external::{ExternalDependent, Polling};
+use crate::grant::{HttpGrant, Inbound};
 use crate::kind::Kind;
+use crate::predicate::Predicate;
 use crate::wire::millis;
 
 /// The annotation naming a secondary's primary, read by the annotations mapper
@@ -122,6 +125,8 @@ pub struct Watch {
     /// The paths the plugin reads of these objects; the host's cache keeps only those and the
     /// metadata. `None` (the default) keeps whole objects.
     pub projection: Option<Vec<String>>,
+    /// Only changes for which this holds map to primaries; see [`Watch::predicate`].
+    pub predicate: Option<Predicate>,
 }
 
 impl Watch {
@@ -144,6 +149,7 @@ impl Watch {
             cluster: None,
             mapper: Mapper::default(),
             projection: None,
+            predicate: None,
         }
     }
 
@@ -312,6 +318,14 @@ impl Watch {
         self
     }
 
+    /// Only changes for which `predicate` holds map to primaries (controller-runtime's
+    /// `Watches(..., builder.WithPredicates(...))`).
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate) -> Self {
+        self.predicate = Some(predicate);
+        self
+    }
+
     fn into_wit(self) -> wit::Watch {
         wit::Watch {
             kind: self.kind.to_wit(),
@@ -321,6 +335,7 @@ impl Watch {
             cluster: self.cluster,
             mapper: self.mapper.to_wit(),
             projection: self.projection,
+            predicate: self.predicate.map(Predicate::into_wit),
         }
     }
 }
@@ -550,6 +565,16 @@ pub struct Config {
     /// The paths the plugin reads of its primaries; the host's cache keeps those, `status` and
     /// the metadata. `None` (the default) keeps whole objects.
     pub projection: Option<Vec<String>>,
+    /// The primary's predicate; see [`Config::predicate`].
+    pub predicate: Option<Predicate>,
+    /// Outgoing HTTP the plugin asks for; see [`Config::http`].
+    pub http: Option<HttpGrant>,
+    /// Polling of external state; see [`Config::polling`].
+    pub polling: Option<Polling>,
+    /// Inbound events; see [`Config::inbound`].
+    pub inbound: Option<Inbound>,
+    /// Objects outside the cluster the reconciles keep in shape.
+    pub external_dependents: Vec<ExternalDependent>,
 }
 
 /// The primary's finalizer (JOSDK's finalizer support), used only when the plugin needs one: it
@@ -603,6 +628,11 @@ impl Config {
             dependents: Vec::new(),
             conditions,
             projection: None,
+            predicate: None,
+            http: None,
+            polling: None,
+            inbound: None,
+            external_dependents: Vec::new(),
         }
     }
 
@@ -873,6 +903,45 @@ impl Config {
         self
     }
 
+    /// Only events of the primary for which `predicate` holds reconcile; it replaces the update
+    /// filtering ([`Config::generation_aware`], label and annotation changes), while the create
+    /// and delete filters still apply. Plugin terms call [`Reconciler::filter`](crate::Reconciler::filter).
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate) -> Self {
+        self.predicate = Some(predicate);
+        self
+    }
+
+    /// Asks for outgoing HTTP to the grant's origins, allowed in
+    /// [`Reconciler::fetch`](crate::Reconciler::fetch), `fetch_all`, `apply_external` and
+    /// `delete_external` only.
+    #[must_use]
+    pub fn http(mut self, grant: HttpGrant) -> Self {
+        self.http = Some(grant);
+        self
+    }
+
+    /// Polls external state ([`Reconciler::fetch`](crate::Reconciler::fetch) or `fetch_all`).
+    #[must_use]
+    pub fn polling(mut self, polling: Polling) -> Self {
+        self.polling = Some(polling);
+        self
+    }
+
+    /// Accepts inbound events ([`Reconciler::map_inbound`](crate::Reconciler::map_inbound)).
+    #[must_use]
+    pub fn inbound(mut self, inbound: Inbound) -> Self {
+        self.inbound = Some(inbound);
+        self
+    }
+
+    /// Declares an external dependent.
+    #[must_use]
+    pub fn external_dependent(mut self, dependent: ExternalDependent) -> Self {
+        self.external_dependents.push(dependent);
+        self
+    }
+
     /// The WIT form; `cleanup` says whether the reconciler implements [`Cleaner`](crate::Cleaner).
     pub(crate) fn into_wit(self, cleanup: bool) -> wit::PluginConfig {
         wit::PluginConfig {
@@ -905,6 +974,11 @@ impl Config {
             dependents: self.dependents.into_iter().map(Dependent::into_wit).collect(),
             conditions: self.conditions,
             projection: self.projection,
+            predicate: self.predicate.map(Predicate::into_wit),
+            http: self.http.map(HttpGrant::into_wit),
+            polling: self.polling.map(Polling::into_wit),
+            inbound: self.inbound.map(Inbound::into_wit),
+            external_dependents: self.external_dependents.into_iter().map(ExternalDependent::into_wit).collect(),
         }
     }
 }

@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use crate::Kind;
 use crate::bindings::wasmop::plugin::{host as wit_host, types as wit};
 use crate::dependent::DependentState;
+use crate::external::External;
 use crate::outcome::Error;
 
 /// Severity of a log line.
@@ -92,11 +93,31 @@ pub struct Context {
     attempt: u32,
     last_attempt: bool,
     dependents: Vec<DependentState>,
+    external: Vec<External>,
+    inbound: Option<serde_json::Value>,
 }
 
 impl Context {
     pub(crate) fn new(host: Box<dyn Host>, attempt: u32, last_attempt: bool) -> Self {
-        Self { host, attempt, last_attempt, dependents: Vec::new() }
+        Self { host, attempt, last_attempt, dependents: Vec::new(), external: Vec::new(), inbound: None }
+    }
+
+    /// The context with the primary's external state and cached inbound payload.
+    pub(crate) fn with_external(mut self, external: Vec<External>, inbound: Option<serde_json::Value>) -> Self {
+        self.external = external;
+        self.inbound = inbound;
+        self
+    }
+
+    /// The primary's external objects of `dependent` as the last fetch found them (after the
+    /// host's applies): what `desired` and `reconcile` compute from. Empty outside them.
+    pub fn external(&self, dependent: &str) -> impl Iterator<Item = &External> {
+        self.external.iter().filter(move |o| o.dependent == dependent)
+    }
+
+    /// The last inbound payload mapped to the primary, when the plugin caches inbound events.
+    pub fn inbound(&self) -> Option<&serde_json::Value> {
+        self.inbound.as_ref()
     }
 
     /// The context with the dependents' states the host reconciled before this call.

@@ -13,7 +13,7 @@ use crate::wire::millis;
 use crate::{Check, Error, Event, Kind, Phase};
 
 /// Converts a [`Check`] into its WIT record.
-fn check_into_wit(check: Check) -> wit::Condition {
+pub(crate) fn check_into_wit(check: Check) -> wit::Condition {
     match check {
         Check::FieldEquals { path, value } => wit::Condition::FieldEquals(wit::FieldValue { path, value }),
         Check::FieldsEqual { left, right } => wit::Condition::FieldsEqual(wit::FieldPair { left, right }),
@@ -196,13 +196,34 @@ pub struct Desired {
     pub object: Value,
     /// Leave the object as the cluster holds it: neither applied nor pruned.
     pub keep: bool,
+    /// For an external dependent: the object's key among the primary's objects of it.
+    pub key: Option<String>,
 }
 
 impl Desired {
     /// `object` for the dependent `dependent`; an object that does not serialize becomes `null`,
     /// which the host refuses with an error naming the dependent.
     pub fn new(dependent: impl Into<String>, object: &impl Serialize) -> Self {
-        Self { dependent: dependent.into(), object: serde_json::to_value(object).unwrap_or(Value::Null), keep: false }
+        Self {
+            dependent: dependent.into(),
+            object: serde_json::to_value(object).unwrap_or(Value::Null),
+            keep: false,
+            key: None,
+        }
+    }
+
+    /// `object` of the external dependent `dependent` under `key` (e.g. the record's name):
+    /// the host compares it with what `fetch` found and calls
+    /// [`Reconciler::apply_external`](crate::Reconciler::apply_external) when they differ.
+    ///
+    /// ```
+    /// use wasmop_guest::Desired;
+    ///
+    /// let record = Desired::external("record", "www", &serde_json::json!({ "value": "10.0.0.1" }));
+    /// assert_eq!(record.key.as_deref(), Some("www"));
+    /// ```
+    pub fn external(dependent: impl Into<String>, key: impl Into<String>, object: &impl Serialize) -> Self {
+        Self { key: Some(key.into()), ..Self::new(dependent, object) }
     }
 
     /// "Leave this one as it is": the object `name` (in `namespace`, default the primary's) of
@@ -219,11 +240,16 @@ impl Desired {
         if let Some(namespace) = namespace {
             object["metadata"]["namespace"] = namespace.into();
         }
-        Self { dependent: dependent.into(), object, keep: true }
+        Self { dependent: dependent.into(), object, keep: true, key: None }
     }
 
     pub(crate) fn into_wit(self) -> wit::DesiredObject {
-        wit::DesiredObject { dependent: self.dependent, object: self.object.to_string(), keep: self.keep }
+        wit::DesiredObject {
+            dependent: self.dependent,
+            object: self.object.to_string(),
+            keep: self.keep,
+            key: self.key,
+        }
     }
 }
 

@@ -130,8 +130,12 @@ mod config;
 mod context;
 mod crd;
 mod dependent;
+mod external;
+mod grant;
+pub mod http;
 mod kind;
 mod outcome;
+mod predicate;
 mod refs;
 mod resource;
 pub mod testing;
@@ -143,8 +147,11 @@ pub use config::{
 pub use context::{Context, Level};
 pub use crd::Crd;
 pub use dependent::{Cleanup, Dependent, DependentState, Desired};
+pub use external::{External, ExternalDependent, Polling, Tracked, Tracking};
+pub use grant::{HttpGrant, Inbound, Origin, SecretKey};
 pub use kind::Kind;
 pub use outcome::{Error, Event, EventType, Outcome};
+pub use predicate::{EventKind, Predicate};
 pub use refs::{PrimaryRef, SecondaryRef};
 pub use resource::Resource;
 pub use wasmop_core::check::Check;
@@ -497,6 +504,62 @@ pub trait Reconciler {
         let _ = (name, primary, dependent, ctx);
         false
     }
+
+    /// The external state of `primary` (JOSDK's `PerResourcePollingEventSource` fetcher, and the
+    /// actual state of external dependents): called every polling period outside the primary's
+    /// reconcile, with the IDs the host tracks for it. Outgoing HTTP ([`http`]) is allowed here.
+    fn fetch(primary: &Self::Primary, tracked: &Tracked, ctx: &Context) -> Result<Vec<External>, String> {
+        let _ = (primary, tracked, ctx);
+        Err(format!("plugin {} polls per resource but does not implement Reconciler::fetch", Self::config().name))
+    }
+
+    /// The external state of every primary (JOSDK's `PollingEventSource`). Outgoing HTTP is
+    /// allowed here.
+    fn fetch_all(ctx: &Context) -> Result<Vec<(PrimaryRef, Vec<External>)>, String> {
+        let _ = ctx;
+        Err(format!("plugin {} polls globally but does not implement Reconciler::fetch_all", Self::config().name))
+    }
+
+    /// Makes the external system hold `desired` (its `id` filled in by the host when tracked);
+    /// `actual` is what the last fetch found. Returns the object as it now is, with its ID.
+    /// Outgoing HTTP is allowed here.
+    fn apply_external(
+        primary: &Self::Primary,
+        desired: &External,
+        actual: Option<&External>,
+        ctx: &Context,
+    ) -> Result<External, Error> {
+        let _ = (primary, desired, actual, ctx);
+        Err(Error::permanent(
+            "the plugin declares external dependents but does not implement Reconciler::apply_external",
+        ))
+    }
+
+    /// Deletes `actual` from the external system; one already gone is not an error. Outgoing
+    /// HTTP is allowed here.
+    fn delete_external(primary: &Self::Primary, actual: &External, ctx: &Context) -> Result<(), Error> {
+        let _ = (primary, actual, ctx);
+        Err(Error::permanent(
+            "the plugin declares external dependents but does not implement Reconciler::delete_external",
+        ))
+    }
+
+    /// The primaries an inbound event's payload concerns (JOSDK's inbound event sources,
+    /// controller-runtime's `source.Channel`); an error answers the caller 422.
+    fn map_inbound(payload: &serde_json::Value, ctx: &Context) -> Result<Vec<PrimaryRef>, String> {
+        let _ = (payload, ctx);
+        Err(format!(
+            "plugin {} accepts inbound events but does not implement Reconciler::map_inbound",
+            Self::config().name
+        ))
+    }
+
+    /// The plugin predicate `name` ([`Predicate::plugin`]) on a watch event: `object` is the
+    /// new version, `old` the previous one of an update. True by default.
+    fn filter(name: &str, event: EventKind, object: &serde_json::Value, old: Option<&serde_json::Value>) -> bool {
+        let _ = (name, event, object, old);
+        true
+    }
 }
 
 /// A [`Reconciler`] with work to do before its primary is deleted (JOSDK's `Cleaner`).
@@ -637,6 +700,49 @@ macro_rules! export {
                     dependent: ::core::option::Option<::std::string::String>,
                 ) -> bool {
                     $crate::__private::check::<$reconciler>(name, primary, dependent)
+                }
+
+                fn fetch(
+                    primary: ::std::string::String,
+                    tracked: ::std::vec::Vec<$crate::__private::WitTrackedId>,
+                ) -> ::core::result::Result<::std::vec::Vec<$crate::__private::WitExternalObject>, ::std::string::String>
+                {
+                    $crate::__private::fetch::<$reconciler>(primary, tracked)
+                }
+
+                fn fetch_all()
+                -> ::core::result::Result<::std::vec::Vec<$crate::__private::WitPrimaryState>, ::std::string::String> {
+                    $crate::__private::fetch_all::<$reconciler>()
+                }
+
+                fn apply_external(
+                    primary: ::std::string::String,
+                    desired: $crate::__private::WitExternalObject,
+                    actual: ::core::option::Option<$crate::__private::WitExternalObject>,
+                ) -> ::core::result::Result<$crate::__private::WitExternalObject, $crate::__private::ReconcileError> {
+                    $crate::__private::apply_external::<$reconciler>(primary, desired, actual)
+                }
+
+                fn delete_external(
+                    primary: ::std::string::String,
+                    actual: $crate::__private::WitExternalObject,
+                ) -> ::core::result::Result<(), $crate::__private::ReconcileError> {
+                    $crate::__private::delete_external::<$reconciler>(primary, actual)
+                }
+
+                fn map_inbound(
+                    payload: ::std::string::String,
+                ) -> ::core::result::Result<::std::vec::Vec<$crate::__private::WitObjectRef>, ::std::string::String> {
+                    $crate::__private::map_inbound::<$reconciler>(payload)
+                }
+
+                fn filter(
+                    name: ::std::string::String,
+                    event: $crate::__private::WitEventKind,
+                    object: ::std::string::String,
+                    old: ::core::option::Option<::std::string::String>,
+                ) -> bool {
+                    $crate::__private::filter::<$reconciler>(name, event, object, old)
                 }
             }
 
@@ -837,8 +943,10 @@ pub(crate) fn secondaries_of<R: Reconciler>(primary: &str, ctx: &Context) -> Res
 pub mod __private {
     pub use crate::bindings::exports::wasmop::plugin::reconciler::Guest;
     pub use crate::bindings::wasmop::plugin::types::{
-        CleanupOutcome as WitCleanupOutcome, DesiredObject as WitDesiredObject, ObjectRef as WitObjectRef,
-        Outcome as WitOutcome, PluginConfig, ReconcileError, ReconcileRequest, SecondaryRef as WitSecondaryRef,
+        CleanupOutcome as WitCleanupOutcome, DesiredObject as WitDesiredObject, EventKind as WitEventKind,
+        ExternalObject as WitExternalObject, ObjectRef as WitObjectRef, Outcome as WitOutcome, PluginConfig,
+        PrimaryState as WitPrimaryState, ReconcileError, ReconcileRequest, SecondaryRef as WitSecondaryRef,
+        TrackedId as WitTrackedId,
     };
 
     use crate::context::{Context, WitHost};
@@ -900,7 +1008,11 @@ pub mod __private {
     /// The context of `request`, talking to the real host imports.
     fn context(request: ReconcileRequest) -> (String, Context) {
         let dependents = request.dependents.into_iter().map(crate::DependentState::from_wit).collect();
-        let ctx = Context::new(Box::new(WitHost), request.attempt, request.last_attempt).with_dependents(dependents);
+        let external = request.external.into_iter().map(crate::External::from_wit).collect();
+        let inbound = request.inbound.and_then(|payload| serde_json::from_str(&payload).ok());
+        let ctx = Context::new(Box::new(WitHost), request.attempt, request.last_attempt)
+            .with_dependents(dependents)
+            .with_external(external, inbound);
         (request.object, ctx)
     }
 
@@ -954,6 +1066,66 @@ pub mod __private {
         let secondaries = crate::secondaries_of::<R>(&primary, &outside())?;
         Ok(secondaries.into_iter().map(crate::SecondaryRef::into_wit).collect())
     }
+
+    /// The primary's JSON text as `R::Primary`, or the error naming it.
+    fn decode<R: Reconciler>(primary: &str) -> Result<R::Primary, String> {
+        serde_json::from_str(primary)
+            .map_err(|e| format!("the primary does not deserialize as {}: {e}", std::any::type_name::<R::Primary>()))
+    }
+
+    /// `fetch` for `R`.
+    pub fn fetch<R: Reconciler>(primary: String, tracked: Vec<WitTrackedId>) -> Result<Vec<WitExternalObject>, String> {
+        let primary = decode::<R>(&primary)?;
+        let objects = R::fetch(&primary, &crate::Tracked::from_wit(tracked), &outside())?;
+        Ok(objects.into_iter().map(crate::External::into_wit).collect())
+    }
+
+    /// `fetch-all` for `R`.
+    pub fn fetch_all<R: Reconciler>() -> Result<Vec<WitPrimaryState>, String> {
+        let states = R::fetch_all(&outside())?;
+        Ok(states
+            .into_iter()
+            .map(|(primary, objects)| WitPrimaryState {
+                primary: primary.into_wit(),
+                objects: objects.into_iter().map(crate::External::into_wit).collect(),
+            })
+            .collect())
+    }
+
+    /// `apply-external` for `R`.
+    pub fn apply_external<R: Reconciler>(
+        primary: String,
+        desired: WitExternalObject,
+        actual: Option<WitExternalObject>,
+    ) -> Result<WitExternalObject, ReconcileError> {
+        let primary = decode::<R>(&primary).map_err(ReconcileError::Invalid)?;
+        let desired = crate::External::from_wit(desired);
+        let actual = actual.map(crate::External::from_wit);
+        R::apply_external(&primary, &desired, actual.as_ref(), &outside())
+            .map(crate::External::into_wit)
+            .map_err(crate::Error::into_wit)
+    }
+
+    /// `delete-external` for `R`.
+    pub fn delete_external<R: Reconciler>(primary: String, actual: WitExternalObject) -> Result<(), ReconcileError> {
+        let primary = decode::<R>(&primary).map_err(ReconcileError::Invalid)?;
+        R::delete_external(&primary, &crate::External::from_wit(actual), &outside()).map_err(crate::Error::into_wit)
+    }
+
+    /// `map-inbound` for `R`: a payload that is not JSON is an error.
+    pub fn map_inbound<R: Reconciler>(payload: String) -> Result<Vec<WitObjectRef>, String> {
+        let payload: serde_json::Value =
+            serde_json::from_str(&payload).map_err(|e| format!("the payload is not JSON: {e}"))?;
+        let primaries = R::map_inbound(&payload, &outside())?;
+        Ok(primaries.into_iter().map(crate::PrimaryRef::into_wit).collect())
+    }
+
+    /// `filter` for `R`: an object that is not JSON does not pass.
+    pub fn filter<R: Reconciler>(name: String, event: WitEventKind, object: String, old: Option<String>) -> bool {
+        let Ok(object) = serde_json::from_str::<serde_json::Value>(&object) else { return false };
+        let old = old.and_then(|old| serde_json::from_str::<serde_json::Value>(&old).ok());
+        R::filter(&name, crate::EventKind::from_wit(event), &object, old.as_ref())
+    }
 }
 
 #[cfg(test)]
@@ -989,7 +1161,14 @@ mod tests {
     }
 
     fn request(object: &str) -> ReconcileRequest {
-        ReconcileRequest { object: object.to_owned(), attempt: 3, last_attempt: true, dependents: Vec::new() }
+        ReconcileRequest {
+            object: object.to_owned(),
+            attempt: 3,
+            last_attempt: true,
+            dependents: Vec::new(),
+            external: Vec::new(),
+            inbound: None,
+        }
     }
 
     #[test]
@@ -1131,6 +1310,8 @@ mod tests {
             attempt: 0,
             last_attempt: false,
             dependents: Vec::new(),
+            external: Vec::new(),
+            inbound: None,
         };
         // The Cleaner's own answer, and a release for a reconciler without one.
         assert!((&&Probe::<Reporter>::new()).cleanup(request()).expect("cleanup").keep_finalizer);

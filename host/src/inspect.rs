@@ -180,6 +180,7 @@ mod tests {
             cluster: cluster.map(String::from),
             mapper: Mapper::Annotations,
             projection: None,
+            predicate: None,
         };
         config.watches = vec![watch_of("ConfigMap", None), watch_of("Secret", Some("edge"))];
         let kinds: Vec<&str> = declared_kinds(&config).into_iter().map(|k| k.kind.as_str()).collect();

@@ -13,7 +13,14 @@ fn limits() -> Limits {
 }
 
 fn request(object: serde_json::Value) -> ReconcileRequest {
-    ReconcileRequest { object: object.to_string(), attempt: 0, last_attempt: false, dependents: Vec::new() }
+    ReconcileRequest {
+        object: object.to_string(),
+        attempt: 0,
+        last_attempt: false,
+        dependents: Vec::new(),
+        external: Vec::new(),
+        inbound: None,
+    }
 }
 
 fn webpage(generation: i64) -> serde_json::Value {

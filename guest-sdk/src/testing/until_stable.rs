@@ -301,10 +301,11 @@ impl FakeHost {
             let reason = plugin_failure_reason(&e);
             (e, reason)
         })?;
-        let desired = desired.into_iter().map(|Desired { dependent, object, keep }| core_dependent::Desired {
+        let desired = desired.into_iter().map(|Desired { dependent, object, keep, key }| core_dependent::Desired {
             dependent,
             object,
             keep,
+            key,
         });
         let driver = Store {
             objects: RefCell::new(std::mem::take(&mut self.objects)),

@@ -200,6 +200,7 @@ fn dependent_watch(config: &PluginConfig, dependent: &Dependent) -> Watch {
         cluster: None,
         mapper,
         projection: None,
+        predicate: None,
     }
 }
 

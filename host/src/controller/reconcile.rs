@@ -235,7 +235,14 @@ impl Reconciler {
     ) -> Result<ReconcileRequest, Failure> {
         let json = serde_json::to_string(object)
             .map_err(|e| Failure::transient("ReconcileFailed", format!("cannot serialize the primary: {e}")))?;
-        Ok(ReconcileRequest { object: json, attempt: run.attempt, last_attempt: run.last_attempt, dependents })
+        Ok(ReconcileRequest {
+            object: json,
+            attempt: run.attempt,
+            last_attempt: run.last_attempt,
+            dependents,
+            external: Vec::new(),
+            inbound: None,
+        })
     }
 
     /// Reconciles a live primary: finalizer, dependents, the plugin, then the writes.
@@ -307,7 +314,7 @@ impl Reconciler {
         let desired = desired
             .into_iter()
             .map(|d| match serde_json::from_str(&d.object) {
-                Ok(object) => Ok(Desired { dependent: d.dependent, object, keep: d.keep }),
+                Ok(object) => Ok(Desired { dependent: d.dependent, object, keep: d.keep, key: d.key }),
                 Err(e) => Err(Failure::permanent(
                     "InvalidDependent",
                     format!("desired object of dependent {:?} is invalid: {e}", d.dependent),

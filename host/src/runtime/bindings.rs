@@ -12,7 +12,7 @@ wasmtime::component::bindgen!({
 });
 
 /// The contract version this host implements, as found in the exported interface name.
-pub const CONTRACT_VERSION: &str = "0.5.0";
+pub const CONTRACT_VERSION: &str = "0.6.0";
 
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";
@@ -172,5 +172,10 @@ pub(crate) fn test_config(kind: &str) -> wasmop::plugin::types::PluginConfig {
         dependents: Vec::new(),
         conditions: false,
         projection: None,
+        predicate: None,
+        http: None,
+        polling: None,
+        inbound: None,
+        external_dependents: Vec::new(),
     }
 }

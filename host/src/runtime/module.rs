@@ -8,8 +8,8 @@ use wasmop_core::finalizer::Finalizers;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::wasmop::plugin::types::{
-    CleanupOutcome, DesiredObject, Finalizer, Mapper, ObjectRef, Outcome, PluginConfig, ReconcileError,
-    ReconcileRequest, SecondaryRef,
+    CleanupOutcome, DesiredObject, EventKind, ExternalObject, Finalizer, Mapper, ObjectRef, Outcome, PluginConfig,
+    PrimaryState, ReconcileError, ReconcileRequest, SecondaryRef, TrackedId,
 };
 use super::bindings::{Plugin, PluginPre};
 use super::error::{CallError, LoadError};
@@ -239,6 +239,85 @@ impl Module {
     ) -> Result<Result<Vec<SecondaryRef>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "secondaries-of", cache).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_secondaries_of(&mut call.store, primary);
+        let result = within(self.limits(), export).await;
+        self.instances.leave(call, result)
+    }
+}
+
+/// The exports beyond the API server (contract 0.6.0): polling, external dependents, inbound
+/// events and predicates.
+impl Module {
+    /// Runs `fetch`: the external state of `primary` (JSON), given the IDs the host tracks.
+    pub async fn fetch(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        primary: &str,
+        tracked: &[TrackedId],
+    ) -> Result<Result<Vec<ExternalObject>, String>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "fetch", cache).await?;
+        let export = call.plugin.wasmop_plugin_reconciler().call_fetch(&mut call.store, primary, tracked);
+        let result = within(self.limits(), export).await;
+        self.instances.leave(call, result)
+    }
+
+    /// Runs `fetch-all`: the external state of every primary.
+    pub async fn fetch_all(&self, cache: Arc<dyn CacheReader>) -> Result<Result<Vec<PrimaryState>, String>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "fetch-all", cache).await?;
+        let export = call.plugin.wasmop_plugin_reconciler().call_fetch_all(&mut call.store);
+        let result = within(self.limits(), export).await;
+        self.instances.leave(call, result)
+    }
+
+    /// Runs `apply-external`: makes the external system hold `desired`.
+    pub async fn apply_external(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        primary: &str,
+        desired: &ExternalObject,
+        actual: Option<&ExternalObject>,
+    ) -> Result<Result<ExternalObject, ReconcileError>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "apply-external", cache).await?;
+        let export =
+            call.plugin.wasmop_plugin_reconciler().call_apply_external(&mut call.store, primary, desired, actual);
+        let result = within(self.limits(), export).await;
+        self.instances.leave(call, result)
+    }
+
+    /// Runs `delete-external`: deletes `actual` from the external system.
+    pub async fn delete_external(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        primary: &str,
+        actual: &ExternalObject,
+    ) -> Result<Result<(), ReconcileError>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "delete-external", cache).await?;
+        let export = call.plugin.wasmop_plugin_reconciler().call_delete_external(&mut call.store, primary, actual);
+        let result = within(self.limits(), export).await;
+        self.instances.leave(call, result)
+    }
+
+    /// Runs `map-inbound`: the primaries an inbound payload (JSON) concerns.
+    pub async fn map_inbound(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        payload: &str,
+    ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "map-inbound", cache).await?;
+        let export = call.plugin.wasmop_plugin_reconciler().call_map_inbound(&mut call.store, payload);
+        let result = within(self.limits(), export).await;
+        self.instances.leave(call, result)
+    }
+
+    /// Runs `filter`: whether the plugin predicate `name` holds for a watch event.
+    pub async fn filter(
+        &self,
+        name: &str,
+        event: EventKind,
+        object: &str,
+        old: Option<&str>,
+    ) -> Result<bool, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "filter", Arc::new(NoCache)).await?;
+        let export = call.plugin.wasmop_plugin_reconciler().call_filter(&mut call.store, name, event, object, old);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -571,6 +650,7 @@ mod tests {
             cluster: cluster.map(String::from),
             mapper,
             projection: None,
+            predicate: None,
         }
     }
 

@@ -40,8 +40,14 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 pub async fn per_call(calls: usize) -> anyhow::Result<(Value, String)> {
     let module = runtime(Limits::default())?.load(&plugin("webpage"))?;
     let object = webpage_json("page", 3);
-    let request =
-        ReconcileRequest { object: object.to_string(), attempt: 0, last_attempt: false, dependents: Vec::new() };
+    let request = ReconcileRequest {
+        object: object.to_string(),
+        attempt: 0,
+        last_attempt: false,
+        dependents: Vec::new(),
+        external: Vec::new(),
+        inbound: None,
+    };
     let cache: Arc<dyn CacheReader> = Arc::new(EmptyCache);
     for _ in 0..50 {
         module.reconcile(cache.clone(), &request).await?.map_err(|e| anyhow::anyhow!("{e:?}"))?;
