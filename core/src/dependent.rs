@@ -51,9 +51,43 @@ pub struct DependentSpec {
     /// Take over an existing object someone else manages (a forced apply); without it such an
     /// object is reported as a conflict and left alone.
     pub adopt: bool,
+    /// Set for an external dependent (objects outside the cluster, kept by the plugin's
+    /// `apply-external` and `delete-external`): where their IDs are tracked. Its `kind` is
+    /// [`DependentSpec::external`]'s placeholder and means nothing.
+    pub external: Option<crate::external::Tracking>,
 }
 
 impl DependentSpec {
+    /// An external dependent `name`: no Kubernetes kind, never owned or adopted.
+    pub fn external(
+        name: String,
+        depends_on: Vec<String>,
+        ready_when: Option<Check>,
+        reconcile_when: Option<Check>,
+        ready_when_empty: bool,
+        tracking: crate::external::Tracking,
+    ) -> Self {
+        Self {
+            name,
+            kind: KindRef {
+                group: "external.wasmop.dev".into(),
+                version: "v1".into(),
+                kind: "External".into(),
+                plural: None,
+                namespaced: false,
+            },
+            read_only: false,
+            depends_on,
+            ready_when,
+            reconcile_when,
+            ready_when_empty,
+            namespace: None,
+            declared_ownership: Ownership::OwnerReference,
+            adopt: false,
+            external: Some(tracking),
+        }
+    }
+
     /// The ownership in effect for a primary of kind `primary`: a cluster-scoped dependent of a
     /// namespaced primary cannot carry an owner reference to it, so it uses annotations.
     pub fn ownership(&self, primary: &KindRef) -> Ownership {
@@ -191,6 +225,7 @@ pub(crate) mod tests {
             namespace: None,
             declared_ownership: Ownership::OwnerReference,
             adopt: false,
+            external: None,
         }
     }
 

@@ -12,6 +12,15 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+/// Where the host keeps the IDs of an external dependent's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracking {
+    /// A ConfigMap.
+    ConfigMap,
+    /// A Secret.
+    Secret,
+}
+
 /// An object outside the cluster, as fetched or desired.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExternalObject {

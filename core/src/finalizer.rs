@@ -28,8 +28,9 @@ pub struct Finalizers {
 
 impl Finalizers {
     /// The plan for plugin `plugin` reconciling `primary`: a finalizer when the plugin cleans up
-    /// (`cleanup`) or has a written dependent owned by annotations, which the garbage collector
-    /// cannot delete with the primary; none otherwise, and none when `declared` disables it.
+    /// (`cleanup`) or has a dependent the garbage collector cannot delete with the primary (a
+    /// written one owned by annotations, or an external one); none otherwise, and none when
+    /// `declared` disables it.
     pub fn plan(
         plugin: &str,
         declared: &Declared,
@@ -37,8 +38,9 @@ impl Finalizers {
         dependents: &[DependentSpec],
         primary: &KindRef,
     ) -> Self {
-        let needed =
-            cleanup || dependents.iter().any(|d| !d.read_only && d.ownership(primary) == Ownership::Annotations);
+        let uncollected =
+            |d: &DependentSpec| d.external.is_some() || (!d.read_only && d.ownership(primary) == Ownership::Annotations);
+        let needed = cleanup || dependents.iter().any(uncollected);
         let derived = format!("wasmop.dev/{plugin}");
         let name = match declared {
             Declared::Derived => Some(derived.clone()),
@@ -92,6 +94,7 @@ mod tests {
             namespace: None,
             declared_ownership: ownership,
             adopt: false,
+            external: None,
         }
     }
 
@@ -116,6 +119,8 @@ mod tests {
             [dependent(true, Ownership::Annotations, false)],
             // Cluster-scoped dependents of namespaced primaries are owned by annotations.
             [dependent(false, Ownership::OwnerReference, false)],
+            // Objects outside the cluster are deleted by the host alone.
+            [DependentSpec::external("r".into(), vec![], None, None, true, crate::external::Tracking::ConfigMap)],
         ] {
             let plan = Finalizers::plan("p", &Declared::Derived, false, &dependents, &kind(true));
             assert_eq!(plan, Finalizers { kept: Some("wasmop.dev/p".into()), released: Vec::new() });

@@ -21,6 +21,7 @@ use serde_json::Value;
 use crate::capability;
 use crate::check::{self, Check};
 use crate::dependent::{self, DependentSpec, Desired, Phase, PrimaryRef};
+use crate::external::{self, ExternalObject};
 use crate::kind::ObjectKey;
 
 /// The dependents of a plugin in an order where each comes after those it depends on.
@@ -108,6 +109,8 @@ pub struct State<O> {
     pub phase: Phase,
     /// Its objects as the cluster holds them now (after the writes).
     pub objects: Vec<O>,
+    /// For an external dependent: its objects as the external system holds them now.
+    pub external: Vec<ExternalObject>,
 }
 
 /// Why a workflow failed.
@@ -215,6 +218,19 @@ pub trait Driver {
     async fn check(&self, name: &str, object: Option<&Value>) -> bool;
     /// Whether `error` is a conflict with an object someone else manages ([`conflict`]).
     fn is_conflict(&self, error: &Self::Error) -> bool;
+    /// The external dependent `spec`'s objects of the primary as the last fetch found them
+    /// (after the host's own applies and deletes).
+    fn fetched(&self, spec: &DependentSpec) -> Vec<ExternalObject>;
+    /// Makes the external system hold `desired` (which differs from `actual`); returns the
+    /// object as it now is, with its ID.
+    async fn apply_external(
+        &self,
+        spec: &DependentSpec,
+        desired: ExternalObject,
+        actual: Option<ExternalObject>,
+    ) -> Result<ExternalObject, Self::Error>;
+    /// Deletes `actual` from the external system.
+    async fn delete_external(&self, spec: &DependentSpec, actual: &ExternalObject) -> Result<(), Self::Error>;
 }
 
 /// Runs the workflow for `primary` (as JSON: `primary_json`) with the plugin's `desired`
@@ -236,6 +252,16 @@ pub async fn run<D: Driver>(
             return Err(WorkflowError::Refused { dependent: d.dependent, reason });
         };
         let invalid = |reason: String| WorkflowError::Invalid { dependent: d.dependent.clone(), reason };
+        if spec.external.is_some() {
+            // An external object's key is the plugin's; the cluster's rules do not apply to it.
+            let key = ObjectKey { namespace: None, name: d.key.clone().unwrap_or_default() };
+            let objects = wanted.entry(spec.name.as_str()).or_default();
+            if objects.iter().any(|(k, _)| *k == key) {
+                return Err(invalid(format!("two desired objects have the key {:?}", key.name)));
+            }
+            objects.push((key, d));
+            continue;
+        }
         if !d.object.is_object() {
             return Err(invalid("not a JSON object".into()));
         }
@@ -253,6 +279,20 @@ pub async fn run<D: Driver>(
             None => None,
             Some(c) => Some(evaluate(driver, c, primary_json, None).await),
         };
+        if spec.external.is_some() {
+            let desired = wanted.remove(spec.name.as_str()).unwrap_or_default();
+            let step = step(spec, &phases, precondition);
+            let (phase, objects) = match run_external(driver, spec, step, desired).await {
+                Ok(done) => done,
+                Err(error) => {
+                    errors.push((spec.name.clone(), error));
+                    (Phase::NotReady, driver.fetched(spec))
+                }
+            };
+            phases.insert(spec.name.clone(), phase);
+            states[i] = Some(State { name: spec.name.clone(), phase, objects: Vec::new(), external: objects });
+            continue;
+        }
         let result = match step(spec, &phases, precondition) {
             Step::Skip => Ok((Phase::Skipped, driver.current(spec))),
             // Read-only dependents are never written, nor deleted.
@@ -274,7 +314,7 @@ pub async fn run<D: Driver>(
             (Phase::NotReady, driver.current(spec))
         });
         phases.insert(spec.name.clone(), phase);
-        states[i] = Some(State { name: spec.name.clone(), phase, objects });
+        states[i] = Some(State { name: spec.name.clone(), phase, objects, external: Vec::new() });
     }
     if errors.is_empty() {
         return Ok(states.into_iter().flatten().collect());
@@ -311,6 +351,63 @@ async fn reconcile<D: Driver>(
     let stale = driver.current(spec).into_iter().filter(|o| driver.key(o).is_some_and(|k| !keep.contains(&k)));
     delete_all(driver, spec, stale.collect()).await?;
     Ok(objects)
+}
+
+/// One external dependent's step: applies the desired objects that differ from what the last
+/// fetch found ([`external::matches`]), deletes those no longer desired (or all, on
+/// [`Step::Delete`]), and says whether they are ready.
+async fn run_external<D: Driver>(
+    driver: &D,
+    spec: &DependentSpec,
+    step: Step,
+    desired: Vec<(ObjectKey, Desired)>,
+) -> Result<(Phase, Vec<ExternalObject>), D::Error> {
+    let fetched = driver.fetched(spec);
+    match step {
+        Step::Skip => return Ok((Phase::Skipped, fetched)),
+        Step::Delete => {
+            for object in &fetched {
+                driver.delete_external(spec, object).await?;
+            }
+            return Ok((Phase::Deleted, Vec::new()));
+        }
+        Step::Reconcile => {}
+    }
+    let mut objects = Vec::with_capacity(desired.len());
+    for (key, d) in &desired {
+        let actual = fetched.iter().find(|o| o.key == key.name).cloned();
+        if d.keep {
+            objects.extend(actual);
+            continue;
+        }
+        match actual {
+            Some(actual) if external::matches(&d.object, &actual.object) => objects.push(actual),
+            actual => {
+                let want = ExternalObject {
+                    dependent: spec.name.clone(),
+                    key: key.name.clone(),
+                    id: actual.as_ref().and_then(|a| a.id.clone()),
+                    object: d.object.clone(),
+                };
+                objects.push(driver.apply_external(spec, want, actual).await?);
+            }
+        }
+    }
+    for stale in fetched.iter().filter(|o| !desired.iter().any(|(k, _)| k.name == o.key)) {
+        driver.delete_external(spec, stale).await?;
+    }
+    let ready = if objects.is_empty() {
+        spec.ready_when_empty
+    } else if let Some(ready_when) = &spec.ready_when {
+        let mut all = true;
+        for object in &objects {
+            all &= evaluate(driver, ready_when, &object.object, Some(&object.object)).await;
+        }
+        all
+    } else {
+        true
+    };
+    Ok((if ready { Phase::Ready } else { Phase::NotReady }, objects))
 }
 
 async fn delete_all<D: Driver>(driver: &D, spec: &DependentSpec, objects: Vec<D::Object>) -> Result<(), D::Error> {
@@ -406,6 +503,7 @@ mod tests {
     #[derive(Default)]
     struct Store {
         objects: RefCell<Vec<Value>>,
+        external: RefCell<Vec<ExternalObject>>,
         writes: RefCell<Vec<String>>,
     }
 
@@ -452,6 +550,27 @@ mod tests {
         }
         fn is_conflict(&self, _: &String) -> bool {
             false
+        }
+        fn fetched(&self, spec: &DependentSpec) -> Vec<ExternalObject> {
+            self.external.borrow().iter().filter(|o| o.dependent == spec.name).cloned().collect()
+        }
+        async fn apply_external(
+            &self,
+            _: &DependentSpec,
+            desired: ExternalObject,
+            _: Option<ExternalObject>,
+        ) -> Result<ExternalObject, String> {
+            self.writes.borrow_mut().push(format!("apply-external {}", desired.key));
+            let id = desired.id.clone().unwrap_or_else(|| format!("id-{}", desired.key));
+            let applied = ExternalObject { id: Some(id), ..desired };
+            self.external.borrow_mut().retain(|o| o.key != applied.key);
+            self.external.borrow_mut().push(applied.clone());
+            Ok(applied)
+        }
+        async fn delete_external(&self, _: &DependentSpec, actual: &ExternalObject) -> Result<(), String> {
+            self.writes.borrow_mut().push(format!("delete-external {}", actual.key));
+            self.external.borrow_mut().retain(|o| o.key != actual.key);
+            Ok(())
         }
     }
 
@@ -507,5 +626,34 @@ mod tests {
         assert!(store.writes.borrow().is_empty());
         let unknown = run_on(&store, &workflow, vec![desired("zzz", "x")]).unwrap_err();
         assert!(unknown.to_string().contains("no dependent of that name"), "{unknown}");
+    }
+
+    fn record(key: &str, value: &str) -> Desired {
+        Desired { dependent: "record".into(), object: json!({ "value": value }), keep: false, key: Some(key.into()) }
+    }
+
+    #[test]
+    fn external_objects_are_applied_only_when_they_differ_and_pruned_when_no_longer_desired() {
+        let tracking = crate::external::Tracking::ConfigMap;
+        let external = DependentSpec::external("record".into(), vec!["a".into()], None, None, true, tracking);
+        let workflow = Workflow::new(vec![config_maps("a", &[]), external]).unwrap();
+        let store = Store::default();
+        let run = |desired: Vec<Desired>| complete(super::run(&store, &workflow, "p", &primary(), &json!({}), desired));
+        let states = run(vec![desired("a", "x"), record("www", "1"), record("mail", "2")]).unwrap();
+        assert_eq!(states[1].phase, Phase::Ready);
+        assert_eq!(states[1].external.iter().map(|o| o.id.clone().unwrap()).collect::<Vec<_>>(), ["id-www", "id-mail"]);
+        assert_eq!(store.writes.take(), ["apply ns/x", "apply-external www", "apply-external mail"]);
+        // Unchanged: nothing written to the external system; a changed one applied with its ID.
+        store.external.borrow_mut()[0].object["extra"] = json!("set by the system");
+        run(vec![desired("a", "x"), record("www", "1"), record("mail", "3")]).unwrap();
+        assert_eq!(store.writes.take(), ["apply ns/x", "apply-external mail"]);
+        assert_eq!(store.fetched(&workflow.specs()[1])[1].id.as_deref(), Some("id-mail"));
+        // No longer desired: deleted.
+        run(vec![desired("a", "x"), record("www", "1")]).unwrap();
+        assert_eq!(store.writes.take(), ["apply ns/x", "delete-external mail"]);
+        // Duplicate keys are invalid before anything is written.
+        let twice = run(vec![record("www", "1"), record("www", "2")]).unwrap_err();
+        assert!(matches!(twice, WorkflowError::Invalid { .. }), "{twice}");
+        assert!(store.writes.take().is_empty());
     }
 }

@@ -155,6 +155,7 @@ impl Dependent {
             namespace: self.namespace.clone(),
             declared_ownership: if self.annotation_owned { Ownership::Annotations } else { Ownership::OwnerReference },
             adopt: self.adopt,
+            external: None,
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod api_error;
 pub mod controller;
 pub mod dependents;
+pub mod external;
 pub mod host;
 pub mod informer;
 pub mod inspect;

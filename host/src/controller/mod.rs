@@ -20,13 +20,15 @@ use wasmop_core::dependent::DependentSpec;
 pub use wasmop_core::filter::{ChangeFilter, Filters, Version};
 
 use crate::dependents::{self, DependentKind, Dependents, OwnWrites};
+use crate::external::poller::{FetchNow, Poller};
+use crate::external::{ExternalState, TrackingRecords};
 use crate::informer::{self, CachedKind, Clusters, Listing, Subscription, WatchedCache};
 use crate::mapping::{Links, PrimaryKind};
 use crate::metrics::Metrics;
 use crate::object::ObjectKey;
 use crate::retry::RetryPolicy;
 use crate::runtime::Current;
-use crate::runtime::bindings::wasmop::plugin::types::{Dependent, KindRef, Mapper, PluginConfig, Watch};
+use crate::runtime::bindings::wasmop::plugin::types::{Dependent, KindRef, Mapper, PluginConfig, PollingMode, Watch};
 use crate::scheduler::{self, Priority, Settings};
 use crate::settings::Resolved;
 use crate::source::secondary::{Mapping, SecondarySource};
@@ -362,7 +364,21 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let (handle, inbox) = scheduler::channel();
     // What the runs enqueue into must not keep their own scheduler running.
     let runs_sink: Arc<dyn Sink> = Arc::new(handle.downgrade());
-    let Some(reconciler) = reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence) else {
+    // The plugin's external state, fetched by its poller (started with the sources).
+    let records = TrackingRecords::new(
+        writes.clone(),
+        fence.clone(),
+        settings.namespace.clone().unwrap_or_else(|| "default".to_string()),
+    );
+    let external = ExternalState::new(&config, records).map(|state| (state, FetchNow::channel()));
+    let (external, fetch_requests) = match external {
+        Some((state, (fetch_now, requests))) => (Some((state, fetch_now)), Some(requests)),
+        None => (None, None),
+    };
+    let polled = external.as_ref().map(|(state, _)| state.clone());
+    let reconciler =
+        reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence, external);
+    let Some(reconciler) = reconciler else {
         return;
     };
     let references = References {
@@ -377,8 +393,13 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let stop_sources = shutdown.child_token();
     let sink: Arc<dyn Sink> = Arc::new(handle.clone());
     let Watched { subscription, primaries, secondaries, cache, owns, .. } = watched;
-    let (sources, synced) =
+    let (mut sources, synced) =
         spawn_sources(&module, &config, &settings, secondaries, owns, &cache, &primaries, &sink, &stop_sources);
+    if let (Some(state), Some(requests)) = (polled, fetch_requests) {
+        let poller = poller(&module, &config, state, &cache, &primaries, &sink, &fence);
+        let stop = stop_sources.clone();
+        sources.spawn(async move { poller.run(requests, stop).await });
+    }
     let (stop, cancel) = process.tokens();
     let scheduler_settings = Settings {
         max_concurrent: settings.max_concurrent,
@@ -410,7 +431,6 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         .run(&subscription, (inbox, scheduler_settings, reconciler), synced, after, &reconcile_all, &shutdown)
         .await;
     stop_sources.cancel();
-    let mut sources = sources;
     while sources.join_next().await.is_some() {}
     drop(sink);
     drop(subscription);
@@ -505,9 +525,10 @@ fn reconciler(
     metrics: &Arc<Metrics>,
     runs_sink: Arc<dyn Sink>,
     fence: &crate::leader::Fence,
+    external: Option<(Arc<ExternalState>, FetchNow)>,
 ) -> Option<Arc<Reconciler>> {
     let plugin = &config.name;
-    let dependents = if config.dependents.is_empty() {
+    let dependents = if config.dependents.is_empty() && config.external_dependents.is_empty() {
         None
     } else {
         let declared = config.watches.len();
@@ -527,6 +548,8 @@ fn reconciler(
                 (DependentSpec::from(spec), kind)
             })
             .unzip();
+        // External dependents join the same workflow; they have no kind to watch.
+        let specs = specs.into_iter().chain(config.external_dependents.iter().map(DependentSpec::from)).collect();
         match Dependents::new(writes.clone(), plugin, specs, kinds, metrics.clone(), runs_sink.clone(), fence.clone()) {
             Ok(dependents) => Some(dependents),
             Err(err) => {
@@ -551,6 +574,8 @@ fn reconciler(
         own: Arc::new(OwnWrites::counted_in(metrics.own_write_records(plugin))),
         sink: runs_sink,
         replaced: reconcile::ReplacedConditions::default(),
+        external,
+        fence: fence.clone(),
     }))
 }
 
@@ -604,6 +629,38 @@ fn spawn_sources(
     }
     (sources, futures::future::join_all(syncs))
 }
+
+/// The poller of a plugin's external state: every polling period (a plugin with external
+/// dependents but no polling is refused at load), at most as many fetches at once as the plugin
+/// may have HTTP requests in flight.
+fn poller(
+    module: &Arc<Current>,
+    config: &PluginConfig,
+    state: Arc<ExternalState>,
+    cache: &Arc<WatchedCache>,
+    primaries: &informer::Cache,
+    sink: &Arc<dyn Sink>,
+    fence: &crate::leader::Fence,
+) -> Poller {
+    let polling = config.polling.as_ref();
+    let concurrency = config.http.as_ref().and_then(|h| h.max_concurrent).unwrap_or(DEFAULT_FETCH_CONCURRENCY);
+    Poller {
+        state,
+        module: module.clone(),
+        primaries: primaries.clone(),
+        reader: cache.clone(),
+        sink: sink.clone(),
+        period: Duration::from_millis(polling.map_or(DEFAULT_POLLING_PERIOD_MS, |p| p.period_ms)),
+        global: polling.is_some_and(|p| matches!(p.mode, PollingMode::Global)),
+        concurrency: concurrency as usize,
+        gate: fence.gate(),
+    }
+}
+
+/// Fetches at once when the plugin's HTTP grant does not say (its own default).
+const DEFAULT_FETCH_CONCURRENCY: u32 = 8;
+/// The polling period of a plugin with external dependents that declares none (refused at load).
+const DEFAULT_POLLING_PERIOD_MS: u64 = 60_000;
 
 /// Schedule: the primary's watch events, filtered, into the scheduler.
 struct Dispatch {

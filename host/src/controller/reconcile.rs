@@ -16,6 +16,8 @@ use wasmop_core::status::Report;
 use wasmop_core::workflow::WorkflowError;
 
 use crate::dependents::{self, Dependents, OwnWrites};
+use crate::external::poller::FetchNow;
+use crate::external::{ExternalCalls, ExternalState, Known};
 use crate::informer::{Cache, WatchedCache};
 use crate::metrics::{self, Metrics};
 use crate::object::ObjectKey;
@@ -51,6 +53,11 @@ pub(crate) struct Reconciler {
     pub(crate) sink: Arc<dyn Sink>,
     /// Whether the plugin was told that the host replaces its own host-kept conditions.
     pub(crate) replaced: ReplacedConditions,
+    /// The plugin's external state and its poller's request channel, when it polls or has
+    /// external dependents.
+    pub(crate) external: Option<(Arc<ExternalState>, FetchNow)>,
+    /// Whether this replica leads; external calls go out only then.
+    pub(crate) fence: crate::leader::Fence,
 }
 
 /// Tells a plugin once (not once per reconcile) that the host replaces the conditions of the
@@ -120,6 +127,16 @@ impl Failure {
         }
         let reason = if matches!(err, WriteError::Conflict { .. }) { "Conflict" } else { "WriteFailed" };
         Self { unreachable: err.unreachable(), ..Self::transient(reason, err.to_string()) }
+    }
+
+    /// A tracking record could not be written: the IDs would be lost, so the run fails.
+    fn tracking(err: crate::external::TrackingError) -> Self {
+        Self { unreachable: err.unreachable(), ..Self::transient("TrackingFailed", err.to_string()) }
+    }
+
+    /// A tracking record could not be read: without the IDs, objects could be created twice.
+    fn tracking_read(err: kube::Error) -> Self {
+        Self::tracking(crate::external::TrackingError::Api(err))
     }
 
     fn cleanup(err: dependents::WriteFailure) -> Self {
@@ -263,11 +280,14 @@ impl Reconciler {
             tracing::debug!(object = %run.key, "finalizers set; the plugin runs in the next pass");
             return Ok(Verdict::Continue);
         }
+        if !self.external_known(&run.key)? {
+            return Ok(Verdict::Done { requeue_after: None });
+        }
         let states = match &self.dependents {
             None => Vec::new(),
             Some(dependents) => self.reconcile_dependents(module, run, &object, dependents, view).await?,
         };
-        let request = Self::request(run, &object, states)?;
+        let request = self.with_external(&run.key, Self::request(run, &object, states)?);
         let outcome = module.reconcile(view.clone(), &request).await;
         let outcome: Outcome = outcome.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let changes =
@@ -297,11 +317,13 @@ impl Reconciler {
         dependents: &Dependents,
         view: &Arc<dyn CacheReader>,
     ) -> Result<Vec<DependentState>, Failure> {
-        let request = Self::request(run, object, Vec::new())?;
+        let request = self.with_external(&run.key, Self::request(run, object, Vec::new())?);
         let desired = module.desired(view.clone(), &request).await;
         let desired = desired.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let plugin = module.name().to_string();
-        let (module, view, primary_json) = (module.clone(), view.clone(), Arc::new(request.object));
+        let primary_json = Arc::new(request.object);
+        let external = self.external_calls(module, view, &run.key, &primary_json);
+        let (module, view) = (module.clone(), view.clone());
         let check = move |name: String, dependent: Option<String>| {
             let (module, view, primary) = (module.clone(), view.clone(), primary_json.clone());
             Box::pin(async move {
@@ -322,14 +344,22 @@ impl Reconciler {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let primary = self.primary(run, object);
-        let states = dependents.reconcile(&primary, desired, &check).await;
+        let tracked = match &self.external {
+            Some((state, _)) => Some(state.ids(&run.key, object).await.map_err(Failure::tracking_read)?),
+            None => None,
+        };
+        let states = dependents.reconcile(&primary, desired, &check, external.as_ref()).await;
+        // What the external system holds now is recorded, whether the workflow failed or not.
+        if let (Some((state, _)), Some(before)) = (&self.external, &tracked) {
+            state.persist(&run.key, object, before).await.map_err(Failure::tracking)?;
+        }
         let states = states.map_err(|err| Failure::dependents(&plugin, err))?;
         Ok(states
             .into_iter()
-            .map(|state| DependentState {
-                name: state.name,
-                phase: state.phase.into(),
-                objects: state.objects.iter().filter_map(|o| serde_json::to_string(&**o).ok()).collect(),
+            .map(|state| {
+                let kube = state.objects.iter().filter_map(|o| serde_json::to_string(&**o).ok());
+                let external = state.external.iter().map(|o| o.object.to_string());
+                DependentState { name: state.name, phase: state.phase.into(), objects: kube.chain(external).collect() }
             })
             .collect())
     }
@@ -339,6 +369,82 @@ impl Reconciler {
         let key = crate::object::key_of(object).unwrap_or_else(|| run.key.clone());
         let reference = PrimaryRef { kind: self.primary_kind.clone(), key, uid: object.uid().unwrap_or_default() };
         dependents::Primary { object, reference }
+    }
+
+    /// Whether the primary's external state is known (or the plugin has none). When it is not,
+    /// the poller is asked to fetch it and will enqueue the primary; the reconcile waits for
+    /// that rather than create objects that may exist. A failed fetch fails the reconcile.
+    fn external_known(&self, key: &ObjectKey) -> Result<bool, Failure> {
+        let Some((state, fetch_now)) = &self.external else { return Ok(true) };
+        match state.known(key) {
+            Known::Objects(_) => Ok(true),
+            Known::Failed(reason) => Err(Failure::transient("FetchFailed", reason)),
+            Known::Unknown => {
+                tracing::debug!(object = %key, "external state not fetched yet; fetching first");
+                fetch_now.request(key.clone());
+                Ok(false)
+            }
+        }
+    }
+
+    /// `request` with the primary's external state as the host holds it now.
+    fn with_external(&self, key: &ObjectKey, mut request: ReconcileRequest) -> ReconcileRequest {
+        if let Some((state, _)) = &self.external
+            && let Known::Objects(objects) = state.known(key)
+        {
+            request.external = objects.iter().map(crate::external::to_wit).collect();
+        }
+        request
+    }
+
+    /// The external calls of one reconcile, when the plugin has external state.
+    fn external_calls(
+        &self,
+        module: &Arc<Module>,
+        view: &Arc<dyn CacheReader>,
+        key: &ObjectKey,
+        primary: &Arc<String>,
+    ) -> Option<ExternalCalls> {
+        let (state, _) = self.external.as_ref()?;
+        Some(ExternalCalls {
+            state: state.clone(),
+            module: module.clone(),
+            view: view.clone(),
+            key: key.clone(),
+            primary: primary.clone(),
+            fence: self.fence.clone(),
+        })
+    }
+
+    /// Deletes the primary's external objects (all of them: the primary is going), then
+    /// records what is left. `Ok(false)` when the state is not known yet (a fetch is asked for).
+    async fn delete_external(
+        &self,
+        module: &Arc<Module>,
+        run: &Run<ObjectKey>,
+        object: &Arc<DynamicObject>,
+        view: &Arc<dyn CacheReader>,
+    ) -> Result<bool, Failure> {
+        let Some((state, _)) = &self.external else { return Ok(true) };
+        if !state.has_dependents() || !self.external_known(&run.key)? {
+            return Ok(!state.has_dependents());
+        }
+        let before = state.ids(&run.key, object).await.map_err(Failure::tracking_read)?;
+        let json = Arc::new(Self::request(run, object, Vec::new())?.object);
+        let calls = self.external_calls(module, view, &run.key, &json).expect("the plugin has external state");
+        let objects = match state.known(&run.key) {
+            Known::Objects(objects) => objects.into_iter().filter(|o| state.tracks(o)).collect(),
+            Known::Unknown | Known::Failed(_) => Vec::new(),
+        };
+        let mut result = Ok(true);
+        for actual in objects {
+            if let Err(err) = calls.delete(&actual).await {
+                result = Err(Failure::cleanup(err.into()));
+                break;
+            }
+        }
+        state.persist(&run.key, object, &before).await.map_err(Failure::tracking)?;
+        result
     }
 
     /// Runs `cleanup` for a primary marked for deletion and releases the finalizer, unless the
@@ -358,7 +464,10 @@ impl Reconciler {
             tracing::info!("releasing a finalizer the plugin no longer needs");
             return self.release(object, finalizers).await;
         }
-        let request = Self::request(run, object, Vec::new())?;
+        if !self.external_known(&run.key)? {
+            return Ok(None);
+        }
+        let request = self.with_external(&run.key, Self::request(run, object, Vec::new())?);
         let cleaned = module.cleanup(view.clone(), &request).await;
         let CleanupOutcome { keep_finalizer, reschedule_after_ms, events } =
             cleaned.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
@@ -367,6 +476,9 @@ impl Reconciler {
         if keep_finalizer {
             tracing::info!(?requeue_after, "cleanup keeps the finalizer");
             return Ok(requeue_after);
+        }
+        if !self.delete_external(module, run, object, view).await? {
+            return Ok(None);
         }
         if let Some(dependents) = &self.dependents {
             let primary = self.primary(run, object);

@@ -26,10 +26,12 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use wasmop_core::dependent::{DEPENDENT_LABEL, DependentSpec, Desired, Ownership, PrimaryRef};
+use wasmop_core::external::ExternalObject;
 use wasmop_core::matching;
 use wasmop_core::refusal::{self, Persistence};
 use wasmop_core::workflow::{self, Driver, State, Workflow, WorkflowError};
 
+use crate::external::{ExternalCalls, Known};
 use crate::informer::Cache;
 use crate::leader::Unanswered;
 use crate::mapping::Links;
@@ -68,6 +70,9 @@ pub enum WriteFailure {
     /// and it was abandoned.
     #[error("{0}: {1}")]
     Unanswered(ObjectKey, Unanswered),
+    /// The plugin's `apply-external` or `delete-external` failed.
+    #[error(transparent)]
+    External(#[from] crate::external::CallFailure),
 }
 
 impl WriteFailure {
@@ -76,13 +81,17 @@ impl WriteFailure {
         match self {
             WriteFailure::Api { source, .. } => crate::reachability::unreachable(source),
             WriteFailure::Unanswered(..) => true,
-            WriteFailure::Conflict(_) | WriteFailure::Refused(_) => false,
+            WriteFailure::Conflict(_) | WriteFailure::Refused(_) | WriteFailure::External(_) => false,
         }
     }
 
     /// Whether sending the write again cannot help (see [`WriteFailure::Refused`]).
     pub fn permanent(&self) -> bool {
-        matches!(self, WriteFailure::Refused(_))
+        match self {
+            WriteFailure::Refused(_) => true,
+            WriteFailure::External(failure) => failure.permanent,
+            _ => false,
+        }
     }
 }
 
@@ -159,16 +168,17 @@ impl Dependents {
         primary: &Primary<'_>,
         desired: Vec<Desired>,
         check: PluginCheck<'_>,
+        external: Option<&ExternalCalls>,
     ) -> Result<Vec<State<Arc<DynamicObject>>>, DependentError> {
         let primary_json = serde_json::to_value(primary.object).unwrap_or(Value::Null);
-        let driver = HostDriver { dependents: self, primary, check };
+        let driver = HostDriver { dependents: self, primary, check, external };
         workflow::run(&driver, &self.workflow, &self.plugin, &primary.reference, &primary_json, desired).await
     }
 
     /// Deletes the dependents the garbage collector will not: those tied by annotations.
     pub async fn delete_annotated(&self, primary: &Primary<'_>) -> Result<(), WriteFailure> {
         let never = |_: String, _: Option<String>| -> BoxFuture<'static, bool> { Box::pin(async { false }) };
-        let driver = HostDriver { dependents: self, primary, check: &never };
+        let driver = HostDriver { dependents: self, primary, check: &never, external: None };
         for spec in self.workflow.specs() {
             if spec.ownership(&primary.reference.kind) == Ownership::Annotations && !spec.read_only {
                 for object in driver.current(spec) {
@@ -229,6 +239,8 @@ struct HostDriver<'a> {
     dependents: &'a Dependents,
     primary: &'a Primary<'a>,
     check: PluginCheck<'a>,
+    /// The plugin's external calls, when it has external dependents.
+    external: Option<&'a ExternalCalls>,
 }
 
 impl Driver for HostDriver<'_> {
@@ -347,6 +359,34 @@ impl Driver for HostDriver<'_> {
     fn is_conflict(&self, error: &WriteFailure) -> bool {
         matches!(error, WriteFailure::Conflict(_))
     }
+
+    fn fetched(&self, spec: &DependentSpec) -> Vec<ExternalObject> {
+        let Some(external) = self.external else { return Vec::new() };
+        match external.state.known(&external.key) {
+            Known::Objects(objects) => objects.into_iter().filter(|o| o.dependent == spec.name).collect(),
+            Known::Unknown | Known::Failed(_) => Vec::new(),
+        }
+    }
+
+    async fn apply_external(
+        &self,
+        spec: &DependentSpec,
+        desired: ExternalObject,
+        actual: Option<ExternalObject>,
+    ) -> Result<ExternalObject, WriteFailure> {
+        let external = self.external.ok_or_else(|| no_external(spec))?;
+        Ok(external.apply(desired, actual).await?)
+    }
+
+    async fn delete_external(&self, spec: &DependentSpec, actual: &ExternalObject) -> Result<(), WriteFailure> {
+        let external = self.external.ok_or_else(|| no_external(spec))?;
+        Ok(external.delete(actual).await?)
+    }
+}
+
+/// A workflow with an external dependent ran without the plugin's external calls: a host bug.
+fn no_external(spec: &DependentSpec) -> WriteFailure {
+    WriteFailure::Refused(format!("external dependent {:?} cannot be reconciled here", spec.name))
 }
 
 /// How the host deletes `object`: in the background (the garbage collector takes its own

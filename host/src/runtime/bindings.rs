@@ -59,8 +59,26 @@ pub fn finalizers(config: &types::PluginConfig) -> wasmop_core::finalizer::Final
         types::Finalizer::Named(name) => Declared::Named(name.clone()),
         types::Finalizer::Disabled => Declared::Disabled,
     };
-    let dependents: Vec<wasmop_core::dependent::DependentSpec> = config.dependents.iter().map(Into::into).collect();
+    let dependents: Vec<wasmop_core::dependent::DependentSpec> =
+        config.dependents.iter().map(Into::into).chain(config.external_dependents.iter().map(Into::into)).collect();
     Finalizers::plan(&config.name, &declared, config.cleanup, &dependents, &(&config.primary).into())
+}
+
+impl From<&types::ExternalDependent> for wasmop_core::dependent::DependentSpec {
+    fn from(d: &types::ExternalDependent) -> Self {
+        let tracking = match d.tracking {
+            types::Tracking::ConfigMap => wasmop_core::external::Tracking::ConfigMap,
+            types::Tracking::Secret => wasmop_core::external::Tracking::Secret,
+        };
+        Self::external(
+            d.name.clone(),
+            d.depends_on.clone(),
+            d.ready_when.as_ref().map(Into::into),
+            d.reconcile_when.as_ref().map(Into::into),
+            d.ready_when_empty,
+            tracking,
+        )
+    }
 }
 
 impl From<&types::Dependent> for wasmop_core::dependent::DependentSpec {
@@ -76,6 +94,7 @@ impl From<&types::Dependent> for wasmop_core::dependent::DependentSpec {
             namespace: d.namespace.clone(),
             declared_ownership: d.ownership.into(),
             adopt: d.adopt,
+            external: None,
         }
     }
 }

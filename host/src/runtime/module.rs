@@ -459,6 +459,9 @@ fn forward_output(plugin: &str, store: &Store<Sandbox>) {
 }
 
 /// Checks what `describe()` returned before the host relies on it.
+/// The shortest polling period a plugin may declare.
+const MIN_POLLING_PERIOD_MS: u64 = 100;
+
 fn validate(config: &PluginConfig) -> Result<(), String> {
     let is_dns_label = |s: &str| {
         !s.is_empty() && s.len() <= 63 && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
@@ -482,7 +485,19 @@ fn validate(config: &PluginConfig) -> Result<(), String> {
     {
         return Err(format!("finalizer {name:?} must be a qualified name such as example.com/cleanup"));
     }
-    wasmop_core::workflow::Workflow::new(config.dependents.iter().map(Into::into).collect())?;
+    let specs = config.dependents.iter().map(Into::into).chain(config.external_dependents.iter().map(Into::into));
+    wasmop_core::workflow::Workflow::new(specs.collect())?;
+    match &config.polling {
+        Some(polling) if polling.period_ms < MIN_POLLING_PERIOD_MS => {
+            return Err(format!("polling period {} ms is below the minimum {MIN_POLLING_PERIOD_MS} ms", polling.period_ms));
+        }
+        None if !config.external_dependents.is_empty() => {
+            return Err("external dependents need polling (per resource or global): the host learns their \
+                        actual state only from fetch"
+                .into());
+        }
+        _ => {}
+    }
     if let Some(d) = config.dependents.iter().find(|d| d.kind.version.is_empty() || d.kind.kind.is_empty()) {
         return Err(format!("dependent {:?} needs a kind with a version and a kind", d.name));
     }
