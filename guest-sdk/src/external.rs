@@ -67,6 +67,14 @@ impl External {
         wit::ExternalObject { dependent: self.dependent, key: self.key, id: self.id, object: self.object.to_string() }
     }
 
+    pub(crate) fn into_core(self) -> wasmop_core::external::ExternalObject {
+        wasmop_core::external::ExternalObject { dependent: self.dependent, key: self.key, id: self.id, object: self.object }
+    }
+
+    pub(crate) fn from_core(object: wasmop_core::external::ExternalObject) -> Self {
+        Self { dependent: object.dependent, key: object.key, id: object.id, object: object.object }
+    }
+
     pub(crate) fn from_wit(object: wit::ExternalObject) -> Self {
         Self {
             dependent: object.dependent,
@@ -177,6 +185,21 @@ impl ExternalDependent {
     pub fn tracked_in(mut self, tracking: Tracking) -> Self {
         self.tracking = tracking;
         self
+    }
+
+    pub(crate) fn to_core(&self) -> wasmop_core::dependent::DependentSpec {
+        let tracking = match self.tracking {
+            Tracking::ConfigMap => wasmop_core::external::Tracking::ConfigMap,
+            Tracking::Secret => wasmop_core::external::Tracking::Secret,
+        };
+        wasmop_core::dependent::DependentSpec::external(
+            self.name.clone(),
+            self.depends_on.clone(),
+            self.ready_when.clone(),
+            self.reconcile_when.clone(),
+            self.ready_when_empty,
+            tracking,
+        )
     }
 
     pub(crate) fn into_wit(self) -> wit::ExternalDependent {

@@ -27,6 +27,7 @@ use wasmop::settings::{Defaults, HostConfig};
 pub mod links;
 pub mod overlaps;
 pub mod proxy;
+pub mod records;
 pub mod relay;
 pub mod swaps;
 

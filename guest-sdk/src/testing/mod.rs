@@ -86,6 +86,8 @@ pub struct FakeHost {
     dependents: Vec<DependentState>,
     /// The store's last resourceVersion.
     revision: u64,
+    /// The fake external system: the primary's external objects, as `fetch` would find them.
+    external: Vec<crate::External>,
 }
 
 impl FakeHost {
@@ -97,6 +99,32 @@ impl FakeHost {
     /// ```
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The primary's external state as `fetch` would find it: what `desired`, `reconcile` and
+    /// [`Context::external`](crate::Context::external) see, and what the workflow compares the
+    /// desired external objects with. [`FakeHost::run_until_stable`] plays the external system:
+    /// it applies and deletes these objects as the host's workflow would call the plugin's
+    /// `apply_external` and `delete_external` (without calling them: test your external client
+    /// on its own), giving new objects the IDs `fake-1`, `fake-2`, ...
+    ///
+    /// ```
+    /// use wasmop_guest::External;
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    ///
+    /// let host = FakeHost::new().with_external(&[External::new("record", "www", &json!({ "value": "1" })).with_id("r1")]);
+    /// assert_eq!(host.external()[0].id.as_deref(), Some("r1"));
+    /// ```
+    #[must_use]
+    pub fn with_external(mut self, objects: &[crate::External]) -> Self {
+        self.external = objects.to_vec();
+        self
+    }
+
+    /// The fake external system's objects now.
+    pub fn external(&self) -> &[crate::External] {
+        &self.external
     }
 
     /// Adds an object of kind `kind`: a typed object (e.g. a `k8s_openapi` type) or a
@@ -502,7 +530,9 @@ impl FakeHost {
             failures: self.failures.clone(),
             logs: Rc::clone(&logs),
         };
-        let ctx = Context::new(Box::new(backend), attempt, last_attempt).with_dependents(self.dependents.clone());
+        let ctx = Context::new(Box::new(backend), attempt, last_attempt)
+            .with_dependents(self.dependents.clone())
+            .with_external(self.external.clone(), None);
         (ctx, logs)
     }
 }

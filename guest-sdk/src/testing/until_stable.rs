@@ -22,6 +22,7 @@ use std::cell::{Cell, RefCell};
 use serde::Serialize;
 use serde_json::{Value, json};
 use wasmop_core::dependent::{self as core_dependent, DependentSpec, MANAGED_BY_LABEL, PrimaryRef};
+use wasmop_core::external::ExternalObject;
 use wasmop_core::status::{self, Report};
 use wasmop_core::workflow::{self, Driver, Workflow, WorkflowError};
 use wasmop_core::{KindRef, ObjectKey};
@@ -177,7 +178,9 @@ impl FakeHost {
     pub fn run_until_settled<R: Reconciler>(&mut self, primary: &impl Serialize) -> Stable {
         let config = R::config();
         let plugin = Plugin::of::<R>();
-        let workflow = Workflow::new(config.dependents.iter().map(crate::Dependent::to_core).collect())
+        let specs = config.dependents.iter().map(crate::Dependent::to_core);
+        let external = config.external_dependents.iter().map(crate::ExternalDependent::to_core);
+        let workflow = Workflow::new(specs.chain(external).collect())
             .unwrap_or_else(|e| panic!("FakeHost::run_until_stable: the plugin's dependents are invalid: {e}"));
         let mut primary = super::to_object("run_until_stable", &config.primary, primary);
         let key = ObjectKey::of_json(&primary).expect("FakeHost::run_until_stable: the primary needs metadata.name");
@@ -193,9 +196,9 @@ impl FakeHost {
         self.objects.push((config.primary.clone(), primary));
         let mut passes = Vec::new();
         while passes.len() < MAX_PASSES {
-            let before = self.objects.clone();
+            let before = (self.objects.clone(), self.external.clone());
             passes.push(self.pass::<R>(&config, &plugin, &workflow, &key));
-            if self.objects == before {
+            if (&self.objects, &self.external) == (&before.0, &before.1) {
                 let primary = self.stored(&config.primary, &key).cloned().unwrap_or(Value::Null);
                 return Stable { passes, primary, objects: self.objects.clone() };
             }
@@ -309,6 +312,8 @@ impl FakeHost {
         });
         let driver = Store {
             objects: RefCell::new(std::mem::take(&mut self.objects)),
+            external: RefCell::new(self.external.iter().cloned().map(crate::External::into_core).collect()),
+            ids: Cell::new(self.external.len() as u64),
             revision: Cell::new(self.revision),
             primary,
             primary_json: primary_json.to_string(),
@@ -323,6 +328,7 @@ impl FakeHost {
             desired.collect(),
         ));
         self.objects = driver.objects.into_inner();
+        self.external = driver.external.into_inner().into_iter().map(crate::External::from_core).collect();
         self.revision = driver.revision.get();
         let states = states.map_err(|err| {
             let error = match &err {
@@ -334,7 +340,10 @@ impl FakeHost {
         })?;
         Ok(states
             .into_iter()
-            .map(|state| DependentState { name: state.name, phase: state.phase, objects: state.objects })
+            .map(|state| {
+                let external = state.external.into_iter().map(|o| o.object);
+                DependentState { name: state.name, phase: state.phase, objects: state.objects.into_iter().chain(external).collect() }
+            })
             .collect())
     }
 
@@ -363,6 +372,7 @@ impl FakeHost {
             failures: self.failures.clone(),
             dependents: if states.is_empty() { self.dependents.clone() } else { states.to_vec() },
             revision: self.revision,
+            external: self.external.clone(),
         }
     }
 
@@ -483,6 +493,10 @@ impl std::fmt::Display for Conflict {
 /// The FakeHost's store as the workflow's driver.
 struct Store<'a> {
     objects: RefCell<Vec<(Kind, Value)>>,
+    /// The fake external system.
+    external: RefCell<Vec<ExternalObject>>,
+    /// IDs given out.
+    ids: Cell<u64>,
     revision: Cell<u64>,
     primary: &'a PrimaryRef,
     primary_json: String,
@@ -512,6 +526,32 @@ fn same_kind(kind: &Kind, core: &KindRef) -> bool {
 impl Driver for Store<'_> {
     type Object = Value;
     type Error = Conflict;
+
+    fn fetched(&self, spec: &DependentSpec) -> Vec<ExternalObject> {
+        self.external.borrow().iter().filter(|o| o.dependent == spec.name).cloned().collect()
+    }
+
+    async fn apply_external(
+        &self,
+        _: &DependentSpec,
+        desired: ExternalObject,
+        _: Option<ExternalObject>,
+    ) -> Result<ExternalObject, Conflict> {
+        let id = desired.id.clone().unwrap_or_else(|| {
+            self.ids.set(self.ids.get() + 1);
+            format!("fake-{}", self.ids.get())
+        });
+        let applied = ExternalObject { id: Some(id), ..desired };
+        let mut external = self.external.borrow_mut();
+        external.retain(|o| o.dependent != applied.dependent || o.key != applied.key);
+        external.push(applied.clone());
+        Ok(applied)
+    }
+
+    async fn delete_external(&self, _: &DependentSpec, actual: &ExternalObject) -> Result<(), Conflict> {
+        self.external.borrow_mut().retain(|o| o.dependent != actual.dependent || o.key != actual.key);
+        Ok(())
+    }
 
     fn current(&self, spec: &DependentSpec) -> Vec<Value> {
         let mut objects: Vec<Value> = self

@@ -1,0 +1,198 @@
+//! A small external service for the external-dependent tests and the `dnsrecord` sample: DNS
+//! records in zones, over HTTP with a bearer token, on a fixed local port (the sample's granted
+//! origin). It counts what it is asked, can change a record out of band, and can be made slow
+//! (answering after any client timeout).
+//!
+//! - `GET /zones/{zone}/records` lists a zone; `GET /zones/{zone}/records/{id}` reads one;
+//! - `POST /zones/{zone}/records` creates one (`201`, the record with its new `id`);
+//! - `PUT /zones/{zone}/records/{id}` replaces one; `DELETE /zones/{zone}/records/{id}` deletes it.
+//!
+//! Every request without `authorization: Bearer <token>` gets `401`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+
+/// The address the `dnsrecord` sample's HTTP grant names.
+pub const ADDRESS: &str = "127.0.0.1:18053";
+
+/// One record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// Given by the service.
+    #[serde(default)]
+    pub id: String,
+    /// The record's name within its zone.
+    pub name: String,
+    /// `A`, `CNAME`, ...
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Its value.
+    pub value: String,
+    /// Time to live, in seconds.
+    #[serde(default)]
+    pub ttl: u32,
+}
+
+#[derive(Default)]
+struct Inner {
+    zones: Mutex<BTreeMap<String, BTreeMap<String, Record>>>,
+    next: AtomicU64,
+    creates: AtomicU64,
+    requests: AtomicU64,
+    /// Milliseconds every answer waits first.
+    delay_ms: AtomicU64,
+}
+
+/// A running records service.
+#[derive(Clone)]
+pub struct Records {
+    inner: Arc<Inner>,
+    token: String,
+}
+
+impl Records {
+    /// Serves on [`ADDRESS`], accepting `token`, until the process ends.
+    pub async fn serve(token: &str) -> anyhow::Result<Self> {
+        let address: SocketAddr = ADDRESS.parse()?;
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| anyhow::anyhow!("the records service needs {ADDRESS} (the sample's granted origin): {e}"))?;
+        let records = Self { inner: Arc::new(Inner::default()), token: token.to_owned() };
+        let app = axum::Router::new()
+            .route("/zones/{zone}/records", get(list).post(create))
+            .route("/zones/{zone}/records/{id}", get(read).put(replace).delete(remove))
+            .with_state(records.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+        Ok(records)
+    }
+
+    /// The service of this test process, started on its own thread the first time (tests run
+    /// on runtimes of their own, which end with them), accepting `token`.
+    pub fn shared(token: &str) -> anyhow::Result<Self> {
+        static SHARED: std::sync::OnceLock<Result<Records, String>> = std::sync::OnceLock::new();
+        let token = token.to_owned();
+        let shared = SHARED.get_or_init(move || {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+                runtime.block_on(async move {
+                    let served = Records::serve(&token).await.map_err(|e| e.to_string());
+                    tx.send(served).ok();
+                    std::future::pending::<()>().await;
+                });
+            });
+            rx.recv().unwrap_or_else(|_| Err("the records service thread died".into()))
+        });
+        shared.clone().map_err(|e| anyhow::anyhow!(e))
+    }
+
+    /// The records of `zone`.
+    pub fn zone(&self, zone: &str) -> Vec<Record> {
+        self.inner.zones.lock().unwrap().get(zone).map(|z| z.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Records created so far, in every zone.
+    pub fn creates(&self) -> u64 {
+        self.inner.creates.load(Ordering::SeqCst)
+    }
+
+    /// Requests answered so far (authenticated or not).
+    pub fn requests(&self) -> u64 {
+        self.inner.requests.load(Ordering::SeqCst)
+    }
+
+    /// Changes a record's value out of band; false when there is no such record.
+    pub fn set_value(&self, zone: &str, name: &str, value: &str) -> bool {
+        let mut zones = self.inner.zones.lock().unwrap();
+        let record = zones.get_mut(zone).and_then(|z| z.values_mut().find(|r| r.name == name));
+        record.map(|r| r.value = value.to_owned()).is_some()
+    }
+
+    /// Makes every answer wait `delay` first (zero: answer at once).
+    pub fn set_delay(&self, delay: Duration) {
+        self.inner.delay_ms.store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Counts the request, waits the delay, and checks the token.
+    async fn admit(&self, headers: &HeaderMap) -> Result<(), Response> {
+        self.inner.requests.fetch_add(1, Ordering::SeqCst);
+        let delay = self.inner.delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        let expected = format!("Bearer {}", self.token);
+        match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+            Some(given) if given == expected => Ok(()),
+            _ => Err((StatusCode::UNAUTHORIZED, "a bearer token is required").into_response()),
+        }
+    }
+}
+
+type Zone = Path<String>;
+
+async fn list(State(s): State<Records>, Path(zone): Zone, headers: HeaderMap) -> Response {
+    if let Err(denied) = s.admit(&headers).await {
+        return denied;
+    }
+    Json(s.zone(&zone)).into_response()
+}
+
+async fn read(State(s): State<Records>, Path((zone, id)): Path<(String, String)>, headers: HeaderMap) -> Response {
+    if let Err(denied) = s.admit(&headers).await {
+        return denied;
+    }
+    match s.inner.zones.lock().unwrap().get(&zone).and_then(|z| z.get(&id)) {
+        Some(record) => Json(record.clone()).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn create(State(s): State<Records>, Path(zone): Zone, headers: HeaderMap, Json(mut r): Json<Record>) -> Response {
+    if let Err(denied) = s.admit(&headers).await {
+        return denied;
+    }
+    r.id = format!("rec-{}", s.inner.next.fetch_add(1, Ordering::SeqCst) + 1);
+    s.inner.creates.fetch_add(1, Ordering::SeqCst);
+    s.inner.zones.lock().unwrap().entry(zone).or_default().insert(r.id.clone(), r.clone());
+    (StatusCode::CREATED, Json(r)).into_response()
+}
+
+async fn replace(
+    State(s): State<Records>,
+    Path((zone, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    Json(mut r): Json<Record>,
+) -> Response {
+    if let Err(denied) = s.admit(&headers).await {
+        return denied;
+    }
+    let mut zones = s.inner.zones.lock().unwrap();
+    match zones.get_mut(&zone).and_then(|z| z.get_mut(&id)) {
+        Some(record) => {
+            r.id = id;
+            *record = r.clone();
+            Json(r).into_response()
+        }
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn remove(State(s): State<Records>, Path((zone, id)): Path<(String, String)>, headers: HeaderMap) -> Response {
+    if let Err(denied) = s.admit(&headers).await {
+        return denied;
+    }
+    match s.inner.zones.lock().unwrap().get_mut(&zone).and_then(|z| z.remove(&id)) {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
