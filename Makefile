@@ -9,13 +9,16 @@ TEST_CLUSTER_DIR ?= target/test-cluster
 # Toolchains where their installers put them, for shells that did not read a profile (CI).
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: help run test bench build image plugins control-plane cluster cluster-down lint
+.PHONY: help run run-dns test bench build image plugins control-plane cluster cluster-down lint
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 run: build plugins ## Run the host with the webpage plugin against your cluster (or a local control plane)
 	@tests/testbed/run-local.sh "$(CLUSTER_DIR)"
+
+run-dns: build plugins ## Run the dnsrecord sample (an external dependent) with its local DNS service
+	@tests/testbed/run-dns.sh "$(CLUSTER_DIR)"
 
 test: lint plugins control-plane image ## Install what is missing, build everything, run unit and integration tests
 	@tests/testbed/run-tests.sh "$(TEST_CLUSTER_DIR)"
