@@ -38,8 +38,9 @@ impl Finalizers {
         dependents: &[DependentSpec],
         primary: &KindRef,
     ) -> Self {
-        let uncollected =
-            |d: &DependentSpec| d.external.is_some() || (!d.read_only && d.ownership(primary) == Ownership::Annotations);
+        let uncollected = |d: &DependentSpec| {
+            d.external.is_some() || (!d.read_only && d.ownership(primary) == Ownership::Annotations)
+        };
         let needed = cleanup || dependents.iter().any(uncollected);
         let derived = format!("wasmop.dev/{plugin}");
         let name = match declared {

@@ -68,7 +68,12 @@ impl External {
     }
 
     pub(crate) fn into_core(self) -> wasmop_core::external::ExternalObject {
-        wasmop_core::external::ExternalObject { dependent: self.dependent, key: self.key, id: self.id, object: self.object }
+        wasmop_core::external::ExternalObject {
+            dependent: self.dependent,
+            key: self.key,
+            id: self.id,
+            object: self.object,
+        }
     }
 
     pub(crate) fn from_core(object: wasmop_core::external::ExternalObject) -> Self {

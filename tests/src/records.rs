@@ -111,6 +111,13 @@ impl Records {
         self.inner.requests.load(Ordering::SeqCst)
     }
 
+    /// Adds `record` to `zone` out of band (as someone else would), with a new ID.
+    pub fn insert(&self, zone: &str, mut record: Record) -> Record {
+        record.id = format!("rec-{}", self.inner.next.fetch_add(1, Ordering::SeqCst) + 1);
+        self.inner.zones.lock().unwrap().entry(zone.to_owned()).or_default().insert(record.id.clone(), record.clone());
+        record
+    }
+
     /// Changes a record's value out of band; false when there is no such record.
     pub fn set_value(&self, zone: &str, name: &str, value: &str) -> bool {
         let mut zones = self.inner.zones.lock().unwrap();

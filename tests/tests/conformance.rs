@@ -6,14 +6,18 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wasmop::runtime::Limits;
 use wasmop_conformance::{KindSpec, Scenario};
+use wasmop_tests::records::{Record, Records};
 use wasmop_tests::{RunningHost, apply_file, client, namespace, within, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(60);
+/// The records service's token, in each scenario's Secret `dns-api-token`.
+const RECORDS_TOKEN: &str = "conform-records-token";
 
 fn api(client: &Client, kind: &KindSpec, namespace: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
@@ -47,6 +51,15 @@ async fn run(client: &Client, file: &str) -> anyhow::Result<Vec<String>> {
     let other = namespace(client, &format!("conform-{file}-other")).await?;
     let path = wasmop_conformance::dir().join(format!("{file}.yaml"));
     let scenario: Scenario = wasmop_conformance::load_one(&path, &ns, &other);
+    // The plugin's external system: the records service, one zone per scenario.
+    let records = Records::shared(RECORDS_TOKEN)?;
+    let token: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "dns-api-token" }, "stringData": { "token": RECORDS_TOKEN } }))?;
+    Api::<Secret>::namespaced(client.clone(), &ns).create(&PostParams::default(), &token).await?;
+    for (name, record) in &scenario.external {
+        let value = record["value"].as_str().unwrap_or_default().to_owned();
+        records.insert(&ns, Record { id: String::new(), name: name.clone(), type_: "TXT".into(), value, ttl: 0 });
+    }
     for object in &scenario.objects {
         let target = object.object["metadata"]["namespace"].as_str().unwrap_or(&ns).to_owned();
         let created: DynamicObject = serde_json::from_value(object.object.clone())?;
@@ -69,6 +82,9 @@ async fn run(client: &Client, file: &str) -> anyhow::Result<Vec<String>> {
             let primary = in_ns.get(&name).await?;
             if settled(&primary) {
                 last = observe(client, &scenario, &primary, &ns).await?;
+                let external =
+                    records.zone(&ns).into_iter().map(|r| (r.name.clone(), serde_json::to_value(r).unwrap()));
+                last.extend(wasmop_conformance::check_external(&scenario, &external.collect()));
                 if last.is_empty() {
                     return anyhow::Ok(last);
                 }

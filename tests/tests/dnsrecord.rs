@@ -126,10 +126,9 @@ async fn a_slow_service_degrades_the_record_and_retries_while_other_plugins_go_o
     records.set_delay(Duration::from_secs(5));
     let patch = json!({ "spec": { "value": "10.0.3.2" } });
     api.patch("mail", &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    let degraded = wait_until(&api, "mail", "Degraded", |o| {
-        condition(o, "Degraded").is_some_and(|c| c["status"] == "True")
-    })
-    .await?;
+    let degraded =
+        wait_until(&api, "mail", "Degraded", |o| condition(o, "Degraded").is_some_and(|c| c["status"] == "True"))
+            .await?;
     let message = condition(&degraded, "Degraded").expect("set")["message"].to_string();
     assert!(message.contains("record"), "names the failing dependent: {message}");
     // The other plugin is not held up.

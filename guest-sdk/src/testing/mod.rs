@@ -539,7 +539,7 @@ impl FakeHost {
 
 /// Puts `object` of `kind` in `objects`, in place of the one of the same kind, namespace and
 /// name if there is one.
-fn replace(objects: &mut Vec<(Kind, Value)>, kind: &Kind, object: Value) {
+pub(crate) fn replace(objects: &mut Vec<(Kind, Value)>, kind: &Kind, object: Value) {
     let same = |(k, o): &(Kind, Value)| {
         k.same_type(kind)
             && meta_str(o, "namespace") == meta_str(&object, "namespace")

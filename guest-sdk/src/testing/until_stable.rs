@@ -286,6 +286,53 @@ impl FakeHost {
         run
     }
 
+    /// Writes the primary's tracking records as the host does: the IDs of the external
+    /// dependents' objects, in a ConfigMap (or Secret) `<primary>-<plugin>-ext` owned by the
+    /// primary ([`wasmop_core::external`]'s contents).
+    fn track(&mut self, config: &Config, primary: &PrimaryRef, primary_json: &Value) {
+        use wasmop_core::external::{Ids, encode, record_name};
+        for tracking in [crate::Tracking::ConfigMap, crate::Tracking::Secret] {
+            let dependents: Vec<&str> =
+                config.external_dependents.iter().filter(|d| d.tracking == tracking).map(|d| d.name.as_str()).collect();
+            if dependents.is_empty() {
+                continue;
+            }
+            let ids: Ids = self
+                .external
+                .iter()
+                .filter(|o| dependents.contains(&o.dependent.as_str()))
+                .filter_map(|o| Some(((o.dependent.clone(), o.key.clone()), o.id.clone()?)))
+                .collect();
+            let data = encode(&ids);
+            let owner = json!([{ "apiVersion": primary_json["apiVersion"], "kind": primary_json["kind"],
+                "name": primary.key.name, "uid": primary.uid, "controller": true }]);
+            let metadata = json!({ "name": record_name(&primary.key.name, &config.name),
+                "namespace": primary.key.namespace, "ownerReferences": owner,
+                "labels": { MANAGED_BY_LABEL: config.name } });
+            let (kind, object) = match tracking {
+                crate::Tracking::ConfigMap => (
+                    Kind::namespaced("", "v1", "ConfigMap").plural("configmaps"),
+                    json!({
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data }),
+                ),
+                crate::Tracking::Secret => {
+                    let data: std::collections::BTreeMap<String, k8s_openapi::ByteString> =
+                        data.into_iter().map(|(k, v)| (k, k8s_openapi::ByteString(v.into_bytes()))).collect();
+                    (
+                        Kind::namespaced("", "v1", "Secret").plural("secrets"),
+                        json!({
+                        "apiVersion": "v1", "kind": "Secret", "metadata": metadata, "data": data }),
+                    )
+                }
+            };
+            let before = self.objects.clone();
+            super::replace(&mut self.objects, &kind, object);
+            if self.objects != before {
+                self.revision += 1;
+            }
+        }
+    }
+
     /// Asks for the desired objects and runs the workflow on the store.
     fn dependents<R: Reconciler>(
         &mut self,
@@ -330,6 +377,7 @@ impl FakeHost {
         self.objects = driver.objects.into_inner();
         self.external = driver.external.into_inner().into_iter().map(crate::External::from_core).collect();
         self.revision = driver.revision.get();
+        self.track(config, primary, primary_json);
         let states = states.map_err(|err| {
             let error = match &err {
                 WorkflowError::Refused { .. } => Error::permanent(format!("plugin {:?} {err}", config.name)),
@@ -342,7 +390,11 @@ impl FakeHost {
             .into_iter()
             .map(|state| {
                 let external = state.external.into_iter().map(|o| o.object);
-                DependentState { name: state.name, phase: state.phase, objects: state.objects.into_iter().chain(external).collect() }
+                DependentState {
+                    name: state.name,
+                    phase: state.phase,
+                    objects: state.objects.into_iter().chain(external).collect(),
+                }
             })
             .collect())
     }

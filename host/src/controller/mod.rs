@@ -376,8 +376,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         None => (None, None),
     };
     let polled = external.as_ref().map(|(state, _)| state.clone());
-    let reconciler =
-        reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence, external);
+    let reconciler = reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence, external);
     let Some(reconciler) = reconciler else {
         return;
     };

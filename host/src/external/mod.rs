@@ -67,12 +67,7 @@ impl ExternalState {
                 (d.name.clone(), tracking)
             })
             .collect();
-        Some(Arc::new(Self {
-            plugin: config.name.clone(),
-            trackings,
-            entries: Mutex::new(HashMap::new()),
-            records,
-        }))
+        Some(Arc::new(Self { plugin: config.name.clone(), trackings, entries: Mutex::new(HashMap::new()), records }))
     }
 
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Entry>> {
@@ -313,7 +308,12 @@ mod tests {
     }
 
     fn record(value: &str) -> ExternalObject {
-        ExternalObject { dependent: "record".into(), key: "www".into(), id: Some("r1".into()), object: json!({ "v": value }) }
+        ExternalObject {
+            dependent: "record".into(),
+            key: "www".into(),
+            id: Some("r1".into()),
+            object: json!({ "v": value }),
+        }
     }
 
     #[test]

@@ -109,10 +109,8 @@ impl Poller {
         let result = match self.state.ids(&key, &primary).await {
             Err(err) => Err(format!("cannot read the tracking record: {}", crate::api_error::describe(&err))),
             Ok(ids) => {
-                let tracked: Vec<TrackedId> = ids
-                    .into_iter()
-                    .map(|((dependent, key), id)| TrackedId { dependent, key, id })
-                    .collect();
+                let tracked: Vec<TrackedId> =
+                    ids.into_iter().map(|((dependent, key), id)| TrackedId { dependent, key, id }).collect();
                 let json = serde_json::to_string(&*primary).unwrap_or_default();
                 match self.module.get().fetch(self.reader.clone(), &json, &tracked).await {
                     Ok(Ok(objects)) => Ok(objects.into_iter().map(from_wit).collect()),

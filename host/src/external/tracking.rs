@@ -70,7 +70,10 @@ impl TrackingRecords {
     ) -> Result<(), TrackingError> {
         let Some(client) = &self.client else { return Ok(()) };
         let split = |wanted: Tracking| -> Ids {
-            ids.iter().filter(|((d, _), _)| trackings.get(d) == Some(&wanted)).map(|(k, v)| (k.clone(), v.clone())).collect()
+            ids.iter()
+                .filter(|((d, _), _)| trackings.get(d) == Some(&wanted))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
         };
         let metadata = ObjectMeta {
             name: Some(record_name(&primary.name_any(), plugin)),
@@ -83,14 +86,19 @@ impl TrackingRecords {
         let params = PatchParams::apply(&format!("wasmop-{plugin}")).force();
         let namespace = self.namespace(primary);
         if trackings.values().any(|t| *t == Tracking::ConfigMap) {
-            let map = ConfigMap { metadata: metadata.clone(), data: Some(encode(&split(Tracking::ConfigMap))), ..ConfigMap::default() };
+            let map = ConfigMap {
+                metadata: metadata.clone(),
+                data: Some(encode(&split(Tracking::ConfigMap))),
+                ..ConfigMap::default()
+            };
             let api = Api::<ConfigMap>::namespaced(client.clone(), namespace);
             let patch = Patch::Apply(&map);
             let request = api.patch(&name, &params, &patch);
             self.fence.write(request).await??;
         }
         if trackings.values().any(|t| *t == Tracking::Secret) {
-            let data = encode(&split(Tracking::Secret)).into_iter().map(|(k, v)| (k, ByteString(v.into_bytes()))).collect();
+            let data =
+                encode(&split(Tracking::Secret)).into_iter().map(|(k, v)| (k, ByteString(v.into_bytes()))).collect();
             let secret = Secret { metadata, data: Some(data), ..Secret::default() };
             let api = Api::<Secret>::namespaced(client.clone(), namespace);
             let patch = Patch::Apply(&secret);

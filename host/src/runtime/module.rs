@@ -489,7 +489,10 @@ fn validate(config: &PluginConfig) -> Result<(), String> {
     wasmop_core::workflow::Workflow::new(specs.collect())?;
     match &config.polling {
         Some(polling) if polling.period_ms < MIN_POLLING_PERIOD_MS => {
-            return Err(format!("polling period {} ms is below the minimum {MIN_POLLING_PERIOD_MS} ms", polling.period_ms));
+            return Err(format!(
+                "polling period {} ms is below the minimum {MIN_POLLING_PERIOD_MS} ms",
+                polling.period_ms
+            ));
         }
         None if !config.external_dependents.is_empty() => {
             return Err("external dependents need polling (per resource or global): the host learns their \

@@ -108,7 +108,12 @@ impl Reconciler for DnsRecordReconciler {
             return Err(format!("the DNS service answered {}: {}", response.status, response.text()));
         }
         let all: Vec<Value> = response.json().map_err(|e| e.to_string())?;
-        Ok(all.into_iter().filter(|r| r["name"] == spec.name && r["type"] == spec.type_).map(|r| external(spec, r)).take(1).collect())
+        Ok(all
+            .into_iter()
+            .filter(|r| r["name"] == spec.name && r["type"] == spec.type_)
+            .map(|r| external(spec, r))
+            .take(1)
+            .collect())
     }
 
     fn desired(primary: &Self::Primary, _: &Context) -> Result<Vec<Desired>, Error> {
@@ -154,7 +159,9 @@ impl Reconciler for DnsRecordReconciler {
     fn reconcile(primary: Self::Primary, ctx: &Context) -> Result<Outcome, Error> {
         let fqdn = format!("{}.{}", primary.spec.name, primary.spec.zone);
         match ctx.external("record").next() {
-            Some(record) => Ok(Outcome::ready(format!("{fqdn} is served")).status(Status { id: record.id.clone(), fqdn })),
+            Some(record) => {
+                Ok(Outcome::ready(format!("{fqdn} is served")).status(Status { id: record.id.clone(), fqdn }))
+            }
             None => Ok(Outcome::not_ready(format!("{fqdn} is not in the DNS service yet"))),
         }
     }
@@ -188,12 +195,17 @@ mod tests {
         assert_eq!(record.object, json!({ "name": "www", "type": "A", "value": "10.0.0.1", "ttl": 300 }));
         assert_eq!(stable.primary()["status"]["id"], json!(record.id.clone().unwrap()));
         assert_eq!(stable.primary()["status"]["fqdn"], "www.example.com");
+        // The ID is tracked where a restarted host finds it.
+        let tracking = host.objects_of(&Kind::namespaced("", "v1", "ConfigMap"));
+        assert_eq!(tracking[0]["metadata"]["name"], "www-dnsrecord-ext");
+        assert_eq!(tracking[0]["data"]["record"], format!(r#"{{"www":"{}"}}"#, record.id.clone().unwrap()));
     }
 
     #[test]
     fn puts_back_a_record_changed_out_of_band_keeping_its_id() {
-        let drifted = External::new("record", "www", &json!({ "name": "www", "type": "A", "value": "6.6.6.6", "ttl": 300 }))
-            .with_id("rec-7");
+        let drifted =
+            External::new("record", "www", &json!({ "name": "www", "type": "A", "value": "6.6.6.6", "ttl": 300 }))
+                .with_id("rec-7");
         let mut host = FakeHost::new().with_external(&[drifted]);
         host.run_until_stable::<DnsRecordReconciler>(&www("10.0.0.1"));
         assert_eq!(host.external().len(), 1);

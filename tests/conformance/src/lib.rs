@@ -65,6 +65,8 @@ pub struct Expect {
     pub absent: Vec<Object>,
     /// The reschedule the last reconcile asked for (checked where it can be seen: the FakeHost).
     pub requeue_ms: Option<u64>,
+    /// The external system's objects afterwards: exactly these keys, each containing its fields.
+    pub external: Option<serde_json::Map<String, Value>>,
 }
 
 /// One scenario.
@@ -83,6 +85,11 @@ pub struct Scenario {
     /// Objects that exist before the host runs.
     #[serde(default)]
     pub objects: Vec<Object>,
+    /// Objects of the external system before the host runs: the plugin's record name to the
+    /// record (`value`); the host's external system is `wasmop_tests::records`, the FakeHost's
+    /// its own.
+    #[serde(default)]
+    pub external: serde_json::Map<String, Value>,
     /// What must hold afterwards.
     pub expect: Expect,
 }
@@ -111,6 +118,23 @@ pub fn load_one(path: &Path, namespace: &str, other: &str) -> Scenario {
         serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: not a scenario: {e}", path.display()));
     scenario.name = path.file_stem().expect("a file name").to_string_lossy().into_owned();
     scenario
+}
+
+/// Where the external system's objects (`actual`, record name to record) fail the scenario's
+/// expectation: another set of keys, or a record not containing the expected fields.
+pub fn check_external(scenario: &Scenario, actual: &serde_json::Map<String, Value>) -> Vec<String> {
+    let Some(expected) = &scenario.expect.external else { return Vec::new() };
+    let mut failures = Vec::new();
+    let (want, have): (Vec<&String>, Vec<&String>) = (expected.keys().collect(), actual.keys().collect());
+    if want != have {
+        failures.push(format!("external objects: expected {want:?}, got {have:?}"));
+    }
+    for (key, fields) in expected {
+        if let Some(object) = actual.get(key) {
+            failures.extend(mismatch(fields, object).map(|m| format!("external {key}{m}")));
+        }
+    }
+    failures
 }
 
 /// Where `actual` fails to contain `expected`, as a path and both values; `None` when it does.
