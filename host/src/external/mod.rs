@@ -146,12 +146,17 @@ impl ExternalState {
         self.entries().remove(key);
     }
 
+    /// Forgets every primary but `live` (those deleted since the last round).
+    pub fn retain(&self, live: &std::collections::HashSet<ObjectKey>) {
+        self.entries().retain(|key, _| live.contains(key));
+    }
+
     /// The IDs tracked for `primary`, read from its tracking records the first time.
     pub async fn ids(&self, key: &ObjectKey, primary: &DynamicObject) -> Result<Ids, kube::Error> {
         if let Some(ids) = self.entries().get(key).and_then(|e| e.ids.clone()) {
             return Ok(ids);
         }
-        let ids = if self.trackings.is_empty() { Ids::new() } else { self.records.read(&self.plugin, primary).await? };
+        let ids = self.records.read(&self.plugin, primary, &self.trackings).await?;
         let mut entries = self.entries();
         let entry = entries.entry(key.clone()).or_default();
         Ok(entry.ids.get_or_insert(ids).clone())

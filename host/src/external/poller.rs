@@ -75,7 +75,9 @@ impl Poller {
                     if !self.leading() {
                         continue;
                     }
-                    self.primaries.keys()
+                    let keys = self.primaries.keys();
+                    self.state.retain(&keys.iter().cloned().collect());
+                    keys
                 }
                 Some(key) = requests.recv() => {
                     // Every request waiting now, once each.

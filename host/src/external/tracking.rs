@@ -39,15 +39,26 @@ impl TrackingRecords {
         primary.metadata.namespace.as_deref().unwrap_or(&self.namespace)
     }
 
-    /// The IDs `plugin` tracks for `primary`: both records merged; none when neither exists.
-    pub async fn read(&self, plugin: &str, primary: &DynamicObject) -> Result<Ids, kube::Error> {
+    /// The IDs `plugin` tracks for `primary`: the records its `trackings` use, merged; none
+    /// when they do not exist.
+    pub async fn read(
+        &self,
+        plugin: &str,
+        primary: &DynamicObject,
+        trackings: &HashMap<String, Tracking>,
+    ) -> Result<Ids, kube::Error> {
         let Some(client) = &self.client else { return Ok(Ids::new()) };
+        let uses = |tracking: Tracking| trackings.values().any(|t| *t == tracking);
         let (namespace, name) = (self.namespace(primary), record_name(&primary.name_any(), plugin));
         let mut ids = Ids::new();
-        if let Some(map) = Api::<ConfigMap>::namespaced(client.clone(), namespace).get_opt(&name).await? {
+        if uses(Tracking::ConfigMap)
+            && let Some(map) = Api::<ConfigMap>::namespaced(client.clone(), namespace).get_opt(&name).await?
+        {
             ids.extend(decode(&map.data.unwrap_or_default()));
         }
-        if let Some(secret) = Api::<Secret>::namespaced(client.clone(), namespace).get_opt(&name).await? {
+        if uses(Tracking::Secret)
+            && let Some(secret) = Api::<Secret>::namespaced(client.clone(), namespace).get_opt(&name).await?
+        {
             let data: BTreeMap<String, String> = secret
                 .data
                 .unwrap_or_default()
