@@ -3,6 +3,7 @@
 //! origin). It counts what it is asked, can change a record out of band, and can be made slow
 //! (answering after any client timeout).
 //!
+//! - `GET /records` lists every zone's records, each with its `zone`;
 //! - `GET /zones/{zone}/records` lists a zone; `GET /zones/{zone}/records/{id}` reads one;
 //! - `POST /zones/{zone}/records` creates one (`201`, the record with its new `id`);
 //! - `PUT /zones/{zone}/records/{id}` replaces one; `DELETE /zones/{zone}/records/{id}` deletes it.
@@ -69,6 +70,7 @@ impl Records {
             .map_err(|e| anyhow::anyhow!("the records service needs {ADDRESS} (the sample's granted origin): {e}"))?;
         let records = Self { inner: Arc::new(Inner::default()), token: token.to_owned() };
         let app = axum::Router::new()
+            .route("/records", get(list_all))
             .route("/zones/{zone}/records", get(list).post(create))
             .route("/zones/{zone}/records/{id}", get(read).put(replace).delete(remove))
             .with_state(records.clone());
@@ -152,6 +154,24 @@ async fn list(State(s): State<Records>, Path(zone): Zone, headers: HeaderMap) ->
         return denied;
     }
     Json(s.zone(&zone)).into_response()
+}
+
+async fn list_all(State(s): State<Records>, headers: HeaderMap) -> Response {
+    if let Err(denied) = s.admit(&headers).await {
+        return denied;
+    }
+    let zones = s.inner.zones.lock().unwrap();
+    let all: Vec<serde_json::Value> = zones
+        .iter()
+        .flat_map(|(zone, records)| {
+            records.values().map(move |r| {
+                let mut record = serde_json::to_value(r).unwrap_or_default();
+                record["zone"] = serde_json::Value::String(zone.clone());
+                record
+            })
+        })
+        .collect();
+    Json(all).into_response()
 }
 
 async fn read(State(s): State<Records>, Path((zone, id)): Path<(String, String)>, headers: HeaderMap) -> Response {

@@ -151,3 +151,40 @@ async fn a_slow_service_degrades_the_record_and_retries_while_other_plugins_go_o
     host.stop().await;
     Ok(())
 }
+
+/// Global polling (the `fixture-global` plugin on DnsRecords): one `fetch-all` for every
+/// primary; a change of one record's state reconciles its primary only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_polling_reconciles_only_the_primaries_whose_state_changed() -> anyhow::Result<()> {
+    let (client, ns, api, records) = setup("dns-global").await?;
+    let record = |name: &str, value: &str| wasmop_tests::records::Record {
+        id: String::new(),
+        name: name.into(),
+        type_: "A".into(),
+        value: value.into(),
+        ttl: 0,
+    };
+    records.insert(&ns, record("a", "1"));
+    records.insert(&ns, record("b", "1"));
+    let host = RunningHost::start(&client, &ns, &["fixture-global"], Limits::default())?;
+    create(&api, &ns, "a", "ignored").await?;
+    create(&api, &ns, "b", "ignored").await?;
+    let value = |v: &'static str| move |o: &DynamicObject| o.data["status"]["value"] == v;
+    wait_until(&api, "a", "a's state seen", value("1")).await?;
+    let b = wait_until(&api, "b", "b's state seen", value("1")).await?;
+    let b_reconciles = b.data["status"]["reconciles"].as_u64();
+    assert!(records.set_value(&ns, "a", "2"));
+    wait_until(&api, "a", "a's new state seen", value("2")).await?;
+    // Another round of polling finds b unchanged: not reconciled.
+    let before = records.requests();
+    let polled = async {
+        while records.requests() < before + 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    within(Duration::from_secs(10), "two more polls", polled).await?;
+    let b = api.get("b").await?;
+    assert_eq!(b.data["status"]["reconciles"].as_u64(), b_reconciles, "b's state did not change");
+    host.stop().await;
+    Ok(())
+}
