@@ -219,7 +219,8 @@ impl Host {
     pub fn new(clusters: Clusters, runtime: Arc<Runtime>, metrics: Arc<Metrics>, settings: HostSettings) -> Self {
         let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
         // The plugins' secret headers are read with the local cluster's client.
-        let secrets = crate::secrets::KubeSecrets::new(clusters.local().client().clone(), settings.defaults.namespace.clone());
+        let secrets =
+            crate::secrets::KubeSecrets::new(clusters.local().client().clone(), settings.defaults.namespace.clone());
         runtime.read_secrets_with(Arc::new(secrets));
         let counted = metrics.clone();
         let pools =

@@ -489,7 +489,8 @@ mod tests {
         let text = metrics.encode();
         let count = "wasmop_plugin_http_requests_total{plugin=\"dns\",origin=\"http://127.0.0.1:8080\",code=\"200\"} 2";
         assert!(text.contains(count), "{text}");
-        let timed = "wasmop_plugin_http_request_duration_seconds_count{plugin=\"dns\",origin=\"http://127.0.0.1:8080\"} 2";
+        let timed =
+            "wasmop_plugin_http_request_duration_seconds_count{plugin=\"dns\",origin=\"http://127.0.0.1:8080\"} 2";
         assert!(text.contains(timed), "{text}");
     }
 }

@@ -112,7 +112,13 @@ pub struct Guarded {
 
 impl Guarded {
     /// Guards `inner`, the body of a response whose status is in `record`.
-    pub fn new(inner: WasiBody, cap: u64, deadline: tokio::time::Instant, record: Record, permit: OwnedSemaphorePermit) -> Self {
+    pub fn new(
+        inner: WasiBody,
+        cap: u64,
+        deadline: tokio::time::Instant,
+        record: Record,
+        permit: OwnedSemaphorePermit,
+    ) -> Self {
         Self {
             inner,
             read: 0,

@@ -24,7 +24,8 @@ impl Hooks {
     /// Why a request of a plugin without a grant is refused.
     fn without_grant(&self, uri: &http::Uri) -> Refusal {
         if HTTP_EXPORTS.contains(&self.export) {
-            let origin = format!("{}://{}", uri.scheme_str().unwrap_or_default(), uri.authority().map_or("", |a| a.as_str()));
+            let origin =
+                format!("{}://{}", uri.scheme_str().unwrap_or_default(), uri.authority().map_or("", |a| a.as_str()));
             Refusal::NoGrant { requested: origin }
         } else {
             Refusal::Export { export: self.export }

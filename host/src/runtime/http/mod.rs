@@ -16,8 +16,8 @@ pub(crate) use hooks::Hooks;
 pub(crate) use outbound::Outbound;
 pub use outbound::UNDECLARED;
 pub use policy::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, HTTP_EXPORTS,
-    Origin, Policy, Refusal, Scheme, SecretHeader,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, HTTP_EXPORTS, Origin,
+    Policy, Refusal, Scheme, SecretHeader,
 };
 
 use super::CallObserver;

@@ -88,11 +88,12 @@ impl Admitted {
         let within = async {
             let permit = outbound.permits.clone().acquire_owned().await.expect("the semaphore is never closed");
             self.secret_headers(&mut request).await?;
+            // The total time is kept here and by the body, not by the per-read timeouts.
             let left = deadline.saturating_duration_since(Instant::now());
             let options = RequestOptions {
                 connect_timeout: Some(policy.connect_timeout.min(left)),
-                first_byte_timeout: Some(left),
-                between_bytes_timeout: Some(left),
+                first_byte_timeout: None,
+                between_bytes_timeout: None,
             };
             let (response, io) = wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
             Ok::<_, Error>((permit, response, io))
@@ -115,8 +116,8 @@ impl Admitted {
             return Err(Error::HttpResponseBodySize(Some(policy.max_response_bytes)));
         }
         let cap = policy.max_response_bytes;
-        let response = response
-            .map(|body| Guarded::new(body.boxed_unsync(), cap, deadline, self.record, permit).boxed_unsync());
+        let response =
+            response.map(|body| Guarded::new(body.boxed_unsync(), cap, deadline, self.record, permit).boxed_unsync());
         Ok((response, Box::new(io)))
     }
 

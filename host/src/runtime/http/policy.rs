@@ -122,9 +122,7 @@ impl fmt::Display for RequestedOrigin<'_> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// The running export may not call out.
-    #[error(
-        "outgoing HTTP is allowed only in fetch, fetch-all, apply-external and delete-external, not in {export}"
-    )]
+    #[error("outgoing HTTP is allowed only in fetch, fetch-all, apply-external and delete-external, not in {export}")]
     Export {
         /// The export that tried.
         export: &'static str,
@@ -170,7 +168,8 @@ impl Policy {
             None => Ok(default),
         };
         let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let connect_timeout = positive("connect-timeout-ms", grant.connect_timeout_ms, millis(DEFAULT_CONNECT_TIMEOUT))?;
+        let connect_timeout =
+            positive("connect-timeout-ms", grant.connect_timeout_ms, millis(DEFAULT_CONNECT_TIMEOUT))?;
         let timeout = positive("timeout-ms", grant.timeout_ms, millis(DEFAULT_TIMEOUT))?;
         let max_response_bytes = positive("max-response-bytes", grant.max_response_bytes, DEFAULT_MAX_RESPONSE_BYTES)?;
         let max_concurrent =
@@ -256,7 +255,13 @@ mod tests {
     }
 
     fn grant(origins: Vec<HttpOrigin>) -> HttpGrant {
-        HttpGrant { origins, connect_timeout_ms: None, timeout_ms: None, max_response_bytes: None, max_concurrent: None }
+        HttpGrant {
+            origins,
+            connect_timeout_ms: None,
+            timeout_ms: None,
+            max_response_bytes: None,
+            max_concurrent: None,
+        }
     }
 
     #[test]
@@ -363,7 +368,10 @@ mod tests {
         let policy = Policy::new(&grant(vec![with_header])).unwrap();
         let header = &policy.origins[0].secret_headers[0];
         assert_eq!(header.header, http::header::AUTHORIZATION);
-        assert_eq!(header.secret, SecretKey { namespace: Some("ops".into()), name: "token".into(), key: "value".into() });
+        assert_eq!(
+            header.secret,
+            SecretKey { namespace: Some("ops".into()), name: "token".into(), key: "value".into() }
+        );
         assert_eq!(header.prefix, "Bearer ");
     }
 }
