@@ -218,6 +218,10 @@ impl Host {
     /// A host with no plugins yet, loading modules with `runtime` and counting into `metrics`.
     pub fn new(clusters: Clusters, runtime: Arc<Runtime>, metrics: Arc<Metrics>, settings: HostSettings) -> Self {
         let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
+        // The plugins' secret headers are read with the local cluster's client.
+        let secrets =
+            crate::secrets::KubeSecrets::new(clusters.local().client().clone(), settings.defaults.namespace.clone());
+        runtime.read_secrets_with(Arc::new(secrets));
         let counted = metrics.clone();
         let pools =
             crate::informer::Pools::new(settings.cache, Arc::new(move |pool, budget| counted.pool(pool, budget)));

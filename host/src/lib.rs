@@ -25,6 +25,7 @@ pub mod retry;
 pub mod runtime;
 pub mod scaffold;
 pub mod scheduler;
+pub mod secrets;
 pub mod settings;
 pub mod shutdown;
 pub mod source;

@@ -114,6 +114,26 @@ struct CallLabels {
     export: &'static str,
 }
 
+/// Labels of the outgoing HTTP request counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    plugin: String,
+    origin: String,
+    code: String,
+}
+
+/// Labels of the outgoing HTTP duration histogram.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OriginLabels {
+    plugin: String,
+    origin: String,
+}
+
+/// Buckets of outgoing request durations: 1 ms to about 33 s.
+fn http_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1e-3, 2.0, 16))
+}
+
 /// Buckets of call durations: 20 µs to about 5 s.
 fn call_histogram() -> Histogram {
     Histogram::new(exponential_buckets(20e-6, 4.0, 10))
@@ -149,6 +169,8 @@ pub struct Metrics {
     reconciles: Family<ReconcileLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     calls: Family<CallLabels, Histogram, fn() -> Histogram>,
+    http_requests: Family<HttpLabels, Counter>,
+    http_durations: Family<OriginLabels, Histogram, fn() -> Histogram>,
     fuel: Family<PluginLabels, Counter>,
     own_write_records: Family<PluginLabels, Gauge>,
     plugin_resource_checks: Family<ResourceLabels, Counter>,
@@ -193,6 +215,19 @@ impl Metrics {
             "Wall-clock time of each call into a plugin, by plugin and export",
             calls.clone(),
         );
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        registry.register(
+            "plugin_http_requests",
+            "Outgoing HTTP requests of plugins, by plugin, granted origin (or undeclared) and code: the HTTP \
+             status, refused, timeout, too_large or error",
+            http_requests.clone(),
+        );
+        let http_durations = Family::<OriginLabels, Histogram, fn() -> Histogram>::new_with_constructor(http_histogram);
+        registry.register(
+            "plugin_http_request_duration_seconds",
+            "Time of each outgoing HTTP request of a plugin, until its body was read or it failed",
+            http_durations.clone(),
+        );
         let fuel = Family::<PluginLabels, Counter>::default();
         registry.register(
             "plugin_fuel_consumed",
@@ -223,6 +258,8 @@ impl Metrics {
             reconciles,
             failures,
             calls,
+            http_requests,
+            http_durations,
             fuel,
             own_write_records,
             plugin_resource_checks,
@@ -338,6 +375,12 @@ impl Metrics {
         self.plugin_resource_checks.get_or_create(&ResourceLabels { resource: resource.to_string() }).get()
     }
 
+    /// Outgoing HTTP requests of `plugin` to `origin` that ended with `code` so far.
+    pub fn http_requests_of(&self, plugin: &str, origin: &str, code: &str) -> u64 {
+        let labels = HttpLabels { plugin: plugin.to_string(), origin: origin.to_string(), code: code.to_string() };
+        self.http_requests.get_or_create(&labels).get()
+    }
+
     /// Conflicts `plugin` met so far.
     pub fn conflicts_of(&self, plugin: &str) -> u64 {
         self.conflicts.get_or_create(&PluginLabels { plugin: plugin.to_string() }).get()
@@ -358,6 +401,13 @@ impl crate::runtime::CallObserver for Metrics {
         if let Some(fuel) = fuel {
             self.fuel.get_or_create(&PluginLabels { plugin: plugin.to_string() }).inc_by(fuel);
         }
+    }
+
+    fn http_request(&self, plugin: &str, origin: &str, code: &str, elapsed: std::time::Duration) {
+        let labels = HttpLabels { plugin: plugin.to_string(), origin: origin.to_string(), code: code.to_string() };
+        self.http_requests.get_or_create(&labels).inc();
+        let labels = OriginLabels { plugin: plugin.to_string(), origin: origin.to_string() };
+        self.http_durations.get_or_create(&labels).observe(elapsed.as_secs_f64());
     }
 }
 
@@ -424,5 +474,23 @@ mod tests {
         let count = "wasmop_plugin_call_duration_seconds_count{plugin=\"metered\",export=\"reconcile\"} 1";
         assert!(text.contains(count), "{text}");
         assert!(text.contains("wasmop_plugin_fuel_consumed_total{plugin=\"metered\"} 7000"), "{text}");
+    }
+
+    #[test]
+    fn outgoing_requests_are_counted_by_origin_and_code_and_timed() {
+        use crate::runtime::CallObserver;
+        let metrics = Metrics::new();
+        let origin = "http://127.0.0.1:8080";
+        metrics.http_request("dns", origin, "200", std::time::Duration::from_millis(12));
+        metrics.http_request("dns", origin, "200", std::time::Duration::from_millis(8));
+        metrics.http_request("dns", "undeclared", "refused", std::time::Duration::ZERO);
+        assert_eq!(metrics.http_requests_of("dns", origin, "200"), 2);
+        assert_eq!(metrics.http_requests_of("dns", "undeclared", "refused"), 1);
+        let text = metrics.encode();
+        let count = "wasmop_plugin_http_requests_total{plugin=\"dns\",origin=\"http://127.0.0.1:8080\",code=\"200\"} 2";
+        assert!(text.contains(count), "{text}");
+        let timed =
+            "wasmop_plugin_http_request_duration_seconds_count{plugin=\"dns\",origin=\"http://127.0.0.1:8080\"} 2";
+        assert!(text.contains(timed), "{text}");
     }
 }

@@ -61,6 +61,15 @@ pub enum LoadError {
         #[source]
         source: CallError,
     },
+    /// The component imports `wasi:http` but `describe()` declares no `http` grant.
+    #[error(
+        "{}: the plugin imports wasi:http but declares no http grant; declare the origins it calls \
+         (Config::http) or drop its outgoing HTTP", path.display()
+    )]
+    HttpNotGranted {
+        /// The plugin file.
+        path: PathBuf,
+    },
     /// `describe()` returned an unusable configuration.
     #[error("{}: invalid plugin configuration: {reason}", path.display())]
     InvalidConfig {

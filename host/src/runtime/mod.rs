@@ -4,6 +4,7 @@
 mod artifacts;
 pub mod bindings;
 mod error;
+pub mod http;
 mod limits;
 mod module;
 mod sandbox;
@@ -33,10 +34,18 @@ const KEEP_RESIDENT_TABLE: usize = 64 << 10;
 /// How often the epoch advances; deadlines are rounded up to this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Told about every call into a plugin: how long it took and, when metered, the fuel it used.
+/// Told about every call into a plugin: how long it took and, when metered, the fuel it used;
+/// and about every outgoing HTTP request a plugin makes.
 pub trait CallObserver: Send + Sync {
     /// `plugin`'s export `export` returned (or trapped) after `elapsed`, using `fuel` units.
     fn called(&self, plugin: &str, export: &'static str, elapsed: Duration, fuel: Option<u64>);
+
+    /// An outgoing request of `plugin` to `origin` (`scheme://host:port` of a granted origin, or
+    /// [`http::UNDECLARED`]) ended with `code` ([`http::Code::label`]: the status, `refused`,
+    /// `timeout`, `too_large` or `error`) after `elapsed`, its body read included.
+    fn http_request(&self, plugin: &str, origin: &str, code: &str, elapsed: Duration) {
+        let _ = (plugin, origin, code, elapsed);
+    }
 }
 
 /// Observes nothing.
@@ -57,10 +66,12 @@ pub struct RuntimeConfig {
     pub observer: Option<Arc<dyn CallObserver>>,
 }
 
-/// An engine and the linker of the host imports for it.
+/// An engine and the linkers of the host imports for it: one without `wasi:http`, one with it
+/// for plugins that import it.
 struct Backend {
     engine: Engine,
     linker: Linker<Sandbox>,
+    http_linker: Linker<Sandbox>,
     metered: bool,
 }
 
@@ -88,8 +99,10 @@ impl Backend {
         // epoch tick (see `Instances::enter`).
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(LoadError::engine)?;
         Plugin::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
+        let mut http_linker = linker.clone();
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker).map_err(LoadError::engine)?;
         spawn_epoch_ticker(&engine);
-        Ok(Self { engine, linker, metered })
+        Ok(Self { engine, linker, http_linker, metered })
     }
 }
 
@@ -101,18 +114,27 @@ pub struct Runtime {
     artifacts: ArtifactCache,
     limits: Limits,
     observer: Arc<dyn CallObserver>,
+    http: Arc<http::Services>,
 }
 
 impl Runtime {
     /// Builds the unmetered engine and links the host imports.
     pub fn new(config: RuntimeConfig) -> Result<Self, LoadError> {
+        let observer = config.observer.unwrap_or_else(|| Arc::new(Unobserved));
         Ok(Self {
             plain: Backend::new(false)?,
             metered: OnceLock::new(),
             artifacts: ArtifactCache::new(config.cache_dir),
             limits: config.limits,
-            observer: config.observer.unwrap_or_else(|| Arc::new(Unobserved)),
+            http: Arc::new(http::Services::new(observer.clone())),
+            observer,
         })
+    }
+
+    /// Reads the Secrets of the plugins' secret headers ([`http`]) with `secrets` from now on;
+    /// until then a request with a secret header fails, saying no cluster is connected.
+    pub fn read_secrets_with(&self, secrets: Arc<dyn crate::secrets::SecretReader>) {
+        self.http.read_secrets_with(secrets);
     }
 
     /// The limits of plugins that set none.
@@ -166,15 +188,26 @@ impl Runtime {
             .load_or_compile(&backend.engine, digest, bytes)
             .map_err(|e| LoadError::CompileFailed { path: origin.into(), reason: format!("{e:#}") })?;
         check_contract(origin, &backend.engine, &component)?;
-        let instance_pre = backend
-            .linker
+        let imports_http = http::imports_http(&backend.engine, &component);
+        let linker = if imports_http { &backend.http_linker } else { &backend.linker };
+        let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::LinkFailed { path: origin.into(), reason: format!("{e:#}") })?;
         let pre = PluginPre::new(instance_pre)
             .map_err(|e| LoadError::LinkFailed { path: origin.into(), reason: format!("{e:#}") })?;
-        let call =
-            module::Instances::new(pre, backend.engine.clone(), backend.metered, self.limits, self.observer.clone());
-        Module::describe(origin, digest.to_string(), call)
+        let call = module::Instances::new(
+            pre,
+            backend.engine.clone(),
+            backend.metered,
+            self.limits,
+            self.observer.clone(),
+            self.http.clone(),
+        );
+        let module = Module::describe(origin, digest.to_string(), call)?;
+        if imports_http && module.config().http.is_none() {
+            return Err(LoadError::HttpNotGranted { path: origin.into() });
+        }
+        Ok(module)
     }
 }
 

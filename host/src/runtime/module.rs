@@ -13,6 +13,7 @@ use super::bindings::wasmop::plugin::types::{
 };
 use super::bindings::{Plugin, PluginPre};
 use super::error::{CallError, LoadError};
+use super::http::{Hooks, Outbound, Policy, Services};
 use super::limits::Limits;
 use super::sandbox::{CacheReader, NoCache, Sandbox};
 use super::{CallObserver, EPOCH_TICK};
@@ -36,6 +37,10 @@ pub(crate) struct Instances {
     metered: bool,
     limits: Limits,
     observer: Arc<dyn CallObserver>,
+    /// Shared by every plugin's outgoing HTTP.
+    http: Arc<Services>,
+    /// The plugin's granted outgoing HTTP, once `describe()` declared it.
+    outbound: Option<Arc<Outbound>>,
 }
 
 /// One call in progress: its store and the plugin instantiated in it.
@@ -89,7 +94,7 @@ impl std::fmt::Debug for Module {
 impl Module {
     /// Calls `describe()` on a fresh instance and validates the answer. Blocks the thread until
     /// it returns (it reads nothing, so no runtime is needed): call it where loading may block.
-    pub(crate) fn describe(path: &Path, digest: String, instances: Instances) -> Result<Self, LoadError> {
+    pub(crate) fn describe(path: &Path, digest: String, mut instances: Instances) -> Result<Self, LoadError> {
         let described = async {
             let mut call = instances.enter("", "describe", Arc::new(NoCache)).await?;
             // No runtime here to time a backstop: describe() reads nothing, so it cannot wait.
@@ -99,6 +104,10 @@ impl Module {
         let config = futures::executor::block_on(described)
             .map_err(|source| LoadError::DescribeFailed { path: path.into(), source })?;
         validate(&config).map_err(|reason| LoadError::InvalidConfig { path: path.into(), reason })?;
+        if let Some(grant) = &config.http {
+            let policy = Policy::new(grant).map_err(|reason| LoadError::InvalidConfig { path: path.into(), reason })?;
+            instances.outbound = Some(Arc::new(Outbound::new(&config.name, policy, instances.http.clone())));
+        }
         Ok(Self { path: path.into(), digest, config, instances })
     }
 
@@ -330,8 +339,9 @@ impl Instances {
         metered: bool,
         limits: Limits,
         observer: Arc<dyn CallObserver>,
+        http: Arc<Services>,
     ) -> Self {
-        Self { pre, engine, metered, limits, observer }
+        Self { pre, engine, metered, limits, observer, http, outbound: None }
     }
 
     /// Starts a call of `export` of the plugin `name` (empty while it describes itself): a
@@ -346,7 +356,8 @@ impl Instances {
         cache: Arc<dyn CacheReader>,
     ) -> Result<Call<'a>, CallError> {
         let started = Instant::now();
-        let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache));
+        let hooks = Hooks::new(export, self.outbound.clone());
+        let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache, hooks));
         store.limiter(|s| &mut s.limiter);
         limit_running_time(&mut store, self.limits.deadline);
         let budget = self.metered.then(|| self.limits.fuel.unwrap_or(u64::MAX));
@@ -484,6 +495,9 @@ fn validate(config: &PluginConfig) -> Result<(), String> {
         && !(name.contains('/') && name.len() <= 253 && !name.contains(char::is_whitespace))
     {
         return Err(format!("finalizer {name:?} must be a qualified name such as example.com/cleanup"));
+    }
+    if let Some(grant) = &config.http {
+        Policy::new(grant)?;
     }
     let specs = config.dependents.iter().map(Into::into).chain(config.external_dependents.iter().map(Into::into));
     wasmop_core::workflow::Workflow::new(specs.collect())?;

@@ -1,5 +1,6 @@
-//! The per-call store data: WASI with nothing granted, the memory limiter, captured output and
-//! the host imports (`wasmop:plugin/host`), which read only the host's caches.
+//! The per-call store data: WASI with nothing granted, `wasi:http` through the plugin's grant
+//! ([`super::http`]), the memory limiter, captured output and the host imports
+//! (`wasmop:plugin/host`), which read only the host's caches.
 
 use std::sync::Arc;
 
@@ -7,8 +8,10 @@ use futures::future::{BoxFuture, FutureExt};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::wasmop::plugin::{host, types};
+use super::http::Hooks;
 use super::limits::MemoryLimiter;
 
 /// Bytes of stdout/stderr kept per call; the rest is dropped.
@@ -76,22 +79,42 @@ pub(crate) struct Sandbox {
     pub(crate) stdout: MemoryOutputPipe,
     pub(crate) stderr: MemoryOutputPipe,
     cache: Arc<dyn CacheReader>,
+    http: WasiHttpCtx,
+    hooks: Hooks,
 }
 
 impl Sandbox {
-    pub(crate) fn new(memory_limit: usize, cache: Arc<dyn CacheReader>) -> Self {
+    /// The store data of one call: `memory_limit` bytes, reads from `cache`, outgoing HTTP
+    /// through `hooks` (used only when the plugin is linked with `wasi:http`).
+    pub(crate) fn new(memory_limit: usize, cache: Arc<dyn CacheReader>, hooks: Hooks) -> Self {
         let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
         let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
-        // No preopened directories, no environment, no arguments, no network: WASI is linked so
-        // that any component loads, but it grants nothing except clocks and randomness.
+        // No preopened directories, no environment, no arguments, no sockets: WASI is linked so
+        // that any component loads, but it grants nothing except clocks and randomness. Outgoing
+        // HTTP goes only through `hooks`, which hold it to the plugin's grant.
         let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
-        Self { wasi, table: ResourceTable::new(), limiter: MemoryLimiter::new(memory_limit), stdout, stderr, cache }
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(memory_limit),
+            stdout,
+            stderr,
+            cache,
+            http: WasiHttpCtx::new(),
+            hooks,
+        }
     }
 }
 
 impl WasiView for Sandbox {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl WasiHttpView for Sandbox {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hooks }
     }
 }
 
