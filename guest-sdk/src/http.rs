@@ -228,9 +228,9 @@ fn describe(error: &wasip2::http::types::ErrorCode) -> String {
         ErrorCode::InternalError(Some(message)) => message.clone(),
         ErrorCode::HttpRequestDenied => "denied by the host".into(),
         ErrorCode::ConnectionRefused => "connection refused".into(),
-        ErrorCode::ConnectionTimeout => "connect timed out".into(),
+        ErrorCode::ConnectionTimeout => "connect timed out (the http grant's connect timeout)".into(),
         ErrorCode::ConnectionReadTimeout => "timed out reading the response".into(),
-        ErrorCode::HttpResponseTimeout => "timed out waiting for the response".into(),
+        ErrorCode::HttpResponseTimeout => "timed out waiting for the response (the http grant's timeout)".into(),
         ErrorCode::HttpResponseBodySize(limit) => {
             format!("the response body is larger than the granted {} bytes", limit.unwrap_or_default())
         }

@@ -225,7 +225,8 @@ async fn a_service_answering_after_the_timeout_fails_the_call_at_the_timeout() -
         let error = fetch(&module, &format!("{GRANTED_ORIGIN}/{path}/{ns}")).await?.unwrap_err();
         let took = started.elapsed();
         assert!(error.contains(expected), "{path}: {error}");
-        assert!(took >= TIMEOUT && took < TIMEOUT + Duration::from_millis(700), "{path}: took {took:?}");
+        // About the timeout: far from the call's wall-clock backstop (10 s) and the service's 20 s.
+        assert!(took >= TIMEOUT && took < TIMEOUT * 3, "{path}: took {took:?}");
     }
     assert_eq!(metrics.http_requests_of(PLUGIN, GRANTED_ORIGIN, "timeout"), 2);
     Ok(())
