@@ -21,7 +21,9 @@ use crate::controller::{self, Controller, Handover};
 use crate::informer::{Clusters, ImpersonationError, UnknownCluster};
 use crate::metrics::Metrics;
 use crate::runtime::{Current, LoadError, Module, Runtime};
+use crate::secrets::SecretReader;
 use crate::settings::{Defaults, HostConfig, Overrides, resolve};
+use crate::source::inbound::Inlet;
 
 /// How long an install with new settings waits for the new controller to subscribe its watches
 /// before it stops the old one (which then releases watches the new one may still need).
@@ -196,6 +198,8 @@ struct Running {
     unserved: controller::Unserved,
     stop: CancellationToken,
     task: JoinHandle<()>,
+    /// Where the events endpoint hands the plugin's inbound events.
+    inlet: Inlet,
 }
 
 /// Runs one controller per plugin; plugins can be started, replaced and stopped at any time,
@@ -212,6 +216,8 @@ pub struct Host {
     changing: tokio::sync::Mutex<()>,
     /// The plugins given at start are loaded (see [`Host::loaded`]).
     loaded: AtomicBool,
+    /// Reads the Secrets plugins name (their HTTP headers, their inbound tokens).
+    secrets: Arc<dyn SecretReader>,
 }
 
 impl Host {
@@ -219,9 +225,11 @@ impl Host {
     pub fn new(clusters: Clusters, runtime: Arc<Runtime>, metrics: Arc<Metrics>, settings: HostSettings) -> Self {
         let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
         // The plugins' secret headers are read with the local cluster's client.
-        let secrets =
-            crate::secrets::KubeSecrets::new(clusters.local().client().clone(), settings.defaults.namespace.clone());
-        runtime.read_secrets_with(Arc::new(secrets));
+        let secrets: Arc<dyn SecretReader> = Arc::new(crate::secrets::KubeSecrets::new(
+            clusters.local().client().clone(),
+            settings.defaults.namespace.clone(),
+        ));
+        runtime.read_secrets_with(secrets.clone());
         let counted = metrics.clone();
         let pools =
             crate::informer::Pools::new(settings.cache, Arc::new(move |pool, budget| counted.pool(pool, budget)));
@@ -235,6 +243,7 @@ impl Host {
             controllers: Mutex::new(BTreeMap::new()),
             changing: tokio::sync::Mutex::new(()),
             loaded: AtomicBool::new(false),
+            secrets,
         }
     }
 
@@ -370,11 +379,13 @@ impl Host {
             limits = ?module.limits(), ?resolved, "plugin loaded");
         let stop = CancellationToken::new();
         let pool = self.pools.for_plugin(module.name(), resolved.cache);
-        let current = Current::new(module);
+        let current = Current::new(module.clone());
         let reconcile_all = Arc::new(Notify::new());
         let synced = Arc::new(AtomicBool::new(false));
         let unserved = controller::Unserved::default();
+        let inlet = Inlet::new(module.config());
         let controller = Controller {
+            inlet: inlet.clone(),
             synced: synced.clone(),
             unserved: unserved.clone(),
             fence: self.settings.fence.clone(),
@@ -390,7 +401,7 @@ impl Host {
             handover,
         };
         let task = tokio::spawn(controller::run(controller, stop.clone()));
-        Ok(Running { module: current, owner, overrides, reconcile_all, synced, unserved, stop, task })
+        Ok(Running { module: current, owner, overrides, reconcile_all, synced, unserved, stop, task, inlet })
     }
 
     /// Says that the plugins given at start are loaded: from now on [`Host::ready`] depends on
@@ -462,6 +473,18 @@ impl Host {
     /// The module plugin `name` currently runs.
     pub fn module(&self, name: &str) -> Option<Arc<Module>> {
         self.controllers.lock().expect("never poisoned").get(name).map(|r| r.module.get())
+    }
+
+    /// Plugin `name`'s current module and the inlet of its inbound events, if it runs.
+    pub fn inlet(&self, name: &str) -> Option<(Arc<Module>, Inlet)> {
+        let controllers = self.controllers.lock().expect("never poisoned");
+        controllers.get(name).map(|r| (r.module.get(), r.inlet.clone()))
+    }
+
+    /// Reads the Secrets plugins name, with the local cluster's client; Secrets that name no
+    /// namespace are read in the host's (`--namespace`), else in `default`.
+    pub fn secrets(&self) -> &Arc<dyn SecretReader> {
+        &self.secrets
     }
 
     /// The clusters the host watches.

@@ -11,6 +11,7 @@ pub mod controller;
 pub mod dependents;
 pub mod external;
 pub mod host;
+pub mod inbound;
 pub mod informer;
 pub mod inspect;
 pub mod leader;

@@ -8,6 +8,8 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 use wasmop::host::{Host, HostSettings};
+use wasmop::inbound::Endpoint;
+use wasmop::inbound::tls::TlsFiles;
 use wasmop::informer::{ClusterSpec, Clusters};
 use wasmop::leader::{self, Fence, LeaseSettings};
 use wasmop::loader::Sources;
@@ -158,6 +160,17 @@ struct RunArgs {
     /// Serve Prometheus metrics on /metrics (and /healthz, /readyz) at this address, e.g. 0.0.0.0:8080.
     #[arg(long, env = "WASMOP_METRICS_ADDRESS")]
     metrics_address: Option<std::net::SocketAddr>,
+    /// Take inbound events (POST /plugins/<name>/events) on this address, e.g. 0.0.0.0:8443; off
+    /// by default. Plugins that declare `inbound` accept them with their bearer token.
+    #[arg(long, env = "WASMOP_EVENTS_ADDR")]
+    events_addr: Option<std::net::SocketAddr>,
+    /// Serve the inbound events over TLS with this certificate chain (PEM); with
+    /// --events-tls-key.
+    #[arg(long, value_name = "FILE", requires_all = ["events_addr", "events_tls_key"])]
+    events_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --events-tls-cert.
+    #[arg(long, value_name = "FILE", requires_all = ["events_addr", "events_tls_cert"])]
+    events_tls_key: Option<PathBuf>,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -193,6 +206,14 @@ enum Output {
 enum LogFormat {
     Text,
     Json,
+}
+
+impl RunArgs {
+    /// The inbound events listener's certificate and key, when both are given.
+    fn events_tls(&self) -> Option<TlsFiles> {
+        let (cert, key) = (self.events_tls_cert.clone()?, self.events_tls_key.clone()?);
+        Some(TlsFiles { cert, key })
+    }
 }
 
 impl RuntimeArgs {
@@ -315,6 +336,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if !files.is_empty() || !args.reconciler_plugins {
         wasmop::host::load_all(&runtime, &files, &config)?;
     }
+    let events = match args.events_addr {
+        Some(address) => Some(Endpoint::bind(address, args.events_tls().as_ref()).await?),
+        None => None,
+    };
     let kube_config = kube::Config::infer().await.context("cannot find a Kubernetes configuration")?;
     let mut clusters = Clusters::from_config(kube_config).context("cannot build a Kubernetes client")?;
     for spec in &args.clusters {
@@ -362,6 +387,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .map(|mib| wasmop::informer::Budget { bytes: mib.saturating_mul(1024 * 1024), idle: args.cache_idle }),
     };
     let host = Arc::new(Host::new(clusters, runtime, metrics, settings));
+    if let Some(events) = events {
+        let (host, stop) = (host.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            if let Err(err) = events.serve(host, stop).await {
+                tracing::error!(%err, "cannot serve inbound events");
+            }
+        });
+    }
     let sources = Sources {
         files: args.plugins,
         dirs: args.plugin_dirs,

@@ -31,6 +31,7 @@ use crate::runtime::Current;
 use crate::runtime::bindings::wasmop::plugin::types::{Dependent, KindRef, Mapper, PluginConfig, PollingMode, Watch};
 use crate::scheduler::{self, Priority, Settings};
 use crate::settings::Resolved;
+use crate::source::inbound::{Inlet, Payloads};
 use crate::source::secondary::{Mapping, SecondarySource};
 use crate::source::{Sink, timer};
 use crate::writer::Writer;
@@ -291,6 +292,9 @@ pub struct Controller {
     /// The process's shutdown: no run starts once it stops; runs in flight are dropped once it
     /// cancels.
     pub shutdown: crate::shutdown::Shutdown,
+    /// Where the host's events endpoint hands the plugin's inbound events: attached to the
+    /// scheduler while the controller runs.
+    pub inlet: Inlet,
 }
 
 /// How a controller takes over from the one it replaces: it subscribes its watches while the
@@ -328,6 +332,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         fence,
         shutdown: process,
         pool,
+        inlet,
     } = controller;
     let config = module.get().config().clone();
     let writes = writes.unwrap_or_else(|| clusters.local().client().clone());
@@ -364,6 +369,9 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let (handle, inbox) = scheduler::channel();
     // What the runs enqueue into must not keep their own scheduler running.
     let runs_sink: Arc<dyn Sink> = Arc::new(handle.downgrade());
+    // Inbound events are queued from now on; they run once the scheduler starts.
+    let reader: Arc<dyn crate::runtime::CacheReader> = watched.cache.clone();
+    inlet.attach(Arc::new(handle.downgrade()), reader, PrimaryKind::from(&wasmop_core::KindRef::from(&config.primary)));
     // The plugin's external state, fetched by its poller (started with the sources).
     let records = TrackingRecords::new(
         writes.clone(),
@@ -376,8 +384,10 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         None => (None, None),
     };
     let polled = external.as_ref().map(|(state, _)| state.clone());
-    let reconciler = reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence, external);
+    let outside = Outside { external, inbound: inlet.payloads() };
+    let reconciler = reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence, outside);
     let Some(reconciler) = reconciler else {
+        inlet.detach();
         return;
     };
     let references = References {
@@ -425,6 +435,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         synced: caches_synced,
         finalizer: reconciler.finalizers.kept.clone(),
         triage: listed::Triage::default(),
+        inlet: inlet.clone(),
     };
     let scheduler = dispatch
         .run(&subscription, (inbox, scheduler_settings, reconciler), synced, after, &reconcile_all, &shutdown)
@@ -438,6 +449,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     {
         tracing::error!(plugin = config.name, %err, "scheduler stopped abnormally");
     }
+    inlet.detach();
     tracing::info!(plugin = config.name, "controller stopped");
 }
 
@@ -524,8 +536,9 @@ fn reconciler(
     metrics: &Arc<Metrics>,
     runs_sink: Arc<dyn Sink>,
     fence: &crate::leader::Fence,
-    external: Option<(Arc<ExternalState>, FetchNow)>,
+    outside: Outside,
 ) -> Option<Arc<Reconciler>> {
+    let Outside { external, inbound } = outside;
     let plugin = &config.name;
     let dependents = if config.dependents.is_empty() && config.external_dependents.is_empty() {
         None
@@ -575,7 +588,17 @@ fn reconciler(
         replaced: reconcile::ReplacedConditions::default(),
         external,
         fence: fence.clone(),
+        inbound,
     }))
+}
+
+/// What a reconcile knows of the primary beyond the API server.
+struct Outside {
+    /// The plugin's external state and its poller's request channel, when it polls or has
+    /// external dependents.
+    external: Option<(Arc<ExternalState>, FetchNow)>,
+    /// The last inbound payload per primary, when the plugin caches inbound events.
+    inbound: Option<Arc<Payloads>>,
 }
 
 /// Events in: one source per secondary watch (its mapper turns changes into primary keys) and
@@ -676,6 +699,8 @@ struct Dispatch {
     finalizer: Option<String>,
     /// What the list in progress shows, for the order of its primaries (see [`listed`]).
     triage: listed::Triage,
+    /// Told when a primary is gone, to drop its inbound payload.
+    inlet: Inlet,
 }
 
 /// The scheduler's parts, until every cache has synced.
@@ -783,6 +808,7 @@ impl Dispatch {
                     self.own.consume(&key, None, false);
                     self.filter.forget(&key);
                     self.references.primary_deleted(&key);
+                    self.inlet.forget(&key);
                     self.handle.forget(key);
                 }
             }
@@ -796,6 +822,7 @@ impl Dispatch {
                 self.own.relisted(&listed);
                 for key in self.filter.retain_listed(&listed) {
                     self.references.primary_deleted(&key);
+                    self.inlet.forget(&key);
                     self.handle.forget(key);
                 }
                 let triage = std::mem::take(&mut self.triage);

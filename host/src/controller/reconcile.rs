@@ -58,6 +58,8 @@ pub(crate) struct Reconciler {
     pub(crate) external: Option<(Arc<ExternalState>, FetchNow)>,
     /// Whether this replica leads; external calls go out only then.
     pub(crate) fence: crate::leader::Fence,
+    /// The last inbound payload per primary, when the plugin caches inbound events.
+    pub(crate) inbound: Option<Arc<crate::source::inbound::Payloads>>,
 }
 
 /// Tells a plugin once (not once per reconcile) that the host replaces the conditions of the
@@ -287,7 +289,7 @@ impl Reconciler {
             None => Vec::new(),
             Some(dependents) => self.reconcile_dependents(module, run, &object, dependents, view).await?,
         };
-        let request = self.with_external(&run.key, Self::request(run, &object, states)?);
+        let request = self.with_outside(&run.key, Self::request(run, &object, states)?);
         let outcome = module.reconcile(view.clone(), &request).await;
         let outcome: Outcome = outcome.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let changes =
@@ -317,7 +319,7 @@ impl Reconciler {
         dependents: &Dependents,
         view: &Arc<dyn CacheReader>,
     ) -> Result<Vec<DependentState>, Failure> {
-        let request = self.with_external(&run.key, Self::request(run, object, Vec::new())?);
+        let request = self.with_outside(&run.key, Self::request(run, object, Vec::new())?);
         let desired = module.desired(view.clone(), &request).await;
         let desired = desired.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let plugin = module.name().to_string();
@@ -387,13 +389,15 @@ impl Reconciler {
         }
     }
 
-    /// `request` with the primary's external state as the host holds it now.
-    fn with_external(&self, key: &ObjectKey, mut request: ReconcileRequest) -> ReconcileRequest {
+    /// `request` with the primary's external state and its last inbound payload as the host
+    /// holds them now.
+    fn with_outside(&self, key: &ObjectKey, mut request: ReconcileRequest) -> ReconcileRequest {
         if let Some((state, _)) = &self.external
             && let Known::Objects(objects) = state.known(key)
         {
             request.external = objects.iter().map(crate::external::to_wit).collect();
         }
+        request.inbound = self.inbound.as_ref().and_then(|payloads| payloads.get(key)).map(|p| p.to_string());
         request
     }
 
@@ -467,7 +471,7 @@ impl Reconciler {
         if !self.external_known(&run.key)? {
             return Ok(None);
         }
-        let request = self.with_external(&run.key, Self::request(run, object, Vec::new())?);
+        let request = self.with_outside(&run.key, Self::request(run, object, Vec::new())?);
         let cleaned = module.cleanup(view.clone(), &request).await;
         let CleanupOutcome { keep_finalizer, reschedule_after_ms, events } =
             cleaned.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;

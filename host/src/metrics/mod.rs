@@ -129,6 +129,13 @@ struct OriginLabels {
     origin: String,
 }
 
+/// Labels of the inbound request counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InboundLabels {
+    plugin: String,
+    code: String,
+}
+
 /// Buckets of outgoing request durations: 1 ms to about 33 s.
 fn http_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1e-3, 2.0, 16))
@@ -171,6 +178,7 @@ pub struct Metrics {
     calls: Family<CallLabels, Histogram, fn() -> Histogram>,
     http_requests: Family<HttpLabels, Counter>,
     http_durations: Family<OriginLabels, Histogram, fn() -> Histogram>,
+    inbound_requests: Family<InboundLabels, Counter>,
     fuel: Family<PluginLabels, Counter>,
     own_write_records: Family<PluginLabels, Gauge>,
     plugin_resource_checks: Family<ResourceLabels, Counter>,
@@ -228,6 +236,13 @@ impl Metrics {
             "Time of each outgoing HTTP request of a plugin, until its body was read or it failed",
             http_durations.clone(),
         );
+        let inbound_requests = Family::<InboundLabels, Counter>::default();
+        registry.register(
+            "inbound_requests",
+            "Inbound event requests (POST /plugins/<name>/events), by plugin and HTTP status code; those naming \
+             no running plugin are counted with an empty plugin",
+            inbound_requests.clone(),
+        );
         let fuel = Family::<PluginLabels, Counter>::default();
         registry.register(
             "plugin_fuel_consumed",
@@ -260,6 +275,7 @@ impl Metrics {
             calls,
             http_requests,
             http_durations,
+            inbound_requests,
             fuel,
             own_write_records,
             plugin_resource_checks,
@@ -379,6 +395,18 @@ impl Metrics {
     pub fn http_requests_of(&self, plugin: &str, origin: &str, code: &str) -> u64 {
         let labels = HttpLabels { plugin: plugin.to_string(), origin: origin.to_string(), code: code.to_string() };
         self.http_requests.get_or_create(&labels).get()
+    }
+
+    /// Counts one inbound event request for `plugin` answered with `code`.
+    pub fn inbound_request(&self, plugin: &str, code: u16) {
+        self.inbound_requests
+            .get_or_create(&InboundLabels { plugin: plugin.to_string(), code: code.to_string() })
+            .inc();
+    }
+
+    /// Inbound event requests for `plugin` answered with `code` so far.
+    pub fn inbound_requests_of(&self, plugin: &str, code: u16) -> u64 {
+        self.inbound_requests.get_or_create(&InboundLabels { plugin: plugin.to_string(), code: code.to_string() }).get()
     }
 
     /// Conflicts `plugin` met so far.
