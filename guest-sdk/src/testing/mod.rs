@@ -88,6 +88,8 @@ pub struct FakeHost {
     revision: u64,
     /// The fake external system: the primary's external objects, as `fetch` would find them.
     external: Vec<crate::External>,
+    /// The last inbound payload mapped to the primary, as the host caches it.
+    inbound: Option<Value>,
 }
 
 impl FakeHost {
@@ -119,6 +121,22 @@ impl FakeHost {
     #[must_use]
     pub fn with_external(mut self, objects: &[crate::External]) -> Self {
         self.external = objects.to_vec();
+        self
+    }
+
+    /// The last inbound payload mapped to the primary, as a host caching inbound events
+    /// ([`Inbound::caching`](crate::Inbound::caching)) gives it: what
+    /// [`Context::inbound`](crate::Context::inbound) returns in `reconcile`.
+    ///
+    /// ```
+    /// use wasmop_guest::serde_json::json;
+    /// use wasmop_guest::testing::FakeHost;
+    ///
+    /// let host = FakeHost::new().with_inbound(&json!({ "ref": "main" }));
+    /// ```
+    #[must_use]
+    pub fn with_inbound(mut self, payload: &Value) -> Self {
+        self.inbound = Some(payload.clone());
         self
     }
 
@@ -503,6 +521,13 @@ impl FakeHost {
         crate::map_secondary::<R>(&secondary, previous.as_deref(), &ctx)
     }
 
+    /// Calls `R`'s [`Reconciler::map_inbound`] for an inbound event's `payload`, as the host does
+    /// for `POST /plugins/<name>/events`; its [`Context`] reads this host's objects.
+    pub fn map_inbound<R: Reconciler>(&self, payload: &Value) -> Result<Vec<crate::PrimaryRef>, String> {
+        let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
+        R::map_inbound(payload, &ctx)
+    }
+
     /// Calls `R`'s [`Reconciler::secondaries_of`] for `primary`, as the host does for watches
     /// referenced by the primary; its [`Context`] reads this host's objects.
     pub fn secondaries_of<R: Reconciler>(&self, primary: &impl Serialize) -> Result<Vec<crate::SecondaryRef>, String> {
@@ -532,7 +557,7 @@ impl FakeHost {
         };
         let ctx = Context::new(Box::new(backend), attempt, last_attempt)
             .with_dependents(self.dependents.clone())
-            .with_external(self.external.clone(), None);
+            .with_external(self.external.clone(), self.inbound.clone());
         (ctx, logs)
     }
 }

@@ -425,6 +425,7 @@ impl FakeHost {
             dependents: if states.is_empty() { self.dependents.clone() } else { states.to_vec() },
             revision: self.revision,
             external: self.external.clone(),
+            inbound: self.inbound.clone(),
         }
     }
 
