@@ -54,6 +54,9 @@ pub enum EndpointError {
         #[source]
         source: std::io::Error,
     },
+    /// The listener given has no address.
+    #[error("the inbound events listener has no address: {0}")]
+    Address(#[source] std::io::Error),
     /// The certificate or key is not usable.
     #[error("inbound events: {0}")]
     Tls(#[from] TlsError),
@@ -91,9 +94,7 @@ impl Endpoint {
         listener: TcpListener,
         config: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     ) -> Result<Self, EndpointError> {
-        let address = listener
-            .local_addr()
-            .map_err(|source| EndpointError::Bind { address: ([0, 0, 0, 0], 0).into(), source })?;
+        let address = listener.local_addr().map_err(EndpointError::Address)?;
         let listening = match config {
             Some(config) => Listening::Tls(TlsListener::new(listener, config)),
             None => Listening::Plain(listener),
