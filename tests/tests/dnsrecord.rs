@@ -169,10 +169,13 @@ async fn global_polling_reconciles_only_the_primaries_whose_state_changed() -> a
     let host = RunningHost::start(&client, &ns, &["fixture-global"], Limits::default())?;
     create(&api, &ns, "a", "ignored").await?;
     create(&api, &ns, "b", "ignored").await?;
-    let value = |v: &'static str| move |o: &DynamicObject| o.data["status"]["value"] == v;
+    let value = |v: &'static str| {
+        move |o: &DynamicObject| o.annotations().get("global.wasmop.dev/value").map(String::as_str) == Some(v)
+    };
+    let reconciles = |o: &DynamicObject| o.annotations().get("global.wasmop.dev/reconciles").cloned();
     wait_until(&api, "a", "a's state seen", value("1")).await?;
     let b = wait_until(&api, "b", "b's state seen", value("1")).await?;
-    let b_reconciles = b.data["status"]["reconciles"].as_u64();
+    let b_reconciles = reconciles(&b);
     assert!(records.set_value(&ns, "a", "2"));
     wait_until(&api, "a", "a's new state seen", value("2")).await?;
     // Another round of polling finds b unchanged: not reconciled.
@@ -184,7 +187,7 @@ async fn global_polling_reconciles_only_the_primaries_whose_state_changed() -> a
     };
     within(Duration::from_secs(10), "two more polls", polled).await?;
     let b = api.get("b").await?;
-    assert_eq!(b.data["status"]["reconciles"].as_u64(), b_reconciles, "b's state did not change");
+    assert_eq!(reconciles(&b), b_reconciles, "b's state did not change");
     host.stop().await;
     Ok(())
 }
