@@ -41,7 +41,75 @@ pub fn describe(config: &PluginConfig) -> Value {
     out.insert("conditions".into(), json!(if config.conditions { "kept by the host" } else { "kept by the plugin" }));
     out.insert("watches".into(), config.watches.iter().map(watch).collect());
     out.insert("dependents".into(), config.dependents.iter().map(dependent).collect());
+    beyond(config, &mut out);
     Value::Object(out)
+}
+
+/// What the plugin reaches beyond the API server: granted HTTP, polling, inbound events and
+/// external dependents; absent keys when it reaches nothing.
+fn beyond(config: &PluginConfig, out: &mut Map<String, Value>) {
+    use crate::runtime::bindings::wasmop::plugin::types::{PollingMode, Tracking};
+    let secret = |s: &crate::runtime::bindings::wasmop::plugin::types::SecretKey| {
+        format!("{}/{} key {}", s.namespace.as_deref().unwrap_or("(host namespace)"), s.name, s.key)
+    };
+    if let Some(grant) = &config.http {
+        let origins: Vec<Value> = grant
+            .origins
+            .iter()
+            .map(|o| {
+                let port = o.port.map(|p| format!(":{p}")).unwrap_or_default();
+                let headers: Vec<Value> =
+                    o.secret_headers.iter().map(|h| json!({ "header": h.header, "from": secret(&h.secret) })).collect();
+                json!({ "origin": format!("{}://{}{port}", o.scheme, o.host), "secretHeaders": headers })
+            })
+            .collect();
+        let mut http = json!({ "origins": origins });
+        for (key, value) in [
+            ("connectTimeoutMs", grant.connect_timeout_ms.map(Value::from)),
+            ("timeoutMs", grant.timeout_ms.map(Value::from)),
+            ("maxResponseBytes", grant.max_response_bytes.map(Value::from)),
+            ("maxConcurrent", grant.max_concurrent.map(Value::from)),
+        ] {
+            if let Some(value) = value {
+                http[key] = value;
+            }
+        }
+        out.insert("http".into(), http);
+    }
+    if let Some(polling) = &config.polling {
+        let mode = match polling.mode {
+            PollingMode::PerResource => "per resource (fetch)",
+            PollingMode::Global => "global (fetch-all)",
+        };
+        out.insert("polling".into(), json!({ "mode": mode, "periodMs": polling.period_ms }));
+    }
+    if let Some(inbound) = &config.inbound {
+        out.insert("inbound".into(), json!({ "token": secret(&inbound.token), "caching": inbound.caching }));
+    }
+    if !config.external_dependents.is_empty() {
+        let external: Vec<Value> = config
+            .external_dependents
+            .iter()
+            .map(|d| {
+                let tracking = match d.tracking {
+                    Tracking::ConfigMap => "ConfigMap",
+                    Tracking::Secret => "Secret",
+                };
+                let mut out = json!({ "name": d.name, "trackedIn": tracking });
+                if !d.depends_on.is_empty() {
+                    out["dependsOn"] = json!(d.depends_on);
+                }
+                if let Some(c) = &d.ready_when {
+                    out["readyWhen"] = json!(condition(c));
+                }
+                if let Some(c) = &d.reconcile_when {
+                    out["reconcileWhen"] = json!(condition(c));
+                }
+                out
+            })
+            .collect();
+        out.insert("externalDependents".into(), Value::Array(external));
+    }
 }
 
 /// The kinds the plugin declares on the host's own cluster, as `wasmop inspect --check-cluster`

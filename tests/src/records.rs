@@ -50,8 +50,10 @@ struct Inner {
     next: AtomicU64,
     creates: AtomicU64,
     requests: AtomicU64,
-    /// Milliseconds every answer waits first.
-    delay_ms: AtomicU64,
+    /// `GET /records` answered.
+    all_lists: AtomicU64,
+    /// Milliseconds every answer about a zone waits first, by zone.
+    delays: Mutex<BTreeMap<String, u64>>,
 }
 
 /// A running records service.
@@ -120,6 +122,11 @@ impl Records {
         record
     }
 
+    /// `GET /records` (every zone, as a global poll asks) answered so far.
+    pub fn all_lists(&self) -> u64 {
+        self.inner.all_lists.load(Ordering::SeqCst)
+    }
+
     /// Changes a record's value out of band; false when there is no such record.
     pub fn set_value(&self, zone: &str, name: &str, value: &str) -> bool {
         let mut zones = self.inner.zones.lock().unwrap();
@@ -127,15 +134,16 @@ impl Records {
         record.map(|r| r.value = value.to_owned()).is_some()
     }
 
-    /// Makes every answer wait `delay` first (zero: answer at once).
-    pub fn set_delay(&self, delay: Duration) {
-        self.inner.delay_ms.store(delay.as_millis() as u64, Ordering::SeqCst);
+    /// Makes every answer about `zone` wait `delay` first (zero: answer at once); other zones
+    /// (other tests) are not slowed.
+    pub fn set_delay(&self, zone: &str, delay: Duration) {
+        self.inner.delays.lock().unwrap().insert(zone.to_owned(), delay.as_millis() as u64);
     }
 
-    /// Counts the request, waits the delay, and checks the token.
-    async fn admit(&self, headers: &HeaderMap) -> Result<(), Response> {
+    /// Counts the request, waits the zone's delay, and checks the token.
+    async fn admit(&self, headers: &HeaderMap, zone: Option<&str>) -> Result<(), Response> {
         self.inner.requests.fetch_add(1, Ordering::SeqCst);
-        let delay = self.inner.delay_ms.load(Ordering::SeqCst);
+        let delay = zone.and_then(|z| self.inner.delays.lock().unwrap().get(z).copied()).unwrap_or(0);
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
@@ -150,16 +158,17 @@ impl Records {
 type Zone = Path<String>;
 
 async fn list(State(s): State<Records>, Path(zone): Zone, headers: HeaderMap) -> Response {
-    if let Err(denied) = s.admit(&headers).await {
+    if let Err(denied) = s.admit(&headers, Some(&zone)).await {
         return denied;
     }
     Json(s.zone(&zone)).into_response()
 }
 
 async fn list_all(State(s): State<Records>, headers: HeaderMap) -> Response {
-    if let Err(denied) = s.admit(&headers).await {
+    if let Err(denied) = s.admit(&headers, None).await {
         return denied;
     }
+    s.inner.all_lists.fetch_add(1, Ordering::SeqCst);
     let zones = s.inner.zones.lock().unwrap();
     let all: Vec<serde_json::Value> = zones
         .iter()
@@ -175,7 +184,7 @@ async fn list_all(State(s): State<Records>, headers: HeaderMap) -> Response {
 }
 
 async fn read(State(s): State<Records>, Path((zone, id)): Path<(String, String)>, headers: HeaderMap) -> Response {
-    if let Err(denied) = s.admit(&headers).await {
+    if let Err(denied) = s.admit(&headers, Some(&zone)).await {
         return denied;
     }
     match s.inner.zones.lock().unwrap().get(&zone).and_then(|z| z.get(&id)) {
@@ -185,7 +194,7 @@ async fn read(State(s): State<Records>, Path((zone, id)): Path<(String, String)>
 }
 
 async fn create(State(s): State<Records>, Path(zone): Zone, headers: HeaderMap, Json(mut r): Json<Record>) -> Response {
-    if let Err(denied) = s.admit(&headers).await {
+    if let Err(denied) = s.admit(&headers, Some(&zone)).await {
         return denied;
     }
     r.id = format!("rec-{}", s.inner.next.fetch_add(1, Ordering::SeqCst) + 1);
@@ -200,7 +209,7 @@ async fn replace(
     headers: HeaderMap,
     Json(mut r): Json<Record>,
 ) -> Response {
-    if let Err(denied) = s.admit(&headers).await {
+    if let Err(denied) = s.admit(&headers, Some(&zone)).await {
         return denied;
     }
     let mut zones = s.inner.zones.lock().unwrap();
@@ -215,7 +224,7 @@ async fn replace(
 }
 
 async fn remove(State(s): State<Records>, Path((zone, id)): Path<(String, String)>, headers: HeaderMap) -> Response {
-    if let Err(denied) = s.admit(&headers).await {
+    if let Err(denied) = s.admit(&headers, Some(&zone)).await {
         return denied;
     }
     match s.inner.zones.lock().unwrap().get_mut(&zone).and_then(|z| z.remove(&id)) {

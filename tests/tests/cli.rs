@@ -34,3 +34,23 @@ fn logs_to_a_pipe_have_no_colour_codes() -> anyhow::Result<()> {
     assert!(!stderr.contains('\u{1b}'), "{stderr}");
     Ok(())
 }
+
+/// `wasmop inspect` shows what a plugin reaches beyond the API server, naming the Secrets (never
+/// their values) and the origins.
+#[test]
+fn inspect_shows_granted_http_polling_inbound_and_external_dependents() -> anyhow::Result<()> {
+    let output = Command::new(wasmop_binary()?)
+        .args(["inspect", "--output", "json"])
+        .arg(workspace_root().join("plugins/dist/dnsrecord.wasm"))
+        .env("RUST_LOG", "off")
+        .output()?;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let described: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    assert_eq!(described["http"]["origins"][0]["origin"], "http://127.0.0.1:18053");
+    assert_eq!(described["http"]["origins"][0]["secretHeaders"][0]["header"], "authorization");
+    assert_eq!(described["polling"]["periodMs"], 2000);
+    assert_eq!(described["inbound"]["caching"], false);
+    assert_eq!(described["externalDependents"][0]["name"], "record");
+    assert_eq!(described["finalizer"], "wasmop.dev/dnsrecord", "external dependents need the finalizer");
+    Ok(())
+}

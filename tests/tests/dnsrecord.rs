@@ -123,7 +123,7 @@ async fn a_slow_service_degrades_the_record_and_retries_while_other_plugins_go_o
     create(&api, &ns, "mail", "10.0.3.1").await?;
     wait_until(&api, "mail", "the record served", ready).await?;
     // Every answer now comes after the plugin's 2 s timeout.
-    records.set_delay(Duration::from_secs(5));
+    records.set_delay(&ns, Duration::from_secs(5));
     let patch = json!({ "spec": { "value": "10.0.3.2" } });
     api.patch("mail", &PatchParams::default(), &Patch::Merge(&patch)).await?;
     let degraded =
@@ -141,7 +141,7 @@ async fn a_slow_service_degrades_the_record_and_retries_while_other_plugins_go_o
     greetings.create(&PostParams::default(), &hello).await?;
     wait_until(&greetings, "hello", "the greeting reconciled", |o| o.data["status"]["message"].is_string()).await?;
     // The service recovers: the retry puts the new value in place.
-    records.set_delay(Duration::ZERO);
+    records.set_delay(&ns, Duration::ZERO);
     wait_until(&api, "mail", "recovered", |o| {
         ready(o) && condition(o, "Degraded").is_some_and(|c| c["status"] == "False")
     })
@@ -169,22 +169,25 @@ async fn global_polling_reconciles_only_the_primaries_whose_state_changed() -> a
     let host = RunningHost::start(&client, &ns, &["fixture-global"], Limits::default())?;
     create(&api, &ns, "a", "ignored").await?;
     create(&api, &ns, "b", "ignored").await?;
-    let value = |v: &'static str| move |o: &DynamicObject| o.data["status"]["value"] == v;
+    let value = |v: &'static str| {
+        move |o: &DynamicObject| o.annotations().get("global.wasmop.dev/value").map(String::as_str) == Some(v)
+    };
+    let reconciles = |o: &DynamicObject| o.annotations().get("global.wasmop.dev/reconciles").cloned();
     wait_until(&api, "a", "a's state seen", value("1")).await?;
     let b = wait_until(&api, "b", "b's state seen", value("1")).await?;
-    let b_reconciles = b.data["status"]["reconciles"].as_u64();
+    let b_reconciles = reconciles(&b);
     assert!(records.set_value(&ns, "a", "2"));
     wait_until(&api, "a", "a's new state seen", value("2")).await?;
     // Another round of polling finds b unchanged: not reconciled.
-    let before = records.requests();
+    let before = records.all_lists();
     let polled = async {
-        while records.requests() < before + 2 {
+        while records.all_lists() < before + 2 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
     within(Duration::from_secs(10), "two more polls", polled).await?;
     let b = api.get("b").await?;
-    assert_eq!(b.data["status"]["reconciles"].as_u64(), b_reconciles, "b's state did not change");
+    assert_eq!(reconciles(&b), b_reconciles, "b's state did not change");
     host.stop().await;
     Ok(())
 }

@@ -180,7 +180,11 @@ impl Dependents {
         let never = |_: String, _: Option<String>| -> BoxFuture<'static, bool> { Box::pin(async { false }) };
         let driver = HostDriver { dependents: self, primary, check: &never, external: None };
         for spec in self.workflow.specs() {
-            if spec.ownership(&primary.reference.kind) == Ownership::Annotations && !spec.read_only {
+            // External dependents are deleted through the plugin (`ExternalCalls`), not here.
+            if spec.external.is_none()
+                && spec.ownership(&primary.reference.kind) == Ownership::Annotations
+                && !spec.read_only
+            {
                 for object in driver.current(spec) {
                     driver.delete(spec, &object).await?;
                 }

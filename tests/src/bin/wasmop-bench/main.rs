@@ -32,6 +32,7 @@ mod cache;
 mod call;
 mod e2e;
 mod load;
+mod polling;
 mod process;
 mod reload;
 mod report;
@@ -87,7 +88,7 @@ async fn main() -> anyhow::Result<()> {
         report.parts.insert("call", json);
         report.sections.push(md);
     }
-    let cluster_parts = ["burst", "burst-10k", "reload", "secondaries", "cache"];
+    let cluster_parts = ["burst", "burst-10k", "reload", "secondaries", "cache", "polling"];
     if cluster_parts.into_iter().any(selected) {
         let client = client().await?;
         let kubeconfig = kubeconfig();
@@ -125,6 +126,12 @@ async fn main() -> anyhow::Result<()> {
             let (json, md) = secondaries::secondaries(&client, env_number("BENCH_SECONDARIES", 100)).await?;
             println!("{md}");
             report.parts.insert("secondaries", json);
+            report.sections.push(md);
+        }
+        if selected("polling") {
+            let (json, md) = polling::polling(&client, env_number("BENCH_POLLED", 1000)).await?;
+            println!("{md}");
+            report.parts.insert("polling", json);
             report.sections.push(md);
         }
         if selected("cache") {
