@@ -212,4 +212,12 @@ mod tests {
         assert_eq!(host.external()[0].id.as_deref(), Some("rec-7"));
         assert_eq!(host.external()[0].object["value"], "10.0.0.1");
     }
+
+    #[test]
+    fn the_services_webhook_names_the_record_to_reconcile() {
+        let host = FakeHost::new();
+        let named = host.map_inbound::<DnsRecordReconciler>(&json!({ "namespace": "a", "name": "www" }));
+        assert_eq!(named.unwrap(), [PrimaryRef::namespaced("a", "www")]);
+        assert!(host.map_inbound::<DnsRecordReconciler>(&json!({ "zone": "example.com" })).is_err());
+    }
 }
