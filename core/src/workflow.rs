@@ -656,4 +656,41 @@ mod tests {
         assert!(matches!(twice, WorkflowError::Invalid { .. }), "{twice}");
         assert!(store.writes.take().is_empty());
     }
+
+    #[test]
+    fn external_objects_follow_reconcile_when_and_wait_for_their_dependencies() {
+        let tracking = crate::external::Tracking::Secret;
+        let gated = DependentSpec::external(
+            "record".into(),
+            vec!["a".into()],
+            Some(Check::ConditionTrue("Ready".into())),
+            Some(Check::field_equals("spec.published", true)),
+            false,
+            tracking,
+        );
+        let strict = DependentSpec { ready_when_empty: false, ..config_maps("a", &[]) };
+        let workflow = Workflow::new(vec![strict, gated]).unwrap();
+        let store = Store::default();
+        let published = json!({ "spec": { "published": true } });
+        let run = |primary: &Value, desired: Vec<Desired>| {
+            complete(super::run(&store, &workflow, "p", &crate::dependent::tests::primary(), primary, desired))
+        };
+        // "a" desires nothing and is not ready when empty: the record waits.
+        let states = run(&published, vec![record("www", "1")]).unwrap();
+        assert_eq!(states[1].phase, Phase::Skipped);
+        assert!(store.writes.take().is_empty());
+        // Ready dependency: applied; not ready until the fetched object says so.
+        let states = run(&published, vec![desired("a", "x"), record("www", "1")]).unwrap();
+        assert_eq!(states[1].phase, Phase::NotReady);
+        assert_eq!(store.writes.take(), ["apply ns/x", "apply-external www"]);
+        store.external.borrow_mut()[0].object["status"] =
+            json!({ "conditions": [{ "type": "Ready", "status": "True" }] });
+        let states = run(&published, vec![desired("a", "x"), record("www", "1")]).unwrap();
+        assert_eq!((states[1].phase, store.writes.take()), (Phase::Ready, vec!["apply ns/x".to_string()]));
+        // Unpublished: the record is deleted.
+        let states =
+            run(&json!({ "spec": { "published": false } }), vec![desired("a", "x"), record("www", "1")]).unwrap();
+        assert_eq!(states[1].phase, Phase::Deleted);
+        assert_eq!(store.writes.take(), ["apply ns/x", "delete-external www"]);
+    }
 }
