@@ -59,13 +59,8 @@ impl ExternalState {
         let trackings = config
             .external_dependents
             .iter()
-            .map(|d| {
-                let tracking = match d.tracking {
-                    wit::Tracking::ConfigMap => Tracking::ConfigMap,
-                    wit::Tracking::Secret => Tracking::Secret,
-                };
-                (d.name.clone(), tracking)
-            })
+            .map(wasmop_core::dependent::DependentSpec::from)
+            .filter_map(|spec| Some((spec.name, spec.external?)))
             .collect();
         Some(Arc::new(Self { plugin: config.name.clone(), trackings, entries: Mutex::new(HashMap::new()), records }))
     }
