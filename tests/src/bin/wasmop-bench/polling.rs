@@ -79,6 +79,15 @@ async fn live_edits(api: &Api<DynamicObject>, round: &str) -> anyhow::Result<Vec
     Ok(times)
 }
 
+/// CPU seconds this process used so far, user and system (from `/proc/self/stat`).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn ms(times: &[Duration], p: f64) -> f64 {
     let i = ((times.len() as f64 * p).ceil() as usize).clamp(1, times.len()) - 1;
     times[i].as_secs_f64() * 1e3
@@ -114,9 +123,10 @@ pub async fn polling(client: &Client, n: usize) -> anyhow::Result<(Value, String
             + metrics.reconciles_of("dnsrecord", wasmop::metrics::Outcome::Failure)
     };
     // Idle: polling only.
-    let (requests, reconciled, began) = (records.requests(), reconciles(), Instant::now());
+    let (requests, reconciled, began, cpu) = (records.requests(), reconciles(), Instant::now(), cpu_seconds());
     tokio::time::sleep(PERIOD * 5).await;
     let window = began.elapsed();
+    let idle_cpu = cpu_seconds() - cpu;
     let fetches = records.requests() - requests;
     let idle_reconciles = reconciles() - reconciled;
     let busy = live_edits(&api, "1").await?;
@@ -135,14 +145,18 @@ pub async fn polling(client: &Client, n: usize) -> anyhow::Result<(Value, String
     let left = records.zone("bench.example").len();
     host.stop().await;
     let rate = fetches as f64 / window.as_secs_f64();
+    let cpu_share = idle_cpu / window.as_secs_f64();
+    let per_fetch_us = idle_cpu / fetches.max(1) as f64 * 1e6;
     let json = json!({
         "polled": n, "periodSeconds": PERIOD.as_secs_f64(), "fetchesPerSecond": rate, "idleReconciles": idle_reconciles,
+        "idleCpuShare": cpu_share, "cpuPerFetchUs": per_fetch_us,
         "livePolledP50Ms": ms(&busy, 0.5), "livePolledP99Ms": ms(&busy, 0.99),
         "liveFewP50Ms": ms(&quiet, 0.5), "liveFewP99Ms": ms(&quiet, 0.99), "recordsLeft": left,
     });
     let md = format!(
-        "## Polling\n\n{n} DnsRecords polled every {:.0} s (the `dnsrecord` sample, wasmop in-process, the records service in-process): {rate:.0} fetches/s while idle, {idle_reconciles} reconciles meanwhile (a fetch holds no reconcile slot and an unchanged state reconciles nothing). Live edits ({LIVE}, one every {} ms), change to status: p50 {:.0} ms, p99 {:.0} ms while the {n} are polled; p50 {:.0} ms, p99 {:.0} ms with {FEW} left. Records left in the service after the deletes: {left} (of {FEW}).\n",
+        "## Polling\n\n{n} DnsRecords polled every {:.0} s (the `dnsrecord` sample, wasmop in-process, the records service in-process): {rate:.0} fetches/s while idle, {idle_reconciles} reconciles meanwhile (a fetch holds no reconcile slot and an unchanged state reconciles nothing), {:.0}% of a core for the process (host and records service together), {per_fetch_us:.0} us of CPU per fetch (the plugin's call, its HTTP request, the service's answer). Live edits ({LIVE}, one every {} ms), change to status: p50 {:.0} ms, p99 {:.0} ms while the {n} are polled; p50 {:.0} ms, p99 {:.0} ms with {FEW} left. Records left in the service after the deletes: {left} (of {FEW}).\n",
         PERIOD.as_secs_f64(),
+        cpu_share * 100.0,
         PACE.as_millis(),
         ms(&busy, 0.5),
         ms(&busy, 0.99),
