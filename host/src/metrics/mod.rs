@@ -107,6 +107,44 @@ struct FailureLabels {
     reason: &'static str,
 }
 
+/// Labels of the watch event counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WatchEventLabels {
+    plugin: String,
+    /// `primary`, or the watched kind.
+    watch: String,
+    /// `passed` or `filtered`.
+    result: &'static str,
+}
+
+/// The watch events of one watch of a plugin, by whether they passed its filters and predicate.
+#[derive(Debug, Clone, Default)]
+pub struct WatchEvents {
+    passed: Counter,
+    filtered: Counter,
+}
+
+impl WatchEvents {
+    /// Counts one event (not the host's own write) that `passed` or not.
+    pub fn count(&self, passed: bool) {
+        if passed {
+            self.passed.inc()
+        } else {
+            self.filtered.inc()
+        };
+    }
+
+    /// Events that passed so far.
+    pub fn passed(&self) -> u64 {
+        self.passed.get()
+    }
+
+    /// Events filtered out so far.
+    pub fn filtered(&self) -> u64 {
+        self.filtered.get()
+    }
+}
+
 /// Labels of the per-call histogram.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -149,6 +187,9 @@ pub struct Metrics {
     reconciles: Family<ReconcileLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     calls: Family<CallLabels, Histogram, fn() -> Histogram>,
+    watch_events: Family<WatchEventLabels, Counter>,
+    /// Calls per plugin and export (not exported: the histogram's count).
+    call_counts: Family<CallLabels, Counter>,
     fuel: Family<PluginLabels, Counter>,
     own_write_records: Family<PluginLabels, Gauge>,
     plugin_resource_checks: Family<ResourceLabels, Counter>,
@@ -193,6 +234,13 @@ impl Metrics {
             "Wall-clock time of each call into a plugin, by plugin and export",
             calls.clone(),
         );
+        let watch_events = Family::<WatchEventLabels, Counter>::default();
+        registry.register(
+            "watch_events",
+            "Events of primaries and watched objects that passed the plugin's filters and predicates (result \
+             passed) or not (filtered), by plugin and watch; the host's own writes are not counted",
+            watch_events.clone(),
+        );
         let fuel = Family::<PluginLabels, Counter>::default();
         registry.register(
             "plugin_fuel_consumed",
@@ -223,6 +271,8 @@ impl Metrics {
             reconciles,
             failures,
             calls,
+            watch_events,
+            call_counts: Family::default(),
             fuel,
             own_write_records,
             plugin_resource_checks,
@@ -277,6 +327,21 @@ impl Metrics {
     /// Write requests `plugin` made so far, of every kind and verb.
     pub fn writes_of(&self, plugin: &str) -> u64 {
         self.plugin_writes.get_or_create(&PluginLabels { plugin: plugin.to_string() }).get()
+    }
+
+    /// The event counters of `watch` (`primary`, or the watched kind) of `plugin`.
+    pub fn watch_events(&self, plugin: &str, watch: &str) -> WatchEvents {
+        let labels = |result| WatchEventLabels { plugin: plugin.to_string(), watch: watch.to_string(), result };
+        WatchEvents {
+            passed: self.watch_events.get_or_create(&labels("passed")).clone(),
+            filtered: self.watch_events.get_or_create(&labels("filtered")).clone(),
+        }
+    }
+
+    /// Calls of `export` of `plugin` so far.
+    pub fn calls_of(&self, plugin: &str, export: &'static str) -> u64 {
+        let labels = CallLabels { plugin: plugin.to_string(), export };
+        self.call_counts.get_or_create(&labels).get()
     }
 
     /// Fuel `plugin` used so far (zero unless it runs with a fuel budget).
@@ -355,6 +420,7 @@ impl crate::runtime::CallObserver for Metrics {
     fn called(&self, plugin: &str, export: &'static str, elapsed: std::time::Duration, fuel: Option<u64>) {
         let labels = CallLabels { plugin: plugin.to_string(), export };
         self.calls.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        self.call_counts.get_or_create(&labels).inc();
         if let Some(fuel) = fuel {
             self.fuel.get_or_create(&PluginLabels { plugin: plugin.to_string() }).inc_by(fuel);
         }
