@@ -66,7 +66,9 @@ impl EventFilter {
     /// Whether `observed`, the version `object`, reconciles.
     pub async fn decide(&self, observed: Observed, object: &DynamicObject) -> bool {
         let Some(change) = observed.change else { return false };
-        self.decide_change(change, object, observed.previous.as_deref()).await
+        // The plugin is given the previous version of an update only.
+        let old = observed.previous.as_deref().filter(|_| change.event == wasmop_core::predicate::EventKind::Update);
+        self.decide_change(change, object, old).await
     }
 
     /// Records and decides `object`, a new version of `key`.
