@@ -215,12 +215,15 @@ mod tests {
     use super::*;
     use crate::{Config, Context, Error, Outcome, Watch};
 
+    /// One call of the plugin's filter: name, event, the object's keys, and whether `old` was
+    /// given.
+    type Asked = (String, EventKind, Vec<String>, bool);
+
     thread_local! {
-        /// The plugin's filter calls: name, event, the object's keys, and whether `old` was given.
-        static ASKED: RefCell<Vec<(String, EventKind, Vec<String>, bool)>> = const { RefCell::new(Vec::new()) };
+        static ASKED: RefCell<Vec<Asked>> = const { RefCell::new(Vec::new()) };
     }
 
-    fn asked() -> Vec<(String, EventKind, Vec<String>, bool)> {
+    fn asked() -> Vec<Asked> {
         ASKED.with(|asked| asked.take())
     }
 
