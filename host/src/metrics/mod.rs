@@ -332,10 +332,10 @@ impl Metrics {
     /// The event counters of `watch` (`primary`, or the watched kind) of `plugin`.
     pub fn watch_events(&self, plugin: &str, watch: &str) -> WatchEvents {
         let labels = |result| WatchEventLabels { plugin: plugin.to_string(), watch: watch.to_string(), result };
-        WatchEvents {
-            passed: self.watch_events.get_or_create(&labels("passed")).clone(),
-            filtered: self.watch_events.get_or_create(&labels("filtered")).clone(),
-        }
+        // One at a time: a family's guard held while it creates another entry deadlocks.
+        let passed = self.watch_events.get_or_create(&labels("passed")).clone();
+        let filtered = self.watch_events.get_or_create(&labels("filtered")).clone();
+        WatchEvents { passed, filtered }
     }
 
     /// Calls of `export` of `plugin` so far.
@@ -478,6 +478,23 @@ mod tests {
     }
 
     #[test]
+    fn watch_events_are_counted_per_plugin_watch_and_result() {
+        let metrics = Metrics::new();
+        let events = metrics.watch_events("p", "primary");
+        events.count(true);
+        events.count(false);
+        events.count(false);
+        let again = metrics.watch_events("p", "primary");
+        assert_eq!((again.passed(), again.filtered()), (1, 2));
+        assert_eq!(metrics.watch_events("p", "ConfigMap").passed(), 0);
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"wasmop_watch_events_total{plugin="p",watch="primary",result="filtered"} 2"#),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn calls_record_time_and_fuel_per_plugin() {
         use crate::runtime::CallObserver;
         let metrics = Metrics::new();
@@ -486,6 +503,7 @@ mod tests {
         metrics.called("metered", "desired", std::time::Duration::from_micros(80), Some(2_000));
         assert_eq!(metrics.fuel_of("metered"), 7_000);
         assert_eq!(metrics.fuel_of("web"), 0);
+        assert_eq!((metrics.calls_of("metered", "reconcile"), metrics.calls_of("metered", "filter")), (1, 0));
         let text = metrics.encode();
         let count = "wasmop_plugin_call_duration_seconds_count{plugin=\"metered\",export=\"reconcile\"} 1";
         assert!(text.contains(count), "{text}");
