@@ -13,7 +13,8 @@
 //! | [`kind`] | a resource type and an object's key |
 //! | [`selector`] | label selectors (`=`, `!=`, `in`, `notin`, `key`, `!key`) |
 //! | [`finalizer`] | whether primaries carry the plugin's finalizer, and which names are released |
-//! | [`filter`] | which versions of a primary reconcile (generation awareness, predicates) |
+//! | [`filter`] | which versions of a primary reconcile, and which watch events count (generation awareness, predicates) |
+//! | [`predicate`] | predicates on watch events: built-in and plugin terms combined with and, or, not |
 //! | [`check`] | declarative conditions on objects (ready-when, reconcile-when) |
 //! | [`dependent`] | a declared dependent and how its desired objects are completed |
 //! | [`capability`] | which objects a plugin may write |

@@ -48,7 +48,12 @@ pub enum Term {
 
 /// A checked predicate: its terms leave exactly one value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Predicate(Vec<Term>);
+pub struct Predicate {
+    terms: Vec<Term>,
+    /// For each term, the `and`/`or` whose left operand ends there: once that operand's value
+    /// decides the operator, its right operand is skipped (short circuit).
+    left_of: Vec<Option<usize>>,
+}
 
 impl Predicate {
     /// Checks `terms`: each operator has its operands and one value is left; an error says
@@ -71,81 +76,103 @@ impl Predicate {
             depth = depth - pops + 1;
         }
         match depth {
-            1 => Ok(Self(terms)),
-            0 => Err("the predicate has no terms".into()),
-            n => Err(format!("the predicate leaves {n} values; combine them with and/or")),
+            1 => {}
+            0 => return Err("the predicate has no terms".into()),
+            n => return Err(format!("the predicate leaves {n} values; combine them with and/or")),
         }
+        // Where the subexpression ending at each term starts, and so where each operator's left
+        // operand ends (just before its right operand starts).
+        let mut starts = Vec::with_capacity(terms.len());
+        let mut left_of = vec![None; terms.len()];
+        for (i, term) in terms.iter().enumerate() {
+            let start = match term {
+                Term::Not => starts[i - 1],
+                Term::And | Term::Or => {
+                    let left_end = starts[i - 1] - 1;
+                    left_of[left_end] = Some(i);
+                    starts[left_end]
+                }
+                _ => i,
+            };
+            starts.push(start);
+        }
+        Ok(Self { terms, left_of })
     }
 
     /// The terms.
     pub fn terms(&self) -> &[Term] {
-        &self.0
+        &self.terms
     }
 
     /// Whether it asks the plugin.
     pub fn asks_plugin(&self) -> bool {
-        self.0.iter().any(|t| matches!(t, Term::Plugin(_)))
+        self.terms.iter().any(|t| matches!(t, Term::Plugin(_)))
+    }
+
+    /// Whether it has `term` (a built-in term), for what a driver must remember of each object.
+    pub fn uses(&self, term: &Term) -> bool {
+        self.terms.contains(term)
     }
 
     /// Evaluates the predicate on an event; `plugin(name)` answers the plugin terms. Plugin
     /// terms are asked only when their value can still change the result (short circuit), so a
     /// rejecting built-in term costs no plugin call.
     pub fn holds(&self, event: EventKind, changes: Changes, plugin: &mut dyn FnMut(&str) -> bool) -> bool {
-        self.eval(event, changes, plugin, self.0.len()).0
+        let evaluation = self
+            .holds_async(event, changes, |name| std::future::ready(Ok::<bool, std::convert::Infallible>(plugin(name))));
+        // Every plugin answer is ready: the evaluation completes on its first poll.
+        let mut evaluation = std::pin::pin!(evaluation);
+        match evaluation.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+            std::task::Poll::Ready(Ok(holds)) => holds,
+            std::task::Poll::Ready(Err(never)) => match never {},
+            std::task::Poll::Pending => unreachable!("no plugin answer waits"),
+        }
     }
 
-    /// Evaluates the subexpression ending just before `end` (postfix, read from the right);
-    /// returns its value and where it starts. Plugin terms in a branch whose value cannot
-    /// matter are skipped, not asked.
-    fn eval(
-        &self,
+    /// [`Predicate::holds`] with a plugin that answers asynchronously (the host's call of the
+    /// plugin's `filter` export) and may fail: the first failure ends the evaluation.
+    pub async fn holds_async<'p, E, F, Fut>(
+        &'p self,
         event: EventKind,
         changes: Changes,
-        plugin: &mut dyn FnMut(&str) -> bool,
-        end: usize,
-    ) -> (bool, usize) {
-        let at = end - 1;
+        mut plugin: F,
+    ) -> Result<bool, E>
+    where
+        F: FnMut(&'p str) -> Fut,
+        Fut: Future<Output = Result<bool, E>>,
+    {
         let update = event == EventKind::Update;
-        match &self.0[at] {
-            Term::Plugin(name) => (plugin(name), at),
-            Term::GenerationChanged => (!update || changes.generation, at),
-            Term::LabelsChanged => (!update || changes.labels, at),
-            Term::AnnotationsChanged => (!update || changes.annotations, at),
-            Term::Not => {
-                let (value, start) = self.eval(event, changes, plugin, at);
-                (!value, start)
-            }
-            op @ (Term::And | Term::Or) => {
-                // The right operand ends at `at`; the left one ends where the right starts.
-                let right_start = self.start_of(at);
-                let (left, start) = self.eval(event, changes, plugin, right_start);
-                let decided = match op {
-                    Term::And => !left,
-                    _ => left,
-                };
-                if decided {
-                    return (left, start);
+        let mut stack: Vec<bool> = Vec::with_capacity(self.terms.len());
+        let pop = |stack: &mut Vec<bool>| stack.pop().expect("checked by Predicate::new");
+        let mut at = 0;
+        while at < self.terms.len() {
+            let value = match &self.terms[at] {
+                Term::Plugin(name) => plugin(name).await?,
+                Term::GenerationChanged => !update || changes.generation,
+                Term::LabelsChanged => !update || changes.labels,
+                Term::AnnotationsChanged => !update || changes.annotations,
+                Term::Not => !pop(&mut stack),
+                // Reached only when the left operand did not decide: the right one does.
+                Term::And | Term::Or => {
+                    let right = pop(&mut stack);
+                    pop(&mut stack);
+                    right
                 }
-                let (right, _) = self.eval(event, changes, plugin, at);
-                (right, start)
-            }
-        }
-    }
-
-    /// Where the subexpression ending just before `end` starts.
-    fn start_of(&self, end: usize) -> usize {
-        let mut need = 1usize;
-        let mut i = end;
-        while need > 0 {
-            i -= 1;
-            need -= 1;
-            need += match self.0[i] {
-                Term::And | Term::Or => 2,
-                Term::Not => 1,
-                _ => 0,
             };
+            // A value that decides the operator it is the left operand of is that operator's
+            // value: the right operand is skipped, and so on up.
+            let mut end = at;
+            while let Some(op) = self.left_of[end] {
+                let decides = if self.terms[op] == Term::And { !value } else { value };
+                if !decides {
+                    break;
+                }
+                end = op;
+            }
+            stack.push(value);
+            at = end + 1;
         }
-        i
+        Ok(pop(&mut stack))
     }
 }
 
@@ -203,5 +230,107 @@ mod tests {
         assert_eq!(asked, ["tier"]);
         let neither = Changes::default();
         assert!(!pred.holds(EventKind::Update, neither, &mut |_| panic!("labels did not change: not asked")));
+    }
+
+    /// The value of `terms` (postfix) evaluated in full, without short circuit.
+    fn naive(terms: &[Term], event: EventKind, changes: Changes, plugin: &dyn Fn(&str) -> bool) -> bool {
+        let mut stack: Vec<bool> = Vec::new();
+        let update = event == EventKind::Update;
+        for term in terms {
+            let value = match term {
+                Term::Plugin(name) => plugin(name),
+                Term::GenerationChanged => !update || changes.generation,
+                Term::LabelsChanged => !update || changes.labels,
+                Term::AnnotationsChanged => !update || changes.annotations,
+                Term::Not => !stack.pop().unwrap(),
+                Term::And => {
+                    let (r, l) = (stack.pop().unwrap(), stack.pop().unwrap());
+                    l && r
+                }
+                Term::Or => {
+                    let (r, l) = (stack.pop().unwrap(), stack.pop().unwrap());
+                    l || r
+                }
+            };
+            stack.push(value);
+        }
+        stack.pop().unwrap()
+    }
+
+    /// Every well-formed predicate of up to `size` terms over two built-in and two plugin terms.
+    fn predicates(size: usize) -> Vec<Vec<Term>> {
+        let leaves = [Term::GenerationChanged, Term::LabelsChanged, plugin("a"), plugin("b")];
+        let mut done = Vec::new();
+        let mut partial: Vec<(Vec<Term>, usize)> = vec![(Vec::new(), 0)];
+        for _ in 0..size {
+            let mut next = Vec::new();
+            for (terms, depth) in partial {
+                let mut extend = |term: Term, depth: usize| {
+                    let mut terms = terms.clone();
+                    terms.push(term);
+                    if depth == 1 {
+                        done.push(terms.clone());
+                    }
+                    next.push((terms, depth));
+                };
+                for leaf in &leaves {
+                    extend(leaf.clone(), depth + 1);
+                }
+                if depth >= 1 {
+                    extend(Term::Not, depth);
+                }
+                if depth >= 2 {
+                    extend(Term::And, depth - 1);
+                    extend(Term::Or, depth - 1);
+                }
+            }
+            partial = next;
+        }
+        done
+    }
+
+    #[test]
+    fn short_circuit_evaluation_agrees_with_full_evaluation_and_asks_only_when_the_answer_matters() {
+        let all = predicates(7);
+        assert!(all.len() > 10_000, "{}", all.len());
+        let events = [EventKind::Create, EventKind::Update, EventKind::Delete, EventKind::Generic];
+        for terms in all {
+            let pred = Predicate::new(terms.clone()).unwrap();
+            for event in events {
+                for bits in 0..16u8 {
+                    let changes = Changes { generation: bits & 1 != 0, labels: bits & 2 != 0, annotations: false };
+                    let answer = |name: &str| if name == "a" { bits & 4 != 0 } else { bits & 8 != 0 };
+                    let mut asked = Vec::new();
+                    let value = pred.holds(event, changes, &mut |name| {
+                        asked.push(name.to_owned());
+                        answer(name)
+                    });
+                    assert_eq!(value, naive(&terms, event, changes, &answer), "{terms:?} {event:?} {bits:b}");
+                    // A plugin term left unasked could not have changed the result.
+                    for name in ["a", "b"] {
+                        if !asked.iter().any(|n| n == name) {
+                            let flipped = |n: &str| if n == name { !answer(n) } else { answer(n) };
+                            assert_eq!(value, naive(&terms, event, changes, &flipped), "{terms:?}: {name} mattered");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_failing_plugin_ends_the_evaluation_with_its_error() {
+        let pred = p(vec![plugin("x"), plugin("y"), Term::Or]);
+        let mut asked = Vec::new();
+        let poll = {
+            let evaluation = pred.holds_async(EventKind::Update, Changes::default(), |name| {
+                asked.push(name);
+                std::future::ready(Err::<bool, _>(format!("{name} trapped")))
+            });
+            let mut evaluation = std::pin::pin!(evaluation);
+            evaluation.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+        };
+        assert_eq!(poll, std::task::Poll::Ready(Err("x trapped".to_string())));
+        assert_eq!(asked, ["x"]);
     }
 }

@@ -474,6 +474,18 @@ impl Default for Filters {
 }
 
 impl Filters {
+    /// The rules crate's filters, with generation awareness `generation_aware`.
+    pub(crate) fn to_core(self, generation_aware: bool) -> wasmop_core::filter::Filters {
+        wasmop_core::filter::Filters {
+            generation_aware,
+            on_create: self.on_create,
+            on_update: self.on_update,
+            on_delete: self.on_delete,
+            on_annotation_change: self.on_annotation_change,
+            on_label_change: self.on_label_change,
+        }
+    }
+
     fn to_wit(self) -> wit::EventFilters {
         wit::EventFilters {
             on_create: self.on_create,

@@ -28,6 +28,16 @@ impl EventKind {
         }
     }
 
+    pub(crate) fn from_core(event: wasmop_core::predicate::EventKind) -> Self {
+        use wasmop_core::predicate::EventKind as Core;
+        match event {
+            Core::Create => Self::Create,
+            Core::Update => Self::Update,
+            Core::Delete => Self::Delete,
+            Core::Generic => Self::Generic,
+        }
+    }
+
     /// The core's name for it.
     pub fn to_core(self) -> wasmop_core::predicate::EventKind {
         use wasmop_core::predicate::EventKind as Core;
@@ -118,6 +128,12 @@ impl Predicate {
                 Term::Not => wit::PredicateTerm::Not,
             })
             .collect()
+    }
+
+    /// The checked predicate of the rules crate; an error says what is malformed (the host
+    /// refuses such a plugin at load).
+    pub fn to_core(&self) -> Result<wasmop_core::predicate::Predicate, String> {
+        wasmop_core::predicate::Predicate::new(self.0.clone())
     }
 
     /// The names of the plugin predicates it asks.

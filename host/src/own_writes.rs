@@ -188,6 +188,15 @@ impl OwnWrites {
         own
     }
 
+    /// Whether the event of `key` at `version` is known to be the host's own already: its write
+    /// was answered with that version and no other write is in flight, so
+    /// [`OwnWrites::consume`] will drop it whatever it would have led to, and deciding that (a
+    /// predicate that asks the plugin) can be skipped.
+    pub fn known_own(&self, key: &ObjectKey, version: Option<&str>) -> bool {
+        let version = version.unwrap_or(DELETED);
+        self.writes().get(key).is_some_and(|entry| entry.in_flight == 0 && entry.ours.iter().any(|o| o == version))
+    }
+
     /// The watch listed its objects again (each listed version went through
     /// [`OwnWrites::consume`]): the records of objects the list no longer has, with no write in
     /// flight, wait for nothing and go.
@@ -235,6 +244,21 @@ mod tests {
         own.begin(&key("b"));
         assert!(!own.deleted(&key("b")));
         assert!(own.consume(&key("b"), None, true));
+    }
+
+    #[test]
+    fn an_answered_write_is_known_own_before_its_event_is_consumed_but_not_while_another_is_in_flight() {
+        let own = OwnWrites::default();
+        own.begin(&key("a"));
+        assert!(!own.known_own(&key("a"), Some("5")), "not answered yet");
+        own.wrote(&key("a"), Some("5".into()));
+        assert!(own.known_own(&key("a"), Some("5")));
+        assert!(!own.known_own(&key("a"), Some("6")), "another version");
+        own.begin(&key("a"));
+        assert!(!own.known_own(&key("a"), Some("5")), "a write in flight: the event is held, and judged");
+        own.wrote(&key("a"), Some("7".into()));
+        assert!(own.consume(&key("a"), Some("5"), false));
+        assert!(!own.known_own(&key("a"), Some("5")), "consumed");
     }
 
     #[test]

@@ -2,6 +2,10 @@
 //! `tests/conformance/scenarios`, each in namespaces of its own with a host of its own. The
 //! `fixture-conform` plugin's tests run the same files under the SDK's FakeHost; both must meet
 //! the same expectations.
+//!
+//! A scenario's changes are made one at a time: after each, the host's count of the watch's
+//! events shows it decided (`wasmop_watch_events_total`, passed or filtered), and a change that
+//! passed is awaited until its reconcile has run.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -10,10 +14,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use wasmop::metrics::Outcome;
 use wasmop::runtime::Limits;
 use wasmop_conformance::{KindSpec, Scenario};
 use wasmop_tests::records::{Record, Records};
-use wasmop_tests::{RunningHost, apply_file, client, namespace, within, workspace_root};
+use wasmop_tests::{RunningHost, apply_file, client, namespace, until, within, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The records service's token, in each scenario's Secret `dns-api-token`.
@@ -94,11 +99,48 @@ async fn run(client: &Client, file: &str) -> anyhow::Result<Vec<String>> {
         Ok(last)
     })
     .await;
-    host.stop().await;
-    match failures {
+    let failures = match failures {
+        Ok(Ok(failures)) if failures.is_empty() => changes(client, &scenario, &host, &ns).await,
         Ok(result) => result,
         Err(timeout) => Ok(vec![timeout.to_string()]),
+    };
+    host.stop().await;
+    failures
+}
+
+/// Makes the scenario's changes one after the other; the failed expectations.
+async fn changes(client: &Client, scenario: &Scenario, host: &RunningHost, ns: &str) -> anyhow::Result<Vec<String>> {
+    const PLUGIN: &str = "conform";
+    let metrics = host.host().metrics().clone();
+    let reconciles =
+        || metrics.reconciles_of(PLUGIN, Outcome::Success) + metrics.reconciles_of(PLUGIN, Outcome::Failure);
+    let mut failures = Vec::new();
+    for (i, step) in scenario.changes.iter().enumerate() {
+        let (watch, api, patch) = match (&step.primary, &step.object) {
+            (Some(patch), _) => ("primary", api(client, &scenario_kind(), ns), patch.clone()),
+            (None, Some(object)) => (object.kind.kind.as_str(), api(client, &object.kind, ns), object.object.clone()),
+            (None, None) => anyhow::bail!("change {i} changes nothing"),
+        };
+        let name = match &step.primary {
+            Some(_) => scenario.primary["metadata"]["name"].as_str(),
+            None => patch["metadata"]["name"].as_str(),
+        }
+        .expect("the changed object has a name")
+        .to_owned();
+        let events = metrics.watch_events(PLUGIN, watch);
+        let (passed, filtered) = (events.passed(), events.filtered());
+        let reconciled = reconciles();
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        let what = format!("the host to decide change {i}");
+        until(&what, async || Ok(events.passed() + events.filtered()), |n| *n > passed + filtered).await?;
+        let reconciles_now = events.passed() > passed;
+        if reconciles_now != step.reconciles {
+            failures.push(format!("change {i} ({}): reconciles {reconciles_now}", step.description));
+        } else if reconciles_now {
+            until(&format!("the reconcile of change {i}"), async || Ok(reconciles()), |n| *n > reconciled).await?;
+        }
     }
+    Ok(failures)
 }
 
 /// The scenario's expectations on the cluster as it is now.

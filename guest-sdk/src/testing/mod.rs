@@ -5,8 +5,10 @@
 //! see and records the plugin's logs. Its `reconcile` methods run the plugin's code natively,
 //! through the same decode and check steps as the component export, and return a [`Run`] to
 //! inspect. Its `error_status` methods, and [`Run::error_status`] after a failed run, call the
-//! plugin's [`Reconciler::error_status`] hook the same way. Nothing here calls the host imports,
-//! so it works under a plain `cargo test`.
+//! plugin's [`Reconciler::error_status`] hook the same way. [`FakeHost::reconciles_on`] and
+//! [`FakeHost::reconciles_on_watched`] say which watch events would reconcile, by the plugin's
+//! filters and predicates (calling [`Reconciler::filter`] for its plugin terms). Nothing here
+//! calls the host imports, so it works under a plain `cargo test`.
 //!
 //! ```
 //! use wasmop_guest::serde_json::{json, Value};
@@ -47,6 +49,7 @@ use serde_json::Value;
 
 use wasmop_core::selector::LabelSelector;
 
+mod events;
 mod until_stable;
 pub use until_stable::{FAKE_NOW, Stable};
 

@@ -490,41 +490,54 @@ fn mapped<R: Reconciler>(
     kind: &Kind,
     object: &Value,
 ) -> bool {
+    config.watches.iter().any(|watch| maps::<R>(watch, plugin, host, primary, primary_json, kind, object))
+}
+
+/// Whether `watch` selects `object` of `kind` and relates it to the primary by its mapper.
+pub(super) fn maps<R: Reconciler>(
+    watch: &crate::Watch,
+    plugin: &Plugin,
+    host: &FakeHost,
+    primary: &PrimaryRef,
+    primary_json: &str,
+    kind: &Kind,
+    object: &Value,
+) -> bool {
     use wasmop_core::mapping::{Owners, PrimaryKind};
     let primary_kind = PrimaryKind::from(&primary.kind);
     let points_here = |target: &wasmop_core::mapping::Target| {
         target.key == primary.key && target.uid.as_deref().is_none_or(|uid| uid == primary.uid)
     };
-    config.watches.iter().filter(|w| w.kind.same_type(kind)).any(|watch| {
-        let selected = watch
-            .label_selector
-            .as_deref()
-            .is_none_or(|s| s.parse::<wasmop_core::selector::LabelSelector>().is_ok_and(|s| s.matches_object(object)));
-        if !selected {
-            return false;
+    if !watch.kind.same_type(kind) {
+        return false;
+    }
+    let selected = watch
+        .label_selector
+        .as_deref()
+        .is_none_or(|s| s.parse::<wasmop_core::selector::LabelSelector>().is_ok_and(|s| s.matches_object(object)));
+    if !selected {
+        return false;
+    }
+    let (ctx, _logs) = host.context(plugin, 0, false);
+    match watch.mapper {
+        crate::Mapper::ControllerOwner => {
+            primary_kind.owners_of_json(object, Owners::Controller).iter().any(points_here)
         }
-        let (ctx, _logs) = host.context(plugin, 0, false);
-        match watch.mapper {
-            crate::Mapper::ControllerOwner => {
-                primary_kind.owners_of_json(object, Owners::Controller).iter().any(points_here)
-            }
-            crate::Mapper::AnyOwner => primary_kind.owners_of_json(object, Owners::Any).iter().any(points_here),
-            crate::Mapper::Annotations => primary_kind.annotated_json(object).is_some_and(|t| points_here(&t)),
-            crate::Mapper::Plugin => {
-                let namespace = object["metadata"]["namespace"].as_str();
-                let refs = crate::map_secondary::<R>(&object.to_string(), None, &ctx).unwrap_or_default();
-                primary_kind.named(namespace, refs.into_iter().map(|r| (r.namespace, r.name))).iter().any(points_here)
-            }
-            crate::Mapper::PrimaryReferences => {
-                let key = ObjectKey::of_json(object);
-                let refs = crate::secondaries_of::<R>(primary_json, &ctx).unwrap_or_default();
-                refs.iter().any(|r| {
-                    r.kind.same_type(kind)
-                        && key.as_ref().is_some_and(|k| k.name == r.name && k.namespace == r.namespace)
-                })
-            }
+        crate::Mapper::AnyOwner => primary_kind.owners_of_json(object, Owners::Any).iter().any(points_here),
+        crate::Mapper::Annotations => primary_kind.annotated_json(object).is_some_and(|t| points_here(&t)),
+        crate::Mapper::Plugin => {
+            let namespace = object["metadata"]["namespace"].as_str();
+            let refs = crate::map_secondary::<R>(&object.to_string(), None, &ctx).unwrap_or_default();
+            primary_kind.named(namespace, refs.into_iter().map(|r| (r.namespace, r.name))).iter().any(points_here)
         }
-    })
+        crate::Mapper::PrimaryReferences => {
+            let key = ObjectKey::of_json(object);
+            let refs = crate::secondaries_of::<R>(primary_json, &ctx).unwrap_or_default();
+            refs.iter().any(|r| {
+                r.kind.same_type(kind) && key.as_ref().is_some_and(|k| k.name == r.name && k.namespace == r.namespace)
+            })
+        }
+    }
 }
 
 /// The reason the host gives a plugin's error: `InvalidResource` for an invalid primary,

@@ -31,6 +31,7 @@ use crate::runtime::Current;
 use crate::runtime::bindings::wasmop::plugin::types::{Dependent, KindRef, Mapper, PluginConfig, PollingMode, Watch};
 use crate::scheduler::{self, Priority, Settings};
 use crate::settings::Resolved;
+use crate::source::filter::EventFilter;
 use crate::source::inbound::{Inlet, Payloads};
 use crate::source::secondary::{Mapping, SecondarySource};
 use crate::source::{Sink, timer};
@@ -402,8 +403,18 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let stop_sources = shutdown.child_token();
     let sink: Arc<dyn Sink> = Arc::new(handle.clone());
     let Watched { subscription, primaries, secondaries, cache, owns, .. } = watched;
-    let (mut sources, synced) =
-        spawn_sources(&module, &config, &settings, secondaries, owns, &cache, &primaries, &sink, &stop_sources);
+    let (mut sources, synced) = spawn_sources(
+        &module,
+        &metrics,
+        &config,
+        &settings,
+        secondaries,
+        owns,
+        &cache,
+        &primaries,
+        &sink,
+        &stop_sources,
+    );
     if let (Some(state), Some(requests)) = (polled, fetch_requests) {
         let poller = poller(&module, &config, state, &cache, &primaries, &sink, &fence);
         let stop = stop_sources.clone();
@@ -425,9 +436,12 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     };
     tracing::info!(plugin = config.name, kind = %config.primary.kind, namespace = ?settings.namespace,
         watches = config.watches.len(), "controller started");
+    let Some(predicate) = predicate(&config.name, config.predicate.as_deref()) else { return };
+    let filter = ChangeFilter::with_predicate(settings.filters.clone(), predicate);
     let dispatch = Dispatch {
         plugin: config.name.clone(),
-        filter: ChangeFilter::new(settings.filters.clone()),
+        filter: EventFilter::new(&config.name, PRIMARY_WATCH, filter, module.clone()),
+        events: metrics.watch_events(&config.name, PRIMARY_WATCH),
         own: reconciler.own.clone(),
         references,
         primaries,
@@ -607,6 +621,7 @@ struct Outside {
 #[allow(clippy::too_many_arguments, reason = "one call site; the stage's inputs, named")]
 fn spawn_sources(
     module: &Arc<Current>,
+    metrics: &Metrics,
     config: &PluginConfig,
     settings: &Resolved,
     secondaries: Vec<Secondary>,
@@ -627,13 +642,20 @@ fn spawn_sources(
             Mapper::Plugin => Mapping::Plugin(module.clone(), cache.clone()),
             Mapper::PrimaryReferences => Mapping::PrimaryReferences,
         };
+        let kind = &secondary.watch.kind.kind;
+        let Some(predicate) = predicate(&config.name, secondary.watch.predicate.as_deref()) else { continue };
+        let filter = predicate.map(|predicate| {
+            EventFilter::new(&config.name, kind, ChangeFilter::watch(Some(predicate)), module.clone())
+        });
         let source = SecondarySource {
             plugin: config.name.clone(),
-            kind: secondary.watch.kind.kind.clone(),
+            kind: kind.clone(),
             primary: PrimaryKind::from(&wasmop_core::KindRef::from(&config.primary)),
             mapping,
             links: secondary.links,
             own,
+            filter,
+            events: metrics.watch_events(&config.name, kind),
         };
         let events = secondary.subscription.events();
         let (sink, stop) = (sink.clone(), stop.clone());
@@ -684,10 +706,26 @@ const DEFAULT_FETCH_CONCURRENCY: u32 = 8;
 /// The polling period of a plugin with external dependents that declares none (refused at load).
 const DEFAULT_POLLING_PERIOD_MS: u64 = 60_000;
 
+/// How metrics and logs name the primary's watch.
+const PRIMARY_WATCH: &str = "primary";
+
+/// A declared predicate, checked (at load already: `None` is a safety net, logged).
+fn predicate(
+    plugin: &str,
+    terms: Option<&[crate::runtime::bindings::wasmop::plugin::types::PredicateTerm]>,
+) -> Option<Option<wasmop_core::predicate::Predicate>> {
+    crate::runtime::bindings::predicate(terms)
+        .inspect_err(|err| tracing::error!(plugin, %err, "invalid predicate"))
+        .ok()
+}
+
 /// Schedule: the primary's watch events, filtered, into the scheduler.
 struct Dispatch {
     plugin: String,
-    filter: ChangeFilter,
+    /// The plugin's filters and predicate.
+    filter: EventFilter,
+    /// The events that passed or not.
+    events: crate::metrics::WatchEvents,
     /// The host's own writes of primaries, whose events reconcile nothing.
     own: Arc<OwnWrites>,
     references: References,
@@ -780,11 +818,18 @@ impl Dispatch {
             watcher::Event::Apply(object) => {
                 let Some(key) = crate::object::key_of(&object) else { return false };
                 // The filter and the own-write records see every change; the host's own writes
-                // reconcile nothing.
-                let admitted = self.filter.admit(&key, version(&object.metadata));
-                let own_write = self.own.consume(&key, object.resource_version().as_deref(), admitted);
+                // reconcile nothing (and need no decision when known already).
+                let version = object.resource_version();
+                let observed = self.filter.observe(&key, &object);
+                let admitted = observed.is_change()
+                    && !self.own.known_own(&key, version.as_deref())
+                    && self.filter.decide(observed, &object).await;
+                let own_write = self.own.consume(&key, version.as_deref(), admitted);
+                if !own_write {
+                    self.events.count(admitted);
+                }
                 if admitted && !own_write {
-                    tracing::debug!(plugin = self.plugin, object = %key, version = ?object.resource_version(), "changed");
+                    tracing::debug!(plugin = self.plugin, object = %key, version = ?version, "changed");
                     self.references.primary_changed(&key, &object).await;
                     self.handle.trigger_with(key, Priority::Live);
                 }
@@ -795,7 +840,12 @@ impl Dispatch {
                 if let Some(key) = crate::object::key_of(&object) {
                     listing.listed(key.clone());
                     self.own.consume(&key, object.resource_version().as_deref(), false);
-                    let admitted = self.filter.admit(&key, version(&object.metadata));
+                    let observed = self.filter.observe(&key, &object);
+                    let changed = observed.is_change();
+                    let admitted = self.filter.decide(observed, &object).await;
+                    if changed {
+                        self.events.count(admitted);
+                    }
                     self.triage.listed(&key, &object, self.finalizer.as_deref(), admitted);
                     if admitted {
                         self.references.primary_changed(&key, &object).await;
@@ -834,18 +884,5 @@ impl Dispatch {
             }
         }
         false
-    }
-}
-
-/// What the change filter looks at in a version of a primary.
-fn version(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Version {
-    Version {
-        uid: meta.uid.clone(),
-        generation: meta.generation,
-        resource_version: meta.resource_version.clone(),
-        deleting: meta.deletion_timestamp.is_some(),
-        finalizers: meta.finalizers.clone(),
-        annotations: meta.annotations.clone(),
-        labels: meta.labels.clone(),
     }
 }

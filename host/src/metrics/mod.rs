@@ -107,6 +107,44 @@ struct FailureLabels {
     reason: &'static str,
 }
 
+/// Labels of the watch event counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WatchEventLabels {
+    plugin: String,
+    /// `primary`, or the watched kind.
+    watch: String,
+    /// `passed` or `filtered`.
+    result: &'static str,
+}
+
+/// The watch events of one watch of a plugin, by whether they passed its filters and predicate.
+#[derive(Debug, Clone, Default)]
+pub struct WatchEvents {
+    passed: Counter,
+    filtered: Counter,
+}
+
+impl WatchEvents {
+    /// Counts one event (not the host's own write) that `passed` or not.
+    pub fn count(&self, passed: bool) {
+        if passed {
+            self.passed.inc()
+        } else {
+            self.filtered.inc()
+        };
+    }
+
+    /// Events that passed so far.
+    pub fn passed(&self) -> u64 {
+        self.passed.get()
+    }
+
+    /// Events filtered out so far.
+    pub fn filtered(&self) -> u64 {
+        self.filtered.get()
+    }
+}
+
 /// Labels of the per-call histogram.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -179,6 +217,9 @@ pub struct Metrics {
     http_requests: Family<HttpLabels, Counter>,
     http_durations: Family<OriginLabels, Histogram, fn() -> Histogram>,
     inbound_requests: Family<InboundLabels, Counter>,
+    watch_events: Family<WatchEventLabels, Counter>,
+    /// Calls per plugin and export (not exported: the histogram's count).
+    call_counts: Family<CallLabels, Counter>,
     fuel: Family<PluginLabels, Counter>,
     own_write_records: Family<PluginLabels, Gauge>,
     plugin_resource_checks: Family<ResourceLabels, Counter>,
@@ -243,6 +284,13 @@ impl Metrics {
              no running plugin are counted with an empty plugin",
             inbound_requests.clone(),
         );
+        let watch_events = Family::<WatchEventLabels, Counter>::default();
+        registry.register(
+            "watch_events",
+            "Events of primaries and watched objects that passed the plugin's filters and predicates (result \
+             passed) or not (filtered), by plugin and watch; the host's own writes are not counted",
+            watch_events.clone(),
+        );
         let fuel = Family::<PluginLabels, Counter>::default();
         registry.register(
             "plugin_fuel_consumed",
@@ -276,6 +324,8 @@ impl Metrics {
             http_requests,
             http_durations,
             inbound_requests,
+            watch_events,
+            call_counts: Family::default(),
             fuel,
             own_write_records,
             plugin_resource_checks,
@@ -330,6 +380,21 @@ impl Metrics {
     /// Write requests `plugin` made so far, of every kind and verb.
     pub fn writes_of(&self, plugin: &str) -> u64 {
         self.plugin_writes.get_or_create(&PluginLabels { plugin: plugin.to_string() }).get()
+    }
+
+    /// The event counters of `watch` (`primary`, or the watched kind) of `plugin`.
+    pub fn watch_events(&self, plugin: &str, watch: &str) -> WatchEvents {
+        let labels = |result| WatchEventLabels { plugin: plugin.to_string(), watch: watch.to_string(), result };
+        // One at a time: a family's guard held while it creates another entry deadlocks.
+        let passed = self.watch_events.get_or_create(&labels("passed")).clone();
+        let filtered = self.watch_events.get_or_create(&labels("filtered")).clone();
+        WatchEvents { passed, filtered }
+    }
+
+    /// Calls of `export` of `plugin` so far.
+    pub fn calls_of(&self, plugin: &str, export: &'static str) -> u64 {
+        let labels = CallLabels { plugin: plugin.to_string(), export };
+        self.call_counts.get_or_create(&labels).get()
     }
 
     /// Fuel `plugin` used so far (zero unless it runs with a fuel budget).
@@ -426,6 +491,7 @@ impl crate::runtime::CallObserver for Metrics {
     fn called(&self, plugin: &str, export: &'static str, elapsed: std::time::Duration, fuel: Option<u64>) {
         let labels = CallLabels { plugin: plugin.to_string(), export };
         self.calls.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        self.call_counts.get_or_create(&labels).inc();
         if let Some(fuel) = fuel {
             self.fuel.get_or_create(&PluginLabels { plugin: plugin.to_string() }).inc_by(fuel);
         }
@@ -490,6 +556,23 @@ mod tests {
     }
 
     #[test]
+    fn watch_events_are_counted_per_plugin_watch_and_result() {
+        let metrics = Metrics::new();
+        let events = metrics.watch_events("p", "primary");
+        events.count(true);
+        events.count(false);
+        events.count(false);
+        let again = metrics.watch_events("p", "primary");
+        assert_eq!((again.passed(), again.filtered()), (1, 2));
+        assert_eq!(metrics.watch_events("p", "ConfigMap").passed(), 0);
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"wasmop_watch_events_total{plugin="p",watch="primary",result="filtered"} 2"#),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn calls_record_time_and_fuel_per_plugin() {
         use crate::runtime::CallObserver;
         let metrics = Metrics::new();
@@ -498,6 +581,7 @@ mod tests {
         metrics.called("metered", "desired", std::time::Duration::from_micros(80), Some(2_000));
         assert_eq!(metrics.fuel_of("metered"), 7_000);
         assert_eq!(metrics.fuel_of("web"), 0);
+        assert_eq!((metrics.calls_of("metered", "reconcile"), metrics.calls_of("metered", "filter")), (1, 0));
         let text = metrics.encode();
         let count = "wasmop_plugin_call_duration_seconds_count{plugin=\"metered\",export=\"reconcile\"} 1";
         assert!(text.contains(count), "{text}");

@@ -122,6 +122,37 @@ impl From<wasmop_core::dependent::Phase> for types::DependentPhase {
     }
 }
 
+impl From<&types::PredicateTerm> for wasmop_core::predicate::Term {
+    fn from(term: &types::PredicateTerm) -> Self {
+        match term {
+            types::PredicateTerm::Plugin(name) => Self::Plugin(name.clone()),
+            types::PredicateTerm::GenerationChanged => Self::GenerationChanged,
+            types::PredicateTerm::LabelsChanged => Self::LabelsChanged,
+            types::PredicateTerm::AnnotationsChanged => Self::AnnotationsChanged,
+            types::PredicateTerm::And => Self::And,
+            types::PredicateTerm::Or => Self::Or,
+            types::PredicateTerm::Not => Self::Not,
+        }
+    }
+}
+
+impl From<wasmop_core::predicate::EventKind> for types::EventKind {
+    fn from(event: wasmop_core::predicate::EventKind) -> Self {
+        use wasmop_core::predicate::EventKind;
+        match event {
+            EventKind::Create => Self::Create,
+            EventKind::Update => Self::Update,
+            EventKind::Delete => Self::Delete,
+            EventKind::Generic => Self::Generic,
+        }
+    }
+}
+
+/// A declared predicate, checked: `None` when none is declared.
+pub fn predicate(terms: Option<&[types::PredicateTerm]>) -> Result<Option<wasmop_core::predicate::Predicate>, String> {
+    terms.map(|terms| wasmop_core::predicate::Predicate::new(terms.iter().map(Into::into).collect())).transpose()
+}
+
 /// A plugin's settings as its `describe()` states them: the one conversion of the WIT record
 /// into the settings users read and override (`wasmop_core::settings`).
 pub fn settings(config: &types::PluginConfig) -> wasmop_core::settings::Settings {

@@ -518,11 +518,17 @@ fn validate(config: &PluginConfig) -> Result<(), String> {
     if let Some(d) = config.dependents.iter().find(|d| d.kind.version.is_empty() || d.kind.kind.is_empty()) {
         return Err(format!("dependent {:?} needs a kind with a version and a kind", d.name));
     }
+    let plugin = &config.name;
+    super::bindings::predicate(config.predicate.as_deref())
+        .map_err(|reason| format!("plugin {plugin:?}: the primary's predicate is malformed: {reason}"))?;
     for watch in &config.watches {
         let kind = &watch.kind;
         if kind.version.is_empty() || kind.kind.is_empty() {
             return Err("every watched kind needs a version and a kind".into());
         }
+        super::bindings::predicate(watch.predicate.as_deref()).map_err(|reason| {
+            format!("plugin {plugin:?}: the predicate of the watch of {} is malformed: {reason}", kind.kind)
+        })?;
         if let Mapper::OwnerReferences(_) = watch.mapper {
             if let Some(cluster) = &watch.cluster {
                 return Err(format!(
@@ -684,6 +690,23 @@ mod tests {
             projection: None,
             predicate: None,
         }
+    }
+
+    #[test]
+    fn malformed_predicates_are_refused_at_load_naming_the_plugin_and_the_watch() {
+        use crate::runtime::bindings::wasmop::plugin::types::PredicateTerm;
+        let mut config = crate::runtime::bindings::test_config("Link");
+        config.predicate = Some(vec![PredicateTerm::GenerationChanged, PredicateTerm::And]);
+        let err = validate(&config).unwrap_err();
+        assert_eq!(err, "plugin \"p\": the primary's predicate is malformed: term 1 (and) needs 2 operands, has 1");
+        config.predicate =
+            Some(vec![PredicateTerm::GenerationChanged, PredicateTerm::Plugin("x".into()), PredicateTerm::Or]);
+        assert_eq!(validate(&config), Ok(()));
+        let mut watched = watch("ConfigMap", true, None, Mapper::Annotations);
+        watched.predicate = Some(Vec::new());
+        config.watches = vec![watched];
+        let err = validate(&config).unwrap_err();
+        assert!(err.contains("the watch of ConfigMap") && err.contains("no terms"), "{err}");
     }
 
     #[test]

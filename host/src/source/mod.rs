@@ -4,9 +4,11 @@
 //! A source is a task that puts primary keys into a [`Sink`], the controller's scheduler. The
 //! controller runs the primary watch itself, a [`secondary`] source per declared watch and,
 //! when asked for, a [`timer`]; the host's events endpoint feeds it through an [`inbound`]
-//! inlet. Any other internal source (polling) only needs a `Sink`: the scheduler serializes,
-//! rate-limits and retries whatever they enqueue.
+//! inlet; the primary's and the watches' events pass their [`filter`] (the plugin's filters and
+//! predicates) first. Any other internal source (the poller of external state) only needs a
+//! `Sink`: the scheduler serializes, rate-limits and retries whatever they enqueue.
 
+pub mod filter;
 pub mod inbound;
 pub mod secondary;
 pub mod timer;

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::Sink;
+use super::filter::EventFilter;
 use crate::informer::{Listing, SharedEvent, WatchedCache};
 use crate::mapping::{Links, PrimaryKind};
 use crate::object::ObjectKey;
@@ -47,6 +48,10 @@ pub struct SecondarySource {
     pub links: Arc<RwLock<Links>>,
     /// The host's own writes of these objects (dependents), whose events reconcile nothing.
     pub own: Option<Arc<OwnWrites>>,
+    /// The watch's predicate, if it declares one: only the changes it passes map to primaries.
+    pub filter: Option<EventFilter>,
+    /// The events that passed the predicate or not (not counted: the first list, own writes).
+    pub events: crate::metrics::WatchEvents,
 }
 
 /// What the source remembers of the objects it has seen.
@@ -66,7 +71,7 @@ impl SecondarySource {
     /// first list only builds the links (every primary is reconciled at start anyway) and then
     /// reports through `synced`; later changes, re-lists included, enqueue primaries live.
     pub async fn run(
-        self,
+        mut self,
         events: impl Stream<Item = SharedEvent>,
         sink: Arc<dyn Sink>,
         synced: oneshot::Sender<()>,
@@ -92,8 +97,14 @@ impl SecondarySource {
                     // Settles the record of a write the list shows (or shows superseded).
                     self.is_own(&key, object.resource_version().as_deref());
                     let unchanged = seen.versions.get(&key).map(String::as_str) == object.resource_version().as_deref();
-                    let affected =
-                        if unchanged { Vec::new() } else { self.changed(&mut seen, key.clone(), object).await };
+                    let affected = if unchanged {
+                        Vec::new()
+                    } else {
+                        // The first list reconciles nothing: its versions are only recorded.
+                        let passes = self.passes(&key, &object, !quiet).await;
+                        let affected = self.changed(&mut seen, key.clone(), object).await;
+                        if passes { affected } else { Vec::new() }
+                    };
                     if let Some(listing) = &mut seen.listing {
                         listing.listed(key);
                         listing.defer(affected);
@@ -103,14 +114,16 @@ impl SecondarySource {
                 watcher::Event::Apply(object) => {
                     let Some(key) = crate::object::key_of(&object) else { continue };
                     let own = self.is_own(&key, object.resource_version().as_deref());
+                    let passes = self.passes(&key, &object, !own && !quiet).await;
                     let affected = self.changed(&mut seen, key, object).await;
-                    if own { Vec::new() } else { affected }
+                    if own || !passes { Vec::new() } else { affected }
                 }
                 watcher::Event::Delete(object) => {
                     let Some(key) = crate::object::key_of(&object) else { continue };
                     let own = self.is_own(&key, None);
+                    let passes = self.deletion_passes(&key, Some(&object), !own).await;
                     let affected = self.deleted(&mut seen, &key);
-                    if own { Vec::new() } else { affected }
+                    if passes { affected } else { Vec::new() }
                 }
                 watcher::Event::InitDone => {
                     let (listed, changed) = seen.listing.take().unwrap_or_default().end();
@@ -119,7 +132,11 @@ impl SecondarySource {
                     }
                     let gone: Vec<ObjectKey> = seen.versions.keys().filter(|k| !listed.contains(*k)).cloned().collect();
                     let mut affected = changed;
-                    affected.extend(gone.iter().flat_map(|key| self.deleted(&mut seen, key)));
+                    for key in &gone {
+                        let passes = self.deletion_passes(key, None, true).await;
+                        let primaries = self.deleted(&mut seen, key);
+                        affected.extend(primaries.into_iter().filter(|_| passes));
+                    }
                     if let Some(synced) = synced.take() {
                         tracing::debug!(plugin = self.plugin, kind = self.kind, "secondary cache synced");
                         let _ = synced.send(());
@@ -133,6 +150,41 @@ impl SecondarySource {
                 }
             }
         }
+    }
+
+    /// Whether the new version `object` of `key` passes the watch's predicate, when `decide`
+    /// (counted); when not, it is only recorded (the first list, the host's own writes).
+    async fn passes(&mut self, key: &ObjectKey, object: &Arc<DynamicObject>, decide: bool) -> bool {
+        let Some(filter) = &mut self.filter else {
+            if decide {
+                self.events.count(true);
+            }
+            return true;
+        };
+        let observed = filter.observe(key, object);
+        if !decide || !observed.is_change() {
+            return false;
+        }
+        let passes = filter.decide(observed, object).await;
+        self.events.count(passes);
+        passes
+    }
+
+    /// Whether the deletion of `key` (its last version `object`, if the event gives it) passes
+    /// the watch's predicate, when `decide` (counted); when not, it is only forgotten.
+    async fn deletion_passes(&mut self, key: &ObjectKey, object: Option<&DynamicObject>, decide: bool) -> bool {
+        let passes = match &mut self.filter {
+            Some(filter) if !decide => {
+                filter.forget(key);
+                false
+            }
+            Some(filter) => filter.deleted(key, object).await,
+            None => decide,
+        };
+        if decide {
+            self.events.count(passes);
+        }
+        passes
     }
 
     /// Whether the event of `key` at `version` (`None`: deleted) is the host's own write.
@@ -214,6 +266,8 @@ mod tests {
             mapping,
             links: Arc::new(RwLock::new(crate::mapping::links_for(mapper))),
             own: None,
+            filter: None,
+            events: crate::metrics::WatchEvents::default(),
         }
     }
 

@@ -22,6 +22,22 @@
 //! `$NS` and `$OTHER` stand for the scenario's namespace and a second one. Expected values match
 //! when they are contained in the actual ones (objects by their fields, recursively; lists and
 //! scalars whole), except strings starting with `~`, which match any string containing the rest.
+//!
+//! Once the expectations hold, a scenario may make `changes`, one after the other: each a merge
+//! patch of the primary or of one of its objects (which the plugin's watch maps to the primary),
+//! and whether it reconciles the primary (the plugin's filters and predicates decide):
+//!
+//! ```yaml
+//! changes:
+//!   - description: only the ignored label
+//!     primary: { metadata: { labels: { conform-ignored: b } } }
+//!     reconciles: false
+//!   - description: new data
+//!     object:
+//!       kind: { version: v1, kind: ConfigMap, plural: configmaps }
+//!       object: { metadata: { name: watched }, data: { v: "2" } }
+//!     reconciles: true
+//! ```
 
 use std::path::{Path, PathBuf};
 
@@ -69,6 +85,22 @@ pub struct Expect {
     pub external: Option<serde_json::Map<String, Value>>,
 }
 
+/// A change made once the expectations hold.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// What it shows.
+    pub description: String,
+    /// A merge patch of the primary.
+    #[serde(default)]
+    pub primary: Option<Value>,
+    /// A merge patch of an object, found by its kind and `metadata.name`.
+    #[serde(default)]
+    pub object: Option<Object>,
+    /// Whether it reconciles the primary.
+    pub reconciles: bool,
+}
+
 /// One scenario.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Scenario {
@@ -92,6 +124,28 @@ pub struct Scenario {
     pub external: serde_json::Map<String, Value>,
     /// What must hold afterwards.
     pub expect: Expect,
+    /// Changes made once it holds, in order.
+    #[serde(default)]
+    pub changes: Vec<Step>,
+}
+
+/// Applies the JSON merge patch `patch` (RFC 7386) to `target`, as the API server does.
+pub fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    let target = target.as_object_mut().expect("made an object");
+    for (key, value) in patch {
+        if value.is_null() {
+            target.remove(key);
+        } else {
+            merge(target.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
 }
 
 /// The directory of the scenario files.
@@ -223,6 +277,13 @@ mod tests {
         assert!(mismatch(&json!({ "a": { "b": [1] } }), &actual).unwrap().starts_with(".a.b"));
         assert!(mismatch(&json!({ "e": 1 }), &actual).is_some());
         assert!(mismatch(&json!({ "a": { "c": "~part" } }), &actual).is_some());
+    }
+
+    #[test]
+    fn a_merge_patch_merges_objects_replaces_the_rest_and_removes_nulls() {
+        let mut target = json!({ "metadata": { "labels": { "a": "1", "b": "2" } }, "list": [1, 2], "gone": 1 });
+        merge(&mut target, &json!({ "metadata": { "labels": { "a": "3", "b": null } }, "list": [3], "gone": null }));
+        assert_eq!(target, json!({ "metadata": { "labels": { "a": "3" } }, "list": [3] }));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! control plane. Parts (`BENCH_PARTS`, comma-separated; default all):
 //!
 //! - `call`: per-call overhead of the sandbox ([`call`]);
+//! - `predicate`: per-event cost of a guest predicate against built-in terms ([`predicate`]);
 //! - `burst`: the greeting plugin and `wasmop-native` as processes: 1,000 creates, 1,000 x 3
 //!   changes ([`e2e::burst`]), then 100 changes a second, both at once ([`e2e::paced`]);
 //! - `burst-10k`: 10,000 creates, then a restart with 10,000 existing objects, also with bounded
@@ -33,6 +34,7 @@ mod call;
 mod e2e;
 mod load;
 mod polling;
+mod predicate;
 mod process;
 mod reload;
 mod report;
@@ -86,6 +88,12 @@ async fn main() -> anyhow::Result<()> {
         let (json, md) = call::per_call(env_number("BENCH_CALLS", 2000)).await?;
         println!("{md}");
         report.parts.insert("call", json);
+        report.sections.push(md);
+    }
+    if selected("predicate") {
+        let (json, md) = predicate::per_event(env_number("BENCH_EVENTS", 2000)).await?;
+        println!("{md}");
+        report.parts.insert("predicate", json);
         report.sections.push(md);
     }
     let cluster_parts = ["burst", "burst-10k", "reload", "secondaries", "cache", "polling"];
