@@ -133,7 +133,7 @@ mod tests {
         let b = object("record", "mail", Some("2"), json!({ "value": "y" }));
         assert!(changed(None, &[]));
         assert!(!changed(Some(&[a.clone(), b.clone()]), &[b.clone(), a.clone()]));
-        assert!(changed(Some(&[a.clone()]), &[a.clone(), b.clone()]));
+        assert!(changed(Some(std::slice::from_ref(&a)), &[a.clone(), b.clone()]));
         let moved = object("record", "www", Some("1"), json!({ "value": "z" }));
         assert!(changed(Some(&[a.clone(), b.clone()]), &[moved, b.clone()]));
         let renumbered = object("record", "www", Some("9"), json!({ "value": "x" }));
