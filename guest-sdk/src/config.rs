@@ -319,7 +319,10 @@ impl Watch {
     }
 
     /// Only changes for which `predicate` holds map to primaries (controller-runtime's
-    /// `Watches(..., builder.WithPredicates(...))`).
+    /// `Watches(..., builder.WithPredicates(...))`): creates, updates and deletions of the
+    /// watched objects, the built-in terms holding for all but updates. Plugin terms call
+    /// [`Reconciler::filter`](crate::Reconciler::filter) as for [`Config::predicate`]; test it
+    /// with [`FakeHost::reconciles_on_watched`](crate::testing::FakeHost::reconciles_on_watched).
     #[must_use]
     pub fn predicate(mut self, predicate: Predicate) -> Self {
         self.predicate = Some(predicate);
@@ -915,9 +918,23 @@ impl Config {
         self
     }
 
-    /// Only events of the primary for which `predicate` holds reconcile; it replaces the update
-    /// filtering ([`Config::generation_aware`], label and annotation changes), while the create
-    /// and delete filters still apply. Plugin terms call [`Reconciler::filter`](crate::Reconciler::filter).
+    /// Only events of the primary for which `predicate` holds reconcile (controller-runtime's
+    /// `WithEventFilter`); it replaces the update filtering ([`Config::generation_aware`], label
+    /// and annotation changes), while the create, update and delete switches of
+    /// [`Filters`] still apply. The host evaluates the built-in terms itself and calls
+    /// [`Reconciler::filter`](crate::Reconciler::filter) for plugin terms only when their answer
+    /// can still change the result, with the object as its cache holds it and, for an update,
+    /// the previous version; a call that fails lets the event pass. Test it with
+    /// [`FakeHost::reconciles_on`](crate::testing::FakeHost::reconciles_on).
+    ///
+    /// ```
+    /// use wasmop_guest::{Config, Kind, Predicate};
+    ///
+    /// // Spec changes, and label changes the plugin's "not-only-tier" filter passes.
+    /// let config = Config::new("web", Kind::namespaced("example.com", "v1", "Web"))
+    ///     .predicate(Predicate::generation_changed().or(Predicate::labels_changed().and(Predicate::plugin("not-only-tier"))));
+    /// assert!(config.predicate.is_some());
+    /// ```
     #[must_use]
     pub fn predicate(mut self, predicate: Predicate) -> Self {
         self.predicate = Some(predicate);

@@ -555,7 +555,11 @@ pub trait Reconciler {
     }
 
     /// The plugin predicate `name` ([`Predicate::plugin`]) on a watch event: `object` is the
-    /// new version, `old` the previous one of an update. True by default.
+    /// new version (the last one of a deletion), `old` the previous one of an update, both as
+    /// the host's cache holds them (cut to the watch's projection). Called only for a
+    /// [`Config::predicate`] or [`Watch::predicate`] with a plugin term, and only when its
+    /// answer can change the result; it cannot read the cache. Keep it cheap: it runs in a fresh
+    /// sandbox for every event that asks it. True by default.
     fn filter(name: &str, event: EventKind, object: &serde_json::Value, old: Option<&serde_json::Value>) -> bool {
         let _ = (name, event, object, old);
         true
