@@ -51,7 +51,7 @@ impl EventKind {
 }
 
 /// A predicate: which watch events count. For the primary it replaces the update filtering
-/// (generation-aware, label and annotation changes; the create and delete filters still apply);
+/// (generation-aware, label and annotation changes; the create, update and delete switches still apply);
 /// for a watch, only the changes it passes map to primaries. The host evaluates the built-in
 /// terms itself and calls the plugin only for [`Predicate::plugin`] terms.
 ///
