@@ -20,7 +20,7 @@ use kube::{Client, Config, ResourceExt};
 use wasmop::host::{Host, HostSettings};
 use wasmop::informer::Clusters;
 use wasmop::metrics::Metrics;
-use wasmop::runtime::bindings::wasmop::plugin::types::KindRef;
+use wasmop::runtime::bindings::wasmop::plugin::types::{KindRef, ReconcileRequest};
 use wasmop::runtime::{GetResult, Limits, ListResult, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
 
@@ -489,4 +489,17 @@ pub async fn wait_until(
     let waited = await_condition(api.clone(), name, move |o: Option<&DynamicObject>| o.is_some_and(&condition));
     let found = within(Duration::from_secs(90), &format!("{name}: {what}"), waited).await??;
     found.ok_or_else(|| anyhow::anyhow!("{name} vanished while waiting for {what}"))
+}
+
+/// The request of a first reconcile of `object`, without dependents, external state or an
+/// inbound payload, as tests and the bench call `reconcile` directly.
+pub fn first_request(object: &serde_json::Value) -> ReconcileRequest {
+    ReconcileRequest {
+        object: object.to_string(),
+        attempt: 0,
+        last_attempt: false,
+        dependents: Vec::new(),
+        external: Vec::new(),
+        inbound: None,
+    }
 }

@@ -13,14 +13,7 @@ fn limits() -> Limits {
 }
 
 fn request(object: serde_json::Value) -> ReconcileRequest {
-    ReconcileRequest {
-        object: object.to_string(),
-        attempt: 0,
-        last_attempt: false,
-        dependents: Vec::new(),
-        external: Vec::new(),
-        inbound: None,
-    }
+    wasmop_tests::first_request(&object)
 }
 
 fn webpage(generation: i64) -> serde_json::Value {

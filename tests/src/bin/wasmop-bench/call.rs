@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wasmop::runtime::bindings::wasmop::plugin::types::ReconcileRequest;
 use wasmop::runtime::{CacheReader, Limits};
 use wasmop_tests::{EmptyCache, plugin, runtime};
 
@@ -40,14 +39,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 pub async fn per_call(calls: usize) -> anyhow::Result<(Value, String)> {
     let module = runtime(Limits::default())?.load(&plugin("webpage"))?;
     let object = webpage_json("page", 3);
-    let request = ReconcileRequest {
-        object: object.to_string(),
-        attempt: 0,
-        last_attempt: false,
-        dependents: Vec::new(),
-        external: Vec::new(),
-        inbound: None,
-    };
+    let request = wasmop_tests::first_request(&object);
     let cache: Arc<dyn CacheReader> = Arc::new(EmptyCache);
     for _ in 0..50 {
         module.reconcile(cache.clone(), &request).await?.map_err(|e| anyhow::anyhow!("{e:?}"))?;
