@@ -45,8 +45,19 @@ impl ArtifactCache {
         let component = Component::new(engine, bytes)?;
         if let Err(err) = store(&path, &component) {
             tracing::warn!(path = %path.display(), %err, "cannot write compiled artifact cache");
+            return Ok(component);
         }
-        Ok(component)
+        // Map what was just stored rather than keep the compiled copy: its code and the initial
+        // memory images of its instances are then file pages, shared by every plugin and
+        // process that loads this module and droppable by the kernel, not anonymous memory (tens
+        // of MiB for a Python or JavaScript runtime).
+        match deserialize(engine, &path) {
+            Ok(mapped) => Ok(mapped),
+            Err(err) => {
+                tracing::warn!(path = %path.display(), %err, "cannot map the compiled artifact just stored");
+                Ok(component)
+            }
+        }
     }
 }
 
