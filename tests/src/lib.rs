@@ -503,3 +503,30 @@ pub fn first_request(object: &serde_json::Value) -> ReconcileRequest {
         inbound: None,
     }
 }
+
+/// The suffixes of a sample's builds in each language: `greeting` (Rust), `greeting-py`
+/// (Python), `greeting-ts` (TypeScript).
+pub const LANGUAGES: [(&str, &str); 3] = [("rust", ""), ("python", "-py"), ("typescript", "-ts")];
+
+/// Turns `async fn NAME(plugin: &str) -> anyhow::Result<()>` into one test per language the
+/// sample `BASE` is written in (a module `NAME` with tests `rust`, `python` and `typescript`),
+/// each passing the file name of that language's build (see [`LANGUAGES`]).
+#[macro_export]
+macro_rules! in_every_language {
+    ($name:ident, $base:literal) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn rust() -> anyhow::Result<()> {
+                super::$name($base).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn python() -> anyhow::Result<()> {
+                super::$name(concat!($base, "-py")).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn typescript() -> anyhow::Result<()> {
+                super::$name(concat!($base, "-ts")).await
+            }
+        }
+    };
+}

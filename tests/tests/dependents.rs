@@ -1,6 +1,7 @@
 //! Dependent resources, finalizers and status writes against the real kube-apiserver (with the
 //! garbage collector, deployment and replicaset controllers), with the complete `webpage`
-//! plugin (ConfigMap, Deployment, Service, and an Ingress while `spec.exposed`) and the
+//! plugin (ConfigMap, Deployment, Service, and an Ingress while `spec.exposed`), each test in
+//! its Rust, Python and TypeScript builds (`webpage`, `webpage-py`, `webpage-ts`), and the
 //! `fixture-probe` plugin (a finalizer it can keep, a slow reconcile).
 
 use std::time::Duration;
@@ -90,12 +91,17 @@ async fn patch_spec(api: &Api<DynamicObject>, name: &str, spec: serde_json::Valu
     Ok(api.patch(name, &PatchParams::default(), &Patch::Merge(json!({ "spec": spec }))).await?)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_webpage_gets_owned_dependents_and_a_html_change_updates_only_its_config_map() -> anyhow::Result<()> {
+wasmop_tests::in_every_language!(
+    a_webpage_gets_owned_dependents_and_a_html_change_updates_only_its_config_map,
+    "webpage"
+);
+async fn a_webpage_gets_owned_dependents_and_a_html_change_updates_only_its_config_map(
+    plugin: &str,
+) -> anyhow::Result<()> {
     let client = client().await?;
     let ns = namespace(&client, "webpage-dependents").await?;
     let page = Page::new(&client, &ns).await?;
-    let host = RunningHost::start(&client, &ns, &["webpage"], Limits::default())?;
+    let host = RunningHost::start(&client, &ns, &[plugin], Limits::default())?;
     create_page(&client, &ns, "site", "<h1>one</h1>", false).await?;
     let site = wait_until(&page.pages, "site", "Ready", ready).await?;
     assert_eq!(site.data["status"]["htmlConfigMap"], "site-html", "the status names the ConfigMap");
@@ -123,12 +129,12 @@ async fn a_webpage_gets_owned_dependents_and_a_html_change_updates_only_its_conf
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exposing_a_webpage_creates_its_ingress_and_unexposing_deletes_it() -> anyhow::Result<()> {
+wasmop_tests::in_every_language!(exposing_a_webpage_creates_its_ingress_and_unexposing_deletes_it, "webpage");
+async fn exposing_a_webpage_creates_its_ingress_and_unexposing_deletes_it(plugin: &str) -> anyhow::Result<()> {
     let client = client().await?;
     let ns = namespace(&client, "webpage-ingress").await?;
     let page = Page::new(&client, &ns).await?;
-    let host = RunningHost::start(&client, &ns, &["webpage"], Limits::default())?;
+    let host = RunningHost::start(&client, &ns, &[plugin], Limits::default())?;
     create_page(&client, &ns, "site", "<p>hi</p>", false).await?;
     wait_until(&page.pages, "site", "Ready", ready).await?;
     patch_spec(&page.pages, "site", json!({ "exposed": true })).await?;
@@ -143,16 +149,20 @@ async fn exposing_a_webpage_creates_its_ingress_and_unexposing_deletes_it() -> a
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_period_writes_nothing() -> anyhow::Result<()>
-{
+wasmop_tests::in_every_language!(
+    a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_period_writes_nothing,
+    "webpage"
+);
+async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_period_writes_nothing(
+    plugin: &str,
+) -> anyhow::Result<()> {
     let client = client().await?;
     let ns = namespace(&client, "webpage-revert").await?;
     let page = Page::new(&client, &ns).await?;
     // A resync every 2 s: the quiet period below still reconciles the page about ten times,
     // and each of those must find nothing to write.
     let overrides = "plugins:\n  webpage:\n    resyncPeriodMs: 2000\n";
-    let host = RunningHost::start_with_yaml(&client, &ns, &["webpage"], overrides)?;
+    let host = RunningHost::start_with_yaml(&client, &ns, &[plugin], overrides)?;
     create_page(&client, &ns, "site", "<p>hi</p>", false).await?;
     wait_until(&page.pages, "site", "Ready", ready).await?;
     wait_until(&page.deployments, "site", "created", |_| true).await?;
@@ -207,13 +217,17 @@ async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_perio
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_a_webpage_runs_cleanup_releases_the_finalizer_and_its_dependents_are_collected() -> anyhow::Result<()>
-{
+wasmop_tests::in_every_language!(
+    deleting_a_webpage_runs_cleanup_releases_the_finalizer_and_its_dependents_are_collected,
+    "webpage"
+);
+async fn deleting_a_webpage_runs_cleanup_releases_the_finalizer_and_its_dependents_are_collected(
+    plugin: &str,
+) -> anyhow::Result<()> {
     let client = client().await?;
     let ns = namespace(&client, "webpage-delete").await?;
     let page = Page::new(&client, &ns).await?;
-    let host = RunningHost::start(&client, &ns, &["webpage"], Limits::default())?;
+    let host = RunningHost::start(&client, &ns, &[plugin], Limits::default())?;
     create_page(&client, &ns, "site", "<p>bye</p>", true).await?;
     wait_until(&page.pages, "site", "Ready", ready).await?;
     wait_until(&page.ingresses, "site", "created", |_| true).await?;

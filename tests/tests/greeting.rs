@@ -1,6 +1,7 @@
 //! The status-only example plugin (`plugins/greeting`) in the cluster: the same two scenarios
 //! as its FakeHost test (`plugins/greeting/tests/greeting.rs`), with the same expectations, so
-//! the fake host and the real one are held to one behaviour.
+//! the fake host and the real one are held to one behaviour. The first runs the Python and
+//! TypeScript Greetings (`plugins/greeting-py`, `plugins/greeting-ts`) too.
 
 use std::time::Duration;
 
@@ -27,12 +28,12 @@ fn settled(object: Option<&DynamicObject>) -> bool {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_greeting_gets_its_message_and_conditions_from_the_host() -> anyhow::Result<()> {
+wasmop_tests::in_every_language!(a_greeting_gets_its_message_and_conditions_from_the_host, "greeting");
+async fn a_greeting_gets_its_message_and_conditions_from_the_host(plugin: &str) -> anyhow::Result<()> {
     let client = client().await?;
     apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
-    let ns = namespace(&client, "greeting").await?;
-    let host = RunningHost::start(&client, &ns, &["greeting"], Limits::default())?;
+    let ns = namespace(&client, plugin).await?;
+    let host = RunningHost::start(&client, &ns, &[plugin], Limits::default())?;
     let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk(&gvk));
 

@@ -9,7 +9,9 @@
 //!   caches ([`e2e::many`]);
 //! - `reload`: hot reload to the first new-version reconcile ([`reload`]);
 //! - `secondaries`: secondary-triggered reconciles ([`secondaries`]);
-//! - `cache`: heap per cached object ([`cache`]).
+//! - `cache`: heap per cached object ([`cache`]);
+//! - `languages`: the Greeting in Rust, Python and TypeScript: size, first and cached start,
+//!   per-call time, a host's memory and CPU ([`languages`]).
 //!
 //! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs per side, one side after
 //! the other, each round starting with the next side; `BENCH_SIDES` (e.g. `wasmop`) runs only
@@ -32,6 +34,7 @@ use wasmop_tests::{client, kubeconfig, workspace_root};
 mod cache;
 mod call;
 mod e2e;
+mod languages;
 mod load;
 mod polling;
 mod predicate;
@@ -96,7 +99,7 @@ async fn main() -> anyhow::Result<()> {
         report.parts.insert("predicate", json);
         report.sections.push(md);
     }
-    let cluster_parts = ["burst", "burst-10k", "reload", "secondaries", "cache", "polling"];
+    let cluster_parts = ["burst", "burst-10k", "reload", "secondaries", "cache", "polling", "languages"];
     if cluster_parts.into_iter().any(selected) {
         let client = client().await?;
         let kubeconfig = kubeconfig();
@@ -140,6 +143,14 @@ async fn main() -> anyhow::Result<()> {
             let (json, md) = polling::polling(&client, env_number("BENCH_POLLED", 1000)).await?;
             println!("{md}");
             report.parts.insert("polling", json);
+            report.sections.push(md);
+        }
+        if selected("languages") {
+            let calls = env_number("BENCH_LANGUAGE_CALLS", 500);
+            let objects = env_number("BENCH_LANGUAGE_OBJECTS", 100);
+            let (json, md) = languages::languages(&client, kubeconfig, calls, objects).await?;
+            println!("{md}");
+            report.parts.insert("languages", json);
             report.sections.push(md);
         }
         if selected("cache") {
