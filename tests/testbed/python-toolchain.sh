@@ -21,7 +21,7 @@ PYTHON_SDK="$PYTHON_TOOLCHAIN_ROOT/guest-sdk/python"
 
 # A digest of the files that make the SDK wheel: a change of any of them reinstalls it.
 python_sdk_digest() {
-  (cd "$PYTHON_SDK" && find pyproject.toml src -type f ! -name '*.pyc' -print0 | sort -z \
+  (cd "$PYTHON_SDK" && find pyproject.toml README.md src -type f ! -name '*.pyc' -print0 | sort -z \
     | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
 
