@@ -1,0 +1,68 @@
+"""The Python SDK for wasmop reconciler plugins: Kubernetes controllers that run as sandboxed
+WebAssembly components in the wasmop host.
+
+A plugin is a class with a :class:`Config` and a ``reconcile`` handler; the module ends by
+exporting it::
+
+    from dataclasses import dataclass
+    from wasmop import Config, Context, Kind, Outcome, Resource, export
+
+    @dataclass
+    class Spec:
+        name: str
+
+    class Greeter:
+        config = Config("greeting", Kind.namespaced("example.wasmop.dev", "v1", "Greeting"))
+
+        def reconcile(self, greeting: Resource[Spec], ctx: Context) -> Outcome:
+            return Outcome.ready("greeted").status({"message": f"Hello, {greeting.spec.name}!"})
+
+    Reconciler = export(Greeter)
+
+The plugin never talks to the API server: it reads the primary and the host's caches and returns
+what it wants written; the host performs every write. ``wasmop.plugin`` lists the optional
+handlers; ``wasmop.testing`` runs them natively under pytest, without a cluster or wasm.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from . import conditions
+from .config import Config, Filters, RateLimit, Retry
+from .context import Context, Level
+from .dependents import Check, Cleanup, Dependent, DependentState, Desired, Phase
+from .errors import Error
+from .external import External, ExternalDependent, Polling, Tracked, Tracking
+from .grant import HttpGrant, Inbound, Origin, SecretKey
+from .kinds import Kind
+from .outcome import Event, EventType, Outcome
+from .plugin import Plugin
+from .predicate import EventKind, Predicate
+from .refs import PrimaryRef, SecondaryRef
+from .resource import ObjectMeta, Resource
+from .watch import PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, Mapper, Watch
+
+__all__ = [
+    "PRIMARY_NAME_ANNOTATION", "PRIMARY_NAMESPACE_ANNOTATION", "Check", "Cleanup", "Config", "Context",
+    "Dependent", "DependentState", "Desired", "Error", "Event", "EventKind", "EventType", "External",
+    "ExternalDependent", "Filters", "HttpGrant", "Inbound", "Kind", "Level", "Mapper", "ObjectMeta", "Origin",
+    "Outcome", "Phase", "Polling", "Predicate", "PrimaryRef", "RateLimit", "Resource", "Retry", "SecondaryRef",
+    "SecretKey", "Tracked", "Tracking", "Watch", "conditions", "export",
+]
+
+
+def export(cls: type) -> type:
+    """Exports plugin class ``cls`` as the component's ``wasmop:plugin/reconciler``.
+
+    End the plugin module with ``Reconciler = export(MyPlugin)``: componentize-py looks for a
+    class named ``Reconciler`` (the exported interface) in the module it builds. Inside a
+    component build that is the glue driving ``cls``; natively, where there are no generated
+    bindings (pytest), ``cls`` is checked and returned as it is.
+    """
+    if importlib.util.find_spec("wit_world") is None:
+        Plugin(cls)  # the same checks the component makes, so tests catch a broken plugin class
+        return cls
+    from . import component
+
+    return component.reconciler(cls)

@@ -1,0 +1,106 @@
+"""Every setting the Python API offers reaches ``describe`` (the WIT ``plugin-config``)."""
+
+import dataclasses
+import json
+
+from wasmop import (Check, Cleanup, Config, Dependent, Error, Event, ExternalDependent, Filters, HttpGrant,
+                    Inbound, Kind, Origin, Outcome, Polling, Predicate, RateLimit, Retry, SecretKey, Tracking, Watch)
+from wasmop.plugin import Plugin
+
+CONFIG_MAP = Kind.namespaced("", "v1", "ConfigMap").plural("configmaps")
+
+
+class Everything:
+    config = (
+        Config("everything", Kind.cluster("example.com", "v2", "Policy").plural("policies"))
+        .label_selector("app=web").field_selector("metadata.name!=skip")
+        .filters(Filters(on_create=False, on_annotation_change=True, on_label_change=True))
+        .generation_aware(False)
+        .retry(Retry(max_attempts=3, initial_interval=0.25, multiplier=2, max_interval=10, jitter=0.25))
+        .max_reconcile_interval(0).rate_limit(RateLimit(2, 3.5)).max_concurrent_reconciles(4)
+        .watch(Watch(CONFIG_MAP).namespace("shared").label_selector("a").field_selector("b").cluster("edge")
+               .mapped_by_plugin().project(["data"]).predicate(Predicate.plugin("p")))
+        .resync_period(90).finalizer("example.com/cleanup")
+        .dependent(Dependent("cm", CONFIG_MAP).read_only().depends_on("x").ready_when(Check.condition_true("A"))
+                   .reconcile_when(Check.field_equals("spec.on", True)).owned_by_annotations().in_namespace("n")
+                   .not_ready_when_empty().adopt())
+        .own_conditions().project(["spec"])
+        .predicate(Predicate.generation_changed() | ~Predicate.annotations_changed())
+        .http(HttpGrant().origin(Origin.parse("https://api.example.com:8443/v1")
+                                 .secret_header("authorization", SecretKey("tok", "t").in_namespace("s"), "Bearer "))
+              .connect_timeout(1).timeout(2.5).max_response_bytes(1024).max_concurrent(3))
+        .polling(Polling.global_(30)).inbound(Inbound(SecretKey("in", "token")).caching())
+        .external_dependent(ExternalDependent("records").depends_on("cm").ready_when(Check.plugin("r"))
+                            .reconcile_when(Check.fields_equal("a", "b")).tracked_in(Tracking.SECRET))
+    )
+
+    def reconcile(self, primary, ctx):
+        return Outcome.done()
+
+    def cleanup(self, primary, ctx):
+        return Cleanup.done()
+
+
+def test_every_field_of_plugin_config_is_set(component):
+    wit = component.wit
+    described = component.plugin_config(Everything.config, Plugin(Everything).cleans)
+    for f in dataclasses.fields(wit.PluginConfig):
+        assert getattr(described, f.name) not in (None, []), f.name
+    assert described.retry == wit.RetryPolicy(3, 250, 2.0, 10_000, 0.25)
+    assert described.rate_limit == wit.RateLimit(2, 3500)
+    assert described.max_reconcile_interval_ms == 0 and described.resync_period_ms == 90_000
+    assert described.filters == wit.EventFilters(False, True, True, True, True)
+    assert described.finalizer == wit.Finalizer_Named("example.com/cleanup")
+    assert described.cleanup and not described.conditions and not described.generation_aware
+    assert described.primary == wit.KindRef("example.com", "v2", "Policy", "policies", False)
+    (w,) = described.watches
+    assert (w.namespace, w.label_selector, w.field_selector, w.cluster) == ("shared", "a", "b", "edge")
+    assert w.mapper == wit.Mapper_Plugin() and w.projection == ["data"]
+    assert w.predicate == [wit.PredicateTerm_Plugin("p")]
+    assert described.predicate == [wit.PredicateTerm_GenerationChanged(), wit.PredicateTerm_AnnotationsChanged(),
+                                   wit.PredicateTerm_Not(), wit.PredicateTerm_Or()]
+    (d,) = described.dependents
+    assert d == wit.Dependent("cm", wit.KindRef("", "v1", "ConfigMap", "configmaps", True), True, ["x"],
+                              wit.Condition_ConditionTrue("A"), wit.Condition_FieldEquals(wit.FieldValue("spec.on", "true")),
+                              wit.Ownership.ANNOTATIONS, False, "n", True)
+    (origin,) = described.http.origins
+    assert (origin.scheme, origin.host, origin.port) == ("https", "api.example.com", 8443)
+    assert origin.secret_headers == [wit.SecretHeader("authorization", wit.SecretKey("tok", "s", "t"), "Bearer ")]
+    assert (described.http.connect_timeout_ms, described.http.timeout_ms) == (1000, 2500)
+    assert (described.http.max_response_bytes, described.http.max_concurrent) == (1024, 3)
+    assert described.polling == wit.Polling(wit.PollingMode.GLOBAL, 30_000)
+    assert described.inbound == wit.Inbound(wit.SecretKey("in", None, "token"), True)
+    assert described.external_dependents == [wit.ExternalDependent(
+        "records", ["cm"], wit.Condition_Plugin("r"), wit.Condition_FieldsEqual(wit.FieldPair("a", "b")), True,
+        wit.Tracking.SECRET)]
+
+
+def test_defaults_match_the_rust_sdk(component):
+    class Minimal:
+        config = Config("minimal", Kind.namespaced("example.com", "v1", "Thing"))
+
+        def reconcile(self, primary, ctx):
+            return Outcome.done()
+
+    described = component.plugin_config(Minimal.config, Plugin(Minimal).cleans)
+    assert described.conditions and described.generation_aware and not described.cleanup
+    assert described.filters == component.wit.EventFilters(True, True, True, False, False)
+    assert described.finalizer == component.wit.Finalizer_Derived()
+    assert described.watches == [] and described.projection is None and described.retry is None
+    core = component.plugin_config(Config("core", Kind.namespaced("", "v1", "ConfigMap")), False)
+    assert not core.conditions
+
+
+def test_outcomes_errors_and_cleanups_cross_into_the_records(component):
+    wit = component.wit
+    out = component.outcome(Outcome.not_ready("waiting").status({"a": 1}).reschedule_after(1.5)
+                            .event(Event.warning("Slow", "Reconcile").note("n")).label("l", "v")
+                            .remove_annotation("x"))
+    assert out.readiness == wit.Readiness(False, "waiting") and json.loads(out.status) == {"a": 1}
+    assert out.reschedule_after_ms == 1500 and out.labels == [("l", "v")] and out.annotations == [("x", None)]
+    assert out.events == [wit.Event(wit.EventType.WARNING, "Slow", "Reconcile", "n")]
+    err = component.reconcile_error(Error.invalid("bad"))
+    assert err.value == wit.ReconcileError_Invalid("bad")
+    assert component.from_reconcile_error(wit.ReconcileError_Transient("t")) == Error.transient("t")
+    cleanup = component.cleanup_outcome(Cleanup.done().keep_finalizer().reschedule_after(30))
+    assert cleanup == wit.CleanupOutcome(True, 30_000, [])

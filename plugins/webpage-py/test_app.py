@@ -1,0 +1,68 @@
+"""The WebPage plugin, natively: no cluster, no wasm."""
+from app import CONFIG_MAP, WebPageReconciler
+
+from wasmop import Check, Error, EventType, Phase
+from wasmop.testing import FakeHost
+
+
+def page(generation=1, status=None):
+    return {
+        "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage",
+        "metadata": {"name": "hello", "namespace": "default", "generation": generation},
+        "spec": {"html": "<h1>Hello</h1>"}, "status": status,
+    }
+
+
+def applied_host(deployment):
+    return (FakeHost().with_dependent_state("configmap", Phase.READY, [{}])
+            .with_dependent_state("deployment", deployment, [{}])
+            .with_dependent_state("service", Phase.READY, [{}])
+            .with_dependent_state("ingress", Phase.DELETED))
+
+
+def test_desires_a_config_map_deployment_service_and_ingress():
+    desired = {k: v[0] for k, v in FakeHost().desired_by_dependent(WebPageReconciler, page()).items()}
+    assert sorted(desired) == ["configmap", "deployment", "ingress", "service"]
+    assert desired["configmap"]["metadata"]["name"] == "hello-html"
+    assert desired["configmap"]["data"]["index.html"] == "<h1>Hello</h1>"
+    pod = desired["deployment"]["spec"]["template"]["spec"]
+    assert pod["volumes"][0]["configMap"]["name"] == "hello-html"
+    assert desired["ingress"]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] == "hello"
+
+
+def test_the_workflow_orders_and_conditions_the_dependents():
+    by_name = {d.name: d for d in WebPageReconciler.config.dependents}
+    assert by_name["configmap"].kind == CONFIG_MAP
+    assert by_name["deployment"].depends_on_names == ["configmap"]
+    assert by_name["service"].depends_on_names == ["configmap"]
+    assert by_name["ingress"].reconcile_check == Check.field_equals("spec.exposed", True)
+    assert by_name["deployment"].ready_check is not None
+
+
+def test_an_applied_page_is_ready_and_names_its_config_map():
+    run = applied_host(Phase.NOT_READY).reconcile(WebPageReconciler, page(3))
+    assert run.status == {"htmlConfigMap": "hello-html", "available": False}
+    assert run.readiness == (True, "the WebPage's dependents are applied")
+    assert [e.event_type for e in run.events] == [EventType.NORMAL]
+    assert "14 bytes" in run.logs[0].message
+
+
+def test_a_page_with_skipped_dependents_is_not_ready_and_a_running_deployment_is_available():
+    run = FakeHost().with_dependent_state("service", Phase.SKIPPED).reconcile(WebPageReconciler, page())
+    assert run.readiness == (False, "some dependents wait for others")
+    assert applied_host(Phase.READY).reconcile(WebPageReconciler, page()).status["available"] is True
+
+
+def test_an_already_ready_page_gets_no_event():
+    ready = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": ""}]}
+    assert applied_host(Phase.NOT_READY).reconcile(WebPageReconciler, page(2, ready)).events == []
+
+
+def test_page_without_html_is_invalid():
+    run = FakeHost().reconcile(WebPageReconciler, {"metadata": {"name": "hello"}, "spec": {}})
+    assert run.error == Error.invalid("spec: missing field `html`")
+
+
+def test_cleanup_records_an_event_and_releases_the_finalizer():
+    cleanup = FakeHost().cleanup(WebPageReconciler, page())
+    assert not cleanup.keeps_finalizer and cleanup.events[0].reason == "CleanedUp"

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds every Python plugin (each directory under plugins/ holding an app.py) with the pinned
+# componentize-py into plugins/dist/<dir>.wasm; fixtures under plugins/fixtures/ become
+# fixture-<dir>.wasm, as their Rust counterparts do. Validates the components when wasm-tools is
+# installed. The toolchain comes from tests/testbed/python-toolchain.sh.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+# shellcheck source=tests/testbed/python-toolchain.sh
+source tests/testbed/python-toolchain.sh
+python_toolchain_ensure
+
+mapfile -t apps < <(find plugins -name app.py -not -path '*/dist/*' | sort)
+if [[ ${#apps[@]} -eq 0 ]]; then
+  echo "build-python-plugins: no Python plugins (app.py) found under plugins/" >&2
+  exit 1
+fi
+
+mkdir -p plugins/dist
+wasm_tools=$(command -v wasm-tools || true)
+[[ -n "$wasm_tools" ]] || echo "build-python-plugins: wasm-tools not installed; skipping validation" >&2
+for app in "${apps[@]}"; do
+  dir=$(dirname "$app")
+  name=$(basename "$dir")
+  [[ $dir == plugins/fixtures/* ]] && name="fixture-$name"
+  dst="plugins/dist/$name.wasm"
+  start=$SECONDS
+  # The plugin's directory first, then the environment's site-packages (VIRTUAL_ENV), which hold
+  # the SDK; the WIT world is the repository's.
+  VIRTUAL_ENV="$WASMOP_PYTHON_VENV" "$WASMOP_COMPONENTIZE" -d wit -w plugin \
+    componentize app -p "$dir" -o "$dst.tmp" >/dev/null
+  if [[ -n "$wasm_tools" ]]; then
+    "$wasm_tools" validate "$dst.tmp"
+    "$wasm_tools" component wit "$dst.tmp" | grep -q 'export wasmop:plugin/reconciler@' || {
+      echo "build-python-plugins: $dst does not export wasmop:plugin/reconciler" >&2
+      exit 1
+    }
+  fi
+  # Written beside, then renamed, so a host watching plugins/dist never reads a half-written file.
+  mv "$dst.tmp" "$dst"
+  echo "build-python-plugins: $dst ($(wc -c <"$dst") bytes, $((SECONDS - start)) s)" >&2
+done
