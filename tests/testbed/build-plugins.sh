@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds every plugin (each workspace member under plugins/ with a cdylib target) for
 # wasm32-wasip2 in release and copies each component to plugins/dist/<crate-name>.wasm.
-# Validates the components when wasm-tools is installed (`cargo install wasm-tools`).
+# Validates the components when wasm-tools is installed (`cargo install wasm-tools`). Then builds
+# the Python and TypeScript plugins (build-python-plugins.sh, build-js-plugins.sh).
 # Idempotent; cargo rebuilds only what changed.
 set -euo pipefail
 
@@ -47,3 +48,6 @@ for name in "${plugins[@]}"; do
   mv "$dst.tmp" "$dst"
   echo "build-plugins: $dst ($(wc -c <"$dst") bytes)" >&2
 done
+
+# The Python and TypeScript plugins, each with its pinned toolchain.
+tests/testbed/build-python-plugins.sh

@@ -12,6 +12,8 @@ if [[ -z "${WASMOP_TEST_KUBECONFIG:-}" ]]; then
   export WASMOP_TEST_KUBECONFIG
 fi
 echo "using the cluster of $WASMOP_TEST_KUBECONFIG" >&2
+# The Python and TypeScript SDKs' and plugins' own tests: native, no cluster, no wasm.
+tests/testbed/test-python.sh
 cargo test --workspace --all-targets "${@:2}"
 # Documentation examples run too: the SDK promises runnable ones.
 cargo test --workspace --doc
