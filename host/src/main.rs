@@ -16,6 +16,7 @@ use wasmop::loader::Sources;
 use wasmop::loader::fetch::FetchPolicy;
 use wasmop::metrics::Metrics;
 use wasmop::runtime::{Limits, MemoryMib, Runtime, RuntimeConfig};
+use wasmop::scaffold::Lang;
 use wasmop::settings::{Defaults, HostConfig};
 use wasmop::shutdown::Shutdown;
 
@@ -45,9 +46,10 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
-    /// Scaffold a plugin crate: Cargo.toml, src/lib.rs (a reconciler and its unit test), the
-    /// CRD and an example object. It builds with `cargo build --release --target
-    /// wasm32-wasip2` and passes `cargo test` as generated.
+    /// Scaffold a plugin: in Rust (default) a crate, Cargo.toml and src/lib.rs (a reconciler
+    /// and its unit test); in Python app.py and test_app.py; in TypeScript plugin.ts and its
+    /// test; each with the CRD, an example object and how to build it. It builds and passes its
+    /// tests as generated.
     New {
         /// The plugin's name, also its crate's and directory's, e.g. hello-op.
         name: String,
@@ -60,10 +62,13 @@ enum Command {
         /// Where to create the crate's directory.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
-        /// The SDK (guest-sdk) to depend on by path; default: the one this binary was built
-        /// from, if it is still there, else the published crate.
+        /// The SDK to depend on by path (guest-sdk, guest-sdk/python or guest-sdk/js); default:
+        /// the one this binary was built from, if it is still there, else the published package.
         #[arg(long, value_name = "DIR")]
         sdk: Option<PathBuf>,
+        /// The plugin's language.
+        #[arg(long, value_enum, default_value_t = Lang::Rust)]
+        lang: Lang,
     },
     /// Print what a plugin's describe() says, in the words of the overrides file: its settings
     /// (the block `--config` and a ReconcilerPlugin's overrides take), watches and dependents.
@@ -300,9 +305,9 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::New { name, group, kind, dir, sdk } => {
-            let sdk = sdk.or_else(wasmop::scaffold::local_sdk);
-            let files = wasmop::scaffold::Scaffold { name: name.clone(), group, kind, sdk }.files()?;
+        Command::New { name, group, kind, dir, sdk, lang } => {
+            let sdk = sdk.or_else(|| wasmop::scaffold::local_sdk(lang));
+            let files = wasmop::scaffold::Scaffold { name: name.clone(), group, kind, sdk, lang }.files()?;
             let root = dir.join(&name);
             anyhow::ensure!(!root.exists(), "{} exists already", root.display());
             for (path, text) in files {
@@ -310,10 +315,7 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
                 std::fs::create_dir_all(path.parent().expect("files are in the crate"))?;
                 std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
             }
-            print_out(&format!(
-                "created {}: `cargo test` and `cargo build --release --target wasm32-wasip2` there\n",
-                root.display()
-            ))
+            print_out(&format!("created {}: {}\n", root.display(), lang.next_steps()))
         }
         Command::Crd { plugin: None, .. } => print_out(&wasmop::loader::resource::crd_yaml()),
         Command::Crd { plugin: Some(file), runtime } => {

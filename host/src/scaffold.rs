@@ -1,7 +1,38 @@
-//! `wasmop new`: a plugin crate that builds for wasm32-wasip2 and passes its test as generated.
-//! Pure: renders the files; the CLI writes them.
+//! `wasmop new`: a plugin, in Rust, Python or TypeScript, that builds for wasm32-wasip2 and
+//! passes its test as generated. Pure: renders the files; the CLI writes them.
 
 use std::path::{Path, PathBuf};
+
+/// The language of a scaffolded plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Lang {
+    /// A crate on the Rust SDK (`guest-sdk`), built with cargo.
+    #[default]
+    Rust,
+    /// A module on the Python SDK (`guest-sdk/python`), built with componentize-py.
+    Python,
+    /// A TypeScript module on the TypeScript SDK (`guest-sdk/js`), built with componentize-js.
+    Ts,
+}
+
+impl Lang {
+    /// Where this language's SDK lies in the repository.
+    fn sdk_dir(self) -> &'static str {
+        match self {
+            Lang::Rust => "guest-sdk",
+            Lang::Python => "guest-sdk/python",
+            Lang::Ts => "guest-sdk/js",
+        }
+    }
+
+    /// How to test and build what was scaffolded, in one line.
+    pub fn next_steps(self) -> &'static str {
+        match self {
+            Lang::Rust => "`cargo test` and `cargo build --release --target wasm32-wasip2` there",
+            Lang::Python | Lang::Ts => "README.md there says how to test and build it",
+        }
+    }
+}
 
 /// What to scaffold.
 #[derive(Debug, Clone)]
@@ -12,8 +43,11 @@ pub struct Scaffold {
     pub group: String,
     /// The primary's kind, e.g. `Hello`.
     pub kind: String,
-    /// How the crate depends on the SDK: a path to `guest-sdk`, or none for the published crate.
+    /// How the plugin depends on the SDK: a path to its directory, or none for the published
+    /// package.
     pub sdk: Option<PathBuf>,
+    /// Its language.
+    pub lang: Lang,
 }
 
 /// A name, group or kind `wasmop new` cannot use.
@@ -30,10 +64,10 @@ pub enum ScaffoldError {
     Kind(String),
 }
 
-/// The SDK this binary was built with, when its sources are still there.
-pub fn local_sdk() -> Option<PathBuf> {
-    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
-    sdk.join("Cargo.toml").is_file().then(|| sdk.canonicalize().unwrap_or(sdk))
+/// The SDK of `lang` this binary was built with, when its sources are still there.
+pub fn local_sdk(lang: Lang) -> Option<PathBuf> {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(lang.sdk_dir());
+    sdk.is_dir().then(|| sdk.canonicalize().unwrap_or(sdk))
 }
 
 impl Scaffold {
@@ -58,9 +92,11 @@ impl Scaffold {
             return Err(ScaffoldError::Kind(self.kind.clone()));
         }
         let singular = self.kind.to_ascii_lowercase();
-        let sdk = match &self.sdk {
-            Some(path) => format!("{{ path = {:?} }}", path.display().to_string()),
-            None => format!("\"{}\"", env!("CARGO_PKG_VERSION")),
+        let sdk = match (&self.sdk, self.lang) {
+            (Some(path), Lang::Rust) => format!("{{ path = {:?} }}", path.display().to_string()),
+            (None, Lang::Rust) => format!("\"{}\"", env!("CARGO_PKG_VERSION")),
+            (Some(path), _) => path.display().to_string(),
+            (None, _) => self.lang.sdk_dir().to_string(),
         };
         let render = |template: &str| {
             template
@@ -74,13 +110,24 @@ impl Scaffold {
                 .replace("{{singular}}", &singular)
                 .replace("{{sdk}}", &sdk)
         };
-        Ok(vec![
-            ("Cargo.toml", render(include_str!("../templates/new/Cargo.toml.tmpl"))),
-            ("rust-toolchain.toml", render(include_str!("../templates/new/rust-toolchain.toml.tmpl"))),
-            ("src/lib.rs", render(include_str!("../templates/new/lib.rs.tmpl"))),
-            ("crd.yaml", render(include_str!("../templates/new/crd.yaml.tmpl"))),
-            ("example.yaml", render(include_str!("../templates/new/example.yaml.tmpl"))),
-        ])
+        let templates: &[(&'static str, &str)] = match self.lang {
+            Lang::Rust => &[
+                ("Cargo.toml", include_str!("../templates/new/Cargo.toml.tmpl")),
+                ("rust-toolchain.toml", include_str!("../templates/new/rust-toolchain.toml.tmpl")),
+                ("src/lib.rs", include_str!("../templates/new/lib.rs.tmpl")),
+                ("crd.yaml", include_str!("../templates/new/crd.yaml.tmpl")),
+                ("example.yaml", include_str!("../templates/new/example.yaml.tmpl")),
+            ],
+            Lang::Python => &[
+                ("app.py", include_str!("../templates/new-python/app.py.tmpl")),
+                ("test_app.py", include_str!("../templates/new-python/test_app.py.tmpl")),
+                ("README.md", include_str!("../templates/new-python/BUILD.md")),
+                ("crd.yaml", include_str!("../templates/new-python/crd.yaml.tmpl")),
+                ("example.yaml", include_str!("../templates/new-python/example.yaml.tmpl")),
+            ],
+            Lang::Ts => &[],
+        };
+        Ok(templates.iter().map(|(path, template)| (*path, render(template))).collect())
     }
 }
 
@@ -99,7 +146,13 @@ mod tests {
     use super::*;
 
     fn scaffold(name: &str, group: &str, kind: &str) -> Scaffold {
-        Scaffold { name: name.into(), group: group.into(), kind: kind.into(), sdk: Some("/sdk".into()) }
+        Scaffold {
+            name: name.into(),
+            group: group.into(),
+            kind: kind.into(),
+            sdk: Some("/sdk".into()),
+            lang: Lang::Rust,
+        }
     }
 
     #[test]

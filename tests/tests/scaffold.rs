@@ -97,17 +97,29 @@ async fn a_scaffolded_plugin_builds_passes_its_test_and_reconciles_its_example()
     let stderr = String::from_utf8_lossy(&none.stderr);
     assert!(!none.status.success() && stderr.contains("declares no CustomResourceDefinition"), "{stderr}");
 
-    let client = client().await?;
     let crd_file = dir.join("generated-crd.yaml");
     std::fs::write(&crd_file, &stdout)?;
-    apply_file(&client, &crd_file, None).await?;
+    reconciles_its_example(&wasm, &crd_file, &crate_dir, ("Hello", "hellos")).await
+}
+
+/// `wasmop run --plugin`, as the README's guide runs it, reconciles the scaffolded example
+/// (kind and plural as given) in a namespace of its own: the echo in its status, the ConfigMap,
+/// Ready.
+async fn reconciles_its_example(
+    wasm: &Path,
+    crd_file: &Path,
+    plugin_dir: &Path,
+    (kind, plural): (&str, &str),
+) -> anyhow::Result<()> {
+    let root = workspace_root();
+    let client = client().await?;
+    apply_file(&client, crd_file, None).await?;
     let ns = namespace(&client, "scaffold").await?;
-    // `wasmop run --plugin`, as the README's guide runs it.
     let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let host = Running(
         Command::new(wasmop_binary()?)
             .args(["run", "--namespace", &ns, "--metrics-address", &metrics.to_string(), "--plugin"])
-            .arg(&wasm)
+            .arg(wasm)
             .env("KUBECONFIG", kubeconfig())
             .env("WASMOP_CACHE_DIR", root.join("target/wasmop-test-cache"))
             .stdin(Stdio::null())
@@ -115,10 +127,10 @@ async fn a_scaffolded_plugin_builds_passes_its_test_and_reconciles_its_example()
             .stderr(Stdio::null())
             .spawn()?,
     );
-    apply_file(&client, &crate_dir.join("example.yaml"), Some(&ns)).await?;
-    let gvk = GroupVersionKind::gvk("demo.wasmop.dev", "v1", "Hello");
+    apply_file(&client, &plugin_dir.join("example.yaml"), Some(&ns)).await?;
+    let gvk = GroupVersionKind::gvk("demo.wasmop.dev", "v1", kind);
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "hellos"));
+        Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, plural));
     let ready = |o: Option<&DynamicObject>| {
         o.is_some_and(|o| {
             o.data["status"]["echo"] == "hello"
@@ -133,4 +145,51 @@ async fn a_scaffolded_plugin_builds_passes_its_test_and_reconciles_its_example()
     assert_eq!(config_map.data.unwrap_or_default().get("message").map(String::as_str), Some("hello"));
     drop(host);
     Ok(())
+}
+
+/// A fresh `wasmop new --lang LANG` plugin in `target/scaffold-test/NAME`.
+fn scaffold(name: &str, lang: &str, kind: &str) -> anyhow::Result<std::path::PathBuf> {
+    let dir = workspace_root().join("target/scaffold-test");
+    let plugin_dir = dir.join(name);
+    if plugin_dir.exists() {
+        std::fs::remove_dir_all(&plugin_dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    run(Command::new(wasmop_binary()?)
+        .args(["new", name, "--lang", lang, "--group", "demo.wasmop.dev", "--kind", kind, "--dir"])
+        .arg(&dir))?;
+    Ok(plugin_dir)
+}
+
+/// Runs the commands of a scaffolded plugin's README in its directory (`$ROOT` is the
+/// repository).
+fn shell(plugin_dir: &Path, script: &str) -> anyhow::Result<()> {
+    run(Command::new("bash")
+        .arg("-euo")
+        .arg("pipefail")
+        .arg("-c")
+        .arg(script)
+        .current_dir(plugin_dir)
+        .env("ROOT", workspace_root()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scaffolded_python_plugin_passes_its_tests_builds_and_reconciles_its_example() -> anyhow::Result<()> {
+    let plugin_dir = scaffold("hello-py", "python", "PyHello")?;
+    // Its README's commands.
+    shell(
+        &plugin_dir,
+        r#"source "$ROOT/tests/testbed/python-toolchain.sh" && python_toolchain_ensure
+           "$WASMOP_PY" -m pytest -q -p no:cacheprovider
+           VIRTUAL_ENV="$WASMOP_PYTHON_VENV" "$WASMOP_COMPONENTIZE" -d "$ROOT/wit" -w plugin componentize app -p . -o hello-py.wasm"#,
+    )?;
+    let readme = std::fs::read_to_string(plugin_dir.join("README.md"))?;
+    assert!(readme.contains("componentize app -p . -o hello-py.wasm"), "the README builds what this test builds");
+    reconciles_its_example(
+        &plugin_dir.join("hello-py.wasm"),
+        &plugin_dir.join("crd.yaml"),
+        &plugin_dir,
+        ("PyHello", "pyhellos"),
+    )
+    .await
 }
