@@ -65,6 +65,26 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         sdk: Option<PathBuf>,
     },
+    /// Run a plugin through the host's rules without a cluster: each fixture's primary and
+    /// objects (a file, or a directory of *.yaml; the conformance scenarios' format) reconciled
+    /// until nothing changes, printing the writes, events and requeues the host would make, then
+    /// `ok` or `FAILED` with the unmet expectations. Exits 1 when a fixture fails, 2 when the
+    /// plugin or a fixture cannot be loaded.
+    Test {
+        /// The plugin file.
+        plugin: PathBuf,
+        /// Fixture files, or directories of them.
+        #[arg(required = true, value_name = "FIXTURES")]
+        fixtures: Vec<PathBuf>,
+        /// The namespace of the fixtures' primaries and objects (`$NS` in a fixture).
+        #[arg(long, short, default_value = "default")]
+        namespace: String,
+        /// A second namespace (`$OTHER` in a fixture).
+        #[arg(long, default_value = "other")]
+        other_namespace: String,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
     /// Print what a plugin's describe() says, in the words of the overrides file: its settings
     /// (the block `--config` and a ReconcilerPlugin's overrides take), watches and dependents.
     Inspect {
@@ -243,6 +263,10 @@ fn main() -> anyhow::Result<()> {
     tune_malloc();
     let cli = Cli::parse();
     init_tracing(cli.log_format);
+    if let Command::Test { plugin, fixtures, namespace, other_namespace, runtime } = &cli.command {
+        // The harness calls the plugin on a runtime of its own, blocking this thread.
+        std::process::exit(test(plugin, fixtures, namespace, other_namespace, runtime));
+    }
     let workers = match &cli.command {
         Command::Run(args) => args.worker_threads.map_or_else(available_cpus, usize::from),
         _ => 1,
@@ -253,6 +277,46 @@ fn main() -> anyhow::Result<()> {
         .max_blocking_threads(BLOCKING_THREADS)
         .build()?;
     runtime.block_on(serve(cli))
+}
+
+/// `wasmop test`: the exit code (0 every fixture held, 1 one failed, 2 nothing could be run).
+fn test(plugin: &std::path::Path, fixtures: &[PathBuf], namespace: &str, other: &str, runtime: &RuntimeArgs) -> i32 {
+    let module = match runtime
+        .runtime(None)
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|r| r.load(plugin).map_err(|e| format!("{e:#}")))
+    {
+        Ok(module) => module,
+        Err(e) => {
+            // One line: a parser's message may spread its detail over several.
+            eprintln!("error: {}", e.split_whitespace().collect::<Vec<_>>().join(" "));
+            return 2;
+        }
+    };
+    let ran = wasmop::harness::fixture_files(fixtures)
+        .and_then(|files| wasmop::harness::run(&module, &files, namespace, other));
+    let ran = match ran {
+        Ok(ran) => ran,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    for fixture in &ran {
+        let text = serde_saphyr::to_string(&fixture.shown()).unwrap_or_else(|e| format!("# not printable: {e}\n"));
+        if print_out(&format!("---\n{text}")).is_err() {
+            return 2;
+        }
+    }
+    let failed: Vec<&str> = ran.iter().filter(|f| !f.held()).map(|f| f.scenario.name.as_str()).collect();
+    let summary = match failed.as_slice() {
+        [] => format!("# {} fixtures, all held\n", ran.len()),
+        names => format!("# {} fixtures, {} FAILED: {}\n", ran.len(), names.len(), names.join(", ")),
+    };
+    if print_out(&summary).is_err() {
+        return 2;
+    }
+    if failed.is_empty() { 0 } else { 1 }
 }
 
 /// The CPUs this process may use: the standard library reads the cgroup's CPU quota (v1 and
@@ -321,6 +385,7 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
             print_out(&wasmop::inspect::crd_yaml(&module).await?)
         }
         Command::Run(args) => run(*args).await,
+        Command::Test { .. } => unreachable!("`wasmop test` runs before the runtime starts"),
     }
 }
 

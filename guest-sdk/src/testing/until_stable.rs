@@ -25,6 +25,7 @@ use std::marker::PhantomData;
 use serde::Serialize;
 use serde_json::{Value, json};
 use wasmop_core::dependent::Desired as CoreDesired;
+use wasmop_core::fixture::{self, Scenario};
 use wasmop_core::predicate::EventKind as CoreEventKind;
 use wasmop_core::settle::{
     DependentState as CoreState, Event as CoreEvent, Failure, Guest, MAX_PASSES, Mapper, Outcome as CoreOutcome, Pass,
@@ -199,6 +200,20 @@ impl FakeHost {
         self.revision = world.revision;
         let primary = world.stored(&config.primary.to_core(), &key).cloned().unwrap_or(Value::Null);
         Stable { passes: guest.runs(passes), primary, world }
+    }
+
+    /// Runs a fixture (`wasmop_core::fixture`, the conformance scenarios' format: a primary, the
+    /// objects and external records around it, what must hold, and changes made afterwards)
+    /// with `R` in `namespace`, as `wasmop test` runs it with a compiled plugin: in a fresh store
+    /// (this host gives only the kinds it fails), settled as [`FakeHost::run_until_settled`]
+    /// does, each change decided as [`FakeHost::reconciles_on`] and
+    /// [`FakeHost::reconciles_on_watched`] do. The outcome's `failures` are the unmet
+    /// expectations; an error when the fixture cannot be run (a loop that never settles, a
+    /// change of an object that does not exist).
+    pub fn run_fixture<R: Reconciler>(&self, scenario: &Scenario, namespace: &str) -> Result<fixture::Outcome, String> {
+        let guest = Native::<R>::new(self.failures.clone());
+        let settle = Settle::new(spec_of(&R::config()), &guest)?;
+        fixture::run(&settle, scenario, namespace)
     }
 
     /// Sets the `.status` of the stored object of `kind` at `namespace`/`name`, as another
