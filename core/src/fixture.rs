@@ -122,9 +122,10 @@ pub struct Scenario {
     /// Objects that exist before the host runs.
     #[serde(default)]
     pub objects: Vec<Object>,
-    /// Objects of the external system before the host runs: the plugin's record name to the
-    /// record (`value`); the host's external system is `wasmop_tests::records`, the FakeHost's
-    /// its own.
+    /// Objects of the external system before the host runs, by key: each an object of the
+    /// plugin's one external dependent (a `dependent` field names it when there are several),
+    /// with the ID `existing-<key>`. [`run`] plays the external system itself; against the API
+    /// server, the conform plugin's system is `wasmop_tests::records`.
     #[serde(default)]
     pub external: serde_json::Map<String, Value>,
     /// What must hold afterwards; absent in a fixture that only shows what the host would do.
@@ -408,5 +409,155 @@ mod tests {
         assert!(mismatch(&json!({ "a": { "b": [1] } }), &actual).unwrap().starts_with(".a.b"));
         assert!(mismatch(&json!({ "e": 1 }), &actual).is_some());
         assert!(mismatch(&json!({ "a": { "c": "~part" } }), &actual).is_some());
+    }
+
+    /// Copies `spec.data` into a ConfigMap dependent and reports its keys; its predicate asks the
+    /// plugin, which passes label changes only when the label `pass` is `yes`.
+    struct Copy;
+
+    fn copy_spec() -> crate::settle::PluginSpec {
+        use crate::dependent::{DependentSpec, Ownership};
+        use crate::predicate::{Predicate, Term};
+        let kind = |group: &str, kind: &str| KindRef {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: None,
+            namespaced: true,
+        };
+        crate::settle::PluginSpec {
+            name: "copy".into(),
+            primary: kind("example.com", "Copy"),
+            label_selector: None,
+            projection: None,
+            filters: crate::filter::Filters::default(),
+            predicate: Some(
+                Predicate::new(vec![
+                    Term::GenerationChanged,
+                    Term::LabelsChanged,
+                    Term::Plugin("pass".into()),
+                    Term::And,
+                    Term::Or,
+                ])
+                .unwrap(),
+            ),
+            watches: Vec::new(),
+            dependents: vec![DependentSpec {
+                name: "copy".into(),
+                kind: kind("", "ConfigMap"),
+                read_only: false,
+                depends_on: Vec::new(),
+                ready_when: None,
+                reconcile_when: None,
+                declared_ownership: Ownership::OwnerReference,
+                ready_when_empty: false,
+                namespace: None,
+                adopt: false,
+                external: None,
+            }],
+            external: Vec::new(),
+            conditions: true,
+        }
+    }
+
+    impl Guest for Copy {
+        fn desired(
+            &self,
+            _: &crate::settle::View,
+            primary: &str,
+        ) -> Result<Vec<crate::dependent::Desired>, crate::settle::Failure> {
+            let primary: Value = serde_json::from_str(primary).unwrap();
+            let object = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "copy" }, "data": primary["spec"]["data"] });
+            Ok(vec![crate::dependent::Desired { dependent: "copy".into(), object, keep: false, key: None }])
+        }
+
+        fn reconcile(
+            &self,
+            view: &crate::settle::View,
+            _: &str,
+        ) -> Result<crate::settle::Outcome, crate::settle::Failure> {
+            let keys = view.dependents[0].objects[0]["data"].as_object().map_or(0, |d| d.len());
+            Ok(crate::settle::Outcome {
+                readiness: Some((true, format!("{keys} keys"))),
+                status: Some(json!({ "keys": keys })),
+                ..Default::default()
+            })
+        }
+
+        fn error_status(&self, _: &crate::settle::View, _: &str, _: &crate::settle::Failure) -> Option<Value> {
+            None
+        }
+
+        fn check(&self, _: &crate::settle::View, _: &str, _: &str, _: Option<&str>) -> bool {
+            true
+        }
+
+        fn map_secondary(&self, _: &crate::settle::View, _: &str) -> Result<Vec<(Option<String>, String)>, String> {
+            Ok(Vec::new())
+        }
+
+        fn secondaries_of(
+            &self,
+            _: &crate::settle::View,
+            _: &str,
+        ) -> Result<Vec<(KindRef, Option<String>, String)>, String> {
+            Ok(Vec::new())
+        }
+
+        fn filter(&self, _: &str, _: crate::predicate::EventKind, object: &Value, _: Option<&Value>) -> bool {
+            object["metadata"]["labels"]["pass"] == "yes"
+        }
+    }
+
+    fn fixture(yaml: serde_json::Value) -> Scenario {
+        serde_json::from_value(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_fixture_settles_writes_once_and_decides_its_changes_by_the_predicate() {
+        let settle = Settle::new(copy_spec(), &Copy).unwrap();
+        let scenario = fixture(json!({
+            "primary": { "metadata": { "name": "c" }, "spec": { "data": { "a": "1" } } },
+            "expect": {
+                "status": { "keys": 1, "observedGeneration": 1 },
+                "conditions": { "Ready": { "status": "True", "message": "1 keys" } },
+                "objects": [{ "kind": { "version": "v1", "kind": "ConfigMap", "plural": "configmaps" },
+                              "object": { "metadata": { "name": "copy", "labels": { "wasmop.dev/managed-by": "copy" } },
+                                          "data": { "a": "1" } } }],
+            },
+            "changes": [
+                { "description": "a label the plugin rejects", "primary": { "metadata": { "labels": { "pass": "no" } } }, "reconciles": false },
+                { "description": "a label the plugin passes", "primary": { "metadata": { "labels": { "pass": "yes" } } }, "reconciles": true },
+                { "description": "new data", "primary": { "spec": { "data": { "b": "2" } } }, "reconciles": true },
+            ],
+        }));
+        let outcome = run(&settle, &scenario, "ns").unwrap();
+        assert_eq!(outcome.failures, Vec::<String>::new());
+        let titles: Vec<&str> = outcome.stages.iter().map(|s| s.title.as_str()).collect();
+        assert_eq!(titles, ["initial", "a label the plugin passes", "new data"]);
+        let initial = &outcome.stages[0].passes;
+        assert_eq!(initial.len(), 2, "the second pass changes nothing");
+        assert!(matches!(&initial[0].writes[0], crate::settle::Write::Apply { kind, .. } if kind == "v1/ConfigMap"));
+        assert!(matches!(&initial[0].writes[1], crate::settle::Write::Status { patch } if patch["keys"] == 1));
+        assert!(initial[1].writes.is_empty());
+        assert_eq!(outcome.primary["status"]["keys"], 2);
+        assert_eq!(outcome.primary["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn unmet_expectations_and_wrong_change_decisions_are_failures() {
+        let settle = Settle::new(copy_spec(), &Copy).unwrap();
+        let scenario = fixture(json!({
+            "primary": { "metadata": { "name": "c" }, "spec": { "data": {} } },
+            "expect": { "status": { "keys": 3 }, "absent": [{ "kind": { "version": "v1", "kind": "ConfigMap", "plural": "configmaps" }, "object": { "metadata": { "name": "copy" } } }] },
+            "changes": [{ "description": "status only", "primary": { "status": { "x": 1 } }, "reconciles": true }],
+        }));
+        let outcome = run(&settle, &scenario, "ns").unwrap();
+        assert_eq!(
+            outcome.failures,
+            ["status.keys: expected 3, got 0", "ConfigMap ns/copy exists", "change 0 (status only): reconciles false"]
+        );
+        let without = fixture(json!({ "primary": { "metadata": { "name": "c" }, "spec": { "data": {} } } }));
+        assert!(run(&settle, &without, "ns").unwrap().failures.is_empty(), "no expectations, no failures");
     }
 }
