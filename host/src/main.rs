@@ -1,4 +1,5 @@
-//! The `wasmop` command line: `run` plugins against a cluster, `inspect` a plugin.
+//! The `wasmop` command line: `run` plugins against a cluster, `inspect` a plugin, `test` one
+//! against fixtures without a cluster.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -554,5 +555,16 @@ mod tests {
         assert!(colours(true, Some("".as_ref())), "an empty NO_COLOR is unset");
         assert!(!colours(true, Some("1".as_ref())));
         assert!(!colours(false, None));
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed_and_test_takes_a_plugin_and_fixtures() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["wasmop", "test", "p.wasm", "a.yaml", "dir", "-n", "ns"]).unwrap();
+        let Command::Test { plugin, fixtures, namespace, other_namespace, .. } = cli.command else { panic!("test") };
+        assert_eq!((plugin, fixtures), (PathBuf::from("p.wasm"), vec![PathBuf::from("a.yaml"), PathBuf::from("dir")]));
+        assert_eq!((namespace.as_str(), other_namespace.as_str()), ("ns", "other"));
+        assert!(Cli::try_parse_from(["wasmop", "test", "p.wasm"]).is_err(), "fixtures are required");
     }
 }

@@ -332,12 +332,15 @@ impl FakeHost {
     }
 }
 
+/// What one `reconcile` returned and logged.
+type Reconciled = (Result<crate::Outcome, Error>, Vec<super::LogLine>);
+
 /// A reconciler run natively: the plugin side of the loop. It keeps what each `reconcile`
 /// returned and logged, for the [`Run`]s.
 pub(super) struct Native<R> {
     failures: Vec<(Kind, String)>,
     plugin: Plugin,
-    reconciles: RefCell<Vec<(Result<crate::Outcome, Error>, Vec<super::LogLine>)>>,
+    reconciles: RefCell<Vec<Reconciled>>,
     reconciler: PhantomData<fn() -> R>,
 }
 
