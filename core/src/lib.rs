@@ -13,6 +13,7 @@
 //! | [`kind`] | a resource type and an object's key |
 //! | [`selector`] | label selectors (`=`, `!=`, `in`, `notin`, `key`, `!key`) |
 //! | [`finalizer`] | whether primaries carry the plugin's finalizer, and which names are released |
+//! | [`fixture`] | fixtures (the conformance scenarios' format): what must hold, and running one through [`settle`] |
 //! | [`filter`] | which versions of a primary reconcile, and which watch events count (generation awareness, predicates) |
 //! | [`predicate`] | predicates on watch events: built-in and plugin terms combined with and, or, not |
 //! | [`check`] | declarative conditions on objects (ready-when, reconcile-when) |
@@ -25,6 +26,7 @@
 //! | [`refusal`] | which failed API requests are worth retrying; a refusal in plain words |
 //! | [`served`] | a kind the API server does not serve, and the served kind closest to it |
 //! | [`settings`] | a plugin's settings in the words users write them, and their precedence |
+//! | [`settle`] | the whole reconcile loop in memory, for a plugin behind a trait (the FakeHost, `wasmop test`) |
 //! | [`status`] | the status patch, `observedGeneration` and the host's conditions |
 
 pub mod capability;
@@ -33,6 +35,7 @@ pub mod dependent;
 pub mod external;
 pub mod filter;
 pub mod finalizer;
+pub mod fixture;
 pub mod kind;
 pub mod mapping;
 pub mod matching;
@@ -42,6 +45,7 @@ pub mod refusal;
 pub mod selector;
 pub mod served;
 pub mod settings;
+pub mod settle;
 pub mod status;
 pub mod workflow;
 

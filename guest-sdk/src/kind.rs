@@ -112,6 +112,16 @@ impl Kind {
 /// ```
 impl Kind {
     /// The kind as the core's rules see it.
+    pub(crate) fn from_core(kind: &wasmop_core::KindRef) -> Self {
+        Self {
+            group: kind.group.clone(),
+            version: kind.version.clone(),
+            kind: kind.kind.clone(),
+            plural: kind.plural.clone(),
+            namespaced: kind.namespaced,
+        }
+    }
+
     pub(crate) fn to_core(&self) -> wasmop_core::KindRef {
         wasmop_core::KindRef {
             group: self.group.clone(),

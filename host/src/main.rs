@@ -1,4 +1,5 @@
-//! The `wasmop` command line: `run` plugins against a cluster, `inspect` a plugin.
+//! The `wasmop` command line: `run` plugins against a cluster, `inspect` a plugin, `test` one
+//! against fixtures without a cluster.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,6 +70,26 @@ enum Command {
         /// The plugin's language.
         #[arg(long, value_enum, default_value_t = Lang::Rust)]
         lang: Lang,
+    },
+    /// Run a plugin through the host's rules without a cluster: each fixture's primary and
+    /// objects (a file, or a directory of *.yaml; the conformance scenarios' format) reconciled
+    /// until nothing changes, printing the writes, events and requeues the host would make, then
+    /// `ok` or `FAILED` with the unmet expectations. Exits 1 when a fixture fails, 2 when the
+    /// plugin or a fixture cannot be loaded.
+    Test {
+        /// The plugin file.
+        plugin: PathBuf,
+        /// Fixture files, or directories of them.
+        #[arg(required = true, value_name = "FIXTURES")]
+        fixtures: Vec<PathBuf>,
+        /// The namespace of the fixtures' primaries and objects (`$NS` in a fixture).
+        #[arg(long, short, default_value = "default")]
+        namespace: String,
+        /// A second namespace (`$OTHER` in a fixture).
+        #[arg(long, default_value = "other")]
+        other_namespace: String,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
     },
     /// Print what a plugin's describe() says, in the words of the overrides file: its settings
     /// (the block `--config` and a ReconcilerPlugin's overrides take), watches and dependents.
@@ -248,6 +269,10 @@ fn main() -> anyhow::Result<()> {
     tune_malloc();
     let cli = Cli::parse();
     init_tracing(cli.log_format);
+    if let Command::Test { plugin, fixtures, namespace, other_namespace, runtime } = &cli.command {
+        // The harness calls the plugin on a runtime of its own, blocking this thread.
+        std::process::exit(test(plugin, fixtures, namespace, other_namespace, runtime));
+    }
     let workers = match &cli.command {
         Command::Run(args) => args.worker_threads.map_or_else(available_cpus, usize::from),
         _ => 1,
@@ -258,6 +283,46 @@ fn main() -> anyhow::Result<()> {
         .max_blocking_threads(BLOCKING_THREADS)
         .build()?;
     runtime.block_on(serve(cli))
+}
+
+/// `wasmop test`: the exit code (0 every fixture held, 1 one failed, 2 nothing could be run).
+fn test(plugin: &std::path::Path, fixtures: &[PathBuf], namespace: &str, other: &str, runtime: &RuntimeArgs) -> i32 {
+    let module = match runtime
+        .runtime(None)
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|r| r.load(plugin).map_err(|e| format!("{e:#}")))
+    {
+        Ok(module) => module,
+        Err(e) => {
+            // One line: a parser's message may spread its detail over several.
+            eprintln!("error: {}", e.split_whitespace().collect::<Vec<_>>().join(" "));
+            return 2;
+        }
+    };
+    let ran = wasmop::harness::fixture_files(fixtures)
+        .and_then(|files| wasmop::harness::run(&module, &files, namespace, other));
+    let ran = match ran {
+        Ok(ran) => ran,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    for fixture in &ran {
+        let text = serde_saphyr::to_string(&fixture.shown()).unwrap_or_else(|e| format!("# not printable: {e}\n"));
+        if print_out(&format!("---\n{text}")).is_err() {
+            return 2;
+        }
+    }
+    let failed: Vec<&str> = ran.iter().filter(|f| !f.held()).map(|f| f.scenario.name.as_str()).collect();
+    let summary = match failed.as_slice() {
+        [] => format!("# {} fixtures, all held\n", ran.len()),
+        names => format!("# {} fixtures, {} FAILED: {}\n", ran.len(), names.len(), names.join(", ")),
+    };
+    if print_out(&summary).is_err() {
+        return 2;
+    }
+    if failed.is_empty() { 0 } else { 1 }
 }
 
 /// The CPUs this process may use: the standard library reads the cgroup's CPU quota (v1 and
@@ -323,6 +388,7 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
             print_out(&wasmop::inspect::crd_yaml(&module).await?)
         }
         Command::Run(args) => run(*args).await,
+        Command::Test { .. } => unreachable!("`wasmop test` runs before the runtime starts"),
     }
 }
 
@@ -491,5 +557,16 @@ mod tests {
         assert!(colours(true, Some("".as_ref())), "an empty NO_COLOR is unset");
         assert!(!colours(true, Some("1".as_ref())));
         assert!(!colours(false, None));
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed_and_test_takes_a_plugin_and_fixtures() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["wasmop", "test", "p.wasm", "a.yaml", "dir", "-n", "ns"]).unwrap();
+        let Command::Test { plugin, fixtures, namespace, other_namespace, .. } = cli.command else { panic!("test") };
+        assert_eq!((plugin, fixtures), (PathBuf::from("p.wasm"), vec![PathBuf::from("a.yaml"), PathBuf::from("dir")]));
+        assert_eq!((namespace.as_str(), other_namespace.as_str()), ("ns", "other"));
+        assert!(Cli::try_parse_from(["wasmop", "test", "p.wasm"]).is_err(), "fixtures are required");
     }
 }

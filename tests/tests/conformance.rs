@@ -151,7 +151,7 @@ async fn observe(
     ns: &str,
 ) -> anyhow::Result<Vec<String>> {
     let mut found: HashMap<(String, String, String), Value> = HashMap::new();
-    for object in scenario.expect.objects.iter().chain(&scenario.expect.absent) {
+    for object in scenario.expect.iter().flat_map(|e| e.objects.iter().chain(&e.absent)) {
         let target = object.object["metadata"]["namespace"].as_str().unwrap_or(ns).to_owned();
         let name = object.object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
         if let Some(actual) = api(client, &object.kind, &target).get_opt(&name).await? {

@@ -1,17 +1,15 @@
 //! [`FakeHost::reconciles_on`] and [`FakeHost::reconciles_on_watched`]: which watch events
-//! reconcile a primary, by the host's rules (`wasmop_core::filter`): the plugin's filters and
+//! reconcile a primary, by the host's rules (`wasmop_core::settle`, on `wasmop_core::filter`): the plugin's filters and
 //! predicates, with [`Reconciler::filter`] answering plugin terms natively, asked only when the
 //! host would ask it (the same short circuit), with the objects as the host's caches hold them.
 
 use serde::Serialize;
-use serde_json::{Value, json};
-use wasmop_core::ObjectKey;
-use wasmop_core::dependent::PrimaryRef;
-use wasmop_core::filter::{Change, ChangeFilter, Version};
-use wasmop_core::predicate::EventKind as CoreEvent;
+use serde_json::Value;
+use wasmop_core::settle::Settle;
 
-use super::{FakeHost, Plugin};
-use crate::{EventKind, Kind, Predicate, Reconciler};
+use super::FakeHost;
+use super::until_stable::{Native, spec_of};
+use crate::{Kind, Reconciler};
 
 impl FakeHost {
     /// Whether the host reconciles `R`'s primary when its watch delivers `new`, the version
@@ -66,22 +64,11 @@ impl FakeHost {
     /// ```
     pub fn reconciles_on<R: Reconciler>(&self, new: &impl Serialize, old: Option<&Value>) -> bool {
         let config = R::config();
-        let plugin = Plugin::of::<R>();
-        let kind = &config.primary;
-        let new = versioned(super::to_object("reconciles_on", kind, new), "2");
-        let old = old.map(|old| versioned(old.clone(), "1"));
-        if !plugin.caches[0].holds(kind, &new) {
-            return false;
-        }
-        let key = ObjectKey::of_json(&new).expect("FakeHost::reconciles_on: the primary needs metadata.name");
-        let predicate = checked(config.predicate.as_ref(), "the primary's predicate");
-        let mut filter = ChangeFilter::with_predicate(config.filters.to_core(config.generation_aware), predicate);
-        if let Some(old) = &old {
-            filter.observe(&key, Version::of_json(old));
-        }
-        let Some(change) = filter.observe(&key, Version::of_json(&new)) else { return false };
-        let shape = |object: &Value| plugin.shaped(kind, object);
-        decide::<R>(&filter, change, &shape(&new), old.as_ref().map(shape).as_ref())
+        let new = super::to_object("reconciles_on", &config.primary, new);
+        let guest = Native::<R>::new(self.failures.clone());
+        let settle = Settle::new(spec_of(&config), &guest)
+            .unwrap_or_else(|e| panic!("FakeHost::reconciles_on: the plugin's dependents are invalid: {e}"));
+        settle.reconciles_on(new, old.cloned()).unwrap_or_else(|e| panic!("FakeHost::reconciles_on: {e}"))
     }
 
     /// Whether a change of an object of `kind` reconciles `primary`: `new` after `old` (`old`
@@ -142,78 +129,24 @@ impl FakeHost {
     ) -> bool {
         assert!(new.is_some() || old.is_some(), "FakeHost::reconciles_on_watched: give the new or the old version");
         let config = R::config();
-        let plugin = Plugin::of::<R>();
         let primary = super::to_object("reconciles_on_watched", &config.primary, primary);
-        let key =
-            ObjectKey::of_json(&primary).expect("FakeHost::reconciles_on_watched: the primary needs metadata.name");
-        let reference = PrimaryRef {
-            kind: config.primary.to_core(),
-            uid: primary["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
-            key,
-        };
-        let primary_json = primary.to_string();
-        let new = new.map(|new| versioned(new.clone(), "2"));
-        let old = old.map(|old| versioned(old.clone(), "1"));
-        let object_key = new
-            .as_ref()
-            .or(old.as_ref())
-            .and_then(ObjectKey::of_json)
-            .unwrap_or_else(|| panic!("FakeHost::reconciles_on_watched: the {kind} needs metadata.name"));
-        config.watches.iter().filter(|watch| watch.kind.same_type(kind)).any(|watch| {
-            let maps = |object: &Value| {
-                super::until_stable::maps::<R>(watch, &plugin, self, &reference, &primary_json, kind, object)
-            };
-            if !(new.as_ref().is_some_and(maps) || old.as_ref().is_some_and(maps)) {
-                return false;
-            }
-            let what = format!("the predicate of the watch of {kind}");
-            let mut filter = ChangeFilter::watch(checked(watch.predicate.as_ref(), &what));
-            let shape = |object: &Value| plugin.shaped(kind, object);
-            match &new {
-                // A deletion: the plugin sees the last version.
-                None => {
-                    let last = shape(old.as_ref().expect("checked above"));
-                    decide::<R>(&filter, Change::of(CoreEvent::Delete), &last, None)
-                }
-                Some(new) => {
-                    if let Some(old) = &old {
-                        filter.observe(&object_key, Version::of_json(old));
-                    }
-                    let Some(change) = filter.observe(&object_key, Version::of_json(new)) else { return false };
-                    decide::<R>(&filter, change, &shape(new), old.as_ref().map(shape).as_ref())
-                }
-            }
-        })
+        let guest = Native::<R>::new(self.failures.clone());
+        let settle = Settle::new(spec_of(&config), &guest)
+            .unwrap_or_else(|e| panic!("FakeHost::reconciles_on_watched: the plugin's dependents are invalid: {e}"));
+        settle
+            .reconciles_on_watched(&self.world(), &primary, &kind.to_core(), new.cloned(), old.cloned())
+            .unwrap_or_else(|e| panic!("FakeHost::reconciles_on_watched: {e}"))
     }
-}
-
-/// Decides `change` of `object` (after `old`) with `filter`, `R::filter` answering plugin terms
-/// with `old` for an update only, as the host does.
-fn decide<R: Reconciler>(filter: &ChangeFilter, change: Change, object: &Value, old: Option<&Value>) -> bool {
-    let event = EventKind::from_core(change.event);
-    let old = old.filter(|_| change.event == CoreEvent::Update);
-    filter.decide_now(change, &mut |name| R::filter(name, event, object, old))
-}
-
-/// A declared predicate, checked; panics naming `what` when it is malformed.
-fn checked(predicate: Option<&Predicate>, what: &str) -> Option<wasmop_core::predicate::Predicate> {
-    predicate.map(|p| p.to_core().unwrap_or_else(|e| panic!("FakeHost: {what} is malformed: {e}")))
-}
-
-/// `object` with `resourceVersion` set to `version` when it has none.
-fn versioned(mut object: Value, version: &str) -> Value {
-    if object["metadata"]["resourceVersion"].is_null() && object["metadata"].is_object() {
-        object["metadata"]["resourceVersion"] = json!(version);
-    }
-    object
 }
 
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;
 
+    use serde_json::json;
+
     use super::*;
-    use crate::{Config, Context, Error, Outcome, Watch};
+    use crate::{Config, Context, Error, EventKind, Outcome, Predicate, Watch};
 
     /// One call of the plugin's filter: name, event, the object's keys, and whether `old` was
     /// given.

@@ -47,7 +47,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use wasmop_core::selector::LabelSelector;
+use wasmop_core::settle::{Caches, View};
 
 mod events;
 mod until_stable;
@@ -336,8 +336,8 @@ impl FakeHost {
         let plugin = Plugin::of::<R>();
         let (ctx, logs) = self.context(&plugin, attempt, last_attempt);
         // The primary as the host's cache holds it (its projection, if the plugin has one).
-        let projected = match (&plugin.caches[0].projection, serde_json::from_str::<Value>(json)) {
-            (Some(_), Ok(object)) => Some(plugin.shaped(&plugin.primary, &object).to_string()),
+        let projected = match (plugin.caches.projects_primary(), serde_json::from_str::<Value>(json)) {
+            (true, Ok(object)) => Some(plugin.shaped(&plugin.primary, &object).to_string()),
             _ => None,
         };
         let result = crate::run::<R>(projected.as_deref().unwrap_or(json), &ctx);
@@ -551,13 +551,16 @@ impl FakeHost {
     /// A [`Context`] for `plugin` on a copy of this host's objects, and the log it records to.
     fn context(&self, plugin: &Plugin, attempt: u32, last_attempt: bool) -> (Context, Rc<RefCell<Vec<LogLine>>>) {
         let logs = Rc::new(RefCell::new(Vec::new()));
-        let backend = Backend {
-            plugin: plugin.clone(),
-            objects: self.objects.clone(),
-            secondaries: self.secondaries.clone(),
-            failures: self.failures.clone(),
-            logs: Rc::clone(&logs),
+        let core = |objects: &[(Kind, Value)]| objects.iter().map(|(k, o)| (k.to_core(), o.clone())).collect();
+        let view = View {
+            caches: plugin.caches.clone(),
+            objects: core(&self.objects),
+            secondaries: core(&self.secondaries),
+            dependents: Vec::new(),
+            external: Vec::new(),
+            inbound: None,
         };
+        let backend = Backend { view, failures: self.failures.clone(), logs: Rc::clone(&logs) };
         let ctx = Context::new(Box::new(backend), attempt, last_attempt)
             .with_dependents(self.dependents.clone())
             .with_external(self.external.clone(), self.inbound.clone());
@@ -587,101 +590,26 @@ fn to_object(method: &str, kind: &Kind, object: &impl Serialize) -> Value {
     object
 }
 
-/// What the host knows of the plugin under test: its name, its primary kind, and the kinds
-/// related to its primaries (watched and dependent kinds).
+/// What the host knows of the plugin under test: what its caches hold ([`Caches`], the rules
+/// `wasmop test` reads by too) and its primary kind.
 #[derive(Clone, Debug)]
 struct Plugin {
-    name: String,
+    caches: Caches,
     primary: Kind,
-    related: Vec<Kind>,
-    /// What the host's watches cache, in the order the host reads them.
-    caches: Vec<Cached>,
-}
-
-/// One of the host's watches: what it caches (kind, label selector, namespace) and what of
-/// each object it keeps (the projection; `None`: all of it).
-#[derive(Clone, Debug)]
-struct Cached {
-    kind: Kind,
-    selector: Option<LabelSelector>,
-    namespace: Option<String>,
-    projection: Option<Vec<String>>,
-}
-
-impl Cached {
-    fn holds(&self, kind: &Kind, object: &Value) -> bool {
-        self.kind.same_type(kind)
-            && self.selector.as_ref().is_none_or(|s| s.matches_object(object))
-            && self.namespace.as_deref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns))
-    }
 }
 
 impl Plugin {
     fn of<R: Reconciler>() -> Self {
-        let config = R::config();
-        let selector = |s: Option<&String>| s.and_then(|s| s.parse::<LabelSelector>().ok());
-        let managed = format!("{}={}", wasmop_core::dependent::MANAGED_BY_LABEL, config.name);
-        // The host keeps the primary's status, whatever the plugin reads.
-        let primary_projection = config.projection.clone().map(|mut paths| {
-            paths.push("status".into());
-            paths
-        });
-        let mut caches = vec![Cached {
-            kind: config.primary.clone(),
-            selector: selector(config.label_selector.as_ref()),
-            namespace: None,
-            projection: primary_projection,
-        }];
-        caches.extend(config.watches.iter().map(|w| Cached {
-            kind: w.kind.clone(),
-            selector: selector(w.label_selector.as_ref()),
-            namespace: w.namespace.clone(),
-            projection: w.projection.clone(),
-        }));
-        caches.extend(config.dependents.iter().map(|d| Cached {
-            // A dependent's watch: the plugin's objects by the management label; all of a
-            // read-only dependent's kind; whole objects.
-            kind: d.kind.clone(),
-            selector: if d.read_only { None } else { selector(Some(&managed)) },
-            namespace: d.namespace.clone(),
-            projection: None,
-        }));
-        let watched = config.watches.into_iter().map(|watch| watch.kind);
-        let related = watched.chain(config.dependents.into_iter().map(|d| d.kind)).collect();
-        Self { name: config.name, primary: config.primary, related, caches }
+        let mut config = R::config();
+        // What is cached does not depend on predicates (checked where they are used).
+        config.predicate = None;
+        config.watches.iter_mut().for_each(|watch| watch.predicate = None);
+        Self { caches: Caches::new(&until_stable::spec_of(&config)), primary: config.primary }
     }
 
-    /// Whether one of the host's watches would cache `object` of `kind`: the primary's, a
-    /// declared watch's (its label selector and namespace) or a dependent's.
-    fn caches(&self, kind: &Kind, object: &Value) -> bool {
-        self.caches.iter().any(|cached| cached.holds(kind, object))
-    }
-
-    /// `object` of `kind` as the host's cache holds it: cut to the projection of the first
-    /// watch that caches it (a secondary given as such: the first watch of its kind).
+    /// `object` of `kind` as the host's cache holds it (see [`Caches::shaped`]).
     fn shaped(&self, kind: &Kind, object: &Value) -> Value {
-        let cached = self
-            .caches
-            .iter()
-            .find(|cached| cached.holds(kind, object))
-            .or_else(|| self.caches.iter().find(|cached| cached.kind.same_type(kind)));
-        let mut object = object.clone();
-        if let Some(paths) = cached.and_then(|c| c.projection.as_deref()) {
-            wasmop_core::projection::project(&mut object, paths);
-        }
-        object
-    }
-
-    /// As the host: only the primary kind and the related kinds are cached, so reading any
-    /// other kind fails.
-    fn reads(&self, kind: &Kind) -> Result<(), String> {
-        if self.primary.same_type(kind) || self.related.iter().any(|related| related.same_type(kind)) {
-            return Ok(());
-        }
-        Err(format!(
-            "{kind} is not watched by this plugin ({}); only the primary and watched kinds can be read",
-            self.name
-        ))
+        self.caches.shaped(&kind.to_core(), object)
     }
 }
 
@@ -695,12 +623,10 @@ struct Request {
     last_attempt: bool,
 }
 
-/// The host a [`Context`] talks to in a test run: what it knows of the plugin, a copy of the
-/// [`FakeHost`]'s objects and a shared log record.
+/// The host a [`Context`] talks to in a test run: a copy of the [`FakeHost`]'s objects read by
+/// the host's rules ([`View`]), the kinds it fails, and a shared log record.
 struct Backend {
-    plugin: Plugin,
-    objects: Vec<(Kind, Value)>,
-    secondaries: Vec<(Kind, Value)>,
+    view: View,
     failures: Vec<(Kind, String)>,
     logs: Rc<RefCell<Vec<LogLine>>>,
 }
@@ -711,13 +637,6 @@ impl Backend {
             Some((_, message)) => Err(message.clone()),
             None => Ok(()),
         }
-    }
-
-    /// The cached objects of `kind`: the stored ones the host's watches would cache, and the
-    /// secondaries.
-    fn of_kind<'a>(&'a self, kind: &'a Kind) -> impl Iterator<Item = &'a Value> + 'a {
-        let stored = self.objects.iter().filter(move |(k, object)| k.same_type(kind) && self.plugin.caches(k, object));
-        stored.chain(self.secondaries.iter().filter(move |(k, _)| k.same_type(kind))).map(|(_, object)| object)
     }
 }
 
@@ -734,37 +653,17 @@ impl Host for Backend {
 
     fn get(&self, kind: &Kind, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
         self.fail(kind)?;
-        self.plugin.reads(kind)?;
-        Ok(self
-            .of_kind(kind)
-            .find(|object| meta_str(object, "name") == Some(name) && meta_str(object, "namespace") == namespace)
-            .map(|object| self.plugin.shaped(kind, object).to_string()))
+        self.view.get(&kind.to_core(), namespace, name)
     }
 
     fn list(&self, kind: &Kind, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
         self.fail(kind)?;
-        self.plugin.reads(kind)?;
-        let selector = label_selector.map(str::parse::<LabelSelector>).transpose().map_err(|e| e.to_string())?;
-        Ok(self
-            .of_kind(kind)
-            .filter(|object| namespace.is_none() || meta_str(object, "namespace") == namespace)
-            .filter(|object| selector.as_ref().is_none_or(|selector| selector.matches_object(object)))
-            .map(|object| self.plugin.shaped(kind, object).to_string())
-            .collect())
+        self.view.list(&kind.to_core(), namespace, label_selector)
     }
 
     fn secondaries(&self, kind: &Kind) -> Result<Vec<String>, String> {
         self.fail(kind)?;
-        if !self.plugin.related.iter().any(|related| related.same_type(kind)) {
-            return Err(format!(
-                "{kind} is not watched by plugin {}: only watched and dependent kinds have secondaries",
-                self.plugin.name
-            ));
-        }
-        let mut secondaries: Vec<&Value> =
-            self.secondaries.iter().filter(|(k, _)| k.same_type(kind)).map(|(_, object)| object).collect();
-        secondaries.sort_by_key(|object| (meta_str(object, "namespace"), meta_str(object, "name")));
-        Ok(secondaries.into_iter().map(|object| self.plugin.shaped(kind, object).to_string()).collect())
+        self.view.secondaries(&kind.to_core())
     }
 }
 

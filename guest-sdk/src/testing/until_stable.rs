@@ -1,11 +1,13 @@
 //! [`FakeHost::run_until_stable`]: the whole reconcile loop, in memory, by the host's rules.
 //!
-//! Each pass does what the host does for one reconcile, through the same rules crate
-//! (`wasmop_core`): `desired`, the capability checks, the dependents' workflow (order, skips,
-//! deletes, pruning, kept objects, adoption conflicts, collected errors, readiness), `reconcile`
-//! with the dependents' states, then the writes: labels and annotations, and the status merge
-//! patch with `observedGeneration` and the host's conditions, written only when it changes
-//! something. Passes repeat until one leaves the store as it was.
+//! The loop is `wasmop_core::settle`'s, which `wasmop test` runs too: each pass does what the
+//! host does for one reconcile, through the same rules crate: `desired`, the capability checks,
+//! the dependents' workflow (order, skips, deletes, pruning, kept objects, adoption conflicts,
+//! collected errors, readiness), `reconcile` with the dependents' states, then the writes:
+//! labels and annotations, and the status merge patch with `observedGeneration` and the host's
+//! conditions, written only when it changes something. Passes repeat until one leaves the store
+//! as it was. Here the plugin side of the loop ([`wasmop_core::settle::Guest`]) is the
+//! reconciler, run natively.
 //!
 //! The host itself does not reconcile on its own writes; the extra pass is there to prove that
 //! reconciling the result again changes nothing, which the host relies on (a resync, a restart
@@ -17,31 +19,32 @@
 //! and a write merges the desired object into the stored one (objects merged, lists replaced)
 //! where server-side apply would also remove fields the plugin stopped setting.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
+use std::marker::PhantomData;
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use wasmop_core::dependent::{self as core_dependent, DependentSpec, MANAGED_BY_LABEL, PrimaryRef};
-use wasmop_core::external::ExternalObject;
-use wasmop_core::status::{self, Report};
-use wasmop_core::workflow::{self, Driver, Workflow, WorkflowError};
+use wasmop_core::dependent::Desired as CoreDesired;
+use wasmop_core::fixture::{self, Scenario};
+use wasmop_core::predicate::EventKind as CoreEventKind;
+use wasmop_core::settle::{
+    DependentState as CoreState, Event as CoreEvent, Failure, Guest, MAX_PASSES, Mapper, Outcome as CoreOutcome, Pass,
+    PluginSpec, Settle, Unsettled, View, WatchSpec, World,
+};
 use wasmop_core::{KindRef, ObjectKey};
 
 use super::{FakeHost, Plugin, Request, Run};
 use crate::{Config, DependentState, Desired, Error, Kind, Reconciler};
 
 /// The time the FakeHost's clock shows, for `lastTransitionTime`: fixed, so that runs repeat.
-pub const FAKE_NOW: &str = "2026-01-01T00:00:00Z";
-
-/// Passes after which a loop that still changes the store is a bug in the plugin.
-const MAX_PASSES: usize = 10;
+pub const FAKE_NOW: &str = wasmop_core::settle::FAKE_NOW;
 
 /// The result of [`FakeHost::run_until_stable`]: every pass, and the store as it ended.
 #[derive(Debug)]
 pub struct Stable {
     passes: Vec<Run>,
     primary: Value,
-    objects: Vec<(Kind, Value)>,
+    world: World,
 }
 
 impl Stable {
@@ -77,10 +80,7 @@ impl Stable {
 
     /// The stored objects of `kind`, sorted by namespace and name.
     pub fn objects(&self, kind: &Kind) -> Vec<&Value> {
-        let mut objects: Vec<&Value> =
-            self.objects.iter().filter(|(k, _)| k.same_type(kind)).map(|(_, object)| object).collect();
-        objects.sort_by_key(|o| ObjectKey::of_json(o));
-        objects
+        self.world.objects_of(&kind.to_core())
     }
 }
 
@@ -177,37 +177,43 @@ impl FakeHost {
     /// ```
     pub fn run_until_settled<R: Reconciler>(&mut self, primary: &impl Serialize) -> Stable {
         let config = R::config();
-        let plugin = Plugin::of::<R>();
-        let specs = config.dependents.iter().map(crate::Dependent::to_core);
-        let external = config.external_dependents.iter().map(crate::ExternalDependent::to_core);
-        let workflow = Workflow::new(specs.chain(external).collect())
+        let guest = Native::<R>::new(self.failures.clone());
+        let settle = Settle::new(spec_of(&config), &guest)
             .unwrap_or_else(|e| panic!("FakeHost::run_until_stable: the plugin's dependents are invalid: {e}"));
-        let mut primary = super::to_object("run_until_stable", &config.primary, primary);
+        let primary = super::to_object("run_until_stable", &config.primary, primary);
         let key = ObjectKey::of_json(&primary).expect("FakeHost::run_until_stable: the primary needs metadata.name");
-        let metadata = &mut primary["metadata"];
-        for (field, default) in [("uid", json!(format!("uid-{}", key.name))), ("resourceVersion", json!("1"))] {
-            if metadata[field].is_null() {
-                metadata[field] = default;
+        let mut world = self.world();
+        let settled = settle.settle(&mut world, primary).expect("the primary has a name");
+        let passes = match settled {
+            Ok(passes) => passes,
+            Err(Unsettled(passes)) => {
+                let runs = guest.runs(passes);
+                panic!(
+                    "FakeHost::run_until_stable: still changing after {MAX_PASSES} passes; a reconcile of its own \
+                     result must change nothing (last pass: {:?})",
+                    runs.last().map(Run::result)
+                )
             }
-        }
-        self.objects.retain(|(kind, object)| {
-            !(kind.same_type(&config.primary) && ObjectKey::of_json(object).as_ref() == Some(&key))
-        });
-        self.objects.push((config.primary.clone(), primary));
-        let mut passes = Vec::new();
-        while passes.len() < MAX_PASSES {
-            let before = (self.objects.clone(), self.external.clone());
-            passes.push(self.pass::<R>(&config, &plugin, &workflow, &key));
-            if (&self.objects, &self.external) == (&before.0, &before.1) {
-                let primary = self.stored(&config.primary, &key).cloned().unwrap_or(Value::Null);
-                return Stable { passes, primary, objects: self.objects.clone() };
-            }
-        }
-        panic!(
-            "FakeHost::run_until_stable: still changing after {MAX_PASSES} passes; a reconcile of its own result \
-             must change nothing (last pass: {:?})",
-            passes.last().map(Run::result)
-        );
+        };
+        self.objects = world.objects.iter().map(|(kind, object)| (Kind::from_core(kind), object.clone())).collect();
+        self.external = world.external.iter().cloned().map(crate::External::from_core).collect();
+        self.revision = world.revision;
+        let primary = world.stored(&config.primary.to_core(), &key).cloned().unwrap_or(Value::Null);
+        Stable { passes: guest.runs(passes), primary, world }
+    }
+
+    /// Runs a fixture (`wasmop_core::fixture`, the conformance scenarios' format: a primary, the
+    /// objects and external records around it, what must hold, and changes made afterwards)
+    /// with `R` in `namespace`, as `wasmop test` runs it with a compiled plugin: in a fresh store
+    /// (this host gives only the kinds it fails), settled as [`FakeHost::run_until_settled`]
+    /// does, each change decided as [`FakeHost::reconciles_on`] and
+    /// [`FakeHost::reconciles_on_watched`] do. The outcome's `failures` are the unmet
+    /// expectations; an error when the fixture cannot be run (a loop that never settles, a
+    /// change of an object that does not exist).
+    pub fn run_fixture<R: Reconciler>(&self, scenario: &Scenario, namespace: &str) -> Result<fixture::Outcome, String> {
+        let guest = Native::<R>::new(self.failures.clone());
+        let settle = Settle::new(spec_of(&R::config()), &guest)?;
+        fixture::run(&settle, scenario, namespace)
     }
 
     /// Sets the `.status` of the stored object of `kind` at `namespace`/`name`, as another
@@ -248,465 +254,205 @@ impl FakeHost {
     pub fn objects_of(&self, kind: &Kind) -> Vec<&Value> {
         self.objects.iter().filter(|(k, _)| k.same_type(kind)).map(|(_, object)| object).collect()
     }
+}
 
-    fn stored(&self, kind: &Kind, key: &ObjectKey) -> Option<&Value> {
-        self.objects
-            .iter()
-            .find(|(k, object)| k.same_type(kind) && ObjectKey::of_json(object).as_ref() == Some(key))
-            .map(|(_, object)| object)
+/// The plugin's configuration in the loop's terms; panics when a predicate is malformed, as the
+/// host refuses to load such a plugin.
+pub(super) fn spec_of(config: &Config) -> PluginSpec {
+    use wasmop_core::mapping::Owners;
+    let checked = |predicate: Option<&crate::Predicate>, what: &dyn Fn() -> String| {
+        predicate.map(|p| p.to_core().unwrap_or_else(|e| panic!("FakeHost: {} is malformed: {e}", what())))
+    };
+    let watches = config.watches.iter().map(|watch| WatchSpec {
+        kind: watch.kind.to_core(),
+        namespace: watch.namespace.clone(),
+        label_selector: watch.label_selector.clone(),
+        projection: watch.projection.clone(),
+        mapper: match watch.mapper {
+            crate::Mapper::ControllerOwner => Mapper::Owners(Owners::Controller),
+            crate::Mapper::AnyOwner => Mapper::Owners(Owners::Any),
+            crate::Mapper::Annotations => Mapper::Annotations,
+            crate::Mapper::Plugin => Mapper::Plugin,
+            crate::Mapper::PrimaryReferences => Mapper::PrimaryReferences,
+        },
+        predicate: checked(watch.predicate.as_ref(), &|| format!("the predicate of the watch of {}", watch.kind)),
+    });
+    let tracking = |t: crate::Tracking| match t {
+        crate::Tracking::ConfigMap => wasmop_core::external::Tracking::ConfigMap,
+        crate::Tracking::Secret => wasmop_core::external::Tracking::Secret,
+    };
+    PluginSpec {
+        name: config.name.clone(),
+        primary: config.primary.to_core(),
+        label_selector: config.label_selector.clone(),
+        projection: config.projection.clone(),
+        filters: config.filters.to_core(config.generation_aware),
+        predicate: checked(config.predicate.as_ref(), &|| "the primary's predicate".into()),
+        watches: watches.collect(),
+        dependents: config.dependents.iter().map(crate::Dependent::to_core).collect(),
+        external: config.external_dependents.iter().map(|d| (d.to_core(), tracking(d.tracking))).collect(),
+        conditions: config.conditions,
     }
+}
 
-    /// One reconcile of the primary at `key`, with its writes.
-    fn pass<R: Reconciler>(&mut self, config: &Config, plugin: &Plugin, workflow: &Workflow, key: &ObjectKey) -> Run {
-        let primary = self.stored(&config.primary, key).cloned().expect("the primary stays in the store");
-        // The plugin reads the primary as the host's cache holds it.
-        let json = plugin.shaped(&config.primary, &primary).to_string();
-        let reference = PrimaryRef {
-            kind: config.primary.to_core(),
-            key: key.clone(),
-            uid: primary["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
-        };
-        let states = if workflow.specs().is_empty() {
-            Ok(Vec::new())
-        } else {
-            self.dependents::<R>(config, plugin, workflow, &reference, &primary)
-        };
-        let related = |kind: &Kind, object: &Value| mapped::<R>(config, plugin, self, &reference, &json, kind, object);
-        let view = self.view(workflow, &reference, states.as_ref().map(Vec::as_slice).unwrap_or_default(), &related);
-        let (ctx, logs) = view.context(plugin, 0, false);
-        // A failed workflow has its own reason, as in the host; the plugin is not called.
-        let (result, reason) = match states {
-            Ok(_) => (crate::run::<R>(&json, &ctx), None),
-            Err((error, reason)) => (Err(error), Some(reason)),
-        };
-        drop(ctx);
-        let request = Request { host: view, plugin: plugin.clone(), json, attempt: 0, last_attempt: false };
-        let run = Run { result, logs: logs.take(), request, error_status: crate::error_status::<R> };
-        self.write(config, key, &primary, &run, reason);
-        run
-    }
-
-    /// Writes the primary's tracking records as the host does: the IDs of the external
-    /// dependents' objects, in a ConfigMap (or Secret) `<primary>-<plugin>-ext` owned by the
-    /// primary ([`wasmop_core::external`]'s contents).
-    fn track(&mut self, config: &Config, primary: &PrimaryRef, primary_json: &Value) {
-        use wasmop_core::external::{Ids, encode, record_name};
-        for tracking in [crate::Tracking::ConfigMap, crate::Tracking::Secret] {
-            let dependents: Vec<&str> =
-                config.external_dependents.iter().filter(|d| d.tracking == tracking).map(|d| d.name.as_str()).collect();
-            if dependents.is_empty() {
-                continue;
-            }
-            let ids: Ids = self
-                .external
+impl FakeHost {
+    /// This host's store in the loop's terms.
+    pub(super) fn world(&self) -> World {
+        let core = |objects: &[(Kind, Value)]| objects.iter().map(|(k, o)| (k.to_core(), o.clone())).collect();
+        World {
+            objects: core(&self.objects),
+            secondaries: core(&self.secondaries),
+            dependents: self
+                .dependents
                 .iter()
-                .filter(|o| dependents.contains(&o.dependent.as_str()))
-                .filter_map(|o| Some(((o.dependent.clone(), o.key.clone()), o.id.clone()?)))
-                .collect();
-            let data = encode(&ids);
-            let owner = json!([{ "apiVersion": primary_json["apiVersion"], "kind": primary_json["kind"],
-                "name": primary.key.name, "uid": primary.uid, "controller": true }]);
-            let metadata = json!({ "name": record_name(&primary.key.name, &config.name),
-                "namespace": primary.key.namespace, "ownerReferences": owner,
-                "labels": { MANAGED_BY_LABEL: config.name } });
-            let (kind, object) = match tracking {
-                crate::Tracking::ConfigMap => (
-                    Kind::namespaced("", "v1", "ConfigMap").plural("configmaps"),
-                    json!({
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data }),
-                ),
-                crate::Tracking::Secret => {
-                    let data: std::collections::BTreeMap<String, k8s_openapi::ByteString> =
-                        data.into_iter().map(|(k, v)| (k, k8s_openapi::ByteString(v.into_bytes()))).collect();
-                    (
-                        Kind::namespaced("", "v1", "Secret").plural("secrets"),
-                        json!({
-                        "apiVersion": "v1", "kind": "Secret", "metadata": metadata, "data": data }),
-                    )
-                }
-            };
-            let before = self.objects.clone();
-            super::replace(&mut self.objects, &kind, object);
-            if self.objects != before {
-                self.revision += 1;
-            }
+                .map(|d| CoreState { name: d.name.clone(), phase: d.phase, objects: d.objects.clone() })
+                .collect(),
+            external: self.external.iter().cloned().map(crate::External::into_core).collect(),
+            inbound: self.inbound.clone(),
+            revision: self.revision,
         }
     }
 
-    /// Asks for the desired objects and runs the workflow on the store.
-    fn dependents<R: Reconciler>(
-        &mut self,
-        config: &Config,
-        plugin: &Plugin,
-        workflow: &Workflow,
-        primary: &PrimaryRef,
-        primary_json: &Value,
-    ) -> Result<Vec<DependentState>, (Error, &'static str)> {
-        let json = primary_json.to_string();
-        let related = |kind: &Kind, object: &Value| mapped::<R>(config, plugin, self, primary, &json, kind, object);
-        let view = self.view(workflow, primary, &[], &related);
-        let (ctx, _logs) = view.context(plugin, 0, false);
-        let (check_ctx, _check_logs) = view.context(plugin, 0, false);
-        let desired = crate::desired::<R>(&primary_json.to_string(), &ctx).map_err(|e| {
-            let reason = plugin_failure_reason(&e);
-            (e, reason)
-        })?;
-        let desired = desired.into_iter().map(|Desired { dependent, object, keep, key }| core_dependent::Desired {
-            dependent,
-            object,
-            keep,
-            key,
-        });
-        let driver = Store {
-            objects: RefCell::new(std::mem::take(&mut self.objects)),
-            external: RefCell::new(self.external.iter().cloned().map(crate::External::into_core).collect()),
-            ids: Cell::new(self.external.len() as u64),
-            revision: Cell::new(self.revision),
-            primary,
-            primary_json: primary_json.to_string(),
-            check: &|name, primary, dependent| crate::check::<R>(name, primary, dependent, &check_ctx),
-        };
-        let states = workflow::complete(workflow::run(
-            &driver,
-            workflow,
-            &config.name,
-            primary,
-            primary_json,
-            desired.collect(),
-        ));
-        self.objects = driver.objects.into_inner();
-        self.external = driver.external.into_inner().into_iter().map(crate::External::from_core).collect();
-        self.revision = driver.revision.get();
-        self.track(config, primary, primary_json);
-        let states = states.map_err(|err| {
-            let error = match &err {
-                WorkflowError::Refused { .. } => Error::permanent(format!("plugin {:?} {err}", config.name)),
-                WorkflowError::Invalid { .. } => Error::permanent(err.to_string()),
-                WorkflowError::Failed { .. } => Error::transient(err.to_string()),
-            };
-            (error, err.reason())
-        })?;
-        Ok(states
+    /// The host a plugin's call sees through `view`, failing reads of the kinds this host fails.
+    fn of_view(view: &View, failures: &[(Kind, String)]) -> FakeHost {
+        let sdk = |objects: &[(KindRef, Value)]| objects.iter().map(|(k, o)| (Kind::from_core(k), o.clone())).collect();
+        FakeHost {
+            objects: sdk(&view.objects),
+            secondaries: sdk(&view.secondaries),
+            failures: failures.to_vec(),
+            dependents: view
+                .dependents
+                .iter()
+                .map(|d| DependentState { name: d.name.clone(), phase: d.phase, objects: d.objects.clone() })
+                .collect(),
+            revision: 0,
+            external: view.external.iter().cloned().map(crate::External::from_core).collect(),
+            inbound: view.inbound.clone(),
+        }
+    }
+}
+
+/// What one `reconcile` returned and logged.
+type Reconciled = (Result<crate::Outcome, Error>, Vec<super::LogLine>);
+
+/// A reconciler run natively: the plugin side of the loop. It keeps what each `reconcile`
+/// returned and logged, for the [`Run`]s.
+pub(super) struct Native<R> {
+    failures: Vec<(Kind, String)>,
+    plugin: Plugin,
+    reconciles: RefCell<Vec<Reconciled>>,
+    reconciler: PhantomData<fn() -> R>,
+}
+
+impl<R: Reconciler> Native<R> {
+    pub(super) fn new(failures: Vec<(Kind, String)>) -> Self {
+        Self { failures, plugin: Plugin::of::<R>(), reconciles: RefCell::default(), reconciler: PhantomData }
+    }
+
+    fn context(&self, view: &View) -> (FakeHost, crate::Context, std::rc::Rc<RefCell<Vec<super::LogLine>>>) {
+        let host = FakeHost::of_view(view, &self.failures);
+        let (ctx, logs) = host.context(&self.plugin, 0, false);
+        (host, ctx, logs)
+    }
+
+    /// The passes as [`Run`]s: what `reconcile` returned and logged, or the workflow's failure.
+    fn runs(&self, passes: Vec<Pass>) -> Vec<Run> {
+        let mut reconciles = self.reconciles.take().into_iter();
+        passes
             .into_iter()
-            .map(|state| {
-                let external = state.external.into_iter().map(|o| o.object);
-                DependentState {
-                    name: state.name,
-                    phase: state.phase,
-                    objects: state.objects.into_iter().chain(external).collect(),
-                }
+            .map(|pass| {
+                let (result, logs) = match (pass.reconciled, pass.result) {
+                    (true, _) => reconciles.next().expect("a reconcile per reconciled pass"),
+                    (false, result) => (result.map(|_| crate::Outcome::done()).map_err(from_failure), Vec::new()),
+                };
+                let host = FakeHost::of_view(&pass.view, &self.failures);
+                let request =
+                    Request { host, plugin: self.plugin.clone(), json: pass.primary, attempt: 0, last_attempt: false };
+                Run { result, logs, request, error_status: crate::error_status::<R> }
             })
+            .collect()
+    }
+}
+
+fn from_failure(failure: Failure) -> Error {
+    match failure {
+        Failure::Transient(m) => Error::Transient(m),
+        Failure::Permanent(m) => Error::Permanent(m),
+        Failure::Invalid(m) => Error::Invalid(m),
+    }
+}
+
+fn to_failure(error: Error) -> Failure {
+    match error {
+        Error::Transient(m) => Failure::Transient(m),
+        Error::Permanent(m) => Failure::Permanent(m),
+        Error::Invalid(m) => Failure::Invalid(m),
+    }
+}
+
+fn to_outcome(outcome: &crate::Outcome) -> CoreOutcome {
+    CoreOutcome {
+        readiness: outcome.readiness.clone(),
+        status: outcome.status.clone(),
+        labels: outcome.labels.clone(),
+        annotations: outcome.annotations.clone(),
+        reschedule_after_ms: outcome.reschedule_after.map(|d| d.as_millis() as u64),
+        events: outcome
+            .events
+            .iter()
+            .map(|e| CoreEvent {
+                event_type: format!("{:?}", e.event_type),
+                reason: e.reason.clone(),
+                action: e.action.clone(),
+                note: e.note.clone(),
+            })
+            .collect(),
+    }
+}
+
+impl<R: Reconciler> Guest for Native<R> {
+    fn desired(&self, view: &View, primary: &str) -> Result<Vec<CoreDesired>, Failure> {
+        let (_host, ctx, _logs) = self.context(view);
+        let desired = crate::desired::<R>(primary, &ctx).map_err(to_failure)?;
+        Ok(desired
+            .into_iter()
+            .map(|Desired { dependent, object, keep, key }| CoreDesired { dependent, object, keep, key })
             .collect())
     }
 
-    /// This host as the plugin sees it during a pass: the dependents' objects of the primary
-    /// are its secondaries (as the host's dependent watches map them), and `states` are the
-    /// dependents' states.
-    fn view(
-        &self,
-        workflow: &Workflow,
-        primary: &PrimaryRef,
-        states: &[DependentState],
-        mapped: &dyn Fn(&Kind, &Value) -> bool,
-    ) -> FakeHost {
-        let owned = |kind: &Kind, object: &Value| {
-            workflow.specs().iter().any(|spec| {
-                !spec.read_only
-                    && kind.to_core().same_type(&spec.kind)
-                    && core_dependent::belongs(spec, primary, object)
-            })
-        };
-        let (secondaries, objects): (Vec<_>, Vec<_>) =
-            self.objects.iter().cloned().partition(|(kind, object)| owned(kind, object) || mapped(kind, object));
-        FakeHost {
-            objects,
-            secondaries: self.secondaries.iter().cloned().chain(secondaries).collect(),
-            failures: self.failures.clone(),
-            dependents: if states.is_empty() { self.dependents.clone() } else { states.to_vec() },
-            revision: self.revision,
-            external: self.external.clone(),
-            inbound: self.inbound.clone(),
-        }
+    fn reconcile(&self, view: &View, primary: &str) -> Result<CoreOutcome, Failure> {
+        let (_host, ctx, logs) = self.context(view);
+        let result = crate::run::<R>(primary, &ctx);
+        drop(ctx);
+        let core = result.as_ref().map(to_outcome).map_err(|e| to_failure(e.clone()));
+        self.reconciles.borrow_mut().push((result, logs.take()));
+        core
     }
 
-    /// The writes after a reconcile: metadata, then the status with the host's conditions.
-    fn write(&mut self, config: &Config, key: &ObjectKey, before: &Value, run: &Run, reason: Option<&'static str>) {
-        let mut primary = before.clone();
-        let (status, report) = match run.result() {
-            Ok(outcome) => {
-                let metadata = &mut primary["metadata"];
-                for (field, changes) in [("labels", outcome.labels()), ("annotations", outcome.annotations())] {
-                    for (name, value) in changes {
-                        match value {
-                            Some(value) => metadata[field][name] = json!(value),
-                            None => {
-                                if let Some(map) = metadata[field].as_object_mut() {
-                                    map.remove(name);
-                                }
-                            }
-                        }
-                    }
-                }
-                (outcome.status.clone(), Some(Report::Success { readiness: outcome.readiness() }))
-            }
-            Err(error) => {
-                let retrying = matches!(error, Error::Transient(_));
-                let status = if retrying { None } else { run.error_status() };
-                let reason = reason.unwrap_or_else(|| plugin_failure_reason(error));
-                (status, Some(Report::Failure { reason, message: error.message(), retrying }))
-            }
-        };
-        let report = report.filter(|_| config.conditions);
-        let generation = primary["metadata"]["generation"].as_i64();
-        match status::patch(primary.get("status"), status, generation, report.as_ref(), FAKE_NOW) {
-            Ok(Some(patch)) => status::merge(&mut primary, &patch),
-            Ok(None) => {}
-            Err(reason) => panic!("FakeHost: the status is unusable: {reason}"),
-        }
-        if primary != *before {
-            self.revision += 1;
-            primary["metadata"]["resourceVersion"] = json!(self.revision.to_string());
-            if let Some(slot) = self
-                .objects
-                .iter_mut()
-                .find(|(k, o)| k.same_type(&config.primary) && ObjectKey::of_json(o).as_ref() == Some(key))
-            {
-                slot.1 = primary;
-            }
-        }
-    }
-}
-
-/// Whether one of the plugin's declared watches relates `object` of `kind` to the primary, by
-/// the watch's mapper, as the host's watches do (`wasmop_core::mapping`): owner references to
-/// the primary's UID, the primary-name annotations, the plugin's `map_secondary` or its
-/// `secondaries_of`.
-fn mapped<R: Reconciler>(
-    config: &Config,
-    plugin: &Plugin,
-    host: &FakeHost,
-    primary: &PrimaryRef,
-    primary_json: &str,
-    kind: &Kind,
-    object: &Value,
-) -> bool {
-    config.watches.iter().any(|watch| maps::<R>(watch, plugin, host, primary, primary_json, kind, object))
-}
-
-/// Whether `watch` selects `object` of `kind` and relates it to the primary by its mapper.
-pub(super) fn maps<R: Reconciler>(
-    watch: &crate::Watch,
-    plugin: &Plugin,
-    host: &FakeHost,
-    primary: &PrimaryRef,
-    primary_json: &str,
-    kind: &Kind,
-    object: &Value,
-) -> bool {
-    use wasmop_core::mapping::{Owners, PrimaryKind};
-    let primary_kind = PrimaryKind::from(&primary.kind);
-    let points_here = |target: &wasmop_core::mapping::Target| {
-        target.key == primary.key && target.uid.as_deref().is_none_or(|uid| uid == primary.uid)
-    };
-    if !watch.kind.same_type(kind) {
-        return false;
-    }
-    let selected = watch
-        .label_selector
-        .as_deref()
-        .is_none_or(|s| s.parse::<wasmop_core::selector::LabelSelector>().is_ok_and(|s| s.matches_object(object)));
-    if !selected {
-        return false;
-    }
-    let (ctx, _logs) = host.context(plugin, 0, false);
-    match watch.mapper {
-        crate::Mapper::ControllerOwner => {
-            primary_kind.owners_of_json(object, Owners::Controller).iter().any(points_here)
-        }
-        crate::Mapper::AnyOwner => primary_kind.owners_of_json(object, Owners::Any).iter().any(points_here),
-        crate::Mapper::Annotations => primary_kind.annotated_json(object).is_some_and(|t| points_here(&t)),
-        crate::Mapper::Plugin => {
-            let namespace = object["metadata"]["namespace"].as_str();
-            let refs = crate::map_secondary::<R>(&object.to_string(), None, &ctx).unwrap_or_default();
-            primary_kind.named(namespace, refs.into_iter().map(|r| (r.namespace, r.name))).iter().any(points_here)
-        }
-        crate::Mapper::PrimaryReferences => {
-            let key = ObjectKey::of_json(object);
-            let refs = crate::secondaries_of::<R>(primary_json, &ctx).unwrap_or_default();
-            refs.iter().any(|r| {
-                r.kind.same_type(kind) && key.as_ref().is_some_and(|k| k.name == r.name && k.namespace == r.namespace)
-            })
-        }
-    }
-}
-
-/// The reason the host gives a plugin's error: `InvalidResource` for an invalid primary,
-/// `ReconcileFailed` otherwise.
-fn plugin_failure_reason(error: &Error) -> &'static str {
-    if matches!(error, Error::Invalid(_)) { "InvalidResource" } else { "ReconcileFailed" }
-}
-
-/// A failed write of the FakeHost's store: only an object someone else manages can refuse one.
-#[derive(Debug)]
-struct Conflict(String);
-
-impl std::fmt::Display for Conflict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// The FakeHost's store as the workflow's driver.
-struct Store<'a> {
-    objects: RefCell<Vec<(Kind, Value)>>,
-    /// The fake external system.
-    external: RefCell<Vec<ExternalObject>>,
-    /// IDs given out.
-    ids: Cell<u64>,
-    revision: Cell<u64>,
-    primary: &'a PrimaryRef,
-    primary_json: String,
-    check: &'a dyn Fn(&str, &str, Option<&str>) -> bool,
-}
-
-impl Store<'_> {
-    fn matches(kind: &Kind, object: &Value, spec: &DependentSpec, key: &ObjectKey) -> bool {
-        same_kind(kind, &spec.kind) && ObjectKey::of_json(object).as_ref() == Some(key)
+    fn error_status(&self, view: &View, primary: &str, failure: &Failure) -> Option<Value> {
+        let (_host, ctx, _logs) = self.context(view);
+        crate::error_status::<R>(primary, &from_failure(failure.clone()), &ctx)
     }
 
-    fn next_revision(&self) -> String {
-        self.revision.set(self.revision.get() + 1);
-        self.revision.get().to_string()
-    }
-}
-
-/// Everything but `metadata` and `status`: what bumps `metadata.generation` when it changes.
-fn spec_of(object: &Value) -> Vec<(&String, &Value)> {
-    object.as_object().into_iter().flatten().filter(|(k, _)| *k != "metadata" && *k != "status").collect()
-}
-
-fn same_kind(kind: &Kind, core: &KindRef) -> bool {
-    kind.group == core.group && kind.version == core.version && kind.kind == core.kind
-}
-
-impl Driver for Store<'_> {
-    type Object = Value;
-    type Error = Conflict;
-
-    fn fetched(&self, spec: &DependentSpec) -> Vec<ExternalObject> {
-        self.external.borrow().iter().filter(|o| o.dependent == spec.name).cloned().collect()
+    fn check(&self, view: &View, name: &str, primary: &str, dependent: Option<&str>) -> bool {
+        let (_host, ctx, _logs) = self.context(view);
+        crate::check::<R>(name, primary, dependent, &ctx)
     }
 
-    async fn apply_external(
-        &self,
-        _: &DependentSpec,
-        desired: ExternalObject,
-        _: Option<ExternalObject>,
-    ) -> Result<ExternalObject, Conflict> {
-        let id = desired.id.clone().unwrap_or_else(|| {
-            self.ids.set(self.ids.get() + 1);
-            format!("fake-{}", self.ids.get())
-        });
-        let applied = ExternalObject { id: Some(id), ..desired };
-        let mut external = self.external.borrow_mut();
-        external.retain(|o| o.dependent != applied.dependent || o.key != applied.key);
-        external.push(applied.clone());
-        Ok(applied)
+    fn map_secondary(&self, view: &View, secondary: &str) -> Result<Vec<(Option<String>, String)>, String> {
+        let (_host, ctx, _logs) = self.context(view);
+        let refs = crate::map_secondary::<R>(secondary, None, &ctx)?;
+        Ok(refs.into_iter().map(|r| (r.namespace, r.name)).collect())
     }
 
-    async fn delete_external(&self, _: &DependentSpec, actual: &ExternalObject) -> Result<(), Conflict> {
-        self.external.borrow_mut().retain(|o| o.dependent != actual.dependent || o.key != actual.key);
-        Ok(())
+    fn secondaries_of(&self, view: &View, primary: &str) -> Result<Vec<(KindRef, Option<String>, String)>, String> {
+        let (_host, ctx, _logs) = self.context(view);
+        let refs = crate::secondaries_of::<R>(primary, &ctx)?;
+        Ok(refs.into_iter().map(|r| (r.kind.to_core(), r.namespace, r.name)).collect())
     }
 
-    fn current(&self, spec: &DependentSpec) -> Vec<Value> {
-        let mut objects: Vec<Value> = self
-            .objects
-            .borrow()
-            .iter()
-            .filter(|(kind, object)| same_kind(kind, &spec.kind) && core_dependent::belongs(spec, self.primary, object))
-            .filter(|_| !spec.read_only)
-            .map(|(_, object)| object.clone())
-            .collect();
-        objects.sort_by_key(ObjectKey::of_json);
-        objects
-    }
-
-    fn cached(&self, spec: &DependentSpec, key: &ObjectKey) -> Option<Value> {
-        let objects = self.objects.borrow();
-        objects.iter().find(|(kind, object)| Self::matches(kind, object, spec, key)).map(|(_, object)| object.clone())
-    }
-
-    fn key(&self, object: &Value) -> Option<ObjectKey> {
-        ObjectKey::of_json(object)
-    }
-
-    fn json(&self, object: &Value) -> Value {
-        object.clone()
-    }
-
-    fn observe(&self, _: &DependentSpec, _: &[ObjectKey]) {}
-
-    async fn apply(
-        &self,
-        spec: &DependentSpec,
-        key: &ObjectKey,
-        object: Value,
-        actual: Option<Value>,
-    ) -> Result<Value, Conflict> {
-        let mut objects = self.objects.borrow_mut();
-        let plugin = object["metadata"]["labels"][MANAGED_BY_LABEL].clone();
-        let written = match actual {
-            Some(actual) if actual["metadata"]["labels"][MANAGED_BY_LABEL] != plugin && !spec.adopt => {
-                return Err(Conflict(workflow::conflict(spec, key)));
-            }
-            Some(actual) => {
-                let mut merged = actual.clone();
-                status::merge(&mut merged, &object);
-                if merged == actual {
-                    return Ok(actual);
-                }
-                if spec_of(&merged) != spec_of(&actual) {
-                    merged["metadata"]["generation"] =
-                        json!(actual["metadata"]["generation"].as_i64().unwrap_or(1) + 1);
-                }
-                merged["metadata"]["resourceVersion"] = json!(self.next_revision());
-                objects.retain(|(kind, o)| !Self::matches(kind, o, spec, key));
-                merged
-            }
-            None => {
-                let mut created = object;
-                created["metadata"]["uid"] = json!(format!("uid-{}", key.name));
-                created["metadata"]["generation"] = json!(1);
-                created["metadata"]["resourceVersion"] = json!(self.next_revision());
-                created
-            }
-        };
-        let kind = &spec.kind;
-        let kind = Kind {
-            group: kind.group.clone(),
-            version: kind.version.clone(),
-            kind: kind.kind.clone(),
-            plural: kind.plural.clone(),
-            namespaced: kind.namespaced,
-        };
-        objects.push((kind, written.clone()));
-        Ok(written)
-    }
-
-    async fn delete(&self, spec: &DependentSpec, object: &Value) -> Result<(), Conflict> {
-        let Some(key) = ObjectKey::of_json(object) else { return Ok(()) };
-        self.objects.borrow_mut().retain(|(kind, o)| !Self::matches(kind, o, spec, &key));
-        Ok(())
-    }
-
-    async fn check(&self, name: &str, object: Option<&Value>) -> bool {
-        let object = object.map(Value::to_string);
-        (self.check)(name, &self.primary_json, object.as_deref())
-    }
-
-    fn is_conflict(&self, _: &Conflict) -> bool {
-        true
+    fn filter(&self, name: &str, event: CoreEventKind, object: &Value, old: Option<&Value>) -> bool {
+        R::filter(name, crate::EventKind::from_core(event), object, old)
     }
 }
 

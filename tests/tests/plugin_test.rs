@@ -1,0 +1,100 @@
+//! `wasmop test`: a compiled plugin run through the host's rules without a cluster. Every
+//! conformance scenario must hold for each build of the conformance plugin (Rust, Python,
+//! TypeScript), as it does under the FakeHost and against the API server
+//! (`tests/tests/conformance.rs`); a fixture that fails exits 1 naming what failed, and a file
+//! that is not a plugin exits 2 saying so.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use wasmop_tests::{wasmop_binary, workspace_root};
+
+/// `wasmop test PLUGIN FIXTURES...`.
+fn wasmop_test(plugin: &Path, fixtures: &[&Path]) -> anyhow::Result<Output> {
+    let mut command = Command::new(wasmop_binary()?);
+    command.arg("test").arg(plugin).args(fixtures).env("RUST_LOG", "off");
+    Ok(command.output()?)
+}
+
+/// A build of the conformance plugin in `plugins/dist`; fails, naming `make plugins`, when it
+/// has not been built.
+fn build(file: &str) -> PathBuf {
+    let path = workspace_root().join("plugins/dist").join(file);
+    assert!(path.exists(), "{} is missing: build the plugins with `make plugins`", path.display());
+    path
+}
+
+/// Every scenario holds for the build `file`; the output names each one `ok`.
+fn every_scenario_holds(file: &str) -> anyhow::Result<()> {
+    let scenarios = wasmop_conformance::dir();
+    let output = wasmop_test(&build(file), &[&scenarios])?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{file}: {:?}\n{stdout}\n{stderr}", output.status);
+    let count = wasmop_conformance::load("default", "other").len();
+    assert_eq!(stdout.matches("\nresult: ok\n").count(), count, "{file}: every scenario is ok:\n{stdout}");
+    assert!(stdout.ends_with(&format!("# {count} fixtures, all held\n")), "{stdout}");
+    Ok(())
+}
+
+#[test]
+fn every_scenario_holds_for_the_rust_build() -> anyhow::Result<()> {
+    every_scenario_holds("fixture-conform.wasm")
+}
+
+#[test]
+fn every_scenario_holds_for_the_python_build() -> anyhow::Result<()> {
+    every_scenario_holds("fixture-conform-py.wasm")
+}
+
+#[test]
+fn every_scenario_holds_for_the_typescript_build() -> anyhow::Result<()> {
+    every_scenario_holds("fixture-conform-ts.wasm")
+}
+
+/// A scratch directory of this test's own.
+fn scratch(test: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("wasmop-plugin-test-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+#[test]
+fn a_broken_expectation_fails_with_exit_1_naming_it() -> anyhow::Result<()> {
+    let dir = scratch("broken")?;
+    let scenario = std::fs::read_to_string(wasmop_conformance::dir().join("selectors.yaml"))?;
+    let broken = scenario.replace("listed: [one, two]", "listed: [one, three]");
+    anyhow::ensure!(broken != scenario, "the selectors scenario expects listed: [one, two]");
+    let fixture = dir.join("broken-selectors.yaml");
+    std::fs::write(&fixture, broken)?;
+    let passing = wasmop_conformance::dir().join("zero-desired.yaml");
+    let output = wasmop_test(&build("fixture-conform.wasm"), &[&passing, &fixture])?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("result: FAILED"), "{stdout}");
+    assert!(stdout.contains(r#"status.listed: expected [\"one\",\"three\"], got [\"one\",\"two\"]"#), "{stdout}");
+    assert!(stdout.ends_with("# 2 fixtures, 1 FAILED: broken-selectors\n"), "{stdout}");
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+#[test]
+fn a_file_that_is_not_a_component_fails_with_exit_2_saying_so() -> anyhow::Result<()> {
+    let dir = scratch("not-a-component")?;
+    let plugin = dir.join("notes.wasm");
+    std::fs::write(&plugin, "not a component")?;
+    let output = wasmop_test(&plugin, &[&wasmop_conformance::dir()])?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("error: {} is not a valid WebAssembly component", plugin.display())),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(output.stdout.is_empty());
+    let missing = wasmop_test(&build("fixture-conform.wasm"), &[&dir.join("absent.yaml")])?;
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("absent.yaml"));
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
