@@ -2,7 +2,9 @@
 # Builds every Python plugin (each directory under plugins/ holding an app.py) with the pinned
 # componentize-py into plugins/dist/<dir>.wasm; fixtures under plugins/fixtures/ become
 # fixture-<dir>.wasm, as their Rust counterparts do. Validates the components when wasm-tools is
-# installed. The toolchain comes from tests/testbed/python-toolchain.sh.
+# installed. The toolchain comes from tests/testbed/python-toolchain.sh. A plugin whose inputs (its
+# directory, the SDK, the lock file, the WIT) did not change since its last build is not built
+# again: plugins/dist/.<name>.inputs holds their digest.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -25,6 +27,12 @@ for app in "${apps[@]}"; do
   name=$(basename "$dir")
   [[ $dir == plugins/fixtures/* ]] && name="fixture-$name"
   dst="plugins/dist/$name.wasm"
+  inputs=$( (find "$dir" wit -type f ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum
+             echo "$(python_sdk_digest) $(sha256sum "$PYTHON_SDK/requirements.lock")") | sha256sum | cut -c1-16)
+  if [[ -f "$dst" && "$(cat "plugins/dist/.$name.inputs" 2>/dev/null)" == "$inputs" ]]; then
+    echo "build-python-plugins: $dst is up to date" >&2
+    continue
+  fi
   start=$SECONDS
   # The plugin's directory first, then the environment's site-packages (VIRTUAL_ENV), which hold
   # the SDK; the WIT world is the repository's.
@@ -39,5 +47,6 @@ for app in "${apps[@]}"; do
   fi
   # Written beside, then renamed, so a host watching plugins/dist never reads a half-written file.
   mv "$dst.tmp" "$dst"
+  echo "$inputs" >"plugins/dist/.$name.inputs"
   echo "build-python-plugins: $dst ($(wc -c <"$dst") bytes, $((SECONDS - start)) s)" >&2
 done
