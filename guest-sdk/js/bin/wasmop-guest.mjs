@@ -73,7 +73,7 @@ async function test(dir) {
       sourcemap: "inline",
       logLevel: "warning",
     });
-    run(process.execPath, ["--enable-source-maps", "--test", ...find(out, ".test.mjs")]);
+    run(process.execPath, ["--enable-source-maps", "--test", "--test-reporter=spec", ...find(out, ".test.mjs")]);
   } finally {
     rmSync(out, { recursive: true, force: true });
   }

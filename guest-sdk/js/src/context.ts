@@ -6,6 +6,7 @@ import { DependentState } from "./dependent.js";
 import { ReconcileError, messageOf } from "./errors.js";
 import type { External } from "./external.js";
 import type { Kind } from "./kind.js";
+import type { KubeObject } from "./resource.js";
 
 /** Severity of a log line. */
 export type Level = "trace" | "debug" | "info" | "warn" | "error";
@@ -79,7 +80,7 @@ export class Context {
   }
 
   /** The objects of the dependent `name`; throws a permanent error for an undeclared name. */
-  dependentObjects<T = Record<string, unknown>>(name: string): T[] {
+  dependentObjects<T = KubeObject>(name: string): T[] {
     const state = this.dependent(name);
     if (state === undefined) throw ReconcileError.permanent(`no dependent named "${name}" was reconciled`);
     return state.objects as T[];
@@ -130,14 +131,14 @@ export class Context {
    * `undefined` when it does not exist. Throws a transient error when the host cannot serve the
    * read (e.g. the kind is not watched).
    */
-  get<T = Record<string, unknown>>(kind: Kind, namespace: string | undefined, name: string): T | undefined {
+  get<T = KubeObject>(kind: Kind, namespace: string | undefined, name: string): T | undefined {
     const what = `${kind} ${namespace === undefined ? name : `${namespace}/${name}`}`;
     const json = this.read(`cannot read ${what}`, () => this.host.get(kind, namespace, name));
     return json === undefined ? undefined : decode<T>(json, what);
   }
 
   /** Objects of a kind from the host's cache, in one namespace (or all) matching a label selector (or all). */
-  list<T = Record<string, unknown>>(kind: Kind, namespace?: string, labelSelector?: string): T[] {
+  list<T = KubeObject>(kind: Kind, namespace?: string, labelSelector?: string): T[] {
     const where = `${namespace === undefined ? "" : ` in ${namespace}`}${labelSelector === undefined ? "" : ` matching "${labelSelector}"`}`;
     const what = `${kind} objects${where}`;
     return this.read(`cannot list ${what}`, () => this.host.list(kind, namespace, labelSelector)).map((json) =>
@@ -149,7 +150,7 @@ export class Context {
    * The objects of a watched kind that belong to the primary being reconciled, sorted by
    * namespace and name, as the watch's mapper relates them.
    */
-  secondaries<T = Record<string, unknown>>(kind: Kind): T[] {
+  secondaries<T = KubeObject>(kind: Kind): T[] {
     return this.read(`cannot read the ${kind} secondaries`, () => this.host.secondaries(kind)).map((json) =>
       decode<T>(json, `a ${kind} secondary`),
     );

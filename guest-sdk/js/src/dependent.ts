@@ -7,6 +7,7 @@
 import type { Check } from "./check.js";
 import type { Kind } from "./kind.js";
 import type { Event } from "./outcome.js";
+import type { KubeObject } from "./resource.js";
 
 /**
  * A kind of object the plugin's reconciles want to exist. The host applies the desired objects
@@ -145,7 +146,7 @@ export class DependentState {
     /** Where it stands. */
     readonly phase: Phase,
     /** Its objects as the cluster holds them now. */
-    readonly objects: readonly Record<string, unknown>[],
+    readonly objects: readonly KubeObject[],
   ) {}
 
   /** Applied (or observed) and its ready condition holds. */

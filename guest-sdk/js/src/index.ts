@@ -33,4 +33,4 @@ export { Event, Outcome, type EventType, type Readiness } from "./outcome.js";
 export { Predicate, type EventKind, type PredicateTerm } from "./predicate.js";
 export type { PrimaryState, Reconciler } from "./reconciler.js";
 export { PrimaryRef, SecondaryRef } from "./refs.js";
-export type { ObjectMeta, OwnerReference, Resource } from "./resource.js";
+export type { KubeObject, ObjectMeta, OwnerReference, Resource } from "./resource.js";

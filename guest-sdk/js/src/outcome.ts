@@ -67,7 +67,7 @@ export class Outcome {
   /** Whether the primary is ready; absent: the host leaves the conditions alone. */
   readiness: Readiness | undefined = undefined;
   /** The JSON object merged into `.status`. */
-  statusValue: Record<string, unknown> | undefined = undefined;
+  statusValue: object | undefined = undefined;
   /** Reconcile again after this many milliseconds unless an event comes first. */
   rescheduleAfterMs: number | undefined = undefined;
   /** Events to record on the primary. */
@@ -103,7 +103,7 @@ export class Outcome {
    * `observedGeneration` unless the plugin does, and writes nothing when the status already
    * holds these values.
    */
-  status(status: Record<string, unknown>): this {
+  status(status: object): this {
     this.statusValue = status;
     return this;
   }

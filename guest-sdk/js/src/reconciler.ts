@@ -10,7 +10,7 @@ import type { External, Tracked } from "./external.js";
 import type { Outcome } from "./outcome.js";
 import type { EventKind } from "./predicate.js";
 import type { PrimaryRef, SecondaryRef } from "./refs.js";
-import type { Resource } from "./resource.js";
+import type { KubeObject, Resource } from "./resource.js";
 
 /** The external state of one primary, from `fetchAll`. */
 export interface PrimaryState {
@@ -60,13 +60,13 @@ export interface Reconciler<P = Resource> {
   cleanup?(primary: P, ctx: Context): Cleanup;
 
   /** The status to merge when a reconcile failed and no retry follows; `undefined`: none. */
-  errorStatus?(primary: P, error: ReconcileError, ctx: Context): Record<string, unknown> | undefined;
+  errorStatus?(primary: P, error: ReconcileError, ctx: Context): object | undefined;
 
   /** For dependents' and watches' `Check.plugin(name)`: whether the condition holds. */
-  check?(name: string, primary: P, dependent: Record<string, unknown> | undefined, ctx: Context): boolean;
+  check?(name: string, primary: P, dependent: KubeObject | undefined, ctx: Context): boolean;
 
   /** For watches mapped by plugin: the primaries a change of `secondary` concerns. */
-  mapSecondary?(secondary: Record<string, unknown>, previous: Record<string, unknown> | undefined, ctx: Context): PrimaryRef[];
+  mapSecondary?(secondary: KubeObject, previous: KubeObject | undefined, ctx: Context): PrimaryRef[];
 
   /** For watches mapped by primary references: the secondaries the primary uses. */
   secondariesOf?(primary: P, ctx: Context): SecondaryRef[];
@@ -90,5 +90,5 @@ export interface Reconciler<P = Resource> {
   mapInbound?(payload: unknown, ctx: Context): PrimaryRef[];
 
   /** The plugin predicate `name` on a watch event (`old`: the previous version of an update). */
-  filter?(name: string, event: EventKind, object: Record<string, unknown>, old: Record<string, unknown> | undefined): boolean;
+  filter?(name: string, event: EventKind, object: KubeObject, old: KubeObject | undefined): boolean;
 }

@@ -28,6 +28,14 @@ export interface ObjectMeta {
   ownerReferences?: OwnerReference[];
 }
 
+/** Any Kubernetes object, as plugins read dependents and cached objects. */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMeta;
+  [field: string]: unknown;
+}
+
 /**
  * A custom resource with a typed spec and status: the shape of most primaries. The types are a
  * promise about the JSON, not a check of it: give the reconciler a `decode` to validate.

@@ -16,6 +16,7 @@ import type { Kind } from "./kind.js";
 import type { Event, Outcome } from "./outcome.js";
 import type { EventKind, Predicate } from "./predicate.js";
 import type { PrimaryRef, SecondaryRef } from "./refs.js";
+import type { KubeObject } from "./resource.js";
 
 export interface WitKindRef {
   group: string;
@@ -397,7 +398,7 @@ const PHASES: Record<WitReconcileRequest["dependents"][number]["phase"], Phase> 
 
 export function dependentStateFromWit(state: WitReconcileRequest["dependents"][number]): DependentState {
   const objects = state.objects.flatMap((o) => {
-    const object = parseOr<Record<string, unknown> | undefined>(o, undefined);
+    const object = parseOr<KubeObject | undefined>(o, undefined);
     return object === undefined ? [] : [object];
   });
   return new DependentState(state.name, PHASES[state.phase], objects);
