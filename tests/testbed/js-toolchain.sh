@@ -5,6 +5,8 @@
 # componentize-js, @types/node), installed with `npm ci` from its package-lock.json, npm's cache
 # under ${WASMOP_CACHE:-~/.cache/wasmop}/npm, offline first. Nothing is installed globally. Each
 # TS plugin links the SDK with a `file:` dependency and its own lock (a link only, no downloads).
+# @bytecodealliance/preview2-shim is pinned beside componentize-js because componentize-js 0.23.0
+# imports it but declares it only as a devDependency: `npm ci` would leave it out.
 #
 # Run it to install and build. Source it to get, after `js_toolchain_ensure`:
 #   WASMOP_JS_SDK          guest-sdk/js
