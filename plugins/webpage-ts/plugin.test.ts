@@ -15,6 +15,11 @@ function page(generation: number, status?: unknown) {
   };
 }
 
+/** The value at `path` in `object` (keys and list indexes). */
+function at(object: unknown, ...path: (string | number)[]): unknown {
+  return path.reduce<unknown>((value, key) => (value as Record<string | number, unknown> | undefined)?.[key], object);
+}
+
 function appliedHost(deployment: "Ready" | "NotReady"): FakeHost {
   return new FakeHost()
     .withDependentState("configmap", "Ready", [{}])
@@ -26,11 +31,10 @@ function appliedHost(deployment: "Ready" | "NotReady"): FakeHost {
 test("desires a ConfigMap, Deployment, Service and Ingress", () => {
   const desired = Object.fromEntries(new FakeHost().desired(webpage, page(1)).map((d) => [d.dependent, d.object]));
   assert.deepEqual(Object.keys(desired).sort(), ["configmap", "deployment", "ingress", "service"]);
-  const [configMap, deployment, ingress] = [desired["configmap"], desired["deployment"], desired["ingress"]] as any[];
-  assert.equal(configMap.metadata.name, "hello-html");
-  assert.equal(configMap.data["index.html"], "<h1>Hello</h1>");
-  assert.equal(deployment.spec.template.spec.volumes[0].configMap.name, "hello-html");
-  assert.equal(ingress.spec.rules[0].http.paths[0].backend.service.name, "hello");
+  assert.equal(at(desired["configmap"], "metadata", "name"), "hello-html");
+  assert.equal(at(desired["configmap"], "data", "index.html"), "<h1>Hello</h1>");
+  assert.equal(at(desired["deployment"], "spec", "template", "spec", "volumes", 0, "configMap", "name"), "hello-html");
+  assert.equal(at(desired["ingress"], "spec", "rules", 0, "http", "paths", 0, "backend", "service", "name"), "hello");
 });
 
 test("the workflow orders and conditions the dependents", () => {
