@@ -1,0 +1,144 @@
+#!/usr/bin/env node
+// The TypeScript plugin toolchain of @wasmop/guest: type-checks, tests and builds plugins with
+// the pinned typescript, esbuild and componentize-js this package was installed with.
+//
+//   wasmop-guest sdk                      build this package: dist/ (tsc) and dist/wit/plugin.wit
+//   wasmop-guest check [dir]              tsc --noEmit -p dir
+//   wasmop-guest test [dir]               bundle every *.test.ts under dir with esbuild, run node --test
+//   wasmop-guest build [dir] --out FILE   bundle dir/plugin.ts into a wasmop:plugin component
+//
+// dir defaults to the current directory. A plugin directory holds plugin.ts, whose default export
+// is the Reconciler, and resolves @wasmop/guest from its node_modules.
+import { spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const SDK = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const require = createRequire(join(SDK, "package.json"));
+const WIT = join(SDK, "dist", "wit");
+const HOST_IMPORT = "wasmop:plugin/host@0.6.0";
+// No wasi:http: the host links it only for plugins granted HTTP, and refuses others that import it.
+const DISABLED_FEATURES = ["http", "fetch-event"];
+
+function fail(message) {
+  console.error(`wasmop-guest: ${message}`);
+  process.exit(1);
+}
+
+function run(command, args) {
+  const result = spawnSync(command, args, { stdio: "inherit" });
+  if (result.error) fail(`${command}: ${result.error.message}`);
+  if (result.status !== 0) process.exit(result.status ?? 1);
+}
+
+function tsc(args) {
+  run(process.execPath, [require.resolve("typescript/bin/tsc"), ...args]);
+}
+
+/** Files under `dir` whose names end in `suffix`, skipping node_modules, dist and dot directories. */
+function find(dir, suffix) {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      return entry.name === "node_modules" || entry.name === "dist" || entry.name.startsWith(".") ? [] : find(path, suffix);
+    }
+    return entry.name.endsWith(suffix) ? [path] : [];
+  });
+}
+
+function sdk() {
+  rmSync(join(SDK, "dist"), { recursive: true, force: true });
+  tsc(["-p", join(SDK, "tsconfig.build.json")]);
+  mkdirSync(WIT, { recursive: true });
+  copyFileSync(join(SDK, "..", "..", "wit", "plugin.wit"), join(WIT, "plugin.wit"));
+}
+
+async function test(dir) {
+  const tests = find(dir, ".test.ts");
+  if (tests.length === 0) fail(`no *.test.ts under ${dir}`);
+  const { build } = await import("esbuild");
+  const out = mkdtempSync(join(tmpdir(), "wasmop-guest-test-"));
+  try {
+    await build({
+      entryPoints: tests.map((path) => ({ in: path, out: relative(dir, path).replace(/\.test\.ts$/, ".test") })),
+      outdir: out,
+      outExtension: { ".js": ".mjs" },
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node20",
+      sourcemap: "inline",
+      logLevel: "warning",
+    });
+    run(process.execPath, ["--enable-source-maps", "--test", "--test-reporter=spec", ...find(out, ".test.mjs")]);
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+}
+
+async function buildPlugin(dir, out) {
+  if (!existsSync(join(dir, "plugin.ts"))) fail(`${dir} has no plugin.ts`);
+  if (!existsSync(join(WIT, "plugin.wit"))) fail(`${WIT} is missing: build the SDK first (wasmop-guest sdk)`);
+  const { build } = await import("esbuild");
+  const { componentize } = await import("@bytecodealliance/componentize-js");
+  const work = mkdtempSync(join(tmpdir(), "wasmop-guest-build-"));
+  try {
+    const bundle = join(work, "plugin.js");
+    await build({
+      stdin: {
+        contents: [
+          `import * as host from "${HOST_IMPORT}";`,
+          `import { exportReconciler } from "@wasmop/guest/component";`,
+          `import plugin from "./plugin.ts";`,
+          `export const reconciler = exportReconciler(plugin, host);`,
+        ].join("\n"),
+        resolveDir: dir,
+        sourcefile: "entry.ts",
+        loader: "ts",
+      },
+      outfile: bundle,
+      bundle: true,
+      platform: "neutral",
+      format: "esm",
+      target: "es2022",
+      external: [HOST_IMPORT],
+      logLevel: "warning",
+    });
+    const { component } = await componentize({
+      sourcePath: bundle,
+      witPath: WIT,
+      worldName: "plugin",
+      disableFeatures: DISABLED_FEATURES,
+    });
+    // Write then rename, so a host watching the output never reads a half-written component.
+    mkdirSync(dirname(out), { recursive: true });
+    writeFileSync(`${out}.tmp`, component);
+    renameSync(`${out}.tmp`, out);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+const [command, ...args] = process.argv.slice(2);
+const outFlag = args.indexOf("--out");
+const out = outFlag < 0 ? undefined : args.splice(outFlag, 2)[1];
+const dir = resolve(args[0] ?? ".");
+switch (command) {
+  case "sdk":
+    sdk();
+    break;
+  case "check":
+    tsc(["--noEmit", "-p", dir]);
+    break;
+  case "test":
+    await test(dir);
+    break;
+  case "build":
+    await buildPlugin(dir, resolve(out ?? join(dir, "dist", `${basename(dir)}.wasm`)));
+    break;
+  default:
+    fail("usage: wasmop-guest sdk | check [dir] | test [dir] | build [dir] [--out file.wasm]");
+}

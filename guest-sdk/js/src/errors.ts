@@ -1,0 +1,78 @@
+/**
+ * {@link ReconcileError}: how a reconcile (or another call) fails.
+ * @module
+ */
+
+/** How the host treats a failure: retried with backoff, not retried, or the primary is invalid. */
+export type ErrorKind = "transient" | "permanent" | "invalid";
+
+/**
+ * A failed call. Throw it from a reconciler; the host retries `transient` errors with backoff,
+ * does not retry `permanent` ones until the object changes, and treats `invalid` as a primary that
+ * does not fit the plugin. Anything else a reconciler throws reaches the host as `transient`, with
+ * the thrown error's name and message.
+ *
+ * Named `ReconcileError` rather than the Rust SDK's `Error` so it does not shadow JavaScript's
+ * `Error`.
+ *
+ * @example
+ * ```ts
+ * if (!page.spec.html) throw ReconcileError.invalid("spec.html is required");
+ * ```
+ */
+export class ReconcileError extends Error {
+  private constructor(
+    /** How the host treats the failure. */
+    readonly kind: ErrorKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ReconcileError";
+  }
+
+  /** Something that may succeed later: retried with backoff. */
+  static transient(message: string): ReconcileError {
+    return new ReconcileError("transient", message);
+  }
+
+  /** Retrying will not help: no retry until the object changes. */
+  static permanent(message: string): ReconcileError {
+    return new ReconcileError("permanent", message);
+  }
+
+  /** The primary itself is invalid (e.g. its spec lacks a field): not retried. */
+  static invalid(message: string): ReconcileError {
+    return new ReconcileError("invalid", message);
+  }
+
+  /** Rebuilds an error of a given kind, e.g. one the host hands back to `errorStatus`. */
+  static of(kind: ErrorKind, message: string): ReconcileError {
+    return new ReconcileError(kind, message);
+  }
+
+  /**
+   * `error` as a `ReconcileError`: itself when it is one, else a transient error carrying its
+   * message (an `Error`'s `name: message`, a component error's payload, or the thrown value).
+   */
+  static from(error: unknown): ReconcileError {
+    if (error instanceof ReconcileError) return error;
+    return ReconcileError.transient(messageOf(error));
+  }
+
+  /** `kind: message`, as the Rust SDK displays errors. */
+  override toString(): string {
+    return `${this.kind}: ${this.message}`;
+  }
+}
+
+/**
+ * The message of anything thrown: a component error's `payload` (what the host's imports throw),
+ * an `Error`'s `name: message` (or just the message of a {@link ReconcileError}), or the value
+ * as text.
+ */
+export function messageOf(error: unknown): string {
+  if (error instanceof ReconcileError) return error.message;
+  if (typeof error === "object" && error !== null && "payload" in error) return String(error.payload);
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return String(error);
+}

@@ -1,0 +1,82 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { FakeHost } from "@wasmop/guest/testing";
+
+import webpage from "./plugin.ts";
+
+function page(generation: number, status?: unknown) {
+  return {
+    apiVersion: "sample.wasmop.dev/v1",
+    kind: "WebPage",
+    metadata: { name: "hello", namespace: "default", generation },
+    spec: { html: "<h1>Hello</h1>" },
+    status,
+  };
+}
+
+/** The value at `path` in `object` (keys and list indexes). */
+function at(object: unknown, ...path: (string | number)[]): unknown {
+  return path.reduce<unknown>((value, key) => (value as Record<string | number, unknown> | undefined)?.[key], object);
+}
+
+function appliedHost(deployment: "Ready" | "NotReady"): FakeHost {
+  return new FakeHost()
+    .withDependentState("configmap", "Ready", [{}])
+    .withDependentState("deployment", deployment, [{}])
+    .withDependentState("service", "Ready", [{}])
+    .withDependentState("ingress", "Deleted");
+}
+
+test("desires a ConfigMap, Deployment, Service and Ingress", () => {
+  const desired = Object.fromEntries(new FakeHost().desired(webpage, page(1)).map((d) => [d.dependent, d.object]));
+  assert.deepEqual(Object.keys(desired).sort(), ["configmap", "deployment", "ingress", "service"]);
+  assert.equal(at(desired["configmap"], "metadata", "name"), "hello-html");
+  assert.equal(at(desired["configmap"], "data", "index.html"), "<h1>Hello</h1>");
+  assert.equal(at(desired["deployment"], "spec", "template", "spec", "volumes", 0, "configMap", "name"), "hello-html");
+  assert.equal(at(desired["ingress"], "spec", "rules", 0, "http", "paths", 0, "backend", "service", "name"), "hello");
+});
+
+test("the workflow orders and conditions the dependents", () => {
+  const dependents = Object.fromEntries(new FakeHost().describe(webpage).dependents.map((d) => [d.name, d]));
+  assert.deepEqual(dependents["deployment"]?.dependsOn, ["configmap"]);
+  assert.deepEqual(dependents["service"]?.dependsOn, ["configmap"]);
+  assert.deepEqual(dependents["ingress"]?.reconcileWhen, { tag: "field-equals", val: { path: "spec.exposed", value: "true" } });
+  assert.deepEqual(dependents["deployment"]?.readyWhen, {
+    tag: "fields-equal",
+    val: { left: "status.readyReplicas", right: "spec.replicas" },
+  });
+});
+
+test("an applied page is ready and names its ConfigMap", () => {
+  const run = appliedHost("NotReady").reconcile(webpage, page(3));
+  assert.deepEqual(run.status, { htmlConfigMap: "hello-html", available: false });
+  assert.deepEqual(run.readiness, { ready: true, message: "the WebPage's dependents are applied" });
+  assert.equal(run.events.length, 1);
+  assert.equal(run.events[0]?.type, "Normal");
+  assert.match(run.logs[0]?.message ?? "", /14 bytes/);
+});
+
+test("a page with skipped dependents is not ready, and a running Deployment is available", () => {
+  const skipped = new FakeHost().withDependentState("service", "Skipped").reconcile(webpage, page(1));
+  assert.deepEqual(skipped.readiness, { ready: false, message: "some dependents wait for others" });
+  assert.equal(appliedHost("Ready").reconcile(webpage, page(1)).status?.["available"], true);
+});
+
+test("an already ready page gets no event", () => {
+  const ready = { conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "" }] };
+  assert.deepEqual(appliedHost("NotReady").reconcile(webpage, page(2, ready)).events, []);
+});
+
+test("a page without html is invalid", () => {
+  const run = new FakeHost().reconcile(webpage, { metadata: { name: "hello" }, spec: {} });
+  assert.equal(run.error.kind, "invalid");
+  assert.equal(run.error.message, "spec.html: missing");
+});
+
+test("cleanup records an event and releases the finalizer", () => {
+  const cleanup = new FakeHost().cleanup(webpage, page(1));
+  assert.equal(cleanup.keepFinalizer, false);
+  assert.equal(cleanup.events[0]?.reason, "CleanedUp");
+  assert.equal(new FakeHost().describe(webpage).cleanup, true);
+});

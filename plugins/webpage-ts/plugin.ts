@@ -1,0 +1,140 @@
+// The JOSDK WebPage sample as a wasmop plugin: each WebPage (`sample.wasmop.dev/v1`) gets a
+// ConfigMap holding its HTML, an nginx Deployment serving it, a Service, and an Ingress while
+// `spec.exposed` is true. The host applies them, owned by the page, and tells the plugin where
+// they stand; the status names the ConfigMap and says whether the page is Ready (its dependents
+// are applied) and Available (nginx runs).
+import {
+  Check,
+  Cleanup,
+  Config,
+  Dependent,
+  Desired,
+  Event,
+  Kind,
+  Outcome,
+  ReconcileError,
+  conditions,
+  requireFields,
+  type Reconciler,
+  type Resource,
+} from "@wasmop/guest";
+
+/** What a WebPage serves. */
+export interface WebPageSpec {
+  html: string;
+  exposed?: boolean;
+}
+
+/** What the plugin reads of its own status. */
+export interface WebPageStatus {
+  conditions?: conditions.Condition[];
+}
+
+/** A WebPage. */
+export type WebPage = Resource<WebPageSpec, WebPageStatus>;
+
+export const configMap = Kind.namespaced("", "v1", "ConfigMap").plural("configmaps");
+export const deployment = Kind.namespaced("apps", "v1", "Deployment").plural("deployments");
+export const service = Kind.namespaced("", "v1", "Service").plural("services");
+export const ingress = Kind.namespaced("networking.k8s.io", "v1", "Ingress").plural("ingresses");
+
+function nameOf(page: WebPage): string {
+  const name = page.metadata.name;
+  if (name === undefined) throw ReconcileError.invalid("the WebPage has no name");
+  return name;
+}
+
+export default {
+  config: () =>
+    new Config("webpage", Kind.namespaced("sample.wasmop.dev", "v1", "WebPage"))
+      .dependent(new Dependent("configmap", configMap))
+      .dependent(
+        new Dependent("deployment", deployment)
+          .dependsOn("configmap")
+          .readyWhen(Check.fieldsEqual("status.readyReplicas", "spec.replicas")),
+      )
+      .dependent(new Dependent("service", service).dependsOn("configmap"))
+      .dependent(
+        new Dependent("ingress", ingress).dependsOn("service").reconcileWhen(Check.fieldEquals("spec.exposed", true)),
+      ),
+
+  decode: requireFields({ "spec.html": "string" }),
+
+  desired(page) {
+    const name = nameOf(page);
+    const labels = { "app.kubernetes.io/name": "webpage", "app.kubernetes.io/instance": name };
+    const html = `${name}-html`;
+    return [
+      Desired.of("configmap", {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: html },
+        data: { "index.html": page.spec.html },
+      }),
+      Desired.of("deployment", {
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        metadata: { name, labels },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: labels },
+          template: {
+            metadata: { labels },
+            spec: {
+              containers: [
+                {
+                  name: "nginx",
+                  image: "nginx:1.27-alpine",
+                  ports: [{ name: "http", containerPort: 80 }],
+                  volumeMounts: [{ name: "html", mountPath: "/usr/share/nginx/html" }],
+                },
+              ],
+              volumes: [{ name: "html", configMap: { name: html } }],
+            },
+          },
+        },
+      }),
+      Desired.of("service", {
+        apiVersion: "v1",
+        kind: "Service",
+        metadata: { name, labels },
+        spec: { selector: labels, ports: [{ name: "http", port: 80, targetPort: "http" }] },
+      }),
+      Desired.of("ingress", {
+        apiVersion: "networking.k8s.io/v1",
+        kind: "Ingress",
+        metadata: { name, labels },
+        spec: {
+          rules: [
+            {
+              http: {
+                paths: [
+                  { path: "/", pathType: "Prefix", backend: { service: { name, port: { number: 80 } } } },
+                ],
+              },
+            },
+          ],
+        },
+      }),
+    ];
+  },
+
+  reconcile(page, ctx) {
+    const name = page.metadata.name ?? "";
+    ctx.info(`reconciling a WebPage of ${page.spec.html.length} bytes of html`);
+    const available = ctx.dependent("deployment")?.isReady() ?? false;
+    const status = { htmlConfigMap: `${name}-html`, available };
+    // The host keeps Ready, Reconciling and Degraded (with observedGeneration) from this.
+    if (ctx.dependents().some((d) => d.phase === "Skipped")) {
+      return Outcome.notReady("some dependents wait for others").status(status);
+    }
+    const outcome = Outcome.ready("the WebPage's dependents are applied").status(status);
+    const wasReady = conditions.isTrue(page.status?.conditions, "Ready");
+    return wasReady ? outcome : outcome.event(Event.normal("Ready", "Reconcile").note("the WebPage is ready"));
+  },
+
+  cleanup(page) {
+    const note = `WebPage ${page.metadata.name ?? ""} deleted; the garbage collector removes its dependents`;
+    return Cleanup.done().event(Event.normal("CleanedUp", "Cleanup").note(note));
+  },
+} satisfies Reconciler<WebPage>;
