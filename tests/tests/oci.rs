@@ -52,6 +52,37 @@ async fn push(
     Ok((out.status.success(), String::from_utf8(out.stdout)?.trim().to_string(), String::from_utf8(out.stderr)?))
 }
 
+/// Puts `manifest` (an OCI image manifest) under `repository:tag` of the registry at `address`;
+/// returns its digest reference.
+async fn put_manifest(
+    address: &str,
+    repository: &str,
+    tag: &str,
+    manifest: &serde_json::Value,
+) -> anyhow::Result<String> {
+    let bytes = serde_json::to_vec(manifest)?;
+    let digest = format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
+    reqwest::Client::new()
+        .put(format!("http://{address}/v2/{repository}/manifests/{tag}"))
+        .header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+        .body(bytes)
+        .send()
+        .await?
+        .error_for_status()?;
+    Ok(format!("{address}/{repository}:{tag}@{digest}"))
+}
+
+/// The manifest `repository:tag` names in the registry at `address`.
+async fn manifest_of(address: &str, repository: &str, tag: &str) -> anyhow::Result<serde_json::Value> {
+    let response = reqwest::Client::new()
+        .get(format!("http://{address}/v2/{repository}/manifests/{tag}"))
+        .header("Accept", "application/vnd.oci.image.manifest.v1+json")
+        .send()
+        .await?
+        .error_for_status()?;
+    Ok(serde_json::from_slice(&response.bytes().await?)?)
+}
+
 /// A fresh store directory for pulled modules.
 fn store(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("wasmop-oci-{name}-{}", std::process::id()));
@@ -185,9 +216,24 @@ async fn a_plugin_pulled_by_digest_reconciles_and_failed_pulls_keep_the_previous
         "{tag_only:?}"
     );
 
+    // Artifacts that are not the Wasm layout, or too large, pushed beside it (same blobs).
+    let mut old = manifest_of(&address, "plugins/greeting", "v1").await?;
+    old["layers"][0]["mediaType"] = json!("application/vnd.wasm.content.layer.v1+wasm");
+    let old = put_manifest(&address, "plugins/greeting", "old-layout", &old).await?;
+    let mut big = manifest_of(&address, "plugins/greeting", "v1").await?;
+    big["layers"][0]["size"] = json!(100_000_000);
+    let big = put_manifest(&address, "plugins/greeting", "big", &big).await?;
+
     // Each failed pull is Degraded with its cause; the previous version keeps greeting.
     let manifest = pinned.rsplit_once('@').expect("a digest").1.to_string();
     let cases = [
+        (
+            "old layout",
+            old,
+            "WrongMediaType",
+            "application/vnd.wasm.content.layer.v1+wasm, not application/wasm".into(),
+        ),
+        ("too large", big, "TooLarge", "100000000 bytes".into()),
         ("wrong digest", format!("{address}/plugins/greeting:v1@{ABSENT}"), "DigestMismatch", manifest.clone()),
         ("missing tag", format!("{address}/plugins/greeting:v9@{ABSENT}"), "NotFound", "manifest unknown".into()),
         ("missing repository", format!("{address}/plugins/nothing:v1@{ABSENT}"), "NotFound", "unknown".into()),
