@@ -83,11 +83,21 @@ async fn manifest_of(address: &str, repository: &str, tag: &str) -> anyhow::Resu
     Ok(serde_json::from_slice(&response.bytes().await?)?)
 }
 
-/// A fresh store directory for pulled modules.
-fn store(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("wasmop-oci-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// A fresh store directory for pulled modules, removed when dropped.
+struct Store(PathBuf);
+
+impl Store {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("wasmop-oci-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Self(dir)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn greetings(client: &Client, ns: &str) -> Api<DynamicObject> {
@@ -175,8 +185,8 @@ async fn a_plugin_pulled_by_digest_reconciles_and_failed_pulls_keep_the_previous
     let (ok, pinned, stderr) = push(&file, &format!("{address}/plugins/greeting:v1"), &address, &[], "").await?;
     assert!(ok, "push failed: {stderr}");
     assert!(pinned.starts_with(&format!("{address}/plugins/greeting:v1@sha256:")), "{pinned}");
-    let round_trip = store("round-trip");
-    let registries = Registries::new(vec![address.clone()], Some(round_trip.clone()));
+    let round_trip = Store::new("round-trip");
+    let registries = Registries::new(vec![address.clone()], Some(round_trip.0.clone()));
     let started = std::time::Instant::now();
     let (bytes, outcome) = registries.pull(&OciRef::parse(&pinned)?, &Credentials::default()).await?;
     eprintln!("pulled {} bytes in {:?}", bytes.len(), started.elapsed());
@@ -185,15 +195,15 @@ async fn a_plugin_pulled_by_digest_reconciles_and_failed_pulls_keep_the_previous
     let (again, outcome) = registries.pull(&OciRef::parse(&pinned)?, &Credentials::default()).await?;
     assert_eq!((again == bytes, outcome), (true, "stored"), "the second pull asks the registry nothing");
     registry.restart().await?;
-    std::fs::remove_dir_all(&round_trip)?;
+    drop(round_trip);
     // Pushing the same file again gives the same digest.
     let (ok, repushed, stderr) = push(&file, &format!("{address}/plugins/greeting:v1"), &address, &[], "").await?;
     assert!(ok && repushed == pinned, "{repushed} {stderr}");
 
-    let host_store = store("host");
+    let host_store = Store::new("host");
     let policy = FetchPolicy::new(&[])
         .map_err(anyhow::Error::msg)?
-        .with_registries(Registries::new(vec![address.clone()], Some(host_store.clone())));
+        .with_registries(Registries::new(vec![address.clone()], Some(host_store.0.clone())));
     let metrics = Metrics::new();
     let loader = ResourceHost::start_with(&client, settings(&ns, HostConfig::default()), metrics.clone(), policy)?;
     let api = resources(&client);
@@ -263,7 +273,6 @@ async fn a_plugin_pulled_by_digest_reconciles_and_failed_pulls_keep_the_previous
     let owner = format!("ReconcilerPlugin/{name}");
     until("the plugin stopped", async || Ok(loader.host.owned_by(&owner)), |p: &Vec<String>| p.is_empty()).await?;
     loader.stop().await?;
-    std::fs::remove_dir_all(&host_store).ok();
     Ok(())
 }
 
@@ -294,10 +303,10 @@ async fn a_registry_with_authentication_needs_the_pull_secret(client: &Client) -
     secrets.create(&PostParams::default(), &pull_secret("good", &address, "alice", "wonderland")?).await?;
     secrets.create(&PostParams::default(), &pull_secret("bad", &address, "alice", "looking-glass")?).await?;
 
-    let host_store = store("auth");
+    let host_store = Store::new("auth");
     let policy = FetchPolicy::new(&[])
         .map_err(anyhow::Error::msg)?
-        .with_registries(Registries::new(vec![address.clone()], Some(host_store.clone())));
+        .with_registries(Registries::new(vec![address.clone()], Some(host_store.0.clone())));
     let loader = ResourceHost::start_with(&client, settings(&ns, HostConfig::default()), Metrics::new(), policy)?;
     let api = resources(&client);
     let name = format!("greeting-{ns}");
@@ -334,6 +343,5 @@ async fn a_registry_with_authentication_needs_the_pull_secret(client: &Client) -
     let owner = format!("ReconcilerPlugin/{name}");
     until("the plugin stopped", async || Ok(loader.host.owned_by(&owner)), |p: &Vec<String>| p.is_empty()).await?;
     loader.stop().await?;
-    std::fs::remove_dir_all(&host_store).ok();
     Ok(())
 }
