@@ -326,6 +326,18 @@ async fn a_registry_with_authentication_needs_the_pull_secret(client: &Client) -
     .await
     .map(|r| say(&r))?;
 
+    // A pull secret that does not exist is named as the cause.
+    set_module(&api, &name, json!({ "imagePullSecrets": [{ "name": "absent" }] })).await?;
+    let absent = format!("Secret {ns}/absent does not exist");
+    wait_until(&api, &name, "a missing pull secret", move |r| {
+        current(r)
+            && condition(r, "Degraded").is_some_and(|c| {
+                c["reason"] == "PullSecretInvalid" && c["message"].as_str().unwrap_or("").contains(&absent)
+            })
+    })
+    .await
+    .map(|r| say(&r))?;
+
     set_module(&api, &name, json!({ "imagePullSecrets": [{ "name": "good" }] })).await?;
     wait_until(&api, &name, "loaded with the pull secret", loaded).await?;
     let greetings = greetings(&client, &ns);

@@ -69,7 +69,7 @@ pub enum Reason {
     TooLarge,
     /// Not the Wasm OCI artifact layout.
     WrongMediaType,
-    /// The pull secret cannot be read or is not a docker config.
+    /// The registry wants credentials and a pull secret cannot be read or is not a docker config.
     PullSecret,
     /// Anything else the registry or the transport answered.
     PullFailed,

@@ -316,18 +316,26 @@ async fn load(context: &Context, name: &str, owner: &str, object: &DynamicObject
         return Report::Loaded { plugin };
     }
     let client = context.host.clusters().local().client().clone();
-    let credentials = if spec.module.oci.is_some() {
+    // As the kubelet does with imagePullSecrets, a pull secret that cannot be read is reported
+    // only when the pull needs credentials: a stored module or a public registry loads without.
+    let (credentials, secret_problem) = if spec.module.oci.is_some() {
         match credentials(&context.host, &spec.image_pull_secrets).await {
-            Ok(credentials) => credentials,
+            Ok(credentials) => (credentials, None),
             Err(message) => {
-                context.host.metrics().oci_pulled(super::oci::Reason::PullSecret.as_str());
-                return refused(super::oci::Reason::PullSecret.as_str(), message);
+                tracing::warn!(resource = name, "pulling without the pull secrets: {message}");
+                (Credentials::default(), Some(message))
             }
         }
     } else {
-        Credentials::default()
+        (Credentials::default(), None)
     };
-    let fetched = spec.module.fetch(&client, &context.policy, &credentials).await;
+    let mut fetched = spec.module.fetch(&client, &context.policy, &credentials).await;
+    if let (Err(err), Some(problem)) = (&mut fetched, secret_problem)
+        && err.reason == super::oci::Reason::Unauthorized.as_str()
+    {
+        err.reason = super::oci::Reason::PullSecret.as_str();
+        err.message = format!("{problem}; {}", err.message);
+    }
     if spec.module.oci.is_some() {
         let outcome = match &fetched {
             Ok(fetched) => fetched.pulled.unwrap_or("pulled"),
