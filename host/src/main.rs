@@ -15,6 +15,7 @@ use wasmop::informer::{ClusterSpec, Clusters};
 use wasmop::leader::{self, Fence, LeaseSettings};
 use wasmop::loader::Sources;
 use wasmop::loader::fetch::FetchPolicy;
+use wasmop::loader::oci::{Credentials, Registries};
 use wasmop::metrics::Metrics;
 use wasmop::runtime::{Limits, MemoryMib, Runtime, RuntimeConfig};
 use wasmop::scaffold::Lang;
@@ -106,6 +107,28 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// Publish a built plugin to an OCI registry as a Wasm OCI artifact (config
+    /// application/vnd.wasm.config.v0+json, one application/wasm layer), the layout a
+    /// ReconcilerPlugin's `spec.module.oci` pulls, and print its reference with the manifest's
+    /// digest (REF@sha256:...), to paste there. Credentials: --username with the password on
+    /// stdin (--password-stdin), else the registry's entry in the docker config file
+    /// (REGISTRY_AUTH_FILE, else ~/.docker/config.json; `auth` or `username`/`password` fields,
+    /// not credential helpers), else none.
+    Push {
+        /// The plugin file.
+        file: PathBuf,
+        /// Where to push: REGISTRY/REPOSITORY:TAG.
+        reference: String,
+        /// Speak plain http to this registry (HOST:PORT); repeat for more. Every other is https.
+        #[arg(long = "insecure-registry", value_name = "HOST:PORT")]
+        insecure_registries: Vec<String>,
+        /// The registry user; the password is read from stdin (--password-stdin).
+        #[arg(long, requires = "password_stdin")]
+        username: Option<String>,
+        /// Read the password of --username from stdin (one line).
+        #[arg(long, requires = "username")]
+        password_stdin: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -128,6 +151,15 @@ struct RunArgs {
     /// refused.
     #[arg(long = "allow-module-dir", value_name = "DIR")]
     allow_module_dirs: Vec<PathBuf>,
+    /// A registry (HOST:PORT, as references name it) that ReconcilerPlugin resources' OCI
+    /// modules are pulled from over plain http instead of https; repeat for more.
+    #[arg(
+        long = "insecure-registry",
+        value_name = "HOST:PORT",
+        env = "WASMOP_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    insecure_registries: Vec<String>,
     /// Only watch and reconcile objects in this namespace (a plugin's override wins).
     #[arg(long, short, env = "WASMOP_NAMESPACE")]
     namespace: Option<String>,
@@ -243,14 +275,24 @@ impl RunArgs {
 }
 
 impl RuntimeArgs {
+    /// The directory of compiled plugins, unless `--no-cache`.
+    fn cache_dir(&self) -> Option<PathBuf> {
+        if self.no_cache {
+            return None;
+        }
+        self.cache_dir.clone().or_else(|| {
+            directories::ProjectDirs::from("dev", "wasmop", "wasmop").map(|d| d.cache_dir().join("modules"))
+        })
+    }
+
+    /// Where modules pulled from OCI registries are stored by digest: `oci/` in the cache
+    /// directory (none with `--no-cache`: every new digest is pulled again).
+    fn oci_store(&self) -> Option<PathBuf> {
+        self.cache_dir().map(|dir| dir.join("oci"))
+    }
+
     fn runtime(&self, observer: Option<Arc<Metrics>>) -> anyhow::Result<Runtime> {
-        let cache_dir = if self.no_cache {
-            None
-        } else {
-            self.cache_dir.clone().or_else(|| {
-                directories::ProjectDirs::from("dev", "wasmop", "wasmop").map(|d| d.cache_dir().join("modules"))
-            })
-        };
+        let cache_dir = self.cache_dir();
         let limits = Limits { deadline: self.deadline, memory_bytes: self.memory_limit_mib.bytes(), fuel: self.fuel };
         let observer = observer.map(|m| m as Arc<dyn wasmop::runtime::CallObserver>);
         Ok(Runtime::new(RuntimeConfig { cache_dir, limits, observer })?)
@@ -389,7 +431,36 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Run(args) => run(*args).await,
         Command::Test { .. } => unreachable!("`wasmop test` runs before the runtime starts"),
+        Command::Push { file, reference, insecure_registries, username, password_stdin: _ } => {
+            let module = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            anyhow::ensure!(module.starts_with(b"\0asm"), "{} is not a WebAssembly file", file.display());
+            let most = wasmop::loader::fetch::MAX_MODULE_BYTES;
+            anyhow::ensure!(module.len() <= most, "{} is larger than the {most} bytes hosts pull", file.display());
+            let mut credentials = Credentials::default();
+            let registry =
+                reference.parse::<oci_client::Reference>().map(|r| r.registry().to_string()).unwrap_or_default();
+            if let Some(username) = username {
+                let mut password = String::new();
+                std::io::stdin().read_line(&mut password).context("cannot read the password from stdin")?;
+                credentials.insert(&registry, username, password.trim_end_matches(['\r', '\n']).to_string());
+            } else if let Some(path) = docker_config_path()
+                && let Ok(text) = std::fs::read(&path)
+            {
+                credentials.add_docker_config(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            }
+            let registries = Registries::new(insecure_registries, None);
+            let digest = registries.push(&reference, module, &credentials).await.map_err(|e| anyhow::anyhow!(e))?;
+            print_out(&format!("{reference}@{digest}\n"))
+        }
     }
+}
+
+/// The docker config file `wasmop push` reads credentials from: `REGISTRY_AUTH_FILE` (as podman
+/// and skopeo), else `~/.docker/config.json`.
+fn docker_config_path() -> Option<PathBuf> {
+    std::env::var_os("REGISTRY_AUTH_FILE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".docker/config.json")))
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -468,7 +539,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         dirs: args.plugin_dirs,
         watch_files: args.watch,
         resources: args.reconciler_plugins,
-        fetch_policy: FetchPolicy::new(&args.allow_module_dirs).map_err(anyhow::Error::msg)?,
+        fetch_policy: FetchPolicy::new(&args.allow_module_dirs)
+            .map_err(anyhow::Error::msg)?
+            .with_registries(Registries::new(args.insecure_registries.clone(), args.runtime.oci_store())),
     };
     let loader = wasmop::loader::run(host, sources, args.metrics_address, shutdown);
     tokio::pin!(loader);

@@ -29,6 +29,7 @@ pub mod links;
 pub mod overlaps;
 pub mod proxy;
 pub mod records;
+pub mod registry;
 pub mod relay;
 pub mod swaps;
 
@@ -454,10 +455,19 @@ pub struct ResourceHost {
 impl ResourceHost {
     /// Starts a host with `settings` and its resource loader.
     pub fn start(client: &Client, settings: HostSettings, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+        Self::start_with(client, settings, metrics, wasmop::loader::fetch::FetchPolicy::default())
+    }
+
+    /// Starts a host with `settings` and its resource loader, fetching modules under `policy`.
+    pub fn start_with(
+        client: &Client,
+        settings: HostSettings,
+        metrics: Arc<Metrics>,
+        policy: wasmop::loader::fetch::FetchPolicy,
+    ) -> anyhow::Result<Self> {
         let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
         let host = Arc::new(Host::new(Clusters::new(client.clone()), runtime, metrics, settings));
         let stop = tokio_util::sync::CancellationToken::new();
-        let policy = wasmop::loader::fetch::FetchPolicy::default();
         let loader = tokio::spawn(wasmop::loader::resource::run(host.clone(), policy, stop.clone()));
         Ok(Self { host, stop, loader })
     }

@@ -1,5 +1,6 @@
 //! Fetches a module named by a `ReconcilerPlugin`: from a ConfigMap's `binaryData`, a file on
-//! the host, or an https URL, checking its sha256 whenever one is given (always, for URLs).
+//! the host, an https URL or an OCI registry ([`oci`](super::oci)), checking its sha256 whenever
+//! one is given (always, for URLs; OCI references carry their manifest's digest).
 //!
 //! Nothing a resource names can make the host read without bound: files must be regular files
 //! inside the directories the operator allows (`--allow-module-dir`), and are read on the
@@ -13,6 +14,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+
+use super::oci::{Credentials, OciRef, Registries};
 
 /// The largest module the host fetches.
 pub const MAX_MODULE_BYTES: usize = 64 << 20;
@@ -28,6 +31,7 @@ pub struct FetchPolicy {
     /// Canonical directories.
     allowed_dirs: Vec<PathBuf>,
     http: reqwest::Client,
+    registries: Registries,
 }
 
 impl FetchPolicy {
@@ -42,8 +46,44 @@ impl FetchPolicy {
             .iter()
             .map(|d| d.canonicalize().map_err(|e| format!("module directory {}: {e}", d.display())))
             .collect::<Result<_, _>>()?;
-        Ok(Self { allowed_dirs, http })
+        Ok(Self { allowed_dirs, http, registries: Registries::default() })
     }
+
+    /// This policy, pulling OCI modules as `registries` says (plain http registries, the store).
+    pub fn with_registries(self, registries: Registries) -> Self {
+        Self { registries, ..self }
+    }
+}
+
+/// Why a module cannot be had: a CamelCase reason (the `Degraded` condition's) and a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct FetchError {
+    /// `FetchFailed` for ConfigMaps, files and URLs; an OCI pull's [`Reason`](super::oci::Reason).
+    pub reason: &'static str,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl From<String> for FetchError {
+    fn from(message: String) -> Self {
+        Self { reason: "FetchFailed", message }
+    }
+}
+
+impl From<super::oci::PullError> for FetchError {
+    fn from(err: super::oci::PullError) -> Self {
+        Self { reason: err.reason.as_str(), message: err.message }
+    }
+}
+
+/// A fetched module.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// For an OCI module, whether it was `stored` already or `pulled`.
+    pub pulled: Option<super::oci::Outcome>,
 }
 
 /// A ConfigMap key holding a module.
@@ -67,6 +107,8 @@ pub struct ModuleSpec {
     pub file: Option<PathBuf>,
     /// An https URL.
     pub url: Option<String>,
+    /// An OCI reference with its manifest's digest: `registry/repository[:tag]@sha256:<hex>`.
+    pub oci: Option<String>,
     /// The module's sha256, hex encoded.
     pub sha256: Option<String>,
 }
@@ -80,21 +122,26 @@ pub enum Location {
     File(PathBuf),
     /// An https URL.
     Url(String),
+    /// An OCI artifact.
+    Oci(OciRef),
 }
 
 impl ModuleSpec {
     /// The one location the spec names, or why it is unusable.
-    pub fn location(&self) -> Result<Location, String> {
-        let given = [self.config_map.is_some(), self.file.is_some(), self.url.is_some()];
+    pub fn location(&self) -> Result<Location, FetchError> {
+        let given = [self.config_map.is_some(), self.file.is_some(), self.url.is_some(), self.oci.is_some()];
         if given.iter().filter(|g| **g).count() != 1 {
-            return Err("spec.module needs exactly one of configMap, file and url".into());
+            return Err(FetchError::from("spec.module needs exactly one of configMap, file, url and oci".to_string()));
+        }
+        if let Some(oci) = &self.oci {
+            return Ok(Location::Oci(OciRef::parse(oci)?));
         }
         if let Some(url) = &self.url {
             if !url.starts_with("https://") {
-                return Err(format!("spec.module.url {url:?} must be an https URL"));
+                return Err(format!("spec.module.url {url:?} must be an https URL").into());
             }
             if self.sha256.is_none() {
-                return Err("spec.module.url needs spec.module.sha256".into());
+                return Err("spec.module.url needs spec.module.sha256".to_string().into());
             }
             return Ok(Location::Url(url.clone()));
         }
@@ -105,8 +152,15 @@ impl ModuleSpec {
         })
     }
 
-    /// The module's bytes, checked against `sha256` when given.
-    pub async fn fetch(&self, client: &Client, policy: &FetchPolicy) -> Result<Vec<u8>, String> {
+    /// The module's bytes, checked against `sha256` when given; an OCI module is pulled with
+    /// `credentials`.
+    pub async fn fetch(
+        &self,
+        client: &Client,
+        policy: &FetchPolicy,
+        credentials: &Credentials,
+    ) -> Result<Fetched, FetchError> {
+        let mut pulled = None;
         let bytes = match self.location()? {
             Location::ConfigMap(key) => {
                 let api: Api<ConfigMap> = Api::namespaced(client.clone(), &key.namespace);
@@ -127,14 +181,28 @@ impl ModuleSpec {
                     .map_err(|e| format!("reading the module failed: {e}"))??
             }
             Location::Url(url) => download(&policy.http, &url).await?,
+            Location::Oci(oci) => {
+                let (bytes, outcome) = policy.registries.pull(&oci, credentials).await?;
+                pulled = Some(outcome);
+                bytes
+            }
         };
         if bytes.len() > MAX_MODULE_BYTES {
-            return Err(too_large());
+            return Err(too_large().into());
         }
         if let Some(expected) = &self.sha256 {
             verify(&bytes, expected)?;
         }
-        Ok(bytes)
+        Ok(Fetched { bytes, pulled })
+    }
+
+    /// The digest that pins the module, when the spec names one: an OCI reference's manifest
+    /// digest, else `sha256` (lower case).
+    pub fn pinned(&self) -> Option<String> {
+        match &self.oci {
+            Some(oci) => OciRef::parse(oci).ok().map(|r| r.digest().to_string()),
+            None => self.sha256.as_ref().map(|s| s.trim().to_ascii_lowercase()),
+        }
     }
 }
 
@@ -220,15 +288,15 @@ mod tests {
     #[test]
     fn exactly_one_location_and_urls_need_https_and_a_digest() {
         let none = ModuleSpec::default();
-        assert!(none.location().unwrap_err().contains("exactly one"));
+        assert!(none.location().unwrap_err().message.contains("exactly one"));
         let file = ModuleSpec { file: Some("/m.wasm".into()), ..ModuleSpec::default() };
         assert_eq!(file.location(), Ok(Location::File("/m.wasm".into())));
         let both = ModuleSpec { url: Some("https://x/m.wasm".into()), ..file.clone() };
         assert!(both.location().is_err());
         let plain = ModuleSpec { url: Some("http://x/m.wasm".into()), sha256: Some("ab".into()), ..Default::default() };
-        assert!(plain.location().unwrap_err().contains("https"));
+        assert!(plain.location().unwrap_err().message.contains("https"));
         let unpinned = ModuleSpec { url: Some("https://x/m.wasm".into()), ..Default::default() };
-        assert!(unpinned.location().unwrap_err().contains("sha256"));
+        assert!(unpinned.location().unwrap_err().message.contains("sha256"));
         let pinned = ModuleSpec { sha256: Some("ab".into()), ..unpinned };
         assert_eq!(pinned.location(), Ok(Location::Url("https://x/m.wasm".into())));
     }

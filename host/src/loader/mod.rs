@@ -5,6 +5,7 @@
 
 pub mod fetch;
 pub mod files;
+pub mod oci;
 pub mod resource;
 
 use std::path::PathBuf;

@@ -27,8 +27,10 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::fetch::{FetchPolicy, ModuleSpec};
+use super::oci::Credentials;
 use crate::host::Host;
 use crate::leader::Unanswered;
+use crate::secrets::{SecretError, SecretKey};
 use crate::settings::Overrides;
 
 /// The `ReconcilerPlugin` CustomResourceDefinition, as shipped.
@@ -63,6 +65,40 @@ struct Spec {
     module: ModuleSpec,
     #[serde(default)]
     overrides: Option<Overrides>,
+    /// Secrets of type `kubernetes.io/dockerconfigjson` with the credentials of OCI registries.
+    #[serde(default)]
+    image_pull_secrets: Vec<PullSecret>,
+}
+
+/// A Secret with registry credentials, as `spec.imagePullSecrets` names it. The resource is
+/// cluster-scoped: a Secret that names no namespace is read in the host's `--namespace`, else in
+/// `default` (as the Secrets plugins name, [`crate::secrets`]).
+#[derive(Debug, Clone, Deserialize)]
+struct PullSecret {
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+/// The key of a `kubernetes.io/dockerconfigjson` Secret that holds the docker config.
+const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
+
+/// The registry credentials of `secrets`, read with the host's Secret reader (kept for
+/// [`crate::secrets::CACHE_TTL`]); the first Secret naming a registry wins.
+async fn credentials(host: &Host, secrets: &[PullSecret]) -> Result<Credentials, String> {
+    let mut credentials = Credentials::default();
+    for secret in secrets {
+        let key =
+            SecretKey { namespace: secret.namespace.clone(), name: secret.name.clone(), key: DOCKER_CONFIG_KEY.into() };
+        let text = host.secrets().read(&key).await.map_err(|err| match err {
+            SecretError::MissingKey { namespace, name, .. } => format!(
+                "Secret {namespace}/{name} has no {DOCKER_CONFIG_KEY} key: pull secrets are of type kubernetes.io/dockerconfigjson"
+            ),
+            err => format!("pull secret: {err}"),
+        })?;
+        credentials.add_docker_config(text.as_bytes()).map_err(|e| format!("pull secret {}: {e}", secret.name))?;
+    }
+    Ok(credentials)
 }
 
 /// What the host runs for one resource: the digest of the fetched module and the overrides.
@@ -271,18 +307,49 @@ async fn load(context: &Context, name: &str, owner: &str, object: &DynamicObject
     let before = context.applied.lock().expect("never poisoned").get(name).cloned();
     // The plugin, when it already runs what `applied` says.
     let already = |applied: &Applied| (before.as_ref() == Some(applied)).then(|| context.host.owned_by(owner).pop());
-    // A module pinned by its digest that already runs with these overrides is not fetched again.
-    if let Some(pinned) = &spec.module.sha256
-        && let Some(Some(plugin)) = already(&(pinned.trim().to_ascii_lowercase(), spec.overrides.clone()))
+    // A module pinned by its digest that already runs with these overrides is not fetched again
+    // (for an OCI module, the registry is not asked again).
+    let pinned = spec.module.pinned();
+    if let Some(pinned) = &pinned
+        && let Some(Some(plugin)) = already(&(pinned.clone(), spec.overrides.clone()))
     {
         return Report::Loaded { plugin };
     }
     let client = context.host.clusters().local().client().clone();
-    let bytes = match spec.module.fetch(&client, &context.policy).await {
-        Ok(bytes) => bytes,
-        Err(message) => return refused("FetchFailed", message),
+    // As the kubelet does with imagePullSecrets, a pull secret that cannot be read is reported
+    // only when the pull needs credentials: a stored module or a public registry loads without.
+    let (credentials, secret_problem) = if spec.module.oci.is_some() {
+        match credentials(&context.host, &spec.image_pull_secrets).await {
+            Ok(credentials) => (credentials, None),
+            Err(message) => {
+                tracing::warn!(resource = name, "pulling without the pull secrets: {message}");
+                (Credentials::default(), Some(message))
+            }
+        }
+    } else {
+        (Credentials::default(), None)
     };
-    let applied = (hex::encode(Sha256::digest(&bytes)), spec.overrides.clone());
+    let mut fetched = spec.module.fetch(&client, &context.policy, &credentials).await;
+    if let (Err(err), Some(problem)) = (&mut fetched, secret_problem)
+        && err.reason == super::oci::Reason::Unauthorized.as_str()
+    {
+        err.reason = super::oci::Reason::PullSecret.as_str();
+        err.message = format!("{problem}; {}", err.message);
+    }
+    if spec.module.oci.is_some() {
+        let outcome = match &fetched {
+            Ok(fetched) => fetched.pulled.unwrap_or("pulled"),
+            Err(err) => err.reason,
+        };
+        context.host.metrics().oci_pulled(outcome);
+    }
+    let bytes = match fetched {
+        Ok(fetched) => fetched.bytes,
+        Err(err) => return refused(err.reason, err.message),
+    };
+    // An OCI module is known by its manifest's digest, the others by their sha256.
+    let key = if spec.module.oci.is_some() { pinned } else { None };
+    let applied = (key.unwrap_or_else(|| hex::encode(Sha256::digest(&bytes))), spec.overrides.clone());
     if let Some(Some(plugin)) = already(&applied) {
         return Report::Loaded { plugin };
     }

@@ -199,6 +199,12 @@ struct ResourceLabels {
     resource: String,
 }
 
+/// Labels of OCI pulls.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PullLabels {
+    outcome: String,
+}
+
 /// Labels of the leader election gauge.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LeaseLabels {
@@ -223,6 +229,7 @@ pub struct Metrics {
     fuel: Family<PluginLabels, Counter>,
     own_write_records: Family<PluginLabels, Gauge>,
     plugin_resource_checks: Family<ResourceLabels, Counter>,
+    oci_pulls: Family<PullLabels, Counter>,
     leader: Family<LeaseLabels, Gauge>,
     /// Writes per plugin, of every kind and verb (not exported: the sum of `writes`).
     plugin_writes: Family<PluginLabels, Counter>,
@@ -309,6 +316,13 @@ impl Metrics {
             "Checks of ReconcilerPlugin resources: module fetched, installed if it changed, status updated if it changed",
             plugin_resource_checks.clone(),
         );
+        let oci_pulls = Family::<PullLabels, Counter>::default();
+        registry.register(
+            "oci_pulls",
+            "Modules ReconcilerPlugin resources name by OCI reference, by outcome: stored (read from the \
+             host's store), pulled, or the reason of the refusal",
+            oci_pulls.clone(),
+        );
         let plugin_writes = Family::default();
         let caches = CacheFamilies::register(registry);
         Arc::new(Self {
@@ -329,6 +343,7 @@ impl Metrics {
             fuel,
             own_write_records,
             plugin_resource_checks,
+            oci_pulls,
             plugin_writes,
         })
     }
@@ -449,6 +464,16 @@ impl Metrics {
     /// Counts one check of the ReconcilerPlugin `resource`.
     pub fn plugin_resource_checked(&self, resource: &str) {
         self.plugin_resource_checks.get_or_create(&ResourceLabels { resource: resource.to_string() }).inc();
+    }
+
+    /// Counts one OCI module fetch that ended with `outcome`.
+    pub fn oci_pulled(&self, outcome: &str) {
+        self.oci_pulls.get_or_create(&PullLabels { outcome: outcome.to_string() }).inc();
+    }
+
+    /// OCI module fetches that ended with `outcome` so far.
+    pub fn oci_pulls(&self, outcome: &str) -> u64 {
+        self.oci_pulls.get_or_create(&PullLabels { outcome: outcome.to_string() }).get()
     }
 
     /// Checks of the ReconcilerPlugin `resource` so far.
