@@ -125,7 +125,16 @@ impl Scaffold {
                 ("crd.yaml", include_str!("../templates/new-python/crd.yaml.tmpl")),
                 ("example.yaml", include_str!("../templates/new-python/example.yaml.tmpl")),
             ],
-            Lang::Ts => &[],
+            Lang::Ts => &[
+                ("plugin.ts", include_str!("../templates/new-ts/plugin.ts.tmpl")),
+                ("plugin.test.ts", include_str!("../templates/new-ts/plugin.test.ts.tmpl")),
+                ("package.json", include_str!("../templates/new-ts/package.json.tmpl")),
+                ("tsconfig.json", include_str!("../templates/new-ts/tsconfig.json.tmpl")),
+                (".gitignore", include_str!("../templates/new-ts/gitignore.tmpl")),
+                ("README.md", include_str!("../templates/new-ts/README.md.tmpl")),
+                ("crd.yaml", include_str!("../templates/new-ts/crd.yaml.tmpl")),
+                ("example.yaml", include_str!("../templates/new-ts/example.yaml.tmpl")),
+            ],
         };
         Ok(templates.iter().map(|(path, template)| (*path, render(template))).collect())
     }

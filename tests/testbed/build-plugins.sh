@@ -51,3 +51,4 @@ done
 
 # The Python and TypeScript plugins, each with its pinned toolchain.
 tests/testbed/build-python-plugins.sh
+tests/testbed/build-js-plugins.sh

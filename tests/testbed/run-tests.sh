@@ -14,6 +14,7 @@ fi
 echo "using the cluster of $WASMOP_TEST_KUBECONFIG" >&2
 # The Python and TypeScript SDKs' and plugins' own tests: native, no cluster, no wasm.
 tests/testbed/test-python.sh
+tests/testbed/test-js.sh
 cargo test --workspace --all-targets "${@:2}"
 # Documentation examples run too: the SDK promises runnable ones.
 cargo test --workspace --doc

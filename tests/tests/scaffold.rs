@@ -193,3 +193,21 @@ async fn a_scaffolded_python_plugin_passes_its_tests_builds_and_reconciles_its_e
     )
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scaffolded_typescript_plugin_passes_its_tests_builds_and_reconciles_its_example() -> anyhow::Result<()> {
+    let plugin_dir = scaffold("hello-ts", "ts", "TsHello")?;
+    // Its README's commands (the toolchain of the SDK package first).
+    shell(
+        &plugin_dir,
+        r#""$ROOT/tests/testbed/js-toolchain.sh" >/dev/null
+           npm install --offline --no-audit --no-fund --silent
+           npm run --silent check
+           npm test --silent
+           npm run --silent build"#,
+    )?;
+    let readme = std::fs::read_to_string(plugin_dir.join("README.md"))?;
+    assert!(readme.contains("npm run build"), "the README builds what this test builds");
+    let wasm = plugin_dir.join("dist/hello-ts.wasm");
+    reconciles_its_example(&wasm, &plugin_dir.join("crd.yaml"), &plugin_dir, ("TsHello", "tshellos")).await
+}
