@@ -156,6 +156,31 @@ async fn set_module(api: &Api<DynamicObject>, name: &str, spec: serde_json::Valu
     api.patch(name, &PatchParams::default(), &Patch::Merge(json!({ "spec": spec }))).await
 }
 
+/// A host loading `ReconcilerPlugin`s for `ns`, pulling from the (plain http) registry at
+/// `address` into `store`.
+fn start_loader(
+    client: &Client,
+    ns: &str,
+    address: &str,
+    store: &Store,
+    metrics: std::sync::Arc<Metrics>,
+) -> anyhow::Result<ResourceHost> {
+    let policy = FetchPolicy::new(&[])
+        .map_err(anyhow::Error::msg)?
+        .with_registries(Registries::new(vec![address.to_string()], Some(store.0.clone())));
+    ResourceHost::start_with(client, settings(ns, HostConfig::default()), metrics, policy)
+}
+
+/// Creates the `ReconcilerPlugin` `name` running the module `oci` for `ns`.
+async fn create_plugin(api: &Api<DynamicObject>, name: &str, ns: &str, oci: &str) -> anyhow::Result<()> {
+    let resource: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "wasmop.dev/v1alpha1", "kind": "ReconcilerPlugin", "metadata": { "name": name },
+        "spec": { "module": { "oci": oci }, "overrides": { "namespace": ns } }
+    }))?;
+    api.create(&PostParams::default(), &resource).await?;
+    Ok(())
+}
+
 async fn setup(client: &Client, test: &str) -> anyhow::Result<String> {
     apply_file(client, &workspace_root().join("host/crds/reconcilerplugin.yaml"), None).await?;
     apply_file(client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
@@ -201,18 +226,10 @@ async fn a_plugin_pulled_by_digest_reconciles_and_failed_pulls_keep_the_previous
     assert!(ok && repushed == pinned, "{repushed} {stderr}");
 
     let host_store = Store::new("host");
-    let policy = FetchPolicy::new(&[])
-        .map_err(anyhow::Error::msg)?
-        .with_registries(Registries::new(vec![address.clone()], Some(host_store.0.clone())));
     let metrics = Metrics::new();
-    let loader = ResourceHost::start_with(&client, settings(&ns, HostConfig::default()), metrics.clone(), policy)?;
-    let api = resources(&client);
-    let name = format!("greeting-{ns}");
-    let resource: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "wasmop.dev/v1alpha1", "kind": "ReconcilerPlugin", "metadata": { "name": name },
-        "spec": { "module": { "oci": pinned }, "overrides": { "namespace": ns } }
-    }))?;
-    api.create(&PostParams::default(), &resource).await?;
+    let loader = start_loader(&client, &ns, &address, &host_store, metrics.clone())?;
+    let (api, name) = (resources(&client), format!("greeting-{ns}"));
+    create_plugin(&api, &name, &ns, &pinned).await?;
     wait_until(&api, &name, "loaded from the registry", loaded).await?;
     let greetings = greetings(&client, &ns);
     greeted(&greetings, "ada").await?;
@@ -304,17 +321,9 @@ async fn a_registry_with_authentication_needs_the_pull_secret(client: &Client) -
     secrets.create(&PostParams::default(), &pull_secret("bad", &address, "alice", "looking-glass")?).await?;
 
     let host_store = Store::new("auth");
-    let policy = FetchPolicy::new(&[])
-        .map_err(anyhow::Error::msg)?
-        .with_registries(Registries::new(vec![address.clone()], Some(host_store.0.clone())));
-    let loader = ResourceHost::start_with(&client, settings(&ns, HostConfig::default()), Metrics::new(), policy)?;
-    let api = resources(&client);
-    let name = format!("greeting-{ns}");
-    let resource: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "wasmop.dev/v1alpha1", "kind": "ReconcilerPlugin", "metadata": { "name": name },
-        "spec": { "module": { "oci": pinned }, "overrides": { "namespace": ns } }
-    }))?;
-    api.create(&PostParams::default(), &resource).await?;
+    let loader = start_loader(client, &ns, &address, &host_store, Metrics::new())?;
+    let (api, name) = (resources(client), format!("greeting-{ns}"));
+    create_plugin(&api, &name, &ns, &pinned).await?;
     // Without a pull secret: asked anonymously, refused; nothing runs.
     wait_until(&api, &name, "refused anonymously", |r| {
         current(r)
