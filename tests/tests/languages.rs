@@ -1,12 +1,14 @@
 //! Plugins written in Python (componentize-py) and TypeScript (componentize-js) in the host's
 //! runtime: the same Greeting answers the same object with the same outcome in all three
 //! languages, and a Python or JavaScript runtime, tens of MiB, stays within the memory limit
-//! like any plugin.
+//! like any plugin. Such a plugin (a module over 4 MiB) keeps two instances warm between calls.
 
 use std::sync::Arc;
 
+use futures::future::{BoxFuture, FutureExt};
 use serde_json::{Value, json};
-use wasmop::runtime::Limits;
+use wasmop::runtime::bindings::wasmop::plugin::types::KindRef;
+use wasmop::runtime::{CacheReader, GetResult, Limits, ListResult};
 use wasmop_tests::{EmptyCache, LANGUAGES, first_request, plugin, runtime};
 
 fn greeting(name: Value) -> Value {
@@ -54,6 +56,53 @@ async fn a_python_or_javascript_runtime_stays_within_the_memory_limit() -> anyho
         assert!(refused.contains("memory limit of 4 MiB exceeded"), "{language}: {refused:?}");
         // The default limit holds the same plugin.
         runtime(Limits::default())?.load(&plugin(&format!("greeting{suffix}")))?;
+    }
+    Ok(())
+}
+
+/// A cache whose every `get` waits until `n` calls are in one at once.
+struct Together(tokio::sync::Barrier);
+
+impl CacheReader for Together {
+    fn get<'a>(&'a self, _: &'a KindRef, _: Option<&'a str>, _: &'a str) -> BoxFuture<'a, GetResult> {
+        async move {
+            self.0.wait().await;
+            Ok(None)
+        }
+        .boxed()
+    }
+    fn list<'a>(&'a self, _: &'a KindRef, _: Option<&'a str>, _: Option<&'a str>) -> BoxFuture<'a, ListResult> {
+        futures::future::ready(Ok(Vec::new())).boxed()
+    }
+    fn secondaries<'a>(&'a self, _: &'a KindRef) -> BoxFuture<'a, ListResult> {
+        futures::future::ready(Ok(Vec::new())).boxed()
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_with_a_language_runtime_keeps_two_instances_warm_and_a_rust_plugin_none() -> anyhow::Result<()> {
+    // The conformance plugin reads the object `probe` of the kind `spec.read` names.
+    let scenario = json!({
+        "apiVersion": "example.wasmop.dev/v1", "kind": "Scenario",
+        "metadata": { "name": "s", "namespace": "default", "generation": 1, "uid": "u-2", "resourceVersion": "1" },
+        "spec": { "read": { "version": "v1", "kind": "ConfigMap" } },
+    });
+    let request = first_request(&scenario);
+    for (language, suffix) in LANGUAGES {
+        let module = runtime(Limits::default())?.load(&plugin(&format!("fixture-conform{suffix}")))?;
+        assert_eq!(module.kept_instances(), 0, "{language}: not even the instance describe() ran in");
+        module.reconcile(Arc::new(Together(tokio::sync::Barrier::new(1))), &request).await??;
+        let kept = if language == "rust" { 0 } else { 1 };
+        assert_eq!(module.kept_instances(), kept, "{language}: after one call");
+        // Four calls in at once (each waits in its read for the others): one runs on the kept
+        // instance, three on fresh ones; two are kept after.
+        let together: Arc<dyn CacheReader> = Arc::new(Together(tokio::sync::Barrier::new(4)));
+        let calls = (0..4).map(|_| module.reconcile(together.clone(), &request));
+        for answer in futures::future::join_all(calls).await {
+            answer??;
+        }
+        let kept = if language == "rust" { 0 } else { 2 };
+        assert_eq!(module.kept_instances(), kept, "{language}: after calls at once");
     }
     Ok(())
 }

@@ -41,6 +41,24 @@ pub(crate) struct Instances {
     http: Arc<Services>,
     /// The plugin's granted outgoing HTTP, once `describe()` declared it.
     outbound: Option<Arc<Outbound>>,
+    /// How many instances are kept between calls, and those kept.
+    keep_warm: usize,
+    warm: std::sync::Mutex<Vec<Warm>>,
+}
+
+/// A module larger than this carries a language's runtime (CPython, SpiderMonkey: 12-19 MB),
+/// whose instances are dear to make and to warm up: such a plugin keeps [`WARM_INSTANCES`]
+/// instances between calls. Compiled Rust plugins (0.1-1 MB) get a fresh one every call.
+pub(crate) const RUNTIME_MODULE_BYTES: usize = 4 << 20;
+
+/// The instances a plugin with a language runtime keeps between calls: the calls beyond them
+/// in flight at once get fresh ones, dropped after the call.
+pub(crate) const WARM_INSTANCES: usize = 2;
+
+/// An instance kept for a later call, in its store.
+struct Warm {
+    store: Store<Sandbox>,
+    plugin: Plugin,
 }
 
 /// One call in progress: its store and the plugin instantiated in it.
@@ -135,6 +153,13 @@ impl Module {
     /// The sha256 of the module's bytes, hex encoded.
     pub fn digest(&self) -> &str {
         &self.digest
+    }
+
+    /// How many instances are kept for later calls now: at most two for a module that carries
+    /// a language runtime (larger than 4 MiB), none for others, which get a fresh instance
+    /// every call.
+    pub fn kept_instances(&self) -> usize {
+        self.instances.warm.lock().expect("never poisoned").len()
     }
 
     /// Where the module was loaded from.
@@ -333,6 +358,7 @@ impl Module {
 }
 
 impl Instances {
+    /// Instances of `pre`; `keep_warm` of them are kept between calls.
     pub(crate) fn new(
         pre: PluginPre<Sandbox>,
         engine: Engine,
@@ -340,8 +366,19 @@ impl Instances {
         limits: Limits,
         observer: Arc<dyn CallObserver>,
         http: Arc<Services>,
+        keep_warm: usize,
     ) -> Self {
-        Self { pre, engine, metered, limits, observer, http, outbound: None }
+        Self {
+            pre,
+            engine,
+            metered,
+            limits,
+            observer,
+            http,
+            outbound: None,
+            keep_warm,
+            warm: std::sync::Mutex::new(Vec::new()),
+        }
     }
 
     /// Starts a call of `export` of the plugin `name` (empty while it describes itself): a
@@ -357,14 +394,22 @@ impl Instances {
     ) -> Result<Call<'a>, CallError> {
         let started = Instant::now();
         let hooks = Hooks::new(export, self.outbound.clone());
+        let budget = self.metered.then(|| self.limits.fuel.unwrap_or(u64::MAX));
+        let report = Report { name, export, started, budget };
+        let ready = |store: &mut Store<Sandbox>| {
+            limit_running_time(store, self.limits.deadline);
+            if let Some(budget) = budget {
+                store.set_fuel(budget).expect("the engine meters fuel");
+            }
+        };
+        if let Some(Warm { mut store, plugin }) = self.warm.lock().expect("never poisoned").pop() {
+            store.data_mut().reuse(cache, hooks);
+            ready(&mut store);
+            return Ok(Call { store, plugin, report });
+        }
         let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache, hooks));
         store.limiter(|s| &mut s.limiter);
-        limit_running_time(&mut store, self.limits.deadline);
-        let budget = self.metered.then(|| self.limits.fuel.unwrap_or(u64::MAX));
-        if let Some(budget) = budget {
-            store.set_fuel(budget).expect("the engine meters fuel");
-        }
-        let report = Report { name, export, started, budget };
+        ready(&mut store);
         match self.pre.instantiate_async(&mut store).await {
             Ok(plugin) => Ok(Call { store, plugin, report }),
             Err(e) => {
@@ -378,13 +423,23 @@ impl Instances {
         }
     }
 
-    /// Ends `call` with the export's `result`, `Err` when it took its wall-clock backstop.
+    /// Ends `call` with the export's `result`, `Err` when it took its wall-clock backstop. An
+    /// instance whose call returned is kept for a later call when the plugin keeps instances
+    /// warm and fewer are kept; one that trapped, ran out of time or filled much of its output
+    /// buffers is dropped.
     fn leave<R>(&self, call: Call<'_>, result: Result<wasmtime::Result<R>, Elapsed>) -> Result<R, CallError> {
         let result = match result {
             Ok(result) => result.map_err(|e| self.classify(&call.store, e)),
             Err(Elapsed) => Err(CallError::WallClockExceeded(self.limits.wall_clock())),
         };
         self.report(&call.report, &call.store);
+        // The instance `describe()` ran in is not kept: the limits may change after it.
+        if result.is_ok() && !call.report.name.is_empty() && !call.store.data().output_mostly_used() {
+            let mut warm = self.warm.lock().expect("never poisoned");
+            if warm.len() < self.keep_warm {
+                warm.push(Warm { store: call.store, plugin: call.plugin });
+            }
+        }
         result
     }
 
@@ -408,8 +463,8 @@ impl Instances {
             Some(Trap::OutOfFuel) => return CallError::FuelExhausted(self.limits.fuel.unwrap_or(u64::MAX)),
             _ => {}
         }
-        let stderr = String::from_utf8_lossy(&store.data().stderr.contents()).into_owned();
-        if let Some(message) = panic_message(&stderr) {
+        let [_, (_, stderr)] = store.data().output();
+        if let Some(message) = panic_message(&String::from_utf8_lossy(&stderr)) {
             return CallError::Panicked(message);
         }
         CallError::Trapped(format!("{err:#}"))
@@ -461,8 +516,7 @@ fn panic_message(stderr: &str) -> Option<String> {
 
 /// Writes what the guest printed to the host log.
 fn forward_output(plugin: &str, store: &Store<Sandbox>) {
-    for (stream, pipe) in [("stdout", &store.data().stdout), ("stderr", &store.data().stderr)] {
-        let bytes = pipe.contents();
+    for (stream, bytes) in store.data().output() {
         for line in String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()) {
             tracing::info!(target: "wasmop::plugin", plugin, stream, "{line}");
         }

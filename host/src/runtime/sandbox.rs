@@ -81,6 +81,8 @@ pub(crate) struct Sandbox {
     cache: Arc<dyn CacheReader>,
     http: WasiHttpCtx,
     hooks: Hooks,
+    /// Bytes of stdout and stderr that earlier calls of a reused instance wrote.
+    earlier_output: (usize, usize),
 }
 
 impl Sandbox {
@@ -102,7 +104,30 @@ impl Sandbox {
             cache,
             http: WasiHttpCtx::new(),
             hooks,
+            earlier_output: (0, 0),
         }
+    }
+
+    /// Readies the store of an instance kept from an earlier call for the next one: reads from
+    /// `cache`, outgoing HTTP through `hooks`, the memory cap not hit, and only the output
+    /// written from now on reported.
+    pub(crate) fn reuse(&mut self, cache: Arc<dyn CacheReader>, hooks: Hooks) {
+        self.cache = cache;
+        self.hooks = hooks;
+        self.limiter.exceeded = None;
+        self.earlier_output = (self.stdout.contents().len(), self.stderr.contents().len());
+    }
+
+    /// What the current call wrote to stdout and to stderr.
+    pub(crate) fn output(&self) -> [(&'static str, bytes::Bytes); 2] {
+        let (stdout, stderr) = self.earlier_output;
+        [("stdout", self.stdout.contents().slice(stdout..)), ("stderr", self.stderr.contents().slice(stderr..))]
+    }
+
+    /// Whether the output buffers are more than half full: an instance kept for later calls
+    /// would soon drop what they write.
+    pub(crate) fn output_mostly_used(&self) -> bool {
+        self.stdout.contents().len().max(self.stderr.contents().len()) > OUTPUT_CAPACITY / 2
     }
 }
 

@@ -8,6 +8,7 @@ dataclasses (and enums) back into plain JSON values.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import enum
 import types
 import typing
@@ -98,10 +99,17 @@ def _json_type(value: Any) -> str:
     return _describe(type(value))
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of ``cls``, once per class: resolving them is most of a decode's
+    time, and a kept instance decodes the same types call after call."""
+    return typing.get_type_hints(cls)
+
+
 def _decode_dataclass(value: Any, cls: type, args: tuple, path: str) -> Any:
     if not isinstance(value, dict):
         raise _at(path, f"expected an object ({cls.__name__}), got {_json_type(value)}")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     bound = dict(zip(getattr(cls, "__parameters__", ()), args))
     values = {}
     for f in dataclasses.fields(cls):
