@@ -321,8 +321,8 @@ async fn a_registry_with_authentication_needs_the_pull_secret(client: &Client) -
     secrets.create(&PostParams::default(), &pull_secret("bad", &address, "alice", "looking-glass")?).await?;
 
     let host_store = Store::new("auth");
-    let loader = start_loader(client, &ns, &address, &host_store, Metrics::new())?;
-    let (api, name) = (resources(client), format!("greeting-{ns}"));
+    let loader = start_loader(&client, &ns, &address, &host_store, Metrics::new())?;
+    let (api, name) = (resources(&client), format!("greeting-{ns}"));
     create_plugin(&api, &name, &ns, &pinned).await?;
     // Without a pull secret: asked anonymously, refused; nothing runs.
     wait_until(&api, &name, "refused anonymously", |r| {
