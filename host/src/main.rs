@@ -246,7 +246,8 @@ struct RuntimeArgs {
     /// faster. A plugin's own `limits.fuel` override beats it.
     #[arg(long)]
     fuel: Option<u64>,
-    /// Directory for compiled plugins (default: the user cache directory).
+    /// Directory for compiled plugins (default: `$WASMOP_CACHE/modules` when WASMOP_CACHE is
+    /// set, else `modules` in the user cache directory, e.g. ~/.cache/wasmop/modules).
     #[arg(long, env = "WASMOP_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// Compile plugins every time instead of using the on-disk cache.
@@ -280,9 +281,12 @@ impl RuntimeArgs {
         if self.no_cache {
             return None;
         }
-        self.cache_dir.clone().or_else(|| {
-            directories::ProjectDirs::from("dev", "wasmop", "wasmop").map(|d| d.cache_dir().join("modules"))
-        })
+        self.cache_dir
+            .clone()
+            .or_else(|| std::env::var_os("WASMOP_CACHE").map(|dir| PathBuf::from(dir).join("modules")))
+            .or_else(|| {
+                directories::ProjectDirs::from("dev", "wasmop", "wasmop").map(|d| d.cache_dir().join("modules"))
+            })
     }
 
     /// Where modules pulled from OCI registries are stored by digest: `oci/` in the cache

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Stdio};
 
-use wasmop_tests::{wasmop_binary, workspace_root};
+use wasmop_tests::{plugin, wasmop_binary, workspace_root};
 
 /// `wasmop inspect` on a plugin, logging at debug level (the engine logs a few lines then).
 fn inspect() -> anyhow::Result<Command> {
@@ -52,5 +52,22 @@ fn inspect_shows_granted_http_polling_inbound_and_external_dependents() -> anyho
     assert_eq!(described["inbound"]["caching"], false);
     assert_eq!(described["externalDependents"][0]["name"], "record");
     assert_eq!(described["finalizer"], "wasmop.dev/dnsrecord", "external dependents need the finalizer");
+    Ok(())
+}
+
+#[test]
+fn compiled_plugins_go_to_the_modules_directory_of_wasmop_cache() -> anyhow::Result<()> {
+    let cache = workspace_root().join(format!("target/cli-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let output = Command::new(wasmop_binary()?)
+        .arg("inspect")
+        .arg(plugin("greeting"))
+        .env_remove("WASMOP_CACHE_DIR")
+        .env("WASMOP_CACHE", &cache)
+        .output()?;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stored: Vec<_> = std::fs::read_dir(cache.join("modules"))?.collect();
+    assert_eq!(stored.len(), 1, "one compiled artifact in $WASMOP_CACHE/modules: {stored:?}");
+    std::fs::remove_dir_all(&cache)?;
     Ok(())
 }
