@@ -11,7 +11,10 @@
 //!   `Reconciling` and `Degraded` conditions, only when it changes;
 //! - at most CONCURRENCY (default 8, the host's `--plugin-concurrency`) reconciles at once;
 //! - a tokio runtime of `WASMOP_WORKER_THREADS` worker threads (as the host's
-//!   `--worker-threads` reads it), default the available parallelism, as `#[tokio::main]`.
+//!   `--worker-threads` reads it), default the available parallelism, as `#[tokio::main]`;
+//! - lean, as kube's optimization guide has it: objects lose their `managedFields` and
+//!   annotations as they arrive (`watcher(...).modify(...)`), before they enter its cache, and
+//!   keep only what the reconcile reads (metadata, `spec`, `status`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,6 +98,13 @@ async fn run() -> anyhow::Result<()> {
     let store = writer.as_reader();
     let changes = watcher(api.clone(), watcher::Config::default())
         .default_backoff()
+        .modify(|greeting| {
+            greeting.managed_fields_mut().clear();
+            greeting.annotations_mut().clear();
+            if let Some(fields) = greeting.data.as_object_mut() {
+                fields.retain(|key, _| key == "spec" || key == "status");
+            }
+        })
         .reflect(writer)
         .applied_objects()
         .predicate_filter(predicates::generation, Default::default());
