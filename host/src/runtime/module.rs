@@ -402,7 +402,8 @@ impl Instances {
                 store.set_fuel(budget).expect("the engine meters fuel");
             }
         };
-        if let Some(Warm { mut store, plugin }) = self.warm.lock().expect("never poisoned").pop() {
+        let kept = if self.keep_warm > 0 { self.warm.lock().expect("never poisoned").pop() } else { None };
+        if let Some(Warm { mut store, plugin }) = kept {
             store.data_mut().reuse(cache, hooks);
             ready(&mut store);
             return Ok(Call { store, plugin, report });
@@ -434,7 +435,11 @@ impl Instances {
         };
         self.report(&call.report, &call.store);
         // The instance `describe()` ran in is not kept: the limits may change after it.
-        if result.is_ok() && !call.report.name.is_empty() && !call.store.data().output_mostly_used() {
+        if self.keep_warm > 0
+            && result.is_ok()
+            && !call.report.name.is_empty()
+            && !call.store.data().output_mostly_used()
+        {
             let mut warm = self.warm.lock().expect("never poisoned");
             if warm.len() < self.keep_warm {
                 warm.push(Warm { store: call.store, plugin: call.plugin });
