@@ -16,7 +16,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 use wasmop_tests::{
-    apply, apply_file, bare_host, client, condition, event_note, namespace, plugin, within, workspace_root,
+    apply, apply_file, bare_host, client, condition, event_note, namespace, plugin, until, within, workspace_root,
 };
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -41,13 +41,24 @@ fn crd(kind: &str) -> serde_json::Value {
     })
 }
 
-/// Deletes the `Widgit` CRD, if any, and waits until it is gone.
+/// Deletes the `Widgit` CRD, if any, and waits until it is gone and the API server no longer
+/// serves the kind: the CRD object goes before its handler and its discovery entry do, and a
+/// host that starts in between sees `Widgit` served.
 async fn remove_widgits(client: &Client) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = format!("widgits.{GROUP}");
     if crds.delete(&name, &DeleteParams::default()).await.is_ok() {
         within(WAIT, "the Widgit CRD to go", await_condition(crds, &name, conditions::is_deleted(""))).await??;
     }
+    let gvk = GroupVersionKind::gvk(GROUP, "v1", "Widgit");
+    let widgits: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "widgits"));
+    let served = async || {
+        let discovered = kube::discovery::pinned_kind(client, &gvk).await.is_ok();
+        let listed = widgits.list(&ListParams::default().limit(1)).await.is_ok();
+        Ok(discovered || listed)
+    };
+    until("the API server to stop serving Widgit", served, |served| !served).await?;
     Ok(())
 }
 
@@ -142,7 +153,7 @@ async fn a_reconciler_plugin_waiting_for_an_unserved_kind_is_degraded_until_it_i
     use kube::api::PostParams;
     use wasmop::metrics::Metrics;
     use wasmop::settings::HostConfig;
-    use wasmop_tests::{ResourceHost, module_map, reconciler_plugin, settings, until};
+    use wasmop_tests::{ResourceHost, module_map, reconciler_plugin, settings};
 
     let _alone = WIDGITS.lock().await;
     let client = client().await?;
