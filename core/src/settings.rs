@@ -51,6 +51,33 @@ pub struct Settings {
     /// Bound the caches of the primary and the declared watches (not the dependents').
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheBudget>,
+    /// How a host run with `--shards` splits the primaries across replicas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sharding: Option<Sharding>,
+}
+
+/// How the primaries are split across sharded replicas.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Sharding {
+    /// By the primary's UID: objects spread evenly (the default).
+    #[default]
+    Uid,
+    /// By the primary's namespace: a namespace and its dependents stay on one replica.
+    Namespace,
+    /// Not sharded: the leader alone runs the plugin.
+    None,
+}
+
+impl Sharding {
+    /// The shard key; `None` when not sharded.
+    pub fn key(self) -> Option<crate::shard::ShardKey> {
+        match self {
+            Sharding::Uid => Some(crate::shard::ShardKey::Uid),
+            Sharding::Namespace => Some(crate::shard::ShardKey::Namespace),
+            Sharding::None => None,
+        }
+    }
 }
 
 /// A plugin's bounded caches: warm objects within a byte budget; cold ones are fetched from
@@ -175,6 +202,7 @@ impl Settings {
                 }),
                 (high, low) => high.or(low),
             },
+            sharding: self.sharding.or(lower.sharding),
         }
     }
 }

@@ -275,7 +275,8 @@ mod tests {
         let a = assignment(&members);
         let ranges: Vec<Ranges> = members.iter().map(|m| a.ranges(m)).collect();
         for probe in (0..10_000u64).map(|i| hash(&format!("uid-{i}"))) {
-            let owners: Vec<&String> = members.iter().zip(&ranges).filter(|(_, r)| r.contains(probe)).map(|(m, _)| m).collect();
+            let owners: Vec<&String> =
+                members.iter().zip(&ranges).filter(|(_, r)| r.contains(probe)).map(|(m, _)| m).collect();
             assert_eq!(owners.len(), 1);
             assert_eq!(a.owner(probe), Some(owners[0].as_str()));
         }

@@ -157,6 +157,9 @@ pub struct HostSettings {
     /// The host's budget for bounded caches; `None`: only plugins with a budget of their own
     /// have bounded caches.
     pub cache: Option<crate::informer::Budget>,
+    /// Set when the replicas shard the primaries (`--shards`): sharded plugins run their share
+    /// through the membership's fence; the others run on the leader ([`HostSettings::fence`]).
+    pub shards: Option<crate::shards::Joined>,
 }
 
 /// What [`Host::install`] did.
@@ -384,11 +387,16 @@ impl Host {
         let synced = Arc::new(AtomicBool::new(false));
         let unserved = controller::Unserved::default();
         let inlet = Inlet::new(module.config());
+        let (fence, shards) = match (&self.settings.shards, resolved.sharding) {
+            (Some(joined), Some(_)) => (joined.fence.clone(), Some(joined.clone())),
+            _ => (self.settings.fence.clone(), None),
+        };
         let controller = Controller {
             inlet: inlet.clone(),
             synced: synced.clone(),
             unserved: unserved.clone(),
-            fence: self.settings.fence.clone(),
+            fence,
+            shards,
             shutdown: self.settings.shutdown.clone(),
             reconcile_all: reconcile_all.clone(),
             module: current.clone(),
@@ -415,6 +423,11 @@ impl Host {
     pub fn ready(&self) -> Result<(), String> {
         if !self.loaded.load(Ordering::Acquire) {
             return Err("loading the plugins".into());
+        }
+        if let Some(joined) = &self.settings.shards
+            && !joined.shards.share().assigned
+        {
+            return Err("waiting for the first shard assignment".into());
         }
         let controllers = self.controllers.lock().expect("never poisoned");
         let waiting: Vec<String> = controllers

@@ -155,7 +155,8 @@ pub fn decide(record: &LeaseSpec, me: &str, unchanged_since: Instant, now: Insta
 }
 
 /// The election's side of the fence: what it tells the writes, the schedulers and the metrics.
-struct Leadership {
+/// The shards' membership ([`crate::shards::membership`]) keeps its own.
+pub(crate) struct Leadership {
     name: String,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     until: watch::Sender<Option<Instant>>,
@@ -163,25 +164,25 @@ struct Leadership {
 }
 
 impl Leadership {
-    fn new(name: &str, identity: &str, metrics: std::sync::Arc<crate::metrics::Metrics>) -> (Self, Fence) {
+    pub(crate) fn new(name: &str, identity: &str, metrics: std::sync::Arc<crate::metrics::Metrics>) -> (Self, Fence) {
         let (until, until_rx) = watch::channel(None);
         let (leading, leading_rx) = watch::channel(false);
         let fence = Fence { until: Some(until_rx), leading: Some(leading_rx), identity: Some(identity.into()) };
         (Self { name: name.to_string(), metrics, until, leading }, fence)
     }
 
-    fn leading(&self) -> bool {
+    pub(crate) fn leading(&self) -> bool {
         *self.leading.borrow()
     }
 
     /// Renewed (or acquired): writes may go on until `until`.
-    fn renewed(&self, until: Instant) {
+    pub(crate) fn renewed(&self, until: Instant) {
         self.until.send_replace(Some(until));
         self.set_leading(true);
     }
 
     /// Someone else holds the lease, or this replica stops: no more writes or runs.
-    fn close(&self) {
+    pub(crate) fn close(&self) {
         self.until.send_replace(None);
         self.set_leading(false);
     }
@@ -194,7 +195,7 @@ impl Leadership {
     /// Runs for the election's life: closes the gate at each deadline the fence reaches without
     /// a renewal, so the schedulers stop starting runs the moment writes would be refused, not
     /// at the next try.
-    async fn close_at_deadlines(&self) {
+    pub(crate) async fn close_at_deadlines(&self) {
         let mut until = self.until.subscribe();
         loop {
             let deadline = *until.borrow_and_update();
@@ -272,7 +273,7 @@ pub fn elect(
     (fence, task)
 }
 
-fn now() -> MicroTime {
+pub(crate) fn now() -> MicroTime {
     MicroTime(Timestamp::now())
 }
 

@@ -29,6 +29,7 @@ pub mod scaffold;
 pub mod scheduler;
 pub mod secrets;
 pub mod settings;
+pub mod shards;
 pub mod shutdown;
 pub mod source;
 pub mod trim;

@@ -20,6 +20,7 @@ use wasmop::metrics::Metrics;
 use wasmop::runtime::{Limits, MemoryMib, Runtime, RuntimeConfig};
 use wasmop::scaffold::Lang;
 use wasmop::settings::{Defaults, HostConfig};
+use wasmop::shards::{self, MembershipSettings};
 use wasmop::shutdown::Shutdown;
 
 /// Runs Kubernetes controllers as sandboxed WebAssembly plugins.
@@ -195,6 +196,19 @@ struct RunArgs {
     /// the others keep their caches warm to take over.
     #[arg(long, env = "WASMOP_LEADER_ELECT")]
     leader_elect: bool,
+    /// Shard the primaries across the replicas: each holds a Lease of its own in the election
+    /// namespace, the live ones split the objects, and each reconciles its share; plugins with
+    /// `sharding: none` run on the elected leader (implies --leader-elect).
+    #[arg(long, env = "WASMOP_SHARDS")]
+    shards: bool,
+    /// The replicas that split the same primaries: their Leases' label and name prefix.
+    #[arg(long, default_value = "wasmop-shards", requires = "shards")]
+    shard_group: String,
+    /// Where sharded watches are filtered: `auto` asks the API server to (KEP-5866, when it
+    /// honours it, checked from its answer) and filters here otherwise; `client` always
+    /// filters here.
+    #[arg(long, value_enum, default_value_t = ShardFilter::Auto, requires = "shards")]
+    shard_filter: ShardFilter,
     /// The Lease's namespace (default: the pod's, from POD_NAMESPACE, else `default`).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     leader_election_namespace: String,
@@ -500,16 +514,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     });
     // The lease is released only once the controllers have stopped writing.
     let release = CancellationToken::new();
-    let (fence, election) = if args.leader_elect {
+    let base = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
+    let identity = leader::identity(&base);
+    let (fence, election) = if args.leader_elect || args.shards {
         anyhow::ensure!(
             args.renew_deadline < args.lease_duration,
             "--renew-deadline must be shorter than --lease-duration"
         );
-        let base = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
         let lease = LeaseSettings {
             namespace: args.leader_election_namespace.clone(),
             name: args.leader_election_id.clone(),
-            identity: leader::identity(&base),
+            identity: identity.clone(),
             lease_duration: args.lease_duration,
             renew_deadline: args.renew_deadline,
             retry_period: args.retry_period,
@@ -519,7 +534,24 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         (Fence::unfenced(), None)
     };
+    let (shards, membership) = if args.shards {
+        let settings = MembershipSettings {
+            namespace: args.leader_election_namespace.clone(),
+            group: args.shard_group.clone(),
+            identity,
+            lease_duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
+        };
+        let (shards, fence, task) =
+            shards::join(clusters.local().client().clone(), settings, metrics.clone(), release.clone());
+        let server_side = args.shard_filter == ShardFilter::Auto;
+        (Some(shards::Joined { shards, fence, server_side }), Some(task))
+    } else {
+        (None, None)
+    };
     let settings = HostSettings {
+        shards,
         config,
         defaults: Defaults { namespace: args.namespace, max_concurrent_reconciles: args.plugin_concurrency.into() },
         max_concurrent_reconciles: args.max_concurrent_reconciles.into(),
@@ -563,8 +595,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(election) = election {
         let _ = election.await;
     }
+    if let Some(membership) = membership {
+        let _ = membership.await;
+    }
     ran?;
     Ok(())
+}
+
+/// Where sharded watches are filtered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ShardFilter {
+    /// By the API server when it honours shard selectors, else here.
+    Auto,
+    /// Here, as objects are decoded.
+    Client,
 }
 
 /// Resolves on Ctrl-C or SIGTERM (what Kubernetes sends a pod).

@@ -118,6 +118,8 @@ pub struct Resolved {
     pub resync_period: Option<Duration>,
     /// The plugin's own cache budget, if it has one.
     pub cache: Option<wasmop_core::settings::CacheBudget>,
+    /// How a sharded host splits its primaries: by this key, or (`None`) on the leader alone.
+    pub sharding: Option<wasmop_core::shard::ShardKey>,
 }
 
 /// Combines `describe()`, the overrides and the host defaults, in that order of precedence
@@ -160,6 +162,7 @@ pub fn resolve(config: &PluginConfig, overrides: &Settings, defaults: &Defaults)
         max_concurrent,
         resync_period: s.resync_period_ms.filter(|ms| *ms > 0).map(Duration::from_millis),
         cache: s.cache,
+        sharding: s.sharding.unwrap_or_default().key(),
     }
 }
 

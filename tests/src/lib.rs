@@ -341,6 +341,7 @@ pub fn observed_runtime(limits: Limits, metrics: Option<Arc<Metrics>>) -> anyhow
 /// Host settings for tests: every plugin runs in `namespace` unless overridden.
 pub fn settings(namespace: &str, config: HostConfig) -> HostSettings {
     HostSettings {
+        shards: None,
         config,
         defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4 },
         max_concurrent_reconciles: 16,

@@ -22,6 +22,9 @@
 # DIR/pids has one line per component, "NAME PID", in start order (etcd, apiserver,
 # controller-manager); a killed component keeps its line without a PID until it is started again.
 #
+# kube-apiserver runs with the alpha feature gate ShardedListAndWatch (KEP-5866) on, so sharded
+# watches are filtered by the API server; `wasmop run --shard-filter client` tests the other path.
+#
 # Environment: WASMOP_CLUSTER_TIMEOUT (seconds to wait for readiness, default 60); the variables of
 # build-control-plane.sh (WASMOP_K8S_VERSION, WASMOP_ETCD_VERSION, WASMOP_CACHE).
 set -euo pipefail
@@ -272,7 +275,8 @@ start_component() {
         --disable-admission-plugins=ServiceAccount \
         --service-account-issuer="https://127.0.0.1:$api_port/" \
         --service-account-key-file="$pki/sa.pub" \
-        --service-account-signing-key-file="$pki/sa.key"
+        --service-account-signing-key-file="$pki/sa.key" \
+        --feature-gates=ShardedListAndWatch=true
       wait_for apiserver "$LAUNCHED_PID" "kube-apiserver /readyz" apiserver_ready
       ;;
     controller-manager)

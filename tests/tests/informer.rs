@@ -126,7 +126,8 @@ async fn projected_and_metadata_only_watches_cache_only_what_they_declare() -> a
     let ns = namespace(&client, "projection").await?;
     let registry = Registry::new(client.clone());
     let config_maps = ApiResource::erase::<ConfigMap>(&());
-    let shape = |paths: &[&str]| Shape { projection: Some(paths.iter().map(|p| p.to_string()).collect()), pool: None };
+    let shape =
+        |paths: &[&str]| Shape { projection: Some(paths.iter().map(|p| p.to_string()).collect()), ..Shape::default() };
     let projected = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), &shape(&["data.kept"]));
     let metadata = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), &shape(&[]));
     let whole = registry.subscribe(&config_maps, Some(&ns), Selectors::default(), &Shape::default());

@@ -49,6 +49,9 @@ const DISCOVERY_RETRY_MAX: Duration = Duration::from_secs(15);
 /// The reason of the primaries' conditions and Events while a declared kind is not served.
 const KIND_NOT_SERVED: &str = "KindNotServed";
 
+/// How often a sharded controller counts the primaries it owns (`wasmop_shard_objects`).
+const OWNED_EVERY: Duration = Duration::from_secs(1);
+
 /// How long an initial-list or resync reconcile yields to live changes before it alternates.
 const BACKGROUND_AGING: Duration = Duration::from_secs(5);
 
@@ -227,6 +230,7 @@ fn subscribe_all(
     primary_namespace: Option<&str>,
     plugin: &str,
     pool: Option<&informer::Pool>,
+    sharded: Option<&informer::ShardedWatch>,
 ) -> Option<Vec<Secondary>> {
     let mut secondaries = Vec::with_capacity(watches.len());
     for (watch, resource) in watches.iter().zip(resources) {
@@ -253,7 +257,13 @@ fn subscribe_all(
         };
         let selectors =
             informer::Selectors { labels: watch.label_selector.as_deref(), fields: watch.field_selector.as_deref() };
-        let shape = informer::Shape { projection: watch.projection.as_deref().map(Arc::from), pool: pool.cloned() };
+        let shape = informer::Shape {
+            projection: watch.projection.as_deref().map(Arc::from),
+            pool: pool.cloned(),
+            // Only the dependents of the primary's own namespace (a watch of another cluster
+            // or namespace stays whole).
+            shard: sharded.filter(|_| watch.cluster.is_none() && watch.namespace.is_none()).cloned(),
+        };
         let subscription = registry.subscribe(resource, namespace, selectors, &shape);
         let links = Arc::new(RwLock::new(crate::mapping::links_for(&watch.mapper)));
         secondaries.push(Secondary { watch: watch.clone(), resource: resource.clone(), subscription, links });
@@ -288,8 +298,13 @@ pub struct Controller {
     pub synced: Arc<std::sync::atomic::AtomicBool>,
     /// Set while a declared kind is not served: the controller waits for it.
     pub unserved: Unserved,
-    /// Whether this replica leads: runs start and writes go out only then.
+    /// Whether this replica leads (or, sharded, is a live member): runs start and writes go
+    /// out only then.
     pub fence: crate::leader::Fence,
+    /// The replica's shards, for a sharded plugin: its primary watch holds only the objects
+    /// this replica owns (and so do its dependents' watches when sharded by namespace), and a
+    /// run starts only while this replica may run the object.
+    pub shards: Option<crate::shards::Joined>,
     /// The process's shutdown: no run starts once it stops; runs in flight are dropped once it
     /// cancels.
     pub shutdown: crate::shutdown::Shutdown,
@@ -331,6 +346,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         synced: caches_synced,
         unserved,
         fence,
+        shards,
         shutdown: process,
         pool,
         inlet,
@@ -360,7 +376,15 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         primaries: &primaries,
         conditions: config.conditions,
     };
-    let Some(watched) = watch(&config, &clusters, &settings, &metrics, pool.as_ref(), &waiting, &shutdown).await else {
+    let sharded = shards.as_ref().zip(settings.sharding).map(|(joined, key)| informer::ShardedWatch {
+        key,
+        shards: joined.shards.clone(),
+        metrics: metrics.clone(),
+        server_side: joined.server_side,
+    });
+    let Some(watched) =
+        watch(&config, &clusters, &settings, &metrics, pool.as_ref(), sharded.as_ref(), &waiting, &shutdown).await
+    else {
         return;
     };
     let after = handover.map(|Handover { subscribed, after }| {
@@ -403,6 +427,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let stop_sources = shutdown.child_token();
     let sink: Arc<dyn Sink> = Arc::new(handle.clone());
     let Watched { subscription, primaries, secondaries, cache, owns, .. } = watched;
+    let primaries_cache = primaries.clone();
     let (mut sources, synced) = spawn_sources(
         &module,
         &metrics,
@@ -415,6 +440,20 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         &sink,
         &stop_sources,
     );
+    if sharded.is_some() {
+        let (metrics, primaries, stop, plugin) =
+            (metrics.clone(), primaries.clone(), stop_sources.clone(), config.name.clone());
+        sources.spawn(async move {
+            // The primaries this replica owns, as its sharded cache holds them.
+            let mut tick = tokio::time::interval(OWNED_EVERY);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => metrics.shards().objects(&plugin, primaries.keys().len()),
+                    () = stop.cancelled() => return,
+                }
+            }
+        });
+    }
     if let (Some(state), Some(requests)) = (polled, fetch_requests) {
         let poller = poller(&module, &config, state, &cache, &primaries, &sink, &fence);
         let stop = stop_sources.clone();
@@ -451,8 +490,9 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         triage: listed::Triage::default(),
         inlet: inlet.clone(),
     };
+    let gate = sharded.map(|sharded| shard_gate(sharded, primaries_cache));
     let scheduler = dispatch
-        .run(&subscription, (inbox, scheduler_settings, reconciler), synced, after, &reconcile_all, &shutdown)
+        .run(&subscription, (inbox, scheduler_settings, gate, reconciler), synced, after, &reconcile_all, &shutdown)
         .await;
     stop_sources.cancel();
     while sources.join_next().await.is_some() {}
@@ -465,6 +505,20 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     }
     inlet.detach();
     tracing::info!(plugin = config.name, "controller stopped");
+}
+
+/// What lets a sharded controller's scheduler start a run: the replica's shards, and the hash
+/// of the primary's shard key (its namespace's, or its UID's as cached; a primary no longer
+/// cached is gone or not this replica's).
+fn shard_gate(sharded: informer::ShardedWatch, primaries: informer::Cache) -> scheduler::ShardGate<ObjectKey> {
+    let key = sharded.key;
+    let hash = move |object: &ObjectKey| match key {
+        wasmop_core::shard::ShardKey::Namespace => {
+            Some(wasmop_core::shard::hash(object.namespace.as_deref().unwrap_or("")))
+        }
+        wasmop_core::shard::ShardKey::Uid => primaries.get(object).and_then(|o| crate::shards::hash_of(key, &o)),
+    };
+    scheduler::ShardGate { shards: sharded.shards, hash: Box::new(hash) }
 }
 
 /// The informers one controller reads: the primary's, and one per declared watch and dependent.
@@ -489,6 +543,7 @@ async fn watch(
     settings: &Resolved,
     metrics: &Metrics,
     pool: Option<&informer::Pool>,
+    sharded: Option<&informer::ShardedWatch>,
     waiting: &Waiting<'_>,
     shutdown: &CancellationToken,
 ) -> Option<Watched> {
@@ -518,12 +573,22 @@ async fn watch(
         .projection
         .as_ref()
         .map(|paths| paths.iter().cloned().chain(std::iter::once("status".to_string())).collect::<Vec<_>>().into());
-    let shape = informer::Shape { projection, pool: pool.cloned() };
+    let shape = informer::Shape { projection, pool: pool.cloned(), shard: sharded.cloned() };
     let subscription = local.subscribe(&resource, settings.namespace.as_deref(), selectors, &shape);
     let namespace = settings.namespace.as_deref();
     let (declared_resources, dependent_resources) = resources.split_at(config.watches.len());
-    let mut secondaries = subscribe_all(&config.watches, declared_resources, clusters, namespace, plugin, pool)?;
-    secondaries.extend(subscribe_all(&dependent_watches, dependent_resources, clusters, namespace, plugin, None)?);
+    let mut secondaries = subscribe_all(&config.watches, declared_resources, clusters, namespace, plugin, pool, None)?;
+    // A namespace keeps its dependents on its replica: their watches are sharded alike.
+    let by_namespace = sharded.filter(|s| s.key == wasmop_core::shard::ShardKey::Namespace);
+    secondaries.extend(subscribe_all(
+        &dependent_watches,
+        dependent_resources,
+        clusters,
+        namespace,
+        plugin,
+        None,
+        by_namespace,
+    )?);
     let primaries = subscription.cache();
     let mut kinds = vec![CachedKind { kind: config.primary.clone(), cache: primaries.clone(), links: None }];
     kinds.extend(secondaries.iter().map(|s| CachedKind {
@@ -742,7 +807,7 @@ struct Dispatch {
 }
 
 /// The scheduler's parts, until every cache has synced.
-type Unstarted = (scheduler::Inbox<ObjectKey>, Settings, Arc<Reconciler>);
+type Unstarted = (scheduler::Inbox<ObjectKey>, Settings, Option<scheduler::ShardGate<ObjectKey>>, Arc<Reconciler>);
 
 impl Dispatch {
     /// Feeds the primary's events to the scheduler until the watch ends or `shutdown` fires;
@@ -772,12 +837,12 @@ impl Dispatch {
             if primary_synced
                 && !waiting_for_secondaries
                 && !waiting_for_predecessor
-                && let Some((inbox, scheduler_settings, reconciler)) = unstarted.take()
+                && let Some((inbox, scheduler_settings, gate, reconciler)) = unstarted.take()
             {
                 tracing::info!(plugin, "caches synced; reconciling");
                 self.synced.store(true, std::sync::atomic::Ordering::Release);
                 let run = move |run| reconciler.clone().run(run);
-                scheduler = Some(tokio::spawn(scheduler::run(inbox, scheduler_settings, run)));
+                scheduler = Some(tokio::spawn(scheduler::run_sharded(inbox, scheduler_settings, gate, run)));
             }
             let event = tokio::select! {
                 event = events.next() => event,

@@ -532,7 +532,7 @@ mod tests {
     async fn a_metadata_only_watch_refetches_metadata_only() {
         let (client, mut requests) = api_double::start().await;
         let secrets = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Secret"));
-        let metadata_only = crate::informer::Shape { projection: Some(Arc::from([])), pool: None };
+        let metadata_only = crate::informer::Shape { projection: Some(Arc::from([])), ..Default::default() };
         let store = store_of(pool(1), client, secrets, metadata_only);
         let mut cached: DynamicObject = serde_json::from_value(secret("a", "1")).unwrap();
         cached.data = serde_json::json!({});

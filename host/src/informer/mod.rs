@@ -24,6 +24,7 @@ mod listing;
 mod pools;
 mod registry;
 mod remote;
+mod sharded;
 mod snapshots;
 mod view;
 mod weight;
@@ -35,6 +36,7 @@ pub use clusters::{ClusterError, ClusterSpec, Clusters, ImpersonationError, Unkn
 pub use listing::Listing;
 pub use pools::{PoolMetricsOf, Pools};
 pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
+pub use sharded::ShardedWatch;
 pub use view::{CachedKind, PrimaryView, WatchedCache};
 pub use weight::weight;
 
@@ -149,6 +151,8 @@ pub struct Shape {
     pub projection: Option<Arc<[String]>>,
     /// The pool of a bounded cache; `None` keeps every object.
     pub pool: Option<Pool>,
+    /// Only the objects this replica owns; `None` keeps all.
+    pub shard: Option<ShardedWatch>,
 }
 
 impl Shape {
@@ -187,6 +191,9 @@ fn map_event<A, B>(event: watcher::Event<A>, into: impl Fn(A) -> B) -> watcher::
 /// metadata-only watch when the shape keeps nothing else. Objects are decoded in one pass
 /// ([`Wire`]).
 fn events(resource: &ApiResource, api: Api<Wire>, config: watcher::Config, shape: &Shape) -> Decoded {
+    if shape.shard.is_some() {
+        return sharded::events(resource, api, config, shape);
+    }
     let fit = shape.clone();
     if shape.metadata_only() {
         // The same scope, asking for metadata only.

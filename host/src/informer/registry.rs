@@ -40,6 +40,8 @@ pub struct WatchKey {
     pub pool: Option<String>,
     /// The projection; `None` keeps whole objects.
     pub projection: Option<Vec<String>>,
+    /// The shard key of a sharded watch; `None` watches every object.
+    pub shard: Option<wasmop_core::shard::ShardKey>,
 }
 
 impl WatchKey {
@@ -48,6 +50,7 @@ impl WatchKey {
         Self {
             pool: shape.pool.as_ref().map(|p| p.name().to_string()),
             projection: shape.projection.as_deref().map(<[String]>::to_vec),
+            shard: shape.shard.as_ref().map(|s| s.key),
             group: resource.group.clone(),
             version: resource.version.clone(),
             kind: resource.kind.clone(),

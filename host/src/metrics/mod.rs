@@ -2,6 +2,9 @@
 //! `wasmop_*` ones, and controller-runtime's names ([`controller_runtime`]).
 
 pub mod controller_runtime;
+mod shards;
+
+pub use shards::ShardMetrics;
 
 use std::sync::Arc;
 
@@ -234,6 +237,7 @@ pub struct Metrics {
     /// Writes per plugin, of every kind and verb (not exported: the sum of `writes`).
     plugin_writes: Family<PluginLabels, Counter>,
     caches: CacheFamilies,
+    shards: ShardMetrics,
 }
 
 impl Metrics {
@@ -325,8 +329,10 @@ impl Metrics {
         );
         let plugin_writes = Family::default();
         let caches = CacheFamilies::register(registry);
+        let shards = ShardMetrics::register(registry);
         Arc::new(Self {
             caches,
+            shards,
             registry: root,
             controller_runtime,
             leader,
@@ -346,6 +352,11 @@ impl Metrics {
             oci_pulls,
             plugin_writes,
         })
+    }
+
+    /// The shards' metrics.
+    pub fn shards(&self) -> &ShardMetrics {
+        &self.shards
     }
 
     /// The scheduler observer of plugin `name`'s controller: controller-runtime's reconcile and

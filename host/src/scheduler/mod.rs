@@ -28,6 +28,10 @@
 //!   never lowers it;
 //! - [`Priority::Background`] triggers (initial lists, resyncs) yield to live ones, but age: one
 //!   that waited [`Settings::aging`] alternates with live runs, so every key runs;
+//! - with a [`ShardGate`], a key runs only while this replica may run its object
+//!   ([`crate::shards`]): a key another replica owns is dropped, one this replica owns but may
+//!   not run yet waits and runs once it may (as a fresh trigger); each run counts in flight
+//!   with the shards until it ends;
 //! - once [`Settings::stop`] fires no run starts: queued keys, timers and retries are dropped;
 //!   runs in flight finish, and then [`run`] returns;
 //! - once [`Settings::cancel`] fires the runs in flight are aborted, and [`run`] returns only
@@ -244,17 +248,39 @@ pub fn channel<K>() -> (Handle<K>, Inbox<K>) {
     (Handle { tx }, Inbox { rx })
 }
 
+/// Which keys a sharded replica may run: its shard state, and the hash of a key's shard key
+/// (`None` when the key's object is unknown here: it is dropped).
+pub struct ShardGate<K> {
+    /// The replica's shard state.
+    pub shards: crate::shards::Shards,
+    /// The hash of a key's shard key.
+    pub hash: Box<dyn Fn(&K) -> Option<u64> + Send + Sync>,
+}
+
 /// Runs `action` for the keys sent to `inbox` under the guarantees listed in the module docs,
 /// until every [`Handle`] is dropped or [`Settings::stop`] fires, and the runs in flight have
 /// finished (or [`Settings::cancel`] fired and their futures are dropped).
 ///
 /// A run whose future panics counts as a retryable failure.
-pub async fn run<K, F, Fut>(mut inbox: Inbox<K>, settings: Settings, mut action: F)
+pub async fn run<K, F, Fut>(inbox: Inbox<K>, settings: Settings, action: F)
 where
     K: Clone + Eq + Hash + Send + 'static,
     F: FnMut(Run<K>) -> Fut,
     Fut: Future<Output = Verdict> + Send + 'static,
 {
+    run_sharded(inbox, settings, None, action).await;
+}
+
+/// [`run`], starting runs only of the keys `shard` lets this replica run.
+pub async fn run_sharded<K, F, Fut>(mut inbox: Inbox<K>, settings: Settings, shard: Option<ShardGate<K>>, mut action: F)
+where
+    K: Clone + Eq + Hash + Send + 'static,
+    F: FnMut(Run<K>) -> Fut,
+    Fut: Future<Output = Verdict> + Send + 'static,
+{
+    let mut share = shard.as_ref().map(|gate| gate.shards.subscribe());
+    // Keys this replica owns but may not run yet, with their priority.
+    let mut waiting: std::collections::HashMap<K, Priority> = std::collections::HashMap::new();
     let max_concurrent = settings.max_concurrent.max(1);
     let global = settings.global.clone();
     let observer = settings.observer.clone();
@@ -284,6 +310,7 @@ where
             stopping = true;
             tracing::debug!(in_flight = in_flight.len(), "stopped taking work");
             state.clear();
+            waiting.clear();
             permit = None;
             permit_wait = None;
         }
@@ -303,6 +330,23 @@ where
             }
             let Some((next, waited)) = state.start_next() else { break };
             let key = next.key.clone();
+            let guard = match &shard {
+                None => None,
+                Some(gate) => {
+                    match (gate.hash)(&key).ok_or(crate::shards::Verdict::NotOurs).and_then(|h| gate.shards.start(h)) {
+                        Ok(guard) => Some(guard),
+                        Err(verdict) => {
+                            // Not started after all: the key leaves the state.
+                            state.forget(&key);
+                            state.finish(key.clone(), Verdict::Done { requeue_after: None });
+                            if verdict == crate::shards::Verdict::Wait {
+                                waiting.insert(key, Priority::Live);
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
             let held = permit.take();
             let run = action(next);
             tracing::debug!("run started");
@@ -317,6 +361,7 @@ where
                     observer.run_finished(started.elapsed(), verdict);
                 }
                 drop(held);
+                drop(guard);
                 verdict
             });
             keys_in_flight.insert(handle.id(), key);
@@ -344,6 +389,15 @@ where
                 None => inbox_open = false,
             },
             Some(key) = state.next_expired(), if !stopping => state.timer_fired(key),
+            changed = async { share.as_mut().expect("guarded by the branch condition").changed().await }, if share.is_some() && !stopping => {
+                if changed.is_err() {
+                    share = None;
+                }
+                // Keys that waited for the view to settle run now (or are dropped then).
+                for (key, priority) in waiting.drain() {
+                    state.trigger(key, priority);
+                }
+            }
             changed = async { gate.as_mut().expect("guarded by the branch condition").changed().await }, if gate_live && !stopping => {
                 // A gate whose sender is gone stays as it was last (closed, after a release).
                 gate_live = changed.is_ok();

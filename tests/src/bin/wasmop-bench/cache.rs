@@ -118,7 +118,7 @@ pub async fn cache_memory(client: &Client, n: usize) -> anyhow::Result<(serde_js
     .await;
     let shaped = |projection: Option<&[&str]>| Shape {
         projection: projection.map(|paths| paths.iter().map(|p| p.to_string()).collect()),
-        pool: None,
+        ..Shape::default()
     };
     let mut measured = vec![typed, untrimmed];
     for (name, projection) in [
@@ -144,7 +144,7 @@ pub async fn cache_memory(client: &Client, n: usize) -> anyhow::Result<(serde_js
     }
     let bounded = measure("wasmop's bounded cache, 1 MiB pool", n, async {
         let budget = Budget { bytes: BOUNDED_BUDGET, idle: None };
-        let shape = Shape { projection: None, pool: Some(Pool::new("bench", budget, PoolMetrics::default())) };
+        let shape = Shape { pool: Some(Pool::new("bench", budget, PoolMetrics::default())), ..Shape::default() };
         let pool = shape.pool.clone().expect("bounded");
         let (store, stream) =
             wasmop::informer::watch_bounded(client.clone(), &resource, Some(&ns), Default::default(), &shape, &pool);

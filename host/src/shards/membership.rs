@@ -1,0 +1,410 @@
+//! Membership of the shards: one `coordination.k8s.io` Lease per replica, in the election
+//! namespace, labelled with the shard group.
+//!
+//! - Each replica renews its own Lease every retry period and may write only until its last
+//!   renewal plus the renew deadline: the same fence as the leader's ([`crate::leader`]), so a
+//!   replica that cannot renew stops writing before anyone counts it gone.
+//! - A Lease is live while its record (holder and renew time) changed within its own
+//!   `leaseDurationSeconds`, by this replica's clock (client-go's rule). The live holders are
+//!   the members; they split the hash space ([`wasmop_core::shard::Assignment`]).
+//! - Handover ([`wasmop_core::shard::Handover`]): on a new view a replica stops starting runs
+//!   of objects it lost, waits for those in flight, then writes the view into its Lease
+//!   (annotation [`VIEW_ANNOTATION`]): its acknowledgement. Once every member acknowledged the
+//!   view, the view is settled and each runs all it owns; before that each runs only what it
+//!   owned throughout. No object is run by two replicas at once.
+//! - Leases are watched, so a change is seen within a round trip; expiries are timed.
+//! - On shutdown (after the controllers stopped) a replica deletes its Lease: the others take
+//!   its objects at once instead of after the lease duration. Leases expired for two lease
+//!   durations are deleted by whoever sees them, so dead replicas leave nothing behind.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams, Preconditions, ResourceExt};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use wasmop_core::shard::{Assignment, Handover, Ranges};
+
+use super::{Shards, Share};
+use crate::leader::{Fence, Leadership};
+use crate::metrics::Metrics;
+
+/// The label that marks the Leases of one shard group.
+pub const GROUP_LABEL: &str = "wasmop.dev/shard-group";
+
+/// The annotation in which a member acknowledges the view it adopted and drained for.
+pub const VIEW_ANNOTATION: &str = "wasmop.dev/shard-view";
+
+/// Where and how replicas meet.
+#[derive(Debug, Clone)]
+pub struct MembershipSettings {
+    /// The Leases' namespace (the election namespace).
+    pub namespace: String,
+    /// The shard group: the Leases' label value and name prefix.
+    pub group: String,
+    /// This replica's identity ([`crate::leader::identity`]).
+    pub identity: String,
+    /// How long a Lease holds without renewal.
+    pub lease_duration: Duration,
+    /// How long a replica keeps writing after its last successful renewal.
+    pub renew_deadline: Duration,
+    /// How often each replica renews.
+    pub retry_period: Duration,
+}
+
+/// Another member's Lease, as last observed.
+#[derive(Debug)]
+struct Observed {
+    holder: Option<String>,
+    renewed: Option<MicroTime>,
+    duration: Duration,
+    ack: Option<String>,
+    resource_version: Option<String>,
+    /// When this replica saw the record (holder, renew time) change.
+    changed_at: Instant,
+}
+
+impl Observed {
+    fn expiry(&self) -> Instant {
+        self.changed_at + self.duration
+    }
+
+    fn live(&self, now: Instant) -> bool {
+        self.holder.as_deref().is_some_and(|h| !h.is_empty()) && now < self.expiry()
+    }
+}
+
+/// Starts this replica's membership: returns its shard state, the fence its sharded
+/// controllers write through, and the task, which runs until `release` fires and then deletes
+/// the replica's Lease.
+pub fn join(
+    client: Client,
+    settings: MembershipSettings,
+    metrics: Arc<Metrics>,
+    release: CancellationToken,
+) -> (Shards, Fence, tokio::task::JoinHandle<()>) {
+    let name = format!("{}-{:016x}", settings.group, fastrand::u64(..));
+    let (leadership, fence) = Leadership::new(&name, &settings.identity, metrics.clone());
+    let (share, shards) = Shards::new();
+    let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
+    let gate = fence.gate().expect("a membership's fence has a gate");
+    let member = Member {
+        api,
+        name,
+        settings,
+        metrics,
+        leadership: Arc::new(leadership),
+        gate,
+        share,
+        shards: shards.clone(),
+        lease: None,
+        acked: None,
+        observed: HashMap::new(),
+        view: None,
+        handover: Handover::new(),
+        first: true,
+        assigned: false,
+    };
+    let task = tokio::spawn(member.run(release));
+    (shards, fence, task)
+}
+
+/// The membership's state.
+struct Member {
+    api: Api<Lease>,
+    /// This replica's Lease's name.
+    name: String,
+    settings: MembershipSettings,
+    metrics: Arc<Metrics>,
+    leadership: Arc<Leadership>,
+    /// Open while this replica's own Lease is renewed in time.
+    gate: watch::Receiver<bool>,
+    share: watch::Sender<Arc<Share>>,
+    shards: Shards,
+    /// This replica's Lease as last written.
+    lease: Option<Lease>,
+    /// The view this replica acknowledged in its Lease.
+    acked: Option<String>,
+    /// The other members' Leases, by name.
+    observed: HashMap<String, Observed>,
+    /// The current view, and when the membership changed to it.
+    view: Option<(Assignment, Instant)>,
+    handover: Handover,
+    /// No view adopted yet.
+    first: bool,
+    /// A view has settled since this replica joined.
+    assigned: bool,
+}
+
+impl Member {
+    async fn run(mut self, release: CancellationToken) {
+        let selector = format!("{GROUP_LABEL}={}", self.settings.group);
+        let leases = watcher(self.api.clone(), watcher::Config::default().labels(&selector))
+            .backoff(crate::informer::watch_backoff());
+        tokio::pin!(leases);
+        let mut next_renew = Instant::now();
+        let leadership = self.leadership.clone();
+        let mut gate = self.gate.clone();
+        loop {
+            let expiry = self.next_expiry();
+            let pending = self.pending_ack();
+            let shards = self.shards.clone();
+            tokio::select! {
+                biased;
+                () = release.cancelled() => break,
+                // Closes the gate at each deadline reached without a renewal.
+                () = leadership.close_at_deadlines() => {}
+                // Fenced or back: the view changes.
+                changed = gate.changed() => if changed.is_err() { break },
+                event = leases.next() => match event {
+                    Some(Ok(event)) => self.observe(event),
+                    Some(Err(err)) => tracing::warn!(%err, "watching the shards' leases failed; retrying"),
+                    None => break,
+                },
+                () = tokio::time::sleep_until(next_renew) => {
+                    let started = Instant::now();
+                    self.write().await;
+                    next_renew = started + self.settings.retry_period;
+                }
+                () = sleep_until(expiry) => {}
+                (view, owned) = async move {
+                    let (view, owned) = pending.expect("guarded by the branch condition");
+                    shards.drained(&owned).await;
+                    (view, owned)
+                }, if pending.is_some() => {
+                    let _ = owned;
+                    self.acked = Some(view);
+                    self.write().await;
+                }
+            }
+            self.decide();
+        }
+        self.leave().await;
+    }
+
+    /// The view adopted but not yet acknowledged, and what this replica owns in it.
+    fn pending_ack(&self) -> Option<(String, Ranges)> {
+        let (assignment, _) = self.view.as_ref()?;
+        let view = assignment.view();
+        (self.acked.as_deref() != Some(view.as_str())).then(|| (view, self.handover.owned().clone()))
+    }
+
+    /// The next moment a live Lease expires, or one expired long enough to be deleted.
+    fn next_expiry(&self) -> Option<Instant> {
+        let now = Instant::now();
+        self.observed
+            .values()
+            .map(|o| if o.live(now) { o.expiry() } else { o.expiry() + o.duration })
+            .filter(|at| *at > now)
+            .min()
+    }
+
+    /// Takes in a Lease event.
+    fn observe(&mut self, event: watcher::Event<Lease>) {
+        match event {
+            watcher::Event::Init => {}
+            watcher::Event::InitDone => {
+                // Leases gone while the watch was down are gone.
+                self.observed.retain(|_, o| o.resource_version.is_some());
+                for o in self.observed.values_mut() {
+                    o.resource_version = o.resource_version.take().filter(|rv| !rv.is_empty());
+                }
+            }
+            watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => self.apply(&lease),
+            watcher::Event::Delete(lease) => {
+                self.observed.remove(&lease.name_any());
+            }
+        }
+    }
+
+    fn apply(&mut self, lease: &Lease) {
+        let name = lease.name_any();
+        if name == self.name {
+            return;
+        }
+        let spec = lease.spec.clone().unwrap_or_default();
+        let duration = spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(self.settings.lease_duration, Duration::from_secs);
+        let ack = lease.annotations().get(VIEW_ANNOTATION).cloned();
+        let changed_at = match self.observed.get(&name) {
+            Some(o) if o.holder == spec.holder_identity && o.renewed == spec.renew_time => o.changed_at,
+            _ => Instant::now(),
+        };
+        let observed = Observed {
+            holder: spec.holder_identity,
+            renewed: spec.renew_time,
+            duration,
+            ack,
+            resource_version: lease.resource_version(),
+            changed_at,
+        };
+        self.observed.insert(name, observed);
+    }
+
+    /// Renews this replica's Lease with its acknowledgement, creating it if it is missing.
+    async fn write(&mut self) {
+        let started = Instant::now();
+        let attempt = tokio::time::timeout(self.settings.renew_deadline, self.try_write()).await;
+        match attempt {
+            Ok(Ok(lease)) => {
+                self.lease = Some(lease);
+                if !self.leadership.leading() {
+                    tracing::info!(lease = self.name, identity = self.settings.identity, "joined the shards");
+                }
+                self.leadership.renewed(started + self.settings.renew_deadline);
+            }
+            Ok(Err(err)) => {
+                tracing::warn!(lease = self.name, %err, "cannot renew the shard membership lease");
+                if matches!(&err, kube::Error::Api(s) if s.code == 404 || s.code == 409) {
+                    // Deleted by someone who counted it expired, or changed: start over.
+                    self.lease = None;
+                }
+            }
+            Err(_) => tracing::warn!(lease = self.name, "renewing the shard membership lease timed out"),
+        }
+    }
+
+    async fn try_write(&self) -> Result<Lease, kube::Error> {
+        let seconds = i32::try_from(self.settings.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
+        let mut lease = self.lease.clone().unwrap_or_else(|| Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                labels: Some(BTreeMap::from([(GROUP_LABEL.to_string(), self.settings.group.clone())])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec { acquire_time: Some(crate::leader::now()), ..LeaseSpec::default() }),
+        });
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        spec.holder_identity = Some(self.settings.identity.clone());
+        spec.renew_time = Some(crate::leader::now());
+        spec.lease_duration_seconds = Some(seconds);
+        let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        match &self.acked {
+            Some(view) => annotations.insert(VIEW_ANNOTATION.to_string(), view.clone()),
+            None => annotations.remove(VIEW_ANNOTATION),
+        };
+        if lease.metadata.resource_version.is_some() {
+            self.api.replace(&self.name, &PostParams::default(), &lease).await
+        } else {
+            self.api.create(&PostParams::default(), &lease).await
+        }
+    }
+
+    /// Decides the view from the live Leases, adopts it if new, settles it once every member
+    /// acknowledged it, and publishes this replica's share.
+    fn decide(&mut self) {
+        let now = Instant::now();
+        let me = self.settings.identity.as_str();
+        let member = self.leadership.leading();
+        let mut members: Vec<&str> =
+            self.observed.values().filter(|o| o.live(now)).filter_map(|o| o.holder.as_deref()).collect();
+        if member {
+            members.push(me);
+        }
+        let assignment = Assignment::new(members);
+        let changed = self.view.as_ref().is_none_or(|(current, _)| current.members() != assignment.members());
+        if changed {
+            let owned = if member { assignment.ranges(me) } else { Ranges::default() };
+            tracing::info!(
+                members = assignment.members().len(),
+                share = owned.share(),
+                view = assignment.view(),
+                "shard membership changed"
+            );
+            self.metrics.shards().view(owned.share(), assignment.members().len(), !self.first);
+            self.first = false;
+            self.handover.adopt(owned);
+            self.view = Some((assignment, now));
+        }
+        let (assignment, since) = self.view.as_ref().expect("set above");
+        let view = assignment.view();
+        if member && !self.handover.settled() {
+            let acked = |holder: &str| {
+                holder == me && self.acked.as_deref() == Some(view.as_str())
+                    || self.observed.values().any(|o| {
+                        o.live(now) && o.holder.as_deref() == Some(holder) && o.ack.as_deref() == Some(view.as_str())
+                    })
+            };
+            if assignment.members().iter().all(|m| acked(m)) {
+                self.handover.settle();
+                self.assigned = true;
+                self.metrics.shards().settled(since.elapsed().as_secs_f64());
+                tracing::info!(view, took = ?since.elapsed(), "every member stopped what it lost: running all owned");
+            }
+        }
+        let share = Share {
+            view,
+            members: assignment.members().to_vec(),
+            owned: self.handover.owned().clone(),
+            runnable: self.handover.runnable().clone(),
+            since: *since,
+            assigned: self.assigned,
+        };
+        self.share.send_if_modified(|current| {
+            let same = current.view == share.view
+                && current.owned == share.owned
+                && current.runnable == share.runnable
+                && current.assigned == share.assigned;
+            if !same {
+                *current = Arc::new(share);
+            }
+            !same
+        });
+        self.collect(now);
+    }
+
+    /// Deletes the Leases that expired two lease durations ago (their replicas are gone).
+    fn collect(&mut self, now: Instant) {
+        let dead: Vec<(String, Option<String>)> = self
+            .observed
+            .iter()
+            .filter(|(_, o)| now >= o.expiry() + o.duration)
+            .map(|(name, o)| (name.clone(), o.resource_version.clone()))
+            .collect();
+        for (name, resource_version) in dead {
+            self.observed.remove(&name);
+            let api = self.api.clone();
+            tokio::spawn(async move {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions { resource_version, uid: None }),
+                    ..DeleteParams::default()
+                };
+                match api.delete(&name, &params).await {
+                    Ok(_) => tracing::info!(lease = name, "deleted the lease of a shard member gone for good"),
+                    Err(err) => tracing::debug!(lease = name, %err, "cannot delete an expired shard lease"),
+                }
+            });
+        }
+    }
+
+    /// Stops: nothing is owned any more, and the Lease is deleted, so the others take over at
+    /// once.
+    async fn leave(mut self) {
+        self.leadership.close();
+        self.handover.adopt(Ranges::default());
+        self.share.send_replace(Arc::new(Share::none()));
+        if self.lease.is_some() {
+            match self.api.delete(&self.name, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!(lease = self.name, "left the shards"),
+                Err(err) => tracing::warn!(lease = self.name, %err, "cannot delete the shard membership lease"),
+            }
+        }
+    }
+}
+
+/// Sleeps until `at`, or forever.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,232 @@
+//! Sharding the primaries across replicas (`wasmop run --shards`).
+//!
+//! Every replica holds a Lease of its own ([`membership`]); the live members split the hash space
+//! of the shard key ([`wasmop_core::shard`]). This module is the replica's side of it that the
+//! rest of the host reads: [`Shards`] says which objects this replica owns (its watches ask the
+//! API server for those only, or filter them as they arrive) and which it may run now, and it
+//! counts the runs in flight, so the membership acknowledges a new view only once the runs of
+//! objects it lost have finished.
+
+pub mod membership;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use wasmop_core::shard::{Ranges, ShardKey};
+
+pub use membership::{MembershipSettings, join};
+
+/// This replica's share, as last decided by its membership.
+#[derive(Debug, Clone)]
+pub struct Share {
+    /// The view (digest of the live members) this share belongs to.
+    pub view: String,
+    /// The live members, sorted.
+    pub members: Vec<String>,
+    /// What this replica owns in the view: its watches hold these objects.
+    pub owned: Ranges,
+    /// What it may run now: all it owns once the view settled, before that only what no one
+    /// else may still run.
+    pub runnable: Ranges,
+    /// When the membership changed to this view (by this replica's clock).
+    pub since: Instant,
+    /// Whether a view has settled since this replica joined: it has had its first assignment.
+    pub assigned: bool,
+}
+
+impl Share {
+    /// Nothing owned: before the first view, or after this replica left.
+    fn none() -> Self {
+        Self {
+            view: String::new(),
+            members: Vec::new(),
+            owned: Ranges::default(),
+            runnable: Ranges::default(),
+            since: Instant::now(),
+            assigned: false,
+        }
+    }
+}
+
+/// What a replica may do with one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run it now.
+    Run,
+    /// It is ours, but another replica may still run it: wait for the view to settle.
+    Wait,
+    /// Another replica owns it.
+    NotOurs,
+}
+
+/// The replica's shard state, shared by its watches and schedulers; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Shards {
+    share: watch::Receiver<Arc<Share>>,
+    runs: Arc<Runs>,
+}
+
+/// The hashes of the runs in flight.
+#[derive(Debug, Default)]
+struct Runs {
+    in_flight: Mutex<HashMap<u64, usize>>,
+    finished: Notify,
+}
+
+/// Held by a run while it is in flight.
+#[derive(Debug)]
+pub struct RunGuard {
+    runs: Arc<Runs>,
+    hash: u64,
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        let mut in_flight = self.runs.in_flight.lock().expect("never poisoned");
+        if let Some(count) = in_flight.get_mut(&self.hash) {
+            *count -= 1;
+            if *count == 0 {
+                in_flight.remove(&self.hash);
+            }
+        }
+        drop(in_flight);
+        self.runs.finished.notify_waiters();
+    }
+}
+
+impl Shards {
+    /// A shard state and the sender its membership publishes shares with.
+    pub fn new() -> (watch::Sender<Arc<Share>>, Self) {
+        let (tx, share) = watch::channel(Arc::new(Share::none()));
+        (tx, Self { share, runs: Arc::default() })
+    }
+
+    /// The share as it stands.
+    pub fn share(&self) -> Arc<Share> {
+        self.share.borrow().clone()
+    }
+
+    /// Tells of every new share.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Share>> {
+        self.share.clone()
+    }
+
+    /// What this replica may do with an object whose shard key hashes to `hash`.
+    pub fn verdict(&self, hash: u64) -> Verdict {
+        let share = self.share.borrow();
+        if !share.owned.contains(hash) {
+            Verdict::NotOurs
+        } else if share.runnable.contains(hash) {
+            Verdict::Run
+        } else {
+            Verdict::Wait
+        }
+    }
+
+    /// Starts a run of the object hashing to `hash` if it may run now: the guard counts it in
+    /// flight until dropped. Checked and counted under one lock, so a new share cannot slip
+    /// between them unseen by [`Shards::drained`].
+    pub fn start(&self, hash: u64) -> Result<RunGuard, Verdict> {
+        let mut in_flight = self.runs.in_flight.lock().expect("never poisoned");
+        match self.verdict(hash) {
+            Verdict::Run => {
+                *in_flight.entry(hash).or_default() += 1;
+                Ok(RunGuard { runs: self.runs.clone(), hash })
+            }
+            other => Err(other),
+        }
+    }
+
+    /// Resolves once no run is in flight outside `owned`.
+    pub async fn drained(&self, owned: &Ranges) {
+        loop {
+            let finished = self.runs.finished.notified();
+            tokio::pin!(finished);
+            finished.as_mut().enable();
+            let outside = {
+                let in_flight = self.runs.in_flight.lock().expect("never poisoned");
+                in_flight.keys().any(|hash| !owned.contains(*hash))
+            };
+            if !outside {
+                return;
+            }
+            finished.await;
+        }
+    }
+
+    /// How many runs are in flight.
+    pub fn in_flight(&self) -> usize {
+        self.runs.in_flight.lock().expect("never poisoned").values().sum()
+    }
+}
+
+/// A replica that joined the shards: its shard state, and the fence its sharded controllers
+/// write through (open while its membership Lease is renewed in time).
+#[derive(Debug, Clone)]
+pub struct Joined {
+    /// The replica's shard state.
+    pub shards: Shards,
+    /// The membership's fence.
+    pub fence: crate::leader::Fence,
+    /// Whether sharded watches ask the API server to filter (when it honours it); `false`
+    /// filters every object here (`--shard-filter client`).
+    pub server_side: bool,
+}
+
+/// The hash of `object`'s shard key, as the API server computes it; `None` for an object
+/// without a UID. A cluster-scoped object's namespace is the empty string, as for the API
+/// server.
+pub fn hash_of(key: ShardKey, object: &kube::api::DynamicObject) -> Option<u64> {
+    match key {
+        ShardKey::Uid => object.metadata.uid.as_deref().map(wasmop_core::shard::hash),
+        ShardKey::Namespace => Some(wasmop_core::shard::hash(object.metadata.namespace.as_deref().unwrap_or(""))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmop_core::shard::Assignment;
+
+    fn share(members: &[&str], me: &str, settled: bool) -> Arc<Share> {
+        let assignment = Assignment::new(members.iter().copied());
+        let owned = assignment.ranges(me);
+        let runnable = if settled { owned.clone() } else { Ranges::default() };
+        Arc::new(Share {
+            view: assignment.view(),
+            members: assignment.members().to_vec(),
+            owned,
+            runnable,
+            since: Instant::now(),
+            assigned: settled,
+        })
+    }
+
+    #[tokio::test]
+    async fn runs_start_only_where_runnable_and_drain_waits_for_the_lost_ones() {
+        let (tx, shards) = Shards::new();
+        assert_eq!(shards.start(1).unwrap_err(), Verdict::NotOurs, "nothing before the first share");
+        tx.send_replace(share(&["a"], "a", false));
+        assert_eq!(shards.start(1).unwrap_err(), Verdict::Wait);
+        tx.send_replace(share(&["a"], "a", true));
+        let assignment = Assignment::new(["a", "b"]);
+        let lost = (0..u64::MAX).step_by(1 << 50).find(|h| assignment.owner(*h) == Some("b")).unwrap();
+        let kept = (0..u64::MAX).step_by(1 << 50).find(|h| assignment.owner(*h) == Some("a")).unwrap();
+        let (lost_run, kept_run) = (shards.start(lost).unwrap(), shards.start(kept).unwrap());
+        assert_eq!(shards.in_flight(), 2);
+        // "b" joins: "a" keeps its part, and the drain for the new share waits for the lost run.
+        tx.send_replace(share(&["a", "b"], "a", false));
+        assert_eq!(shards.verdict(lost), Verdict::NotOurs);
+        let owned = shards.share().owned.clone();
+        let drained = shards.drained(&owned);
+        tokio::pin!(drained);
+        assert!(futures::poll!(drained.as_mut()).is_pending());
+        drop(kept_run);
+        assert!(futures::poll!(drained.as_mut()).is_pending(), "a kept run does not hold the drain");
+        drop(lost_run);
+        drained.await;
+        assert_eq!(shards.in_flight(), 0);
+    }
+}

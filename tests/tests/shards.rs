@@ -1,0 +1,420 @@
+//! Sharded replicas (`wasmop run --shards`) against the real API server: three `wasmop`
+//! processes and 600 labelled ConfigMaps, reconciled by `fixture-shard`, which logs
+//! `shard-begin` (UID, wall-clock time, payload) and `shard-end` (UID, time) around each run.
+//! A change counts as reconciled once some replica logged a finished run with its payload.
+//! Short lease settings (lease 3 s, renew deadline 2 s, retry 0.5 s).
+//!
+//! - Every object is reconciled, each by exactly one replica, and no two runs of one object ever
+//!   overlap (from all replicas' logs); each replica decodes at most 0.45 of the events when
+//!   the API server filters (the test bed runs it with `ShardedListAndWatch` on), and the same
+//!   holds through client-side filtering (`--shard-filter client`), where each decodes them all.
+//!   (ConfigMaps: v1.36.3 filters built-in kinds only; for a custom resource its list answer
+//!   has no `shardInfo`, and the host filters by itself.)
+//! - `kill -9` of a replica mid-burst: the others run its objects within lease duration + retry
+//!   period + 2 s; nothing is lost, nothing overlaps.
+//! - A fourth replica joins during a burst: at most 1/4 + 10% of the objects change owner;
+//!   SIGTERM of a replica hands its objects over within 2 s.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use wasmop_tests::{client, kubeconfig, namespace, plugin, wasmop_binary, within, workspace_root};
+
+const OBJECTS: usize = 600;
+const WAIT: Duration = Duration::from_secs(120);
+const LEASE: Duration = Duration::from_secs(3);
+const RETRY: Duration = Duration::from_millis(500);
+
+/// Wall-clock microseconds since the epoch, as the fixture logs them.
+fn now_us() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros()
+}
+
+/// One run of the fixture, from a replica's log.
+#[derive(Debug, Clone)]
+struct Run {
+    uid: String,
+    payload: String,
+    begin: u128,
+    /// `None` for a run cut short (or still running).
+    end: Option<u128>,
+}
+
+/// One sharded host process, logging JSON to a file.
+struct Replica {
+    child: Child,
+    metrics: SocketAddr,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn start(ns: &str, index: usize, args: &[&str]) -> anyhow::Result<Self> {
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let dir = workspace_root().join("target/tmp");
+        std::fs::create_dir_all(&dir)?;
+        let log = dir.join(format!("shards-{ns}-{index}.log"));
+        let file = std::fs::File::create(&log)?;
+        let child = Command::new(wasmop_binary()?)
+            .args(["--log-format", "json", "run", "--namespace", ns, "--shards", "--shard-group", ns])
+            .args(["--leader-election-namespace", ns, "--leader-election-id", &format!("{ns}-leader")])
+            .args(["--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms"])
+            .args(["--metrics-address", &metrics.to_string()])
+            .args(args)
+            .arg("--plugin")
+            .arg(plugin("fixture-shard"))
+            .env("KUBECONFIG", kubeconfig())
+            .env("POD_NAME", format!("replica-{index}"))
+            .env("RUST_LOG", "info")
+            .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()?;
+        Ok(Self { child, metrics, log })
+    }
+
+    async fn scrape(&self) -> Option<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.metrics).await.ok()?;
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        Some(response)
+    }
+
+    /// The sum of the metric lines starting with `prefix`.
+    async fn metric(&self, prefix: &str) -> f64 {
+        let Some(text) = self.scrape().await else { return 0.0 };
+        text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+    }
+
+    async fn ready(&self) -> bool {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Ok(mut stream) = tokio::net::TcpStream::connect(self.metrics).await else { return false };
+        if stream.write_all(b"GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n").await.is_err() {
+            return false;
+        }
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response).await;
+        response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
+    }
+
+    fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let status = Command::new("kill").args([signal, &self.child.id().to_string()]).status()?;
+        anyhow::ensure!(status.success(), "kill {signal} failed");
+        Ok(())
+    }
+
+    /// The fixture's runs in this replica's log: (uid, payload, begin, end), `end` `None` for a
+    /// run cut short.
+    fn runs(&self) -> anyhow::Result<Vec<Run>> {
+        let text = std::fs::read_to_string(&self.log)?;
+        let mut open: HashMap<String, (String, u128)> = HashMap::new();
+        let mut runs = Vec::new();
+        for line in text.lines() {
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+            let fields = &value["fields"];
+            let message = fields["message"].as_str().unwrap_or_default();
+            if message != "shard-begin" && message != "shard-end" {
+                continue;
+            }
+            let words = fields["fields"].as_str().unwrap_or_default();
+            let field = |name: &str| {
+                words
+                    .split(' ')
+                    .find_map(|w| w.strip_prefix(name).and_then(|w| w.strip_prefix('=')))
+                    .map(str::to_string)
+            };
+            let (Some(uid), Some(us)) = (field("uid"), field("us").and_then(|us| us.parse::<u128>().ok())) else {
+                continue;
+            };
+            if message == "shard-begin" {
+                let payload = field("payload").unwrap_or_default();
+                if let Some((payload, begun)) = open.insert(uid.clone(), (payload, us)) {
+                    runs.push(Run { uid, payload, begin: begun, end: None });
+                }
+            } else if let Some((payload, begun)) = open.remove(&uid) {
+                runs.push(Run { uid, payload, begin: begun, end: Some(us) });
+            }
+        }
+        runs.extend(open.into_iter().map(|(uid, (payload, begin))| Run { uid, payload, begin, end: None }));
+        Ok(runs)
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until every replica sees `members` live members and is ready.
+async fn until_members(replicas: &[Replica], members: usize) -> anyhow::Result<()> {
+    within(WAIT, &format!("{members} shard members"), async {
+        loop {
+            let mut all = true;
+            for replica in replicas {
+                let seen = replica.metric("wasmop_shard_members ").await as usize;
+                all &= seen == members && replica.ready().await;
+            }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+/// Creates `OBJECTS` labelled ConfigMaps with `payload`, 16 at a time.
+async fn create(api: &Api<ConfigMap>, payload: &str) -> anyhow::Result<()> {
+    futures::stream::iter(0..OBJECTS)
+        .map(|i| async move {
+            let map = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": format!("p{i:04}"), "labels": { "wasmop.dev/shard-test": "yes" } },
+                "data": { "payload": payload, "busyMs": "2" },
+            });
+            api.create(&PostParams::default(), &serde_json::from_value(map)?).await?;
+            anyhow::Ok(())
+        })
+        .buffer_unordered(16)
+        .try_collect::<()>()
+        .await
+}
+
+/// Changes every ConfigMap's payload, 16 at a time.
+async fn change(api: &Api<ConfigMap>, payload: &str) -> anyhow::Result<()> {
+    futures::stream::iter(0..OBJECTS)
+        .map(|i| async move {
+            let patch = Patch::Merge(json!({ "data": { "payload": payload } }));
+            api.patch(&format!("p{i:04}"), &PatchParams::default(), &patch).await?;
+            anyhow::Ok(())
+        })
+        .buffer_unordered(16)
+        .try_collect::<()>()
+        .await
+}
+
+/// Waits until every object has a finished run with `payload`, on any of `replicas`.
+async fn until_reconciled(replicas: &[Replica], payload: &str) -> anyhow::Result<()> {
+    within(WAIT, &format!("every object reconciled with {payload}"), async {
+        loop {
+            let mut done = HashSet::new();
+            for replica in replicas {
+                let runs = replica.runs().unwrap_or_default();
+                done.extend(runs.into_iter().filter(|r| r.payload == payload && r.end.is_some()).map(|r| r.uid));
+            }
+            if done.len() == OBJECTS {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
+    .await
+}
+
+/// All replicas' runs: (replica, uid, payload, begin, end), a run cut short ending at `cut`
+/// (its replica's kill), else never.
+fn all_runs(
+    replicas: &[Replica],
+    cut: &HashMap<usize, u128>,
+) -> anyhow::Result<Vec<(usize, String, String, u128, u128)>> {
+    let mut all = Vec::new();
+    for (i, replica) in replicas.iter().enumerate() {
+        for run in replica.runs()? {
+            let end = run.end.or_else(|| cut.get(&i).copied()).unwrap_or(u128::MAX);
+            all.push((i, run.uid, run.payload, run.begin, end));
+        }
+    }
+    Ok(all)
+}
+
+/// Which replica ran each object with `payload` (the last one that did).
+fn owners(runs: &[(usize, String, String, u128, u128)], payload: &str) -> HashMap<String, usize> {
+    runs.iter().filter(|(_, _, p, _, _)| p == payload).map(|(r, uid, _, _, _)| (uid.clone(), *r)).collect()
+}
+
+/// No two runs of one object overlap, across every replica.
+fn assert_no_overlap(runs: &[(usize, String, String, u128, u128)]) {
+    let mut by_uid: HashMap<&str, Vec<(u128, u128, usize)>> = HashMap::new();
+    for (replica, uid, _, begin, end) in runs {
+        by_uid.entry(uid.as_str()).or_default().push((*begin, *end, *replica));
+    }
+    for (uid, mut intervals) in by_uid {
+        intervals.sort();
+        for pair in intervals.windows(2) {
+            assert!(pair[0].1 <= pair[1].0, "runs of {uid} overlap: {:?} and {:?}", pair[0], pair[1]);
+        }
+    }
+}
+
+async fn set_up(test: &str) -> anyhow::Result<(Api<ConfigMap>, String)> {
+    let client = client().await?;
+    let ns = namespace(&client, test).await?;
+    Ok((Api::namespaced(client, &ns), ns))
+}
+
+async fn each_primary_by_exactly_one_replica(filter: &[&str], server_side: bool) -> anyhow::Result<()> {
+    let (api, ns) = set_up(if server_side { "shards" } else { "shards-client" }).await?;
+    let replicas: Vec<Replica> = (0..3).map(|i| Replica::start(&ns, i, filter)).collect::<Result<_, _>>()?;
+    until_members(&replicas, 3).await?;
+    create(&api, "one").await?;
+    until_reconciled(&replicas, "one").await?;
+
+    let runs = all_runs(&replicas, &HashMap::new())?;
+    assert_no_overlap(&runs);
+    let mut ran_on: HashMap<&str, HashSet<usize>> = HashMap::new();
+    for (replica, uid, _, _, _) in &runs {
+        ran_on.entry(uid.as_str()).or_default().insert(*replica);
+    }
+    assert_eq!(ran_on.len(), OBJECTS, "every object ran");
+    let shared: Vec<_> = ran_on.iter().filter(|(_, r)| r.len() > 1).collect();
+    assert!(shared.is_empty(), "run by more than one replica: {shared:?}");
+    let mut per_replica = [0usize; 3];
+    for replicas in ran_on.values() {
+        per_replica[*replicas.iter().next().expect("one")] += 1;
+    }
+    // Each replica's metrics agree with its log.
+    let mut decoded = Vec::new();
+    for (i, replica) in replicas.iter().enumerate() {
+        let reconciles =
+            replica.metric("controller_runtime_reconcile_total{controller=\"fixture-shard\"").await as usize;
+        assert!(reconciles >= per_replica[i], "replica {i}: {reconciles} reconciles, {} objects", per_replica[i]);
+        let owns = async || replica.metric("wasmop_shard_objects{plugin=\"fixture-shard\"}").await as usize;
+        within(Duration::from_secs(10), &format!("replica {i} to count {} owned", per_replica[i]), async {
+            while owns().await != per_replica[i] {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await?;
+        let kept = replica.metric("wasmop_shard_watch_objects_total{kind=\"ConfigMap\",result=\"kept\"}").await;
+        let dropped = replica.metric("wasmop_shard_watch_objects_total{kind=\"ConfigMap\",result=\"dropped\"}").await;
+        let bytes = replica.metric("wasmop_shard_watch_bytes_total{kind=\"ConfigMap\"}").await;
+        let filtered = replica.metric("wasmop_shard_watch_server_side{kind=\"ConfigMap\"}").await;
+        assert_eq!(filtered == 1.0, server_side, "replica {i}: filtered by the API server: {filtered}");
+        decoded.push((kept, dropped, bytes));
+    }
+    let total: f64 = decoded.iter().map(|(kept, _, _)| kept).sum();
+    let total_bytes: f64 = decoded.iter().map(|(_, _, bytes)| bytes).sum();
+    eprintln!("per replica: objects run {per_replica:?}; (kept, dropped, bytes) decoded {decoded:?}");
+    for (i, (kept, dropped, bytes)) in decoded.iter().enumerate() {
+        let share = (kept + dropped) / total;
+        if server_side {
+            assert!(share <= 0.45, "replica {i} decoded {share:.2} of the events");
+            assert!(bytes / total_bytes <= 0.45, "replica {i} received {bytes} of {total_bytes} bytes");
+            assert_eq!(*dropped, 0.0, "the API server sent replica {i} only its own");
+        } else {
+            assert!(share >= 0.9, "replica {i} decoded {share:.2} of the events and filtered them");
+            assert!(kept / (kept + dropped) <= 0.45, "replica {i} kept {kept} of {}", kept + dropped);
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_split_the_primaries_each_run_by_exactly_one_without_overlap() -> anyhow::Result<()> {
+    each_primary_by_exactly_one_replica(&[], true).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_api_servers_filter_the_replicas_filter_and_still_split_the_primaries() -> anyhow::Result<()> {
+    each_primary_by_exactly_one_replica(&["--shard-filter", "client"], false).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_objects_move_within_lease_plus_retry_plus_two_seconds() -> anyhow::Result<()> {
+    let (api, ns) = set_up("shards-kill").await?;
+    let mut replicas: Vec<Replica> = (0..3).map(|i| Replica::start(&ns, i, &[])).collect::<Result<_, _>>()?;
+    until_members(&replicas, 3).await?;
+    create(&api, "one").await?;
+    until_reconciled(&replicas, "one").await?;
+    let before = owners(&all_runs(&replicas, &HashMap::new())?, "one");
+
+    // A burst of changes, and replica 0 killed in its middle.
+    let burst = {
+        let api = api.clone();
+        tokio::spawn(async move { change(&api, "two").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    replicas[0].child.kill()?;
+    let killed = now_us();
+    replicas[0].child.wait()?;
+    burst.await??;
+    until_reconciled(&replicas, "two").await?;
+
+    let runs = all_runs(&replicas, &HashMap::from([(0, killed)]))?;
+    assert_no_overlap(&runs);
+    let orphans: HashSet<&str> = before.iter().filter(|(_, r)| **r == 0).map(|(uid, _)| uid.as_str()).collect();
+    let first_taken = runs
+        .iter()
+        .filter(|(r, uid, _, begin, _)| *r != 0 && orphans.contains(uid.as_str()) && *begin > killed)
+        .map(|(_, _, _, begin, _)| *begin)
+        .min()
+        .expect("the others ran the killed replica's objects");
+    let took = Duration::from_micros((first_taken - killed) as u64);
+    eprintln!("kill -9: its objects ran elsewhere {took:?} after the kill");
+    assert!(took <= LEASE + RETRY + Duration::from_secs(2), "took {took:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_replica_takes_a_quarter_and_a_leaving_one_hands_over_within_two_seconds() -> anyhow::Result<()> {
+    let (api, ns) = set_up("shards-join").await?;
+    let mut replicas: Vec<Replica> = (0..3).map(|i| Replica::start(&ns, i, &[])).collect::<Result<_, _>>()?;
+    until_members(&replicas, 3).await?;
+    create(&api, "one").await?;
+    until_reconciled(&replicas, "one").await?;
+    let before = owners(&all_runs(&replicas, &HashMap::new())?, "one");
+
+    // A fourth replica joins during a burst of changes.
+    let burst = {
+        let api = api.clone();
+        tokio::spawn(async move { change(&api, "two").await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    replicas.push(Replica::start(&ns, 3, &[])?);
+    burst.await??;
+    until_members(&replicas, 4).await?;
+    until_reconciled(&replicas, "two").await?;
+    // Once more, all four settled: who owns what now.
+    change(&api, "three").await?;
+    until_reconciled(&replicas, "three").await?;
+    let runs = all_runs(&replicas, &HashMap::new())?;
+    assert_no_overlap(&runs);
+    let after = owners(&runs, "three");
+    assert_eq!(after.len(), OBJECTS);
+    let moved = after.iter().filter(|(uid, r)| before.get(*uid) != Some(r)).count();
+    let to_newcomer = after.iter().filter(|(uid, r)| **r == 3 && before.get(*uid) != Some(r)).count();
+    eprintln!("a fourth replica joined: {moved} of {OBJECTS} objects changed owner, {to_newcomer} to it");
+    assert!(moved as f64 <= OBJECTS as f64 * 0.35, "{moved} moved");
+    assert_eq!(moved, to_newcomer, "only the newcomer gains");
+    assert!(moved > 0);
+
+    // SIGTERM of the newcomer: its objects run elsewhere within 2 s.
+    let leaving: HashSet<&str> = after.iter().filter(|(_, r)| **r == 3).map(|(uid, _)| uid.as_str()).collect();
+    replicas[3].signal("-TERM")?;
+    let terminated = now_us();
+    change(&api, "four").await?;
+    until_reconciled(&replicas, "four").await?;
+    let runs = all_runs(&replicas, &HashMap::new())?;
+    assert_no_overlap(&runs);
+    let first_taken = runs
+        .iter()
+        .filter(|(r, uid, _, begin, _)| *r != 3 && leaving.contains(uid.as_str()) && *begin > terminated)
+        .map(|(_, _, _, begin, _)| *begin)
+        .min()
+        .expect("the others ran the leaving replica's objects");
+    let took = Duration::from_micros((first_taken - terminated) as u64);
+    eprintln!("SIGTERM: its objects ran elsewhere {took:?} after the signal");
+    assert!(took <= Duration::from_secs(2), "took {took:?}");
+    Ok(())
+}
