@@ -47,6 +47,9 @@ struct Run {
     end: Option<u128>,
 }
 
+/// A run on a replica: (replica, uid, payload, begin, end).
+type Ran = (usize, String, String, u128, u128);
+
 /// One sharded host process, logging JSON to a file.
 struct Replica {
     child: Child,
@@ -224,10 +227,7 @@ async fn until_reconciled(replicas: &[Replica], payload: &str) -> anyhow::Result
 
 /// All replicas' runs: (replica, uid, payload, begin, end), a run cut short ending at `cut`
 /// (its replica's kill), else never.
-fn all_runs(
-    replicas: &[Replica],
-    cut: &HashMap<usize, u128>,
-) -> anyhow::Result<Vec<(usize, String, String, u128, u128)>> {
+fn all_runs(replicas: &[Replica], cut: &HashMap<usize, u128>) -> anyhow::Result<Vec<Ran>> {
     let mut all = Vec::new();
     for (i, replica) in replicas.iter().enumerate() {
         for run in replica.runs()? {
@@ -239,12 +239,12 @@ fn all_runs(
 }
 
 /// Which replica ran each object with `payload` (the last one that did).
-fn owners(runs: &[(usize, String, String, u128, u128)], payload: &str) -> HashMap<String, usize> {
+fn owners(runs: &[Ran], payload: &str) -> HashMap<String, usize> {
     runs.iter().filter(|(_, _, p, _, _)| p == payload).map(|(r, uid, _, _, _)| (uid.clone(), *r)).collect()
 }
 
 /// No two runs of one object overlap, across every replica.
-fn assert_no_overlap(runs: &[(usize, String, String, u128, u128)]) {
+fn assert_no_overlap(runs: &[Ran]) {
     let mut by_uid: HashMap<&str, Vec<(u128, u128, usize)>> = HashMap::new();
     for (replica, uid, _, begin, end) in runs {
         by_uid.entry(uid.as_str()).or_default().push((*begin, *end, *replica));

@@ -382,9 +382,8 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         metrics: metrics.clone(),
         server_side: joined.server_side,
     });
-    let Some(watched) =
-        watch(&config, &clusters, &settings, &metrics, pool.as_ref(), sharded.as_ref(), &waiting, &shutdown).await
-    else {
+    let base = informer::Shape { projection: None, pool: pool.clone(), shard: sharded.clone() };
+    let Some(watched) = watch(&config, &clusters, &settings, &metrics, &base, &waiting, &shutdown).await else {
         return;
     };
     let after = handover.map(|Handover { subscribed, after }| {
@@ -536,17 +535,20 @@ struct Watched {
 }
 
 /// Read: resolves the primary kind and subscribes to its watch, the declared watches and one
-/// watch per dependent kind (by the management label). `None` when `shutdown` fired first.
+/// watch per dependent kind (by the management label). `base` says how the plugin's caches are
+/// kept: the pool of its bounded caches (primary and declared watches), and its shards (the
+/// primary's watch, and the dependents' when sharded by namespace). `None` when `shutdown`
+/// fired first.
 async fn watch(
     config: &PluginConfig,
     clusters: &Clusters,
     settings: &Resolved,
     metrics: &Metrics,
-    pool: Option<&informer::Pool>,
-    sharded: Option<&informer::ShardedWatch>,
+    base: &informer::Shape,
     waiting: &Waiting<'_>,
     shutdown: &CancellationToken,
 ) -> Option<Watched> {
+    let (pool, sharded) = (base.pool.as_ref(), base.shard.as_ref());
     let plugin = &config.name;
     let local = clusters.local();
     // The dependents' caches stay whole: the workflow reads them between its writes.
@@ -573,7 +575,7 @@ async fn watch(
         .projection
         .as_ref()
         .map(|paths| paths.iter().cloned().chain(std::iter::once("status".to_string())).collect::<Vec<_>>().into());
-    let shape = informer::Shape { projection, pool: pool.cloned(), shard: sharded.cloned() };
+    let shape = informer::Shape { projection, ..base.clone() };
     let subscription = local.subscribe(&resource, settings.namespace.as_deref(), selectors, &shape);
     let namespace = settings.namespace.as_deref();
     let (declared_resources, dependent_resources) = resources.split_at(config.watches.len());

@@ -254,8 +254,11 @@ pub struct ShardGate<K> {
     /// The replica's shard state.
     pub shards: crate::shards::Shards,
     /// The hash of a key's shard key.
-    pub hash: Box<dyn Fn(&K) -> Option<u64> + Send + Sync>,
+    pub hash: ShardHash<K>,
 }
+
+/// The hash of a key's shard key; `None` when its object is unknown.
+pub type ShardHash<K> = Box<dyn Fn(&K) -> Option<u64> + Send + Sync>;
 
 /// Runs `action` for the keys sent to `inbox` under the guarantees listed in the module docs,
 /// until every [`Handle`] is dropped or [`Settings::stop`] fires, and the runs in flight have

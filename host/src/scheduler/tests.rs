@@ -741,3 +741,53 @@ async fn after_cancel_runs_in_flight_are_dropped_before_run_returns() {
     assert!(!finished.load(std::sync::atomic::Ordering::SeqCst), "the run never finished");
     drop(h);
 }
+
+/// A share of `members` for `me`, runnable only if `settled`.
+fn share(members: &[&str], me: &str, settled: bool) -> Arc<crate::shards::Share> {
+    let assignment = wasmop_core::shard::Assignment::new(members.iter().copied());
+    let owned = assignment.ranges(me);
+    let runnable = if settled { owned.clone() } else { wasmop_core::shard::Ranges::default() };
+    Arc::new(crate::shards::Share {
+        view: assignment.view(),
+        members: assignment.members().to_vec(),
+        owned,
+        runnable,
+        since: Instant::now(),
+        assigned: settled,
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_a_shard_gate_keys_of_others_are_dropped_and_ours_wait_for_the_view_to_settle() {
+    let two = wasmop_core::shard::Assignment::new(["me", "other"]);
+    let hash_owned_by = |who: &str| (0..u64::MAX).step_by(1 << 50).find(|h| two.owner(*h) == Some(who)).unwrap();
+    let (mine, theirs) = (hash_owned_by("me"), hash_owned_by("other"));
+    let (tx, shards) = crate::shards::Shards::new();
+    tx.send_replace(share(&["me", "other"], "me", false));
+    let gate = ShardGate {
+        shards: shards.clone(),
+        hash: Box::new(move |key: &&'static str| match *key {
+            "mine" => Some(mine),
+            "theirs" => Some(theirs),
+            _ => None,
+        }),
+    };
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let (handle, inbox) = channel();
+    let record = ran.clone();
+    let task = tokio::spawn(run_sharded(inbox, Settings::default(), Some(gate), move |r: Run<&'static str>| {
+        record.lock().unwrap().push(r.key);
+        async { Verdict::Done { requeue_after: None } }
+    }));
+    for key in ["mine", "theirs", "unknown"] {
+        handle.trigger(key);
+    }
+    sleep(Duration::from_millis(10)).await;
+    assert!(ran.lock().unwrap().is_empty(), "nothing runs before the view settles");
+    tx.send_replace(share(&["me", "other"], "me", true));
+    sleep(Duration::from_millis(10)).await;
+    assert_eq!(*ran.lock().unwrap(), ["mine"], "ours runs once settled; the others' and unknown keys never");
+    assert_eq!(shards.in_flight(), 0, "a finished run is no longer in flight");
+    drop(handle);
+    task.await.unwrap();
+}
