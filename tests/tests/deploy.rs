@@ -63,3 +63,42 @@ async fn the_kustomize_base_is_accepted_by_the_api_server() -> anyhow::Result<()
     }
     Ok(())
 }
+
+/// The overlay that shards the primaries across three replicas (`deploy/sharded/`): its
+/// patches, laid over the base as kustomize lays them (a strategic merge of these fields), pass
+/// the same server-side dry run, and the replicas run with `--shards`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sharded_overlay_is_accepted_by_the_api_server() -> anyhow::Result<()> {
+    let client = client().await?;
+    let root = workspace_root().join("deploy");
+    let overlay = root.join("sharded");
+    let kustomization: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(overlay.join("kustomization.yaml"))?)?;
+    assert_eq!(kustomization["resources"], serde_json::json!(["../"]));
+    let patches: Vec<&str> =
+        kustomization["patches"].as_array().expect("patches").iter().filter_map(|p| p["path"].as_str()).collect();
+    assert_eq!(patches, ["deployment.yaml", "pdb.yaml"]);
+    wasmop_tests::apply(&client, serde_saphyr::from_str(&std::fs::read_to_string(root.join("namespace.yaml"))?)?, None)
+        .await?;
+
+    let mut deployment: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root.join("deployment.yaml"))?)?;
+    let patch: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(overlay.join("deployment.yaml"))?)?;
+    deployment["spec"]["replicas"] = patch["spec"]["replicas"].clone();
+    let container = &patch["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["name"], deployment["spec"]["template"]["spec"]["containers"][0]["name"], "merged by name");
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"] = container["args"].clone();
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let args: Vec<&str> = container["args"].as_array().expect("args").iter().filter_map(|a| a.as_str()).collect();
+    assert!(args.contains(&"--shards") && !args.contains(&"--leader-elect"), "{args:?}");
+    dry_run_apply(&client, deployment).await?;
+
+    let mut pdb: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(root.join("pdb.yaml"))?)?;
+    let patch: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(overlay.join("pdb.yaml"))?)?;
+    let spec = pdb["spec"].as_object_mut().expect("a spec");
+    spec.remove("minAvailable");
+    spec.insert("maxUnavailable".into(), patch["spec"]["maxUnavailable"].clone());
+    assert!(patch["spec"]["minAvailable"].is_null(), "the overlay removes minAvailable");
+    dry_run_apply(&client, pdb).await?;
+    Ok(())
+}
