@@ -11,7 +11,9 @@
 //! - `secondaries`: secondary-triggered reconciles ([`secondaries`]);
 //! - `cache`: heap per cached object ([`cache`]);
 //! - `languages`: the Greeting in Rust, Python and TypeScript: size, first and cached start,
-//!   per-call time, a host's memory and CPU ([`languages`]).
+//!   per-call time, a host's memory and CPU ([`languages`]);
+//! - `scale`: 100,000 small primaries (`BENCH_SCALE_OBJECTS`), one host against three sharded
+//!   hosts: per-host peak memory and CPU, time to reconcile all ([`scale`]).
 //!
 //! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs per side, one side after
 //! the other, each round starting with the next side; `BENCH_SIDES` (e.g. `wasmop`) runs only
@@ -41,6 +43,7 @@ mod predicate;
 mod process;
 mod reload;
 mod report;
+mod scale;
 mod secondaries;
 
 use process::Side;
@@ -99,7 +102,7 @@ async fn main() -> anyhow::Result<()> {
         report.parts.insert("predicate", json);
         report.sections.push(md);
     }
-    let cluster_parts = ["burst", "burst-10k", "reload", "secondaries", "cache", "polling", "languages"];
+    let cluster_parts = ["burst", "burst-10k", "reload", "secondaries", "cache", "polling", "languages", "scale"];
     if cluster_parts.into_iter().any(selected) {
         let client = client().await?;
         let kubeconfig = kubeconfig();
@@ -151,6 +154,12 @@ async fn main() -> anyhow::Result<()> {
             let (json, md) = languages::languages(&client, kubeconfig, calls, objects).await?;
             println!("{md}");
             report.parts.insert("languages", json);
+            report.sections.push(md);
+        }
+        if selected("scale") {
+            let (json, md) = scale::scale(&client, kubeconfig).await?;
+            println!("{md}");
+            report.parts.insert("scale", json);
             report.sections.push(md);
         }
         if selected("cache") {

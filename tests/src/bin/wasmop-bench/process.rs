@@ -209,6 +209,21 @@ impl Controller {
     /// The requests its bounded caches made so far; `None` for the native controller (whose
     /// caches hold every object and make no such requests).
     pub fn cache_requests(&self) -> anyhow::Result<Option<CacheRequests>> {
+        let Some(text) = self.scrape()? else { return Ok(None) };
+        Ok(Some(CacheRequests {
+            lists: sum(&text, "wasmop_cache_lists_total"),
+            refetches: sum(&text, "wasmop_cache_refetches_total"),
+        }))
+    }
+
+    /// The sum of a wasmop host's metric lines that start with `prefix` (0 for the native
+    /// controller).
+    pub fn metric(&self, prefix: &str) -> anyhow::Result<f64> {
+        Ok(self.scrape()?.map_or(0.0, |text| sum(&text, prefix)))
+    }
+
+    /// A wasmop host's metrics text; `None` for the native controller.
+    fn scrape(&self) -> anyhow::Result<Option<String>> {
         use std::io::{Read, Write};
         let Some(address) = self.metrics else { return Ok(None) };
         // A host just started serves its metrics once it has loaded its plugins.
@@ -224,15 +239,7 @@ impl Controller {
         stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
         let mut text = String::new();
         stream.read_to_string(&mut text)?;
-        let sum = |name: &str| -> f64 {
-            let lines = text.lines().filter(|l| l.starts_with(name) && !l.starts_with('#'));
-            // Folded from +0: an empty f64 sum is -0, which the table would print as "-0".
-            lines.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).fold(0.0, |sum, v| sum + v)
-        };
-        Ok(Some(CacheRequests {
-            lists: sum("wasmop_cache_lists_total"),
-            refetches: sum("wasmop_cache_refetches_total"),
-        }))
+        Ok(Some(text))
     }
 
     /// Stops it and waits for it to go.
@@ -240,6 +247,13 @@ impl Controller {
         self.child.kill().await?;
         Ok(())
     }
+}
+
+/// The sum of the metric lines of `text` that start with `prefix`.
+fn sum(text: &str, prefix: &str) -> f64 {
+    let lines = text.lines().filter(|l| l.starts_with(prefix) && !l.starts_with('#'));
+    // Folded from +0: an empty f64 sum is -0, which the table would print as "-0".
+    lines.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).fold(0.0, |sum, v| sum + v)
 }
 
 /// A KiB figure of `/proc/<pid>/<file>` (`status`, `smaps_rollup`), by its label (`VmHWM:`,

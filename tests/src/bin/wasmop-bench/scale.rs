@@ -1,0 +1,143 @@
+//! Part `scale`: many small primaries (`BENCH_SCALE_OBJECTS`, default 100,000 labelled
+//! ConfigMaps, which the API server shards by itself) reconciled by `fixture-shard` (it reads
+//! each object and writes nothing), first by one wasmop host, then by three sharded ones
+//! (`--shards`) at once. Each side starts with every object already created; it is done when
+//! its hosts' reconcile counts add up to the objects. Reported per host: peak anonymous
+//! memory, PSS and RSS, CPU seconds, and the time to reconcile all, with the sharded hosts'
+//! ratios to the single one.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Value, json};
+
+use super::process::{Controller, PeakMemory, Side};
+
+/// How many objects, by default.
+const OBJECTS: usize = 100_000;
+/// Creates in flight while the objects are made.
+const CREATES_IN_FLIGHT: usize = 32;
+/// The longest a side may take to reconcile all.
+const LIMIT: Duration = Duration::from_secs(1800);
+/// The sharded side's replicas.
+const REPLICAS: usize = 3;
+
+/// One host's figures.
+struct Host {
+    memory: PeakMemory,
+    cpu_seconds: f64,
+}
+
+/// One side: its hosts and the time until all objects were reconciled.
+struct Measured {
+    hosts: Vec<Host>,
+    seconds: f64,
+}
+
+/// Starts `replicas` hosts on `ns` (sharded when more than one) and waits until their
+/// reconciles add up to `objects`.
+async fn run(ns: &str, kubeconfig: &std::path::Path, replicas: usize, objects: usize) -> anyhow::Result<Measured> {
+    let fixture = wasmop_tests::plugin("fixture-shard").display().to_string();
+    let mut extra: Vec<String> = vec!["--plugin".into(), fixture];
+    if replicas > 1 {
+        extra.extend(["--shards", "--shard-group", ns, "--leader-election-namespace", ns].map(String::from));
+    }
+    let started = Instant::now();
+    let hosts: Vec<Controller> =
+        (0..replicas).map(|_| Controller::start(Side::Wasmop, ns, kubeconfig, &extra)).collect::<Result<_, _>>()?;
+    loop {
+        let mut reconciled = 0.0;
+        for host in &hosts {
+            reconciled += host.metric("controller_runtime_reconcile_total{controller=\"fixture-shard\"")?;
+        }
+        if reconciled >= objects as f64 {
+            break;
+        }
+        anyhow::ensure!(started.elapsed() < LIMIT, "{reconciled} of {objects} reconciled after {LIMIT:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut figures = Vec::with_capacity(hosts.len());
+    for host in hosts {
+        figures.push(Host { memory: host.peak_memory()?, cpu_seconds: host.cpu_seconds()? });
+        host.stop().await?;
+    }
+    Ok(Measured { hosts: figures, seconds })
+}
+
+/// Creates `objects` labelled ConfigMaps in `ns`.
+async fn create(client: &Client, ns: &str, objects: usize) -> anyhow::Result<f64> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let started = Instant::now();
+    let creates = futures::stream::iter(0..objects).map(|i| {
+        let api = api.clone();
+        async move {
+            let map = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": format!("s{i:06}"), "labels": { "wasmop.dev/shard-test": "yes" } },
+                "data": { "payload": "x" },
+            });
+            api.create(&PostParams::default(), &serde_json::from_value(map)?).await?;
+            anyhow::Ok(())
+        }
+    });
+    let results: Vec<anyhow::Result<()>> = creates.buffer_unordered(CREATES_IN_FLIGHT).collect().await;
+    results.into_iter().collect::<anyhow::Result<()>>()?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Runs the part: its JSON and its Markdown section.
+pub async fn scale(client: &Client, kubeconfig: &std::path::Path) -> anyhow::Result<(Value, String)> {
+    let objects = super::env_number("BENCH_SCALE_OBJECTS", OBJECTS);
+    let ns = format!("bench-scale-{}", std::process::id());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({ "metadata": { "name": ns } }))?).await?;
+    let created = create(client, &ns, objects).await?;
+    println!("scale: {objects} ConfigMaps created in {created:.0} s");
+    let single = run(&ns, kubeconfig, 1, objects).await?;
+    println!("scale: one host reconciled all in {:.1} s", single.seconds);
+    let sharded = run(&ns, kubeconfig, REPLICAS, objects).await?;
+    println!("scale: {REPLICAS} sharded hosts reconciled all in {:.1} s", sharded.seconds);
+    namespaces.delete(&ns, &DeleteParams::default()).await?;
+
+    let one = &single.hosts[0];
+    let mut md = format!(
+        "## Scale: {objects} primaries, one host against {REPLICAS} sharded hosts\n\n\
+         `fixture-shard` on labelled ConfigMaps (the API server filters each sharded host's lists and \
+         watches); every object existed before the hosts started. Ratios are to the single host.\n\n\
+         | host | peak anon MiB | peak PSS MiB | peak RSS MiB | x RSS | CPU s | time to all s |\n\
+         |---|---|---|---|---|---|---|\n\
+         | single | {:.1} | {:.1} | {:.1} | 1.00 | {:.1} | {:.1} |\n",
+        one.memory.anon_mib, one.memory.pss_mib, one.memory.rss_mib, one.cpu_seconds, single.seconds
+    );
+    for (i, host) in sharded.hosts.iter().enumerate() {
+        md.push_str(&format!(
+            "| sharded {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} |\n",
+            i + 1,
+            host.memory.anon_mib,
+            host.memory.pss_mib,
+            host.memory.rss_mib,
+            host.memory.rss_mib / one.memory.rss_mib,
+            host.cpu_seconds,
+            sharded.seconds
+        ));
+    }
+    let worst = sharded.hosts.iter().map(|h| h.memory.rss_mib / one.memory.rss_mib).fold(0.0, f64::max);
+    md.push_str(&format!(
+        "\nGoal: each sharded host below 0.4x the single host's RSS (worst {worst:.2}x), and all done faster \
+         ({:.1} s against {:.1} s, {:.2}x). Creating the objects took {created:.0} s.\n",
+        sharded.seconds,
+        single.seconds,
+        sharded.seconds / single.seconds
+    ));
+    let host_json = |h: &Host| json!({ "anon_mib": h.memory.anon_mib, "pss_mib": h.memory.pss_mib, "rss_mib": h.memory.rss_mib, "cpu_seconds": h.cpu_seconds });
+    let json = json!({
+        "objects": objects,
+        "single": { "seconds": single.seconds, "host": host_json(one) },
+        "sharded": { "seconds": sharded.seconds, "hosts": sharded.hosts.iter().map(host_json).collect::<Vec<_>>() },
+    });
+    Ok((json, md))
+}
