@@ -507,15 +507,15 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
 }
 
 /// What lets a sharded controller's scheduler start a run: the replica's shards, and the hash
-/// of the primary's shard key (its namespace's, or its UID's as cached; a primary no longer
-/// cached is gone or not this replica's).
+/// of the primary's shard key (its namespace's, or its UID's as its watch shows it, evicted from
+/// a bounded cache or not; a primary the watch does not show is gone or not this replica's).
 fn shard_gate(sharded: informer::ShardedWatch, primaries: informer::Cache) -> scheduler::ShardGate<ObjectKey> {
     let key = sharded.key;
     let hash = move |object: &ObjectKey| match key {
         wasmop_core::shard::ShardKey::Namespace => {
             Some(wasmop_core::shard::hash(object.namespace.as_deref().unwrap_or("")))
         }
-        wasmop_core::shard::ShardKey::Uid => primaries.get(object).and_then(|o| crate::shards::hash_of(key, &o)),
+        wasmop_core::shard::ShardKey::Uid => primaries.uid(object).as_deref().map(wasmop_core::shard::hash),
     };
     scheduler::ShardGate { shards: sharded.shards, hash: Box::new(hash) }
 }

@@ -308,6 +308,11 @@ impl Bounded {
         self.index().tags.keys().cloned().collect()
     }
 
+    /// The UID of the object `key` as the watch shows it, warm or evicted.
+    pub fn uid(&self, key: &ObjectKey) -> Option<String> {
+        self.index().tags.get(key).and_then(|tag| tag.uid.clone())
+    }
+
     /// The object `key` if it is warm; `Some(None)` if the watch does not show it; `None` if
     /// it must be fetched.
     pub fn warm(&self, key: &ObjectKey) -> Option<Option<Arc<DynamicObject>>> {

@@ -183,6 +183,15 @@ impl Cache {
         }
     }
 
+    /// The UID of the object `key` as the watch shows it (a bounded cache knows it of evicted
+    /// objects too).
+    pub fn uid(&self, key: &ObjectKey) -> Option<String> {
+        match &self.backing {
+            Backing::Full(store, resource) => Self::full(store, resource, key).and_then(|o| o.metadata.uid.clone()),
+            Backing::Bounded(store) => store.uid(key),
+        }
+    }
+
     /// The object `key` as [`Cache::get`] sees it, fetched from the API server if a bounded
     /// cache evicted it.
     pub async fn fetch(&self, key: &ObjectKey) -> Result<Option<Arc<DynamicObject>>, kube::Error> {

@@ -13,6 +13,9 @@
 //!   view, the view is settled and each runs all it owns; before that each runs only what it
 //!   owned throughout. No object is run by two replicas at once.
 //! - Leases are watched, so a change is seen within a round trip; expiries are timed.
+//! - A replica adopts its first view once it has listed the Leases and one retry period after
+//!   its own Lease was written, so replicas started together see each other first instead of
+//!   each listing every object as the only member.
 //! - On shutdown (after the controllers stopped) a replica deletes its Lease: the others take
 //!   its objects at once instead of after the lease duration. Leases expired for two lease
 //!   durations are deleted by whoever sees them, so dead replicas leave nothing behind.
@@ -111,6 +114,9 @@ pub fn join(
         handover: Handover::new(),
         first: true,
         assigned: false,
+        listing: None,
+        listed: false,
+        joined: None,
     };
     let task = tokio::spawn(member.run(release));
     (shards, fence, task)
@@ -141,6 +147,12 @@ struct Member {
     first: bool,
     /// A view has settled since this replica joined.
     assigned: bool,
+    /// The names of the Leases a list in progress showed.
+    listing: Option<std::collections::HashSet<String>>,
+    /// Whether the Leases have been listed once.
+    listed: bool,
+    /// When this replica first renewed its Lease.
+    joined: Option<Instant>,
 }
 
 impl Member {
@@ -199,25 +211,40 @@ impl Member {
     /// The next moment a live Lease expires, or one expired long enough to be deleted.
     fn next_expiry(&self) -> Option<Instant> {
         let now = Instant::now();
+        let first = self.first_view_at().filter(|at| *at > now);
         self.observed
             .values()
             .map(|o| if o.live(now) { o.expiry() } else { o.expiry() + o.duration })
             .filter(|at| *at > now)
+            .chain(first)
             .min()
+    }
+
+    /// When this replica may adopt its first view: once it has listed the Leases and a retry
+    /// period after it joined, so that replicas started together (a rollout) see each other
+    /// before any of them lists all the objects as the only member. `None` before it joined.
+    fn first_view_at(&self) -> Option<Instant> {
+        self.joined.map(|joined| joined + self.settings.retry_period)
     }
 
     /// Takes in a Lease event.
     fn observe(&mut self, event: watcher::Event<Lease>) {
         match event {
-            watcher::Event::Init => {}
+            watcher::Event::Init => self.listing = Some(std::collections::HashSet::new()),
+            watcher::Event::InitApply(lease) => {
+                if let Some(listing) = &mut self.listing {
+                    listing.insert(lease.name_any());
+                }
+                self.apply(&lease);
+            }
             watcher::Event::InitDone => {
                 // Leases gone while the watch was down are gone.
-                self.observed.retain(|_, o| o.resource_version.is_some());
-                for o in self.observed.values_mut() {
-                    o.resource_version = o.resource_version.take().filter(|rv| !rv.is_empty());
+                if let Some(listed) = self.listing.take() {
+                    self.observed.retain(|name, _| listed.contains(name));
                 }
+                self.listed = true;
             }
-            watcher::Event::Apply(lease) | watcher::Event::InitApply(lease) => self.apply(&lease),
+            watcher::Event::Apply(lease) => self.apply(&lease),
             watcher::Event::Delete(lease) => {
                 self.observed.remove(&lease.name_any());
             }
@@ -257,6 +284,7 @@ impl Member {
         match attempt {
             Ok(Ok(lease)) => {
                 self.lease = Some(lease);
+                self.joined.get_or_insert(started);
                 if !self.leadership.leading() {
                     tracing::info!(lease = self.name, identity = self.settings.identity, "joined the shards");
                 }
@@ -303,6 +331,9 @@ impl Member {
     /// acknowledged it, and publishes this replica's share.
     fn decide(&mut self) {
         let now = Instant::now();
+        if self.first && !(self.listed && self.first_view_at().is_some_and(|at| now >= at)) {
+            return;
+        }
         let me = self.settings.identity.as_str();
         let member = self.leadership.leading();
         let mut members: Vec<&str> =
