@@ -13,9 +13,9 @@
 //!   view, the view is settled and each runs all it owns; before that each runs only what it
 //!   owned throughout. No object is run by two replicas at once.
 //! - Leases are watched, so a change is seen within a round trip; expiries are timed.
-//! - A replica adopts its first view once it has listed the Leases and one retry period after
-//!   its own Lease was written, so replicas started together see each other first instead of
-//!   each listing every object as the only member.
+//! - A replica adopts its first view once it has listed the Leases and half a second (at most a
+//!   retry period) after its own Lease was written, so replicas started together see each
+//!   other first instead of each listing and running every object as the only member.
 //! - On shutdown (after the controllers stopped) a replica deletes its Lease: the others take
 //!   its objects at once instead of after the lease duration. Leases expired for two lease
 //!   durations are deleted by whoever sees them, so dead replicas leave nothing behind.
@@ -44,6 +44,10 @@ pub const GROUP_LABEL: &str = "wasmop.dev/shard-group";
 
 /// The annotation in which a member acknowledges the view it adopted and drained for.
 pub const VIEW_ANNOTATION: &str = "wasmop.dev/shard-view";
+
+/// How long a replica that joined waits (besides listing the Leases) before it adopts its first
+/// view.
+const FIRST_VIEW_GRACE: Duration = Duration::from_millis(500);
 
 /// Where and how replicas meet.
 #[derive(Debug, Clone)]
@@ -220,11 +224,11 @@ impl Member {
             .min()
     }
 
-    /// When this replica may adopt its first view: once it has listed the Leases and a retry
-    /// period after it joined, so that replicas started together (a rollout) see each other
-    /// before any of them lists all the objects as the only member. `None` before it joined.
+    /// When this replica may adopt its first view: [`FIRST_VIEW_GRACE`] (at most a retry
+    /// period) after it joined, so that replicas started together see each other before any
+    /// of them lists and runs all the objects as the only member. `None` before it joined.
     fn first_view_at(&self) -> Option<Instant> {
-        self.joined.map(|joined| joined + self.settings.retry_period)
+        self.joined.map(|joined| joined + FIRST_VIEW_GRACE.min(self.settings.retry_period))
     }
 
     /// Takes in a Lease event.
