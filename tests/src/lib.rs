@@ -115,6 +115,19 @@ async fn client_of(kubeconfig: &Path) -> anyhow::Result<Client> {
     Ok(Client::try_from(config_of(kubeconfig).await?)?)
 }
 
+/// A kubeconfig like the test's whose server is `url` (a relay or proxy in front of the API
+/// server), written into `dir`; its path.
+pub fn kubeconfig_via(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {
+    let mut config = kube::config::Kubeconfig::read_from(kubeconfig())?;
+    for cluster in config.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+        cluster.server = Some(url.to_string().trim_end_matches('/').to_string());
+    }
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("kubeconfig-via-relay");
+    std::fs::write(&path, serde_json::to_vec(&config)?)?;
+    Ok(path)
+}
+
 /// The client configuration of the shared control plane, for hosts that impersonate.
 pub async fn config() -> anyhow::Result<Config> {
     config_of(kubeconfig()).await

@@ -261,18 +261,6 @@ async fn one_replica_reconciles_and_a_standby_takes_over_after_a_kill_and_after_
     Ok(())
 }
 
-/// A kubeconfig like the test's, whose server is `url`.
-fn kubeconfig_via(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {
-    let mut config = kube::config::Kubeconfig::read_from(kubeconfig())?;
-    for cluster in config.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
-        cluster.server = Some(url.to_string().trim_end_matches('/').to_string());
-    }
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("kubeconfig-via-relay");
-    std::fs::write(&path, serde_json::to_vec(&config)?)?;
-    Ok(path)
-}
-
 /// A namespace for test `name`, its directory, and the overrides file (its path) that retry a
 /// failing Probe every 100 ms, so that a leader writes ten times a second.
 async fn failing_fast(client: &Client, name: &str) -> anyhow::Result<(String, PathBuf, String)> {
@@ -301,7 +289,8 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_its_lease_can
     let api_server = config.cluster_url.authority().expect("the API server's address").as_str().parse()?;
     let relay = wasmop_tests::relay::Relay::to(api_server).await?;
 
-    let leader = Replica::start_with(&ns, "cut", &kubeconfig_via(&relay.url(), &dir)?, &["--config", &overrides])?;
+    let leader =
+        Replica::start_with(&ns, "cut", &wasmop_tests::kubeconfig_via(&relay.url(), &dir)?, &["--config", &overrides])?;
     leader.until_leading(true).await?;
     let standby = Replica::start_with(&ns, "direct", kubeconfig(), &["--config", &overrides])?;
     standby.until_leading(false).await?;

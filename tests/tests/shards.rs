@@ -14,6 +14,8 @@
 //!   period + 2 s; nothing is lost, nothing overlaps.
 //! - A fourth replica joins during a burst: at most 1/4 + 10% of the objects change owner;
 //!   SIGTERM of a replica hands its objects over within 2 s.
+//! - A replica cut off from the API server starts no run after its renew deadline; the others
+//!   take its objects after its Lease expired; reconnected, it joins again.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -59,6 +61,11 @@ struct Replica {
 
 impl Replica {
     fn start(ns: &str, index: usize, args: &[&str]) -> anyhow::Result<Self> {
+        Self::start_with(ns, index, kubeconfig(), args)
+    }
+
+    /// A replica talking to the API server as `kubeconfig` says.
+    fn start_with(ns: &str, index: usize, kubeconfig: &std::path::Path, args: &[&str]) -> anyhow::Result<Self> {
         let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
         let dir = workspace_root().join("target/tmp");
         std::fs::create_dir_all(&dir)?;
@@ -72,7 +79,7 @@ impl Replica {
             .args(args)
             .arg("--plugin")
             .arg(plugin("fixture-shard"))
-            .env("KUBECONFIG", kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", format!("replica-{index}"))
             .env("RUST_LOG", "info")
             .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
@@ -416,5 +423,56 @@ async fn a_joining_replica_takes_a_quarter_and_a_leaving_one_hands_over_within_t
     let took = Duration::from_micros((first_taken - terminated) as u64);
     eprintln!("SIGTERM: its objects ran elsewhere {took:?} after the signal");
     assert!(took <= Duration::from_secs(2), "took {took:?}");
+    Ok(())
+}
+
+/// A replica cut off from the API server (its client goes through a relay the test cuts) starts
+/// no run after its renew deadline, before its Lease can expire; the others run its objects once
+/// it has expired, no run overlapping; reconnected, it joins again and runs its share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_cut_off_stops_before_its_lease_expires_and_the_others_take_over() -> anyhow::Result<()> {
+    const RENEW_DEADLINE: Duration = Duration::from_secs(2);
+    let (api, ns) = set_up("shards-cut").await?;
+    let config = wasmop_tests::config().await?;
+    let api_server = config.cluster_url.authority().expect("the API server's address").as_str().parse()?;
+    let relay = wasmop_tests::relay::Relay::to(api_server).await?;
+    let dir = workspace_root().join(format!("target/shards-cut-{}", std::process::id()));
+    let via_relay = wasmop_tests::kubeconfig_via(&relay.url(), &dir)?;
+    let mut replicas = vec![Replica::start_with(&ns, 0, &via_relay, &[])?];
+    for i in 1..3 {
+        replicas.push(Replica::start(&ns, i, &[])?);
+    }
+    until_members(&replicas, 3).await?;
+    create(&api, "one").await?;
+    until_reconciled(&replicas, "one").await?;
+    let before = owners(&all_runs(&replicas, &HashMap::new())?, "one");
+
+    relay.cut();
+    let cut = now_us();
+    change(&api, "two").await?;
+    until_reconciled(&replicas[1..], "two").await?;
+    let runs = all_runs(&replicas, &HashMap::new())?;
+    assert_no_overlap(&runs);
+    let late = runs.iter().filter(|(r, _, _, begin, _)| *r == 0 && *begin > cut + RENEW_DEADLINE.as_micros()).count();
+    assert_eq!(late, 0, "the cut-off replica started runs after its renew deadline");
+    let orphans: HashSet<&str> = before.iter().filter(|(_, r)| **r == 0).map(|(uid, _)| uid.as_str()).collect();
+    let first_taken = runs
+        .iter()
+        .filter(|(r, uid, _, begin, _)| *r != 0 && orphans.contains(uid.as_str()) && *begin > cut)
+        .map(|(_, _, _, begin, _)| *begin)
+        .min()
+        .expect("the others ran the cut-off replica's objects");
+    let took = Duration::from_micros((first_taken - cut) as u64);
+    eprintln!("cut off: its objects ran elsewhere {took:?} after the cut");
+    assert!(took > RENEW_DEADLINE && took <= LEASE + RETRY + Duration::from_secs(2), "took {took:?}");
+
+    // Reconnected, it joins again; every object still runs on one replica at a time.
+    relay.restore();
+    until_members(&replicas, 3).await?;
+    change(&api, "three").await?;
+    until_reconciled(&replicas, "three").await?;
+    let runs = all_runs(&replicas, &HashMap::new())?;
+    assert_no_overlap(&runs);
+    assert!(owners(&runs, "three").values().any(|r| *r == 0), "the reconnected replica runs its share again");
     Ok(())
 }
