@@ -402,6 +402,10 @@ async fn a_joining_replica_takes_a_quarter_and_a_leaving_one_hands_over_within_t
     let moved = after.iter().filter(|(uid, r)| before.get(*uid) != Some(r)).count();
     let to_newcomer = after.iter().filter(|(uid, r)| **r == 3 && before.get(*uid) != Some(r)).count();
     eprintln!("a fourth replica joined: {moved} of {OBJECTS} objects changed owner, {to_newcomer} to it");
+    let first_runs = replicas[3].metric("wasmop_shard_first_run_seconds_count").await;
+    let first_run = replicas[3].metric("wasmop_shard_first_run_seconds_sum").await / first_runs.max(1.0);
+    eprintln!("the newcomer's first runs came {first_run:.3} s after a membership change ({first_runs} views)");
+    assert!(first_runs >= 1.0, "the newcomer timed its first run");
     assert!(moved as f64 <= OBJECTS as f64 * 0.35, "{moved} moved");
     assert_eq!(moved, to_newcomer, "only the newcomer gains");
     assert!(moved > 0);

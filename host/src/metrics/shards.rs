@@ -35,6 +35,7 @@ pub struct ShardMetrics {
     members: Gauge,
     handovers: Counter,
     handover_seconds: Histogram,
+    first_run_seconds: Histogram,
     decoded: Family<DecodedLabels, Counter>,
     bytes: Family<WatchLabels, Counter>,
     server_side: Family<WatchLabels, Gauge>,
@@ -48,6 +49,7 @@ impl ShardMetrics {
             members: Gauge::default(),
             handovers: Counter::default(),
             handover_seconds: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
+            first_run_seconds: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
             decoded: Family::default(),
             bytes: Family::default(),
             server_side: Family::default(),
@@ -73,6 +75,12 @@ impl ShardMetrics {
             "From a membership change this replica saw to the moment every member had stopped running what it \
              lost, so this replica runs all it owns",
             metrics.handover_seconds.clone(),
+        );
+        registry.register(
+            "shard_first_run_seconds",
+            "From a membership change this replica saw to the first run it started in the new view: for \
+             a replica that gained objects, the new owner's first run",
+            metrics.first_run_seconds.clone(),
         );
         registry.register(
             "shard_watch_objects",
@@ -108,6 +116,11 @@ impl ShardMetrics {
     /// A view settled `seconds` after the membership changed.
     pub fn settled(&self, seconds: f64) {
         self.handover_seconds.observe(seconds);
+    }
+
+    /// The first run of a view started `seconds` after the membership changed.
+    pub fn first_run(&self, seconds: f64) {
+        self.first_run_seconds.observe(seconds);
     }
 
     /// A sharded watch of `kind` decoded an object; `kept` when this replica owns it.

@@ -762,7 +762,7 @@ async fn with_a_shard_gate_keys_of_others_are_dropped_and_ours_wait_for_the_view
     let two = wasmop_core::shard::Assignment::new(["me", "other"]);
     let hash_owned_by = |who: &str| (0..u64::MAX).step_by(1 << 50).find(|h| two.owner(*h) == Some(who)).unwrap();
     let (mine, theirs) = (hash_owned_by("me"), hash_owned_by("other"));
-    let (tx, shards) = crate::shards::Shards::new();
+    let (tx, shards) = crate::shards::Shards::new(None);
     tx.send_replace(share(&["me", "other"], "me", false));
     let gate = ShardGate {
         shards: shards.clone(),

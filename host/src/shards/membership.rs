@@ -99,7 +99,7 @@ pub fn join(
 ) -> (Shards, Fence, tokio::task::JoinHandle<()>) {
     let name = format!("{}-{:016x}", settings.group, fastrand::u64(..));
     let (leadership, fence) = Leadership::new(&name, &settings.identity, metrics.clone());
-    let (share, shards) = Shards::new();
+    let (share, shards) = Shards::new(Some(metrics.clone()));
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
     let gate = fence.gate().expect("a membership's fence has a gate");
     let member = Member {

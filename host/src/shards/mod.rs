@@ -69,10 +69,19 @@ pub struct Shards {
 }
 
 /// The hashes of the runs in flight.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Runs {
     in_flight: Mutex<HashMap<u64, usize>>,
     finished: Notify,
+    /// The view of the last run started, to time the first run of each view.
+    last_view: Mutex<String>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+}
+
+impl std::fmt::Debug for Runs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runs").field("in_flight", &self.in_flight).finish_non_exhaustive()
+    }
 }
 
 /// Held by a run while it is in flight.
@@ -97,10 +106,11 @@ impl Drop for RunGuard {
 }
 
 impl Shards {
-    /// A shard state and the sender its membership publishes shares with.
-    pub fn new() -> (watch::Sender<Arc<Share>>, Self) {
+    /// A shard state and the sender its membership publishes shares with; the first run of
+    /// each view is timed in `metrics`, if given.
+    pub fn new(metrics: Option<Arc<crate::metrics::Metrics>>) -> (watch::Sender<Arc<Share>>, Self) {
         let (tx, share) = watch::channel(Arc::new(Share::none()));
-        (tx, Self { share, runs: Arc::default() })
+        (tx, Self { share, runs: Arc::new(Runs { metrics, ..Runs::default() }) })
     }
 
     /// The share as it stands.
@@ -133,9 +143,21 @@ impl Shards {
         match self.verdict(hash) {
             Verdict::Run => {
                 *in_flight.entry(hash).or_default() += 1;
+                self.first_of_view();
                 Ok(RunGuard { runs: self.runs.clone(), hash })
             }
             other => Err(other),
+        }
+    }
+
+    /// Times the first run of a view, from the membership change to it.
+    fn first_of_view(&self) {
+        let Some(metrics) = &self.runs.metrics else { return };
+        let share = self.share.borrow();
+        let mut last = self.runs.last_view.lock().expect("never poisoned");
+        if *last != share.view {
+            last.clone_from(&share.view);
+            metrics.shards().first_run(share.since.elapsed().as_secs_f64());
         }
     }
 
@@ -206,7 +228,7 @@ mod tests {
 
     #[tokio::test]
     async fn runs_start_only_where_runnable_and_drain_waits_for_the_lost_ones() {
-        let (tx, shards) = Shards::new();
+        let (tx, shards) = Shards::new(None);
         assert_eq!(shards.start(1).unwrap_err(), Verdict::NotOurs, "nothing before the first share");
         tx.send_replace(share(&["a"], "a", false));
         assert_eq!(shards.start(1).unwrap_err(), Verdict::Wait);
