@@ -66,19 +66,25 @@ impl Replica {
 
     /// A replica talking to the API server as `kubeconfig` says.
     fn start_with(ns: &str, index: usize, kubeconfig: &std::path::Path, args: &[&str]) -> anyhow::Result<Self> {
+        let fixture = plugin("fixture-shard").display().to_string();
+        let mut all = vec!["--namespace", ns, "--plugin", &fixture];
+        all.extend(args);
+        Self::spawn(ns, index, kubeconfig, &all)
+    }
+
+    /// A replica of the shard group `group` (its Leases in namespace `group`) with `args`.
+    fn spawn(group: &str, index: usize, kubeconfig: &std::path::Path, args: &[&str]) -> anyhow::Result<Self> {
         let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
         let dir = workspace_root().join("target/tmp");
         std::fs::create_dir_all(&dir)?;
-        let log = dir.join(format!("shards-{ns}-{index}.log"));
+        let log = dir.join(format!("shards-{group}-{index}.log"));
         let file = std::fs::File::create(&log)?;
         let child = Command::new(wasmop_binary()?)
-            .args(["--log-format", "json", "run", "--namespace", ns, "--shards", "--shard-group", ns])
-            .args(["--leader-election-namespace", ns, "--leader-election-id", &format!("{ns}-leader")])
+            .args(["--log-format", "json", "run", "--shards", "--shard-group", group])
+            .args(["--leader-election-namespace", group, "--leader-election-id", &format!("{group}-leader")])
             .args(["--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms"])
             .args(["--metrics-address", &metrics.to_string()])
             .args(args)
-            .arg("--plugin")
-            .arg(plugin("fixture-shard"))
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", format!("replica-{index}"))
             .env("RUST_LOG", "info")
@@ -478,5 +484,86 @@ async fn a_replica_cut_off_stops_before_its_lease_expires_and_the_others_take_ov
     let runs = all_runs(&replicas, &HashMap::new())?;
     assert_no_overlap(&runs);
     assert!(owners(&runs, "three").values().any(|r| *r == 0), "the reconnected replica runs its share again");
+    Ok(())
+}
+
+/// Sharded by namespace (`sharding: namespace`), the WebPage sample across 12 namespaces and two
+/// replicas watching all namespaces: each page is reconciled (its ConfigMap applied) by the
+/// replica owning its namespace, and the dependents' watches are sharded too, by the API server
+/// (their kinds are built-in): each replica decodes only its namespaces' dependents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_by_namespace_a_namespace_and_its_dependents_stay_on_one_replica() -> anyhow::Result<()> {
+    const NAMESPACES: usize = 12;
+    let client = client().await?;
+    wasmop_tests::apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let group = namespace(&client, "shards-by-ns").await?;
+    let mut namespaces = Vec::with_capacity(NAMESPACES);
+    // Names that differ first, not only last: the API server's FNV-1a moves a name's hash
+    // little for a change of its last characters, so `ns-1`, `ns-2`... would share a replica.
+    for i in 0..NAMESPACES {
+        namespaces.push(namespace(&client, &format!("{:02x}-shards-by-ns", (i * 97 + 13) % 256)).await?);
+    }
+    let dir = workspace_root().join(format!("target/{group}"));
+    std::fs::create_dir_all(&dir)?;
+    let overrides = dir.join("overrides.yaml");
+    let selector = format!("wasmop.dev/shard-test={group}");
+    std::fs::write(
+        &overrides,
+        format!("plugins:\n  webpage:\n    labelSelector: {selector}\n    sharding: namespace\n"),
+    )?;
+    let webpage = plugin("webpage").display().to_string();
+    let args = ["--plugin", webpage.as_str(), "--config", overrides.to_str().expect("a UTF-8 path")];
+    let replicas: Vec<Replica> =
+        (0..2).map(|i| Replica::spawn(&group, i, kubeconfig(), &args)).collect::<Result<_, _>>()?;
+    until_members(&replicas, 2).await?;
+    for ns in &namespaces {
+        let page = json!({
+            "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage",
+            "metadata": { "name": "site", "labels": { "wasmop.dev/shard-test": group } },
+            "spec": { "html": "<h1>hi</h1>", "exposed": false },
+        });
+        wasmop_tests::apply(&client, page, Some(ns)).await?;
+    }
+    within(WAIT, "every page's ConfigMap", async {
+        for ns in &namespaces {
+            let maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+            while maps.get_opt("site-html").await.ok().flatten().is_none() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    })
+    .await?;
+    // The replicas count what they own every second.
+    within(Duration::from_secs(10), "the replicas to count every page", async {
+        loop {
+            let mut counted = 0.0;
+            for replica in &replicas {
+                counted += replica.metric("wasmop_shard_objects{plugin=\"webpage\"}").await;
+            }
+            if counted as usize == NAMESPACES {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await?;
+    let mut owned = Vec::new();
+    let mut decoded = Vec::new();
+    for replica in &replicas {
+        let pages = async || replica.metric("wasmop_shard_objects{plugin=\"webpage\"}").await as usize;
+        owned.push(pages().await);
+        let filtered = replica.metric("wasmop_shard_watch_server_side{kind=\"ConfigMap\"}").await;
+        assert_eq!(filtered, 1.0, "the API server shards the dependents' ConfigMap watch");
+        let kept = replica.metric("wasmop_shard_watch_objects_total{kind=\"ConfigMap\",result=\"kept\"}").await;
+        let dropped = replica.metric("wasmop_shard_watch_objects_total{kind=\"ConfigMap\",result=\"dropped\"}").await;
+        assert_eq!(dropped, 0.0);
+        decoded.push(kept);
+    }
+    eprintln!("pages owned per replica {owned:?}; dependent ConfigMap events decoded {decoded:?}");
+    assert_eq!(owned.iter().sum::<usize>(), NAMESPACES, "each page owned by one replica");
+    // The ConfigMap events of one replica's namespaces do not reach the other.
+    for (i, kept) in decoded.iter().enumerate() {
+        assert!(*kept > 0.0 && *kept < decoded.iter().sum::<f64>(), "replica {i} decoded {kept} of {decoded:?}");
+    }
     Ok(())
 }
