@@ -157,7 +157,7 @@ async fn main() -> anyhow::Result<()> {
             report.sections.push(md);
         }
         if selected("scale") {
-            let (json, md) = scale::scale(&client, kubeconfig).await?;
+            let (json, md) = scale::scale(&client, kubeconfig, rounds).await?;
             println!("{md}");
             report.parts.insert("scale", json);
             report.sections.push(md);

@@ -89,33 +89,16 @@ async fn create(client: &Client, ns: &str, objects: usize) -> anyhow::Result<f64
     Ok(started.elapsed().as_secs_f64())
 }
 
-/// Runs the part: its JSON and its Markdown section.
-pub async fn scale(client: &Client, kubeconfig: &std::path::Path) -> anyhow::Result<(Value, String)> {
-    let objects = super::env_number("BENCH_SCALE_OBJECTS", OBJECTS);
-    let ns = format!("bench-scale-{}", std::process::id());
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({ "metadata": { "name": ns } }))?).await?;
-    let created = create(client, &ns, objects).await?;
-    println!("scale: {objects} ConfigMaps created in {created:.0} s");
-    let single = run(&ns, kubeconfig, 1, objects).await?;
-    println!("scale: one host reconciled all in {:.1} s", single.seconds);
-    let sharded = run(&ns, kubeconfig, REPLICAS, objects).await?;
-    println!("scale: {REPLICAS} sharded hosts reconciled all in {:.1} s", sharded.seconds);
-    namespaces.delete(&ns, &DeleteParams::default()).await?;
-
+/// The Markdown rows and JSON of one round.
+fn round_report(round: usize, single: &Measured, sharded: &Measured) -> (String, Value) {
     let one = &single.hosts[0];
     let mut md = format!(
-        "## Scale: {objects} primaries, one host against {REPLICAS} sharded hosts\n\n\
-         `fixture-shard` on labelled ConfigMaps (the API server filters each sharded host's lists and \
-         watches); every object existed before the hosts started. Ratios are to the single host.\n\n\
-         | host | peak anon MiB | peak PSS MiB | peak RSS MiB | x RSS | CPU s | time to all s |\n\
-         |---|---|---|---|---|---|---|\n\
-         | single | {:.1} | {:.1} | {:.1} | 1.00 | {:.1} | {:.1} |\n",
+        "| {round} | single | {:.1} | {:.1} | {:.1} | 1.00 | {:.1} | {:.1} |\n",
         one.memory.anon_mib, one.memory.pss_mib, one.memory.rss_mib, one.cpu_seconds, single.seconds
     );
     for (i, host) in sharded.hosts.iter().enumerate() {
         md.push_str(&format!(
-            "| sharded {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} |\n",
+            "| {round} | sharded {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} |\n",
             i + 1,
             host.memory.anon_mib,
             host.memory.pss_mib,
@@ -125,19 +108,56 @@ pub async fn scale(client: &Client, kubeconfig: &std::path::Path) -> anyhow::Res
             sharded.seconds
         ));
     }
-    let worst = sharded.hosts.iter().map(|h| h.memory.rss_mib / one.memory.rss_mib).fold(0.0, f64::max);
-    md.push_str(&format!(
-        "\nGoal: each sharded host below 0.4x the single host's RSS (worst {worst:.2}x), and all done faster \
-         ({:.1} s against {:.1} s, {:.2}x). Creating the objects took {created:.0} s.\n",
-        sharded.seconds,
-        single.seconds,
-        sharded.seconds / single.seconds
-    ));
     let host_json = |h: &Host| json!({ "anon_mib": h.memory.anon_mib, "pss_mib": h.memory.pss_mib, "rss_mib": h.memory.rss_mib, "cpu_seconds": h.cpu_seconds });
     let json = json!({
-        "objects": objects,
+        "round": round,
         "single": { "seconds": single.seconds, "host": host_json(one) },
         "sharded": { "seconds": sharded.seconds, "hosts": sharded.hosts.iter().map(host_json).collect::<Vec<_>>() },
     });
-    Ok((json, md))
+    (md, json)
+}
+
+/// Runs the part, `rounds` times each side (each round starting with the other side): its
+/// JSON and its Markdown section.
+pub async fn scale(client: &Client, kubeconfig: &std::path::Path, rounds: usize) -> anyhow::Result<(Value, String)> {
+    let objects = super::env_number("BENCH_SCALE_OBJECTS", OBJECTS);
+    let ns = format!("bench-scale-{}", std::process::id());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({ "metadata": { "name": ns } }))?).await?;
+    let created = create(client, &ns, objects).await?;
+    println!("scale: {objects} ConfigMaps created in {created:.0} s");
+    let mut md = format!(
+        "## Scale: {objects} primaries, one host against {REPLICAS} sharded hosts\n\n\
+         `fixture-shard` on labelled ConfigMaps (the API server filters each sharded host's lists and \
+         watches); every object existed before the hosts started. Ratios are to the single host of the \
+         same round. Creating the objects took {created:.0} s.\n\n\
+         | round | host | peak anon MiB | peak PSS MiB | peak RSS MiB | x RSS | CPU s | time to all s |\n\
+         |---|---|---|---|---|---|---|---|\n"
+    );
+    let mut json_rounds = Vec::new();
+    let mut summary = Vec::new();
+    for round in 1..=rounds {
+        let (single, sharded) = if round % 2 == 1 {
+            let single = run(&ns, kubeconfig, 1, objects).await?;
+            (single, run(&ns, kubeconfig, REPLICAS, objects).await?)
+        } else {
+            let sharded = run(&ns, kubeconfig, REPLICAS, objects).await?;
+            (run(&ns, kubeconfig, 1, objects).await?, sharded)
+        };
+        println!("scale, round {round}: one host {:.1} s, {REPLICAS} sharded {:.1} s", single.seconds, sharded.seconds);
+        let worst = sharded.hosts.iter().map(|h| h.memory.rss_mib / single.hosts[0].memory.rss_mib).fold(0.0, f64::max);
+        summary.push(format!(
+            "round {round}: worst sharded host {worst:.2}x the single host's RSS; all done in {:.2}x its time",
+            sharded.seconds / single.seconds
+        ));
+        let (rows, json) = round_report(round, &single, &sharded);
+        md.push_str(&rows);
+        json_rounds.push(json);
+    }
+    namespaces.delete(&ns, &DeleteParams::default()).await?;
+    md.push_str(&format!(
+        "\nGoal: each sharded host below 0.4x the single host's RSS, and all done faster. {}.\n",
+        summary.join("; ")
+    ));
+    Ok((json!({ "objects": objects, "rounds": json_rounds }), md))
 }
