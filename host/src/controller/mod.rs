@@ -378,8 +378,8 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     };
     let sharded = shards.as_ref().zip(settings.sharding).map(|(joined, key)| informer::ShardedWatch {
         key,
-        shards: joined.shards.clone(),
-        metrics: metrics.clone(),
+        owned: joined.shards.owned(),
+        counters: metrics.clone(),
         server_side: joined.server_side,
     });
     let base = informer::Shape { projection: None, pool: pool.clone(), shard: sharded.clone() };
@@ -489,9 +489,17 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         triage: listed::Triage::default(),
         inlet: inlet.clone(),
     };
-    let gate = sharded.map(|sharded| shard_gate(sharded, primaries_cache));
+    let admission =
+        shards.zip(settings.sharding).map(|(joined, key)| ShardAdmission::new(joined.shards, key, primaries_cache));
     let scheduler = dispatch
-        .run(&subscription, (inbox, scheduler_settings, gate, reconciler), synced, after, &reconcile_all, &shutdown)
+        .run(
+            &subscription,
+            (inbox, scheduler_settings, admission, reconciler),
+            synced,
+            after,
+            &reconcile_all,
+            &shutdown,
+        )
         .await;
     stop_sources.cancel();
     while sources.join_next().await.is_some() {}
@@ -509,15 +517,38 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
 /// What lets a sharded controller's scheduler start a run: the replica's shards, and the hash
 /// of the primary's shard key (its namespace's, or its UID's as its watch shows it, evicted from
 /// a bounded cache or not; a primary the watch does not show is gone or not this replica's).
-fn shard_gate(sharded: informer::ShardedWatch, primaries: informer::Cache) -> scheduler::ShardGate<ObjectKey> {
-    let key = sharded.key;
-    let hash = move |object: &ObjectKey| match key {
-        wasmop_core::shard::ShardKey::Namespace => {
-            Some(wasmop_core::shard::hash(object.namespace.as_deref().unwrap_or("")))
+struct ShardAdmission {
+    shards: crate::shards::Shards,
+    changes: tokio::sync::watch::Receiver<Arc<crate::shards::Share>>,
+    key: wasmop_core::shard::ShardKey,
+    primaries: informer::Cache,
+}
+
+impl ShardAdmission {
+    fn new(shards: crate::shards::Shards, key: wasmop_core::shard::ShardKey, primaries: informer::Cache) -> Self {
+        Self { changes: shards.subscribe(), shards, key, primaries }
+    }
+}
+
+impl scheduler::Admission<ObjectKey> for ShardAdmission {
+    fn admit(&self, object: &ObjectKey) -> scheduler::Admit {
+        use crate::shards::Verdict;
+        let hash = match self.key {
+            wasmop_core::shard::ShardKey::Namespace => {
+                Some(wasmop_core::shard::hash(object.namespace.as_deref().unwrap_or("")))
+            }
+            wasmop_core::shard::ShardKey::Uid => self.primaries.uid(object).as_deref().map(wasmop_core::shard::hash),
+        };
+        match hash.map(|hash| self.shards.start(hash)) {
+            Some(Ok(guard)) => scheduler::Admit::Run(Box::new(guard)),
+            Some(Err(Verdict::Wait)) => scheduler::Admit::Later,
+            Some(Err(_)) | None => scheduler::Admit::Never,
         }
-        wasmop_core::shard::ShardKey::Uid => primaries.uid(object).as_deref().map(wasmop_core::shard::hash),
-    };
-    scheduler::ShardGate { shards: sharded.shards, hash: Box::new(hash) }
+    }
+
+    async fn changed(&mut self) -> bool {
+        self.changes.changed().await.is_ok()
+    }
 }
 
 /// The informers one controller reads: the primary's, and one per declared watch and dependent.
@@ -809,7 +840,7 @@ struct Dispatch {
 }
 
 /// The scheduler's parts, until every cache has synced.
-type Unstarted = (scheduler::Inbox<ObjectKey>, Settings, Option<scheduler::ShardGate<ObjectKey>>, Arc<Reconciler>);
+type Unstarted = (scheduler::Inbox<ObjectKey>, Settings, Option<ShardAdmission>, Arc<Reconciler>);
 
 impl Dispatch {
     /// Feeds the primary's events to the scheduler until the watch ends or `shutdown` fires;
@@ -839,12 +870,12 @@ impl Dispatch {
             if primary_synced
                 && !waiting_for_secondaries
                 && !waiting_for_predecessor
-                && let Some((inbox, scheduler_settings, gate, reconciler)) = unstarted.take()
+                && let Some((inbox, scheduler_settings, admission, reconciler)) = unstarted.take()
             {
                 tracing::info!(plugin, "caches synced; reconciling");
                 self.synced.store(true, std::sync::atomic::Ordering::Release);
                 let run = move |run| reconciler.clone().run(run);
-                scheduler = Some(tokio::spawn(scheduler::run_sharded(inbox, scheduler_settings, gate, run)));
+                scheduler = Some(tokio::spawn(scheduler::run_admitted(inbox, scheduler_settings, admission, run)));
             }
             let event = tokio::select! {
                 event = events.next() => event,

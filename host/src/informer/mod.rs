@@ -36,7 +36,7 @@ pub use clusters::{ClusterError, ClusterSpec, Clusters, ImpersonationError, Unkn
 pub use listing::Listing;
 pub use pools::{PoolMetricsOf, Pools};
 pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
-pub use sharded::ShardedWatch;
+pub use sharded::{ShardCounters, ShardedWatch, hash_of};
 pub use view::{CachedKind, PrimaryView, WatchedCache};
 pub use weight::weight;
 

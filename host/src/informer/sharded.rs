@@ -1,5 +1,5 @@
-//! Sharded watches: a watch that holds only the objects this replica owns
-//! ([`crate::shards`]).
+//! Sharded watches: a watch that holds only the objects this replica owns (the ranges its
+//! shard membership gives it, `crate::shards`).
 //!
 //! - Its lists and watches carry the replica's `shardSelector` when the API server honours it
 //!   (KEP-5866, feature gate `ShardedListAndWatch`): checked from the list response's
@@ -26,19 +26,37 @@ use kube::runtime::watcher;
 use wasmop_core::shard::{Ranges, ShardKey};
 
 use super::{Decoded, Shape};
-use crate::metrics::Metrics;
-use crate::shards::Shards;
 use crate::wire::Wire;
 
-/// How a watch is sharded: by which key, following which replica's shards.
+/// Where a sharded watch counts what it decoded and received.
+pub trait ShardCounters: Send + Sync {
+    /// A watch of `kind` decoded an object; `kept` when this replica owns it.
+    fn decoded(&self, kind: &str, kept: bool);
+    /// A watch of `kind` received `bytes` of a response.
+    fn bytes(&self, kind: &str, bytes: u64);
+    /// Whether the API server filters the watch of `kind`.
+    fn server_side(&self, kind: &str, filtered: bool);
+}
+
+/// The hash of `object`'s shard key, as the API server computes it; `None` for an object
+/// without a UID. A cluster-scoped object's namespace is the empty string, as for the API
+/// server.
+pub fn hash_of(key: ShardKey, object: &kube::api::DynamicObject) -> Option<u64> {
+    match key {
+        ShardKey::Uid => object.metadata.uid.as_deref().map(wasmop_core::shard::hash),
+        ShardKey::Namespace => Some(wasmop_core::shard::hash(object.metadata.namespace.as_deref().unwrap_or(""))),
+    }
+}
+
+/// How a watch is sharded: by which key, following which ranges.
 #[derive(Clone)]
 pub struct ShardedWatch {
     /// What places an object.
     pub key: ShardKey,
-    /// The replica's shard state.
-    pub shards: Shards,
+    /// The ranges this replica owns, as they change.
+    pub owned: tokio::sync::watch::Receiver<Ranges>,
     /// Where the decoded objects and bytes are counted.
-    pub metrics: Arc<Metrics>,
+    pub counters: Arc<dyn ShardCounters>,
     /// Whether to ask the API server to filter (when it honours it); `false` filters here.
     pub server_side: bool,
 }
@@ -49,14 +67,13 @@ pub(super) fn events(resource: &ApiResource, api: Api<Wire>, config: watcher::Co
     let sharded = shape.shard.clone().expect("a sharded watch has its shards");
     let unsharded = Shape { shard: None, ..shape.clone() };
     let resource = resource.clone();
-    let share = sharded.shards.subscribe();
-    let state = (None::<(Ranges, Decoded)>, share);
+    let state = (None::<(Ranges, Decoded)>, sharded.owned.clone());
     futures::stream::unfold(state, move |(mut current, mut share)| {
         let (resource, api, config, unsharded, sharded) =
             (resource.clone(), api.clone(), config.clone(), unsharded.clone(), sharded.clone());
         async move {
             loop {
-                let owned = share.borrow_and_update().owned.clone();
+                let owned = share.borrow_and_update().clone();
                 if current.as_ref().is_none_or(|(ranges, _)| *ranges != owned) {
                     let events = open(&resource, &api, &config, &unsharded, &sharded, &owned).await;
                     current = Some((owned, events));
@@ -94,7 +111,7 @@ async fn open(
         let service = SelectorService {
             client: client.clone(),
             selector: selector.map(Into::into),
-            metrics: sharded.metrics.clone(),
+            counters: sharded.counters.clone(),
             kind: kind.clone().into(),
         };
         Client::new(service, client.default_namespace().to_string())
@@ -127,12 +144,12 @@ async fn open(
             "the API server does not shard lists (feature gate ShardedListAndWatch off?): filtering here"
         );
     }
-    sharded.metrics.shards().server_side(&kind, honoured);
+    sharded.counters.server_side(&kind, honoured);
     let api = if honoured { scoped(selecting) } else { scoped(counting(None)) };
-    let (key, owned, metrics) = (sharded.key, owned.clone(), sharded.metrics.clone());
+    let (key, owned, counters) = (sharded.key, owned.clone(), sharded.counters.clone());
     let keep = move |object: &Wire| {
-        let kept = crate::shards::hash_of(key, object).is_some_and(|hash| owned.contains(hash));
-        metrics.shards().decoded(&kind, kept);
+        let kept = hash_of(key, object).is_some_and(|hash| owned.contains(hash));
+        counters.decoded(&kind, kept);
         kept
     };
     super::events(resource, api, config.clone(), shape)
@@ -152,7 +169,7 @@ async fn open(
 struct SelectorService {
     client: Client,
     selector: Option<Arc<str>>,
-    metrics: Arc<Metrics>,
+    counters: Arc<dyn ShardCounters>,
     kind: Arc<str>,
 }
 
@@ -174,10 +191,10 @@ impl tower::Service<Request<Body>> for SelectorService {
                 Err(err) => tracing::error!(%err, "cannot add the shard selector to a request"),
             }
         }
-        let (client, metrics, kind) = (self.client.clone(), self.metrics.clone(), self.kind.clone());
+        let (client, counters, kind) = (self.client.clone(), self.counters.clone(), self.kind.clone());
         Box::pin(async move {
             let response = client.send(request).await?;
-            Ok(response.map(|body| Counted { body, metrics, kind }))
+            Ok(response.map(|body| Counted { body, counters, kind }))
         })
     }
 }
@@ -197,7 +214,7 @@ fn form_urlencoded(value: &str) -> String {
 /// A response body whose bytes are counted as they arrive.
 struct Counted {
     body: Body,
-    metrics: Arc<Metrics>,
+    counters: Arc<dyn ShardCounters>,
     kind: Arc<str>,
 }
 
@@ -214,7 +231,7 @@ impl http_body::Body for Counted {
         if let Poll::Ready(Some(Ok(frame))) = &polled
             && let Some(data) = frame.data_ref()
         {
-            this.metrics.shards().bytes(&this.kind, data.len() as u64);
+            this.counters.bytes(&this.kind, data.len() as u64);
         }
         polled
     }

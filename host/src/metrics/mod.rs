@@ -570,6 +570,20 @@ pub async fn serve(
     axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
 
+impl crate::informer::ShardCounters for Metrics {
+    fn decoded(&self, kind: &str, kept: bool) {
+        self.shards.decoded(kind, kept);
+    }
+
+    fn bytes(&self, kind: &str, bytes: u64) {
+        self.shards.bytes(kind, bytes);
+    }
+
+    fn server_side(&self, kind: &str, filtered: bool) {
+        self.shards.server_side(kind, filtered);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

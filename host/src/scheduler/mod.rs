@@ -28,10 +28,9 @@
 //!   never lowers it;
 //! - [`Priority::Background`] triggers (initial lists, resyncs) yield to live ones, but age: one
 //!   that waited [`Settings::aging`] alternates with live runs, so every key runs;
-//! - with a [`ShardGate`], a key runs only while this replica may run its object
-//!   ([`crate::shards`]): a key another replica owns is dropped, one this replica owns but may
-//!   not run yet waits and runs once it may (as a fresh trigger); each run counts in flight
-//!   with the shards until it ends;
+//! - with an [`Admission`] (sharding), a key runs only when admitted: a key it refuses for
+//!   good is dropped, one it defers waits and runs (as a fresh trigger) once admissions may
+//!   have changed; each run holds what the admission gave until it ends;
 //! - once [`Settings::stop`] fires no run starts: queued keys, timers and retries are dropped;
 //!   runs in flight finish, and then [`run`] returns;
 //! - once [`Settings::cancel`] fires the runs in flight are aborted, and [`run`] returns only
@@ -248,17 +247,37 @@ pub fn channel<K>() -> (Handle<K>, Inbox<K>) {
     (Handle { tx }, Inbox { rx })
 }
 
-/// Which keys a sharded replica may run: its shard state, and the hash of a key's shard key
-/// (`None` when the key's object is unknown here: it is dropped).
-pub struct ShardGate<K> {
-    /// The replica's shard state.
-    pub shards: crate::shards::Shards,
-    /// The hash of a key's shard key.
-    pub hash: ShardHash<K>,
+/// Whether a key may run now ([`Admission::admit`]).
+pub enum Admit {
+    /// It may: the token is held while the run is in flight.
+    Run(Box<dyn Send>),
+    /// Not yet: it runs once admissions change and admit it.
+    Later,
+    /// Not here: its work is dropped.
+    Never,
 }
 
-/// The hash of a key's shard key; `None` when its object is unknown.
-pub type ShardHash<K> = Box<dyn Fn(&K) -> Option<u64> + Send + Sync>;
+/// What a scheduler asks before it starts a run of a key (a sharded replica: whether it owns
+/// the key's object and may run it now).
+pub trait Admission<K>: Send {
+    /// Whether `key` may run now.
+    fn admit(&self, key: &K) -> Admit;
+    /// Resolves when admissions may have changed; `false` once they never will.
+    fn changed(&mut self) -> impl Future<Output = bool> + Send;
+}
+
+/// No admission: every key runs.
+pub enum Everyone {}
+
+impl<K> Admission<K> for Everyone {
+    fn admit(&self, _: &K) -> Admit {
+        match *self {}
+    }
+
+    async fn changed(&mut self) -> bool {
+        match *self {}
+    }
+}
 
 /// Runs `action` for the keys sent to `inbox` under the guarantees listed in the module docs,
 /// until every [`Handle`] is dropped or [`Settings::stop`] fires, and the runs in flight have
@@ -271,18 +290,23 @@ where
     F: FnMut(Run<K>) -> Fut,
     Fut: Future<Output = Verdict> + Send + 'static,
 {
-    run_sharded(inbox, settings, None, action).await;
+    run_admitted(inbox, settings, None::<Everyone>, action).await;
 }
 
-/// [`run`], starting runs only of the keys `shard` lets this replica run.
-pub async fn run_sharded<K, F, Fut>(mut inbox: Inbox<K>, settings: Settings, shard: Option<ShardGate<K>>, mut action: F)
-where
+/// [`run`], starting runs only of the keys `admission` admits.
+pub async fn run_admitted<K, F, Fut, A>(
+    mut inbox: Inbox<K>,
+    settings: Settings,
+    mut admission: Option<A>,
+    mut action: F,
+) where
     K: Clone + Eq + Hash + Send + 'static,
     F: FnMut(Run<K>) -> Fut,
     Fut: Future<Output = Verdict> + Send + 'static,
+    A: Admission<K>,
 {
-    let mut share = shard.as_ref().map(|gate| gate.shards.subscribe());
-    // Keys this replica owns but may not run yet, with their priority.
+    let mut admission_live = admission.is_some();
+    // Keys admitted later, with their priority.
     let mut waiting: std::collections::HashMap<K, Priority> = std::collections::HashMap::new();
     let max_concurrent = settings.max_concurrent.max(1);
     let global = settings.global.clone();
@@ -333,21 +357,17 @@ where
             }
             let Some((next, waited)) = state.start_next() else { break };
             let key = next.key.clone();
-            let guard = match &shard {
+            let guard = match admission.as_ref().map(|a| a.admit(&key)) {
                 None => None,
-                Some(gate) => {
-                    match (gate.hash)(&key).ok_or(crate::shards::Verdict::NotOurs).and_then(|h| gate.shards.start(h)) {
-                        Ok(guard) => Some(guard),
-                        Err(verdict) => {
-                            // Not started after all: the key leaves the state.
-                            state.forget(&key);
-                            state.finish(key.clone(), Verdict::Done { requeue_after: None });
-                            if verdict == crate::shards::Verdict::Wait {
-                                waiting.insert(key, Priority::Live);
-                            }
-                            continue;
-                        }
+                Some(Admit::Run(token)) => Some(token),
+                Some(refused) => {
+                    // Not started after all: the key leaves the state.
+                    state.forget(&key);
+                    state.finish(key.clone(), Verdict::Done { requeue_after: None });
+                    if matches!(refused, Admit::Later) {
+                        waiting.insert(key, Priority::Live);
                     }
+                    continue;
                 }
             };
             let held = permit.take();
@@ -392,11 +412,9 @@ where
                 None => inbox_open = false,
             },
             Some(key) = state.next_expired(), if !stopping => state.timer_fired(key),
-            changed = async { share.as_mut().expect("guarded by the branch condition").changed().await }, if share.is_some() && !stopping => {
-                if changed.is_err() {
-                    share = None;
-                }
-                // Keys that waited for the view to settle run now (or are dropped then).
+            changed = async { admission.as_mut().expect("guarded by the branch condition").changed().await }, if admission_live && !stopping => {
+                admission_live = changed;
+                // Keys admitted later are tried again (and run, wait or are dropped then).
                 for (key, priority) in waiting.drain() {
                     state.trigger(key, priority);
                 }

@@ -742,52 +742,58 @@ async fn after_cancel_runs_in_flight_are_dropped_before_run_returns() {
     drop(h);
 }
 
-/// A share of `members` for `me`, runnable only if `settled`.
-fn share(members: &[&str], me: &str, settled: bool) -> Arc<crate::shards::Share> {
-    let assignment = wasmop_core::shard::Assignment::new(members.iter().copied());
-    let owned = assignment.ranges(me);
-    let runnable = if settled { owned.clone() } else { wasmop_core::shard::Ranges::default() };
-    Arc::new(crate::shards::Share {
-        view: assignment.view(),
-        members: assignment.members().to_vec(),
-        owned,
-        runnable,
-        since: Instant::now(),
-        assigned: settled,
-    })
+/// Admits the keys in `run`, defers those in `later` and refuses the rest; `changed` resolves
+/// when the test says so.
+struct Keys {
+    run: Arc<Mutex<HashSet<&'static str>>>,
+    later: Arc<Mutex<HashSet<&'static str>>>,
+    changes: tokio::sync::watch::Receiver<()>,
+    /// Runs in flight, by the tokens they hold.
+    in_flight: Arc<()>,
+}
+
+impl Admission<&'static str> for Keys {
+    fn admit(&self, key: &&'static str) -> Admit {
+        if self.run.lock().unwrap().contains(key) {
+            Admit::Run(Box::new(self.in_flight.clone()))
+        } else if self.later.lock().unwrap().contains(key) {
+            Admit::Later
+        } else {
+            Admit::Never
+        }
+    }
+
+    async fn changed(&mut self) -> bool {
+        self.changes.changed().await.is_ok()
+    }
 }
 
 #[tokio::test(start_paused = true)]
-async fn with_a_shard_gate_keys_of_others_are_dropped_and_ours_wait_for_the_view_to_settle() {
-    let two = wasmop_core::shard::Assignment::new(["me", "other"]);
-    let hash_owned_by = |who: &str| (0..u64::MAX).step_by(1 << 50).find(|h| two.owner(*h) == Some(who)).unwrap();
-    let (mine, theirs) = (hash_owned_by("me"), hash_owned_by("other"));
-    let (tx, shards) = crate::shards::Shards::new(None);
-    tx.send_replace(share(&["me", "other"], "me", false));
-    let gate = ShardGate {
-        shards: shards.clone(),
-        hash: Box::new(move |key: &&'static str| match *key {
-            "mine" => Some(mine),
-            "theirs" => Some(theirs),
-            _ => None,
-        }),
-    };
+async fn with_an_admission_refused_keys_are_dropped_and_deferred_ones_run_once_admitted() {
+    let (run_set, later) = (Arc::new(Mutex::new(HashSet::new())), Arc::new(Mutex::new(HashSet::from(["mine"]))));
+    let (changed, changes) = tokio::sync::watch::channel(());
+    let in_flight = Arc::new(());
+    let admission = Keys { run: run_set.clone(), later: later.clone(), changes, in_flight: in_flight.clone() };
     let ran = Arc::new(Mutex::new(Vec::new()));
     let (handle, inbox) = channel();
     let record = ran.clone();
-    let task = tokio::spawn(run_sharded(inbox, Settings::default(), Some(gate), move |r: Run<&'static str>| {
+    let task = tokio::spawn(run_admitted(inbox, Settings::default(), Some(admission), move |r: Run<&'static str>| {
         record.lock().unwrap().push(r.key);
         async { Verdict::Done { requeue_after: None } }
     }));
-    for key in ["mine", "theirs", "unknown"] {
+    for key in ["mine", "theirs"] {
         handle.trigger(key);
     }
     sleep(Duration::from_millis(10)).await;
-    assert!(ran.lock().unwrap().is_empty(), "nothing runs before the view settles");
-    tx.send_replace(share(&["me", "other"], "me", true));
+    assert!(ran.lock().unwrap().is_empty(), "nothing admitted yet");
+    later.lock().unwrap().clear();
+    run_set.lock().unwrap().insert("mine");
+    changed.send_replace(());
     sleep(Duration::from_millis(10)).await;
-    assert_eq!(*ran.lock().unwrap(), ["mine"], "ours runs once settled; the others' and unknown keys never");
-    assert_eq!(shards.in_flight(), 0, "a finished run is no longer in flight");
+    assert_eq!(*ran.lock().unwrap(), ["mine"], "the deferred key runs once admitted; the refused one never");
+    // Held by the test and the admission: the finished run gave its token back.
+    assert_eq!(Arc::strong_count(&in_flight), 2, "a finished run gave its token back");
     drop(handle);
     task.await.unwrap();
+    assert_eq!(Arc::strong_count(&in_flight), 1);
 }

@@ -136,7 +136,7 @@ struct Member {
     leadership: Arc<Leadership>,
     /// Open while this replica's own Lease is renewed in time.
     gate: watch::Receiver<bool>,
-    share: watch::Sender<Arc<Share>>,
+    share: super::Publisher,
     shards: Shards,
     /// This replica's Lease as last written.
     lease: Option<Lease>,
@@ -384,16 +384,7 @@ impl Member {
             since: *since,
             assigned: self.assigned,
         };
-        self.share.send_if_modified(|current| {
-            let same = current.view == share.view
-                && current.owned == share.owned
-                && current.runnable == share.runnable
-                && current.assigned == share.assigned;
-            if !same {
-                *current = Arc::new(share);
-            }
-            !same
-        });
+        self.share.publish(share);
         self.collect(now);
     }
 
@@ -426,7 +417,7 @@ impl Member {
     async fn leave(mut self) {
         self.leadership.close();
         self.handover.adopt(Ranges::default());
-        self.share.send_replace(Arc::new(Share::none()));
+        self.share.leave();
         if self.lease.is_some() {
             match self.api.delete(&self.name, &DeleteParams::default()).await {
                 Ok(_) => tracing::info!(lease = self.name, "left the shards"),

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
-use wasmop_core::shard::{Ranges, ShardKey};
+use wasmop_core::shard::Ranges;
 
 pub use membership::{MembershipSettings, join};
 
@@ -65,7 +65,43 @@ pub enum Verdict {
 #[derive(Debug, Clone)]
 pub struct Shards {
     share: watch::Receiver<Arc<Share>>,
+    owned: watch::Receiver<Ranges>,
     runs: Arc<Runs>,
+}
+
+/// Where the membership publishes this replica's shares.
+#[derive(Debug)]
+pub struct Publisher {
+    share: watch::Sender<Arc<Share>>,
+    owned: watch::Sender<Ranges>,
+}
+
+impl Publisher {
+    /// Publishes `share` if it differs from the current one (view, ranges or assignment).
+    pub fn publish(&self, share: Share) {
+        self.owned.send_if_modified(|owned| {
+            let changed = *owned != share.owned;
+            if changed {
+                owned.clone_from(&share.owned);
+            }
+            changed
+        });
+        self.share.send_if_modified(|current| {
+            let same = current.view == share.view
+                && current.owned == share.owned
+                && current.runnable == share.runnable
+                && current.assigned == share.assigned;
+            if !same {
+                *current = Arc::new(share);
+            }
+            !same
+        });
+    }
+
+    /// Nothing owned any more: the replica leaves.
+    pub fn leave(&self) {
+        self.publish(Share::none());
+    }
 }
 
 /// The hashes of the runs in flight.
@@ -108,9 +144,11 @@ impl Drop for RunGuard {
 impl Shards {
     /// A shard state and the sender its membership publishes shares with; the first run of
     /// each view is timed in `metrics`, if given.
-    pub fn new(metrics: Option<Arc<crate::metrics::Metrics>>) -> (watch::Sender<Arc<Share>>, Self) {
-        let (tx, share) = watch::channel(Arc::new(Share::none()));
-        (tx, Self { share, runs: Arc::new(Runs { metrics, ..Runs::default() }) })
+    pub fn new(metrics: Option<Arc<crate::metrics::Metrics>>) -> (Publisher, Self) {
+        let (share_tx, share) = watch::channel(Arc::new(Share::none()));
+        let (owned_tx, owned) = watch::channel(Ranges::default());
+        let runs = Arc::new(Runs { metrics, ..Runs::default() });
+        (Publisher { share: share_tx, owned: owned_tx }, Self { share, owned, runs })
     }
 
     /// The share as it stands.
@@ -121,6 +159,11 @@ impl Shards {
     /// Tells of every new share.
     pub fn subscribe(&self) -> watch::Receiver<Arc<Share>> {
         self.share.clone()
+    }
+
+    /// Tells of every change of the ranges this replica owns (what its sharded watches hold).
+    pub fn owned(&self) -> watch::Receiver<Ranges> {
+        self.owned.clone()
     }
 
     /// What this replica may do with an object whose shard key hashes to `hash`.
@@ -197,49 +240,39 @@ pub struct Joined {
     pub server_side: bool,
 }
 
-/// The hash of `object`'s shard key, as the API server computes it; `None` for an object
-/// without a UID. A cluster-scoped object's namespace is the empty string, as for the API
-/// server.
-pub fn hash_of(key: ShardKey, object: &kube::api::DynamicObject) -> Option<u64> {
-    match key {
-        ShardKey::Uid => object.metadata.uid.as_deref().map(wasmop_core::shard::hash),
-        ShardKey::Namespace => Some(wasmop_core::shard::hash(object.metadata.namespace.as_deref().unwrap_or(""))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use wasmop_core::shard::Assignment;
 
-    fn share(members: &[&str], me: &str, settled: bool) -> Arc<Share> {
+    fn share(members: &[&str], me: &str, settled: bool) -> Share {
         let assignment = Assignment::new(members.iter().copied());
         let owned = assignment.ranges(me);
         let runnable = if settled { owned.clone() } else { Ranges::default() };
-        Arc::new(Share {
+        Share {
             view: assignment.view(),
             members: assignment.members().to_vec(),
             owned,
             runnable,
             since: Instant::now(),
             assigned: settled,
-        })
+        }
     }
 
     #[tokio::test]
     async fn runs_start_only_where_runnable_and_drain_waits_for_the_lost_ones() {
         let (tx, shards) = Shards::new(None);
         assert_eq!(shards.start(1).unwrap_err(), Verdict::NotOurs, "nothing before the first share");
-        tx.send_replace(share(&["a"], "a", false));
+        tx.publish(share(&["a"], "a", false));
         assert_eq!(shards.start(1).unwrap_err(), Verdict::Wait);
-        tx.send_replace(share(&["a"], "a", true));
+        tx.publish(share(&["a"], "a", true));
         let assignment = Assignment::new(["a", "b"]);
         let lost = (0..u64::MAX).step_by(1 << 50).find(|h| assignment.owner(*h) == Some("b")).unwrap();
         let kept = (0..u64::MAX).step_by(1 << 50).find(|h| assignment.owner(*h) == Some("a")).unwrap();
         let (lost_run, kept_run) = (shards.start(lost).unwrap(), shards.start(kept).unwrap());
         assert_eq!(shards.in_flight(), 2);
         // "b" joins: "a" keeps its part, and the drain for the new share waits for the lost run.
-        tx.send_replace(share(&["a", "b"], "a", false));
+        tx.publish(share(&["a", "b"], "a", false));
         assert_eq!(shards.verdict(lost), Verdict::NotOurs);
         let owned = shards.share().owned.clone();
         let drained = shards.drained(&owned);
