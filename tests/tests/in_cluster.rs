@@ -1,9 +1,10 @@
 //! The in-cluster deployment, proven without a kubelet: the image `make image` built
 //! (`target/image/wasmop.tar`) is unpacked with umoci, and its entrypoint runs from the unpacked
 //! root filesystem as the image's non-root user, with a kubeconfig made from a token of the
-//! ServiceAccount the manifests in `deploy/` create, so with exactly the RBAC they grant. The
-//! shipped plugins reconcile, the host leads on a Lease in its own namespace, and a write the RBAC
-//! does not grant fails with an error naming the verb and the resource.
+//! ServiceAccount the manifests in `deploy/` create, so with exactly the RBAC they grant. It runs
+//! sharded, as `deploy/sharded/` runs it: the shipped plugins reconcile, the host leads on a Lease
+//! and holds its shard membership Lease in its own namespace, and a write the RBAC does not grant
+//! fails with an error naming the verb and the resource.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,6 +24,8 @@ const WAIT: Duration = Duration::from_secs(60);
 /// The manifests' namespace and ServiceAccount.
 const HOST_NAMESPACE: &str = "wasmop";
 const LEASE: &str = "in-cluster-test";
+/// The shard group the host joins (`--shards`).
+const SHARD_GROUP: &str = "in-cluster-test";
 
 /// The image, unpacked: its root filesystem and what its configuration says to run.
 struct Unpacked {
@@ -190,8 +193,10 @@ async fn the_image_runs_from_its_unpacked_root_with_the_manifests_service_accoun
         std::fs::copy(plugin(name), plugins.join(format!("{name}.wasm")))?;
     }
     let plugins = plugins.to_string_lossy();
-    let args = ["run", "--namespace", &ns, "--plugins", &plugins, "--leader-elect", "--leader-election-namespace"];
-    let host = image.start(&kubeconfig, &[&args[..], &[HOST_NAMESPACE, "--leader-election-id", LEASE]].concat())?;
+    // Sharded (as `deploy/sharded/` runs it), which also elects a leader: both Leases' RBAC.
+    let args = ["run", "--namespace", &ns, "--plugins", &plugins, "--shards", "--shard-group", SHARD_GROUP];
+    let election = ["--leader-election-namespace", HOST_NAMESPACE, "--leader-election-id", LEASE];
+    let host = image.start(&kubeconfig, &[&args[..], &election[..]].concat())?;
     let outcome = scenario(&client, &ns).await;
     drop(host);
     // Restore the manifests' RBAC whatever happened.
@@ -246,6 +251,13 @@ async fn scenario(client: &Client, ns: &str) -> anyhow::Result<()> {
     // The holder is the pod's name and the process id.
     let holder = holder.unwrap_or_default();
     anyhow::ensure!(holder.starts_with("in-cluster-test_"), "the host leads on the Lease in its namespace: {holder}");
+    let selector = format!("wasmop.dev/shard-group={SHARD_GROUP}");
+    let members = leases.list(&kube::api::ListParams::default().labels(&selector)).await?.items;
+    let holders: Vec<String> = members.into_iter().filter_map(|l| l.spec?.holder_identity).collect();
+    anyhow::ensure!(
+        holders.len() == 1 && holders[0].starts_with("in-cluster-test_"),
+        "the host holds its shard membership Lease in its namespace: {holders:?}"
+    );
 
     revoke_ingress_writes(client).await?;
     apply(client, page(true), None).await?;
