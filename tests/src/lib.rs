@@ -115,6 +115,17 @@ async fn client_of(kubeconfig: &Path) -> anyhow::Result<Client> {
     Ok(Client::try_from(config_of(kubeconfig).await?)?)
 }
 
+/// The body and status line of `GET path` from a host's metrics address (`/metrics`,
+/// `/readyz`), as one text; `None` while it does not answer.
+pub async fn http_get(address: std::net::SocketAddr, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    Some(response)
+}
+
 /// A kubeconfig like the test's whose server is `url` (a relay or proxy in front of the API
 /// server), written into `dir`; its path.
 pub fn kubeconfig_via(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {

@@ -69,12 +69,7 @@ impl Replica {
 
     /// The metrics text, or `None` while the process does not answer.
     async fn scrape(&self) -> Option<String> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(self.metrics).await.ok()?;
-        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.ok()?;
-        Some(response)
+        wasmop_tests::http_get(self.metrics, "/metrics").await
     }
 
     /// Whether it leads, by its `leader_election_master_status`; `None` while unknown.

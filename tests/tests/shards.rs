@@ -97,12 +97,7 @@ impl Replica {
     }
 
     async fn scrape(&self) -> Option<String> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(self.metrics).await.ok()?;
-        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await.ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.ok()?;
-        Some(response)
+        wasmop_tests::http_get(self.metrics, "/metrics").await
     }
 
     /// The sum of the metric lines starting with `prefix`.
@@ -112,13 +107,7 @@ impl Replica {
     }
 
     async fn ready(&self) -> bool {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let Ok(mut stream) = tokio::net::TcpStream::connect(self.metrics).await else { return false };
-        if stream.write_all(b"GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n").await.is_err() {
-            return false;
-        }
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response).await;
+        let response = wasmop_tests::http_get(self.metrics, "/readyz").await.unwrap_or_default();
         response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
     }
 
@@ -270,6 +259,38 @@ fn assert_no_overlap(runs: &[Ran]) {
     }
 }
 
+/// Three replicas in a namespace of their own that reconciled `OBJECTS` new objects (payload
+/// `one`): the objects' API, the replicas, and which replica ran each object.
+async fn three_reconciled(
+    test: &str,
+) -> anyhow::Result<(Api<ConfigMap>, String, Vec<Replica>, HashMap<String, usize>)> {
+    let (api, ns) = set_up(test).await?;
+    let replicas: Vec<Replica> = (0..3).map(|i| Replica::start(&ns, i, &[])).collect::<Result<_, _>>()?;
+    until_members(&replicas, 3).await?;
+    create(&api, "one").await?;
+    until_reconciled(&replicas, "one").await?;
+    let before = owners(&all_runs(&replicas, &HashMap::new())?, "one");
+    Ok((api, ns, replicas, before))
+}
+
+/// Changes every object's payload, in the background.
+fn burst(api: &Api<ConfigMap>, payload: &'static str) -> tokio::task::JoinHandle<anyhow::Result<()>> {
+    let api = api.clone();
+    tokio::spawn(async move { change(&api, payload).await })
+}
+
+/// How long after `since` (µs) another replica first ran one of the objects `gone` ran before.
+fn taken_over(runs: &[Ran], gone: usize, before: &HashMap<String, usize>, since: u128) -> Duration {
+    let theirs: HashSet<&str> = before.iter().filter(|(_, r)| **r == gone).map(|(uid, _)| uid.as_str()).collect();
+    let first = runs
+        .iter()
+        .filter(|(r, uid, _, begin, _)| *r != gone && theirs.contains(uid.as_str()) && *begin > since)
+        .map(|(_, _, _, begin, _)| *begin)
+        .min()
+        .expect("the others ran the objects of the replica gone");
+    Duration::from_micros((first - since) as u64)
+}
+
 async fn set_up(test: &str) -> anyhow::Result<(Api<ConfigMap>, String)> {
     let client = client().await?;
     let ns = namespace(&client, test).await?;
@@ -345,35 +366,19 @@ async fn without_the_api_servers_filter_the_replicas_filter_and_still_split_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replicas_objects_move_within_lease_plus_retry_plus_two_seconds() -> anyhow::Result<()> {
-    let (api, ns) = set_up("shards-kill").await?;
-    let mut replicas: Vec<Replica> = (0..3).map(|i| Replica::start(&ns, i, &[])).collect::<Result<_, _>>()?;
-    until_members(&replicas, 3).await?;
-    create(&api, "one").await?;
-    until_reconciled(&replicas, "one").await?;
-    let before = owners(&all_runs(&replicas, &HashMap::new())?, "one");
-
+    let (api, _ns, mut replicas, before) = three_reconciled("shards-kill").await?;
     // A burst of changes, and replica 0 killed in its middle.
-    let burst = {
-        let api = api.clone();
-        tokio::spawn(async move { change(&api, "two").await })
-    };
+    let changes = burst(&api, "two");
     tokio::time::sleep(Duration::from_millis(300)).await;
     replicas[0].child.kill()?;
     let killed = now_us();
     replicas[0].child.wait()?;
-    burst.await??;
+    changes.await??;
     until_reconciled(&replicas, "two").await?;
 
     let runs = all_runs(&replicas, &HashMap::from([(0, killed)]))?;
     assert_no_overlap(&runs);
-    let orphans: HashSet<&str> = before.iter().filter(|(_, r)| **r == 0).map(|(uid, _)| uid.as_str()).collect();
-    let first_taken = runs
-        .iter()
-        .filter(|(r, uid, _, begin, _)| *r != 0 && orphans.contains(uid.as_str()) && *begin > killed)
-        .map(|(_, _, _, begin, _)| *begin)
-        .min()
-        .expect("the others ran the killed replica's objects");
-    let took = Duration::from_micros((first_taken - killed) as u64);
+    let took = taken_over(&runs, 0, &before, killed);
     eprintln!("kill -9: its objects ran elsewhere {took:?} after the kill");
     assert!(took <= LEASE + RETRY + Duration::from_secs(2), "took {took:?}");
     Ok(())
@@ -381,21 +386,12 @@ async fn a_killed_replicas_objects_move_within_lease_plus_retry_plus_two_seconds
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_replica_takes_a_quarter_and_a_leaving_one_hands_over_within_two_seconds() -> anyhow::Result<()> {
-    let (api, ns) = set_up("shards-join").await?;
-    let mut replicas: Vec<Replica> = (0..3).map(|i| Replica::start(&ns, i, &[])).collect::<Result<_, _>>()?;
-    until_members(&replicas, 3).await?;
-    create(&api, "one").await?;
-    until_reconciled(&replicas, "one").await?;
-    let before = owners(&all_runs(&replicas, &HashMap::new())?, "one");
-
+    let (api, ns, mut replicas, before) = three_reconciled("shards-join").await?;
     // A fourth replica joins during a burst of changes.
-    let burst = {
-        let api = api.clone();
-        tokio::spawn(async move { change(&api, "two").await })
-    };
+    let changes = burst(&api, "two");
     tokio::time::sleep(Duration::from_millis(200)).await;
     replicas.push(Replica::start(&ns, 3, &[])?);
-    burst.await??;
+    changes.await??;
     until_members(&replicas, 4).await?;
     until_reconciled(&replicas, "two").await?;
     // Once more, all four settled: who owns what now.
@@ -417,20 +413,13 @@ async fn a_joining_replica_takes_a_quarter_and_a_leaving_one_hands_over_within_t
     assert!(moved > 0);
 
     // SIGTERM of the newcomer: its objects run elsewhere within 2 s.
-    let leaving: HashSet<&str> = after.iter().filter(|(_, r)| **r == 3).map(|(uid, _)| uid.as_str()).collect();
     replicas[3].signal("-TERM")?;
     let terminated = now_us();
     change(&api, "four").await?;
     until_reconciled(&replicas, "four").await?;
     let runs = all_runs(&replicas, &HashMap::new())?;
     assert_no_overlap(&runs);
-    let first_taken = runs
-        .iter()
-        .filter(|(r, uid, _, begin, _)| *r != 3 && leaving.contains(uid.as_str()) && *begin > terminated)
-        .map(|(_, _, _, begin, _)| *begin)
-        .min()
-        .expect("the others ran the leaving replica's objects");
-    let took = Duration::from_micros((first_taken - terminated) as u64);
+    let took = taken_over(&runs, 3, &after, terminated);
     eprintln!("SIGTERM: its objects ran elsewhere {took:?} after the signal");
     assert!(took <= Duration::from_secs(2), "took {took:?}");
     Ok(())
@@ -465,14 +454,7 @@ async fn a_replica_cut_off_stops_before_its_lease_expires_and_the_others_take_ov
     assert_no_overlap(&runs);
     let late = runs.iter().filter(|(r, _, _, begin, _)| *r == 0 && *begin > cut + RENEW_DEADLINE.as_micros()).count();
     assert_eq!(late, 0, "the cut-off replica started runs after its renew deadline");
-    let orphans: HashSet<&str> = before.iter().filter(|(_, r)| **r == 0).map(|(uid, _)| uid.as_str()).collect();
-    let first_taken = runs
-        .iter()
-        .filter(|(r, uid, _, begin, _)| *r != 0 && orphans.contains(uid.as_str()) && *begin > cut)
-        .map(|(_, _, _, begin, _)| *begin)
-        .min()
-        .expect("the others ran the cut-off replica's objects");
-    let took = Duration::from_micros((first_taken - cut) as u64);
+    let took = taken_over(&runs, 0, &before, cut);
     eprintln!("cut off: its objects ran elsewhere {took:?} after the cut");
     assert!(took > RENEW_DEADLINE && took <= LEASE + RETRY + Duration::from_secs(2), "took {took:?}");
 
