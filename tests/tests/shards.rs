@@ -549,3 +549,34 @@ async fn sharded_by_namespace_a_namespace_and_its_dependents_stay_on_one_replica
     }
     Ok(())
 }
+
+/// A replica whose Lease someone else changed (its next renewal meets a newer resourceVersion)
+/// renews from the Lease as it is and stays a member: no replica sees the membership change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_lease_was_changed_by_someone_else_stays_a_member() -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let (_api, ns) = set_up("shards-conflict").await?;
+    let replicas: Vec<Replica> = (0..2).map(|i| Replica::start(&ns, i, &[])).collect::<Result<_, _>>()?;
+    until_members(&replicas, 2).await?;
+    let leases: Api<Lease> = Api::namespaced(client().await?, &ns);
+    let selector = format!("wasmop.dev/shard-group={ns}");
+    for lease in leases.list(&kube::api::ListParams::default().labels(&selector)).await?.items {
+        let name = lease.metadata.name.expect("a name");
+        let patch = Patch::Merge(json!({ "metadata": { "annotations": { "example.com/touched": "yes" } } }));
+        leases.patch(&name, &PatchParams::default(), &patch).await?;
+    }
+    // Three lease durations: a replica that could not renew would have been counted gone.
+    let until = std::time::Instant::now() + LEASE * 3;
+    while std::time::Instant::now() < until {
+        for (i, replica) in replicas.iter().enumerate() {
+            let members = replica.metric("wasmop_shard_members ").await;
+            assert_eq!(members, 2.0, "replica {i} sees {members} members");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (i, replica) in replicas.iter().enumerate() {
+        let handovers = replica.metric("wasmop_shard_handovers_total").await;
+        assert!(handovers <= 1.0, "replica {i}: {handovers} handovers (at most the second replica's join)");
+    }
+    Ok(())
+}

@@ -294,20 +294,28 @@ impl Member {
                 }
                 self.leadership.renewed(started + self.settings.renew_deadline);
             }
-            Ok(Err(err)) => {
-                tracing::warn!(lease = self.name, %err, "cannot renew the shard membership lease");
-                if matches!(&err, kube::Error::Api(s) if s.code == 404 || s.code == 409) {
-                    // Deleted by someone who counted it expired, or changed: start over.
-                    self.lease = None;
-                }
-            }
+            Ok(Err(err)) => tracing::warn!(lease = self.name, %err, "cannot renew the shard membership lease"),
             Err(_) => tracing::warn!(lease = self.name, "renewing the shard membership lease timed out"),
         }
     }
 
+    /// Writes the Lease from the one last written; when that is stale (changed by someone else,
+    /// deleted by a replica that counted it expired, or written by a request whose answer was
+    /// lost), once more from the Lease as it is now.
     async fn try_write(&self) -> Result<Lease, kube::Error> {
+        match self.send(self.lease.clone()).await {
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+                let current = self.api.get_opt(&self.name).await?;
+                self.send(current).await
+            }
+            written => written,
+        }
+    }
+
+    /// Renews `base` (a new Lease when `None`) with this replica's record and acknowledgement.
+    async fn send(&self, base: Option<Lease>) -> Result<Lease, kube::Error> {
         let seconds = i32::try_from(self.settings.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
-        let mut lease = self.lease.clone().unwrap_or_else(|| Lease {
+        let mut lease = base.unwrap_or_else(|| Lease {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
                 labels: Some(BTreeMap::from([(GROUP_LABEL.to_string(), self.settings.group.clone())])),
