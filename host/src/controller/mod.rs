@@ -447,7 +447,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
             let mut tick = tokio::time::interval(OWNED_EVERY);
             loop {
                 tokio::select! {
-                    _ = tick.tick() => metrics.shards().objects(&plugin, primaries.keys().len()),
+                    _ = tick.tick() => metrics.shards().objects(&plugin, primaries.count()),
                     () = stop.cancelled() => return,
                 }
             }

@@ -308,6 +308,11 @@ impl Bounded {
         self.index().tags.keys().cloned().collect()
     }
 
+    /// How many objects the watch shows, warm or evicted.
+    pub fn count(&self) -> usize {
+        self.index().tags.len()
+    }
+
     /// The UID of the object `key` as the watch shows it, warm or evicted.
     pub fn uid(&self, key: &ObjectKey) -> Option<String> {
         self.index().tags.get(key).and_then(|tag| tag.uid.clone())

@@ -12,13 +12,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
-use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 
+use super::Whole;
 use super::bounded::{Bounded, Tag};
 use crate::object::{ObjectKey, version_at_least};
-use crate::wire::Wire;
 
 /// One of the host's writes: the object after it (`None`: deleted), the version it replaced, and
 /// the list it was recorded during.
@@ -62,8 +61,8 @@ struct Overlay {
 /// Where a watch keeps its objects.
 #[derive(Clone)]
 enum Backing {
-    /// All of them, in kube's reflector store.
-    Full(Store<Wire>, ApiResource),
+    /// All of them.
+    Full(Arc<Whole>),
     /// The warm ones; the others are fetched again on a read.
     Bounded(Arc<Bounded>),
 }
@@ -78,10 +77,9 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// A cache over the `store` of objects of `resource` cut to `shape`, with no writes of its
-    /// own yet.
-    pub fn new(store: Store<Wire>, resource: ApiResource, shape: super::Shape) -> Self {
-        Self { backing: Backing::Full(store, resource), overlay: Arc::default(), shape }
+    /// A cache over the `store` of objects cut to `shape`, with no writes of its own yet.
+    pub fn new(store: Arc<Whole>, shape: super::Shape) -> Self {
+        Self { backing: Backing::Full(store), overlay: Arc::default(), shape }
     }
 
     /// A cache over a bounded store of objects cut to `shape`.
@@ -92,23 +90,15 @@ impl Cache {
     /// The bounded store, if this cache is bounded.
     pub fn bounds(&self) -> Option<&Arc<Bounded>> {
         match &self.backing {
-            Backing::Full(..) => None,
+            Backing::Full(_) => None,
             Backing::Bounded(store) => Some(store),
         }
-    }
-
-    fn full(store: &Store<Wire>, resource: &ApiResource, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
-        let mut reference = ObjectRef::<Wire>::new_with(&key.name, resource.clone());
-        if let Some(ns) = &key.namespace {
-            reference = reference.within(ns);
-        }
-        store.get(&reference).map(|o| o.shared())
     }
 
     /// The tag of `key` in the store, if it shows the object.
     fn tag(&self, key: &ObjectKey) -> Option<Tag> {
         match &self.backing {
-            Backing::Full(store, resource) => Self::full(store, resource, key).map(|o| Tag::of(&o)),
+            Backing::Full(store) => store.get(key).map(|o| Tag::of(&o)),
             Backing::Bounded(store) => store.tag(key),
         }
     }
@@ -178,7 +168,7 @@ impl Cache {
             return written;
         }
         match &self.backing {
-            Backing::Full(store, resource) => Self::full(store, resource, key),
+            Backing::Full(store) => store.get(key),
             Backing::Bounded(store) => store.warm(key).flatten(),
         }
     }
@@ -187,7 +177,7 @@ impl Cache {
     /// objects too).
     pub fn uid(&self, key: &ObjectKey) -> Option<String> {
         match &self.backing {
-            Backing::Full(store, resource) => Self::full(store, resource, key).and_then(|o| o.metadata.uid.clone()),
+            Backing::Full(store) => store.get(key).and_then(|o| o.metadata.uid.clone()),
             Backing::Bounded(store) => store.uid(key),
         }
     }
@@ -199,15 +189,23 @@ impl Cache {
             return Ok(written);
         }
         match &self.backing {
-            Backing::Full(store, resource) => Ok(Self::full(store, resource, key)),
+            Backing::Full(store) => Ok(store.get(key)),
             Backing::Bounded(store) => store.get(key).await,
+        }
+    }
+
+    /// How many objects the store shows.
+    pub fn count(&self) -> usize {
+        match &self.backing {
+            Backing::Full(store) => store.count(),
+            Backing::Bounded(store) => store.count(),
         }
     }
 
     /// Every key the store shows.
     pub fn keys(&self) -> Vec<ObjectKey> {
         match &self.backing {
-            Backing::Full(store, _) => store.state().iter().filter_map(|o| crate::object::key_of(o)).collect(),
+            Backing::Full(store) => store.keys(),
             Backing::Bounded(store) => store.keys(),
         }
     }
@@ -221,12 +219,11 @@ impl Cache {
     /// [`Cache::stored`] of the objects in `namespace` (`None`: all).
     async fn stored_in(&self, namespace: Option<&str>) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
         match &self.backing {
-            Backing::Full(store, _) => Ok(store
-                .state()
-                .iter()
-                .filter(|o| namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)))
-                .map(|o| o.shared())
-                .collect()),
+            Backing::Full(store) => {
+                let mut objects = store.state();
+                objects.retain(|o| namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)));
+                Ok(objects)
+            }
             Backing::Bounded(store) => store.state_in(namespace).await,
         }
     }
@@ -311,8 +308,7 @@ impl Cache {
 
 #[cfg(test)]
 mod tests {
-    use kube::api::GroupVersionKind;
-    use kube::runtime::reflector::store::Writer;
+    use kube::api::{ApiResource, GroupVersionKind};
     use kube::runtime::watcher::Event;
 
     use super::*;
@@ -332,47 +328,46 @@ mod tests {
         o.data["data"]["v"].as_str().unwrap()
     }
 
-    fn cache() -> (Writer<Wire>, Cache) {
-        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let writer = Writer::new(resource.clone());
-        let cache = Cache::new(writer.as_reader(), resource, crate::informer::Shape::default());
-        (writer, cache)
+    fn cache() -> (Arc<Whole>, Cache) {
+        let store = Arc::new(Whole::default());
+        let cache = Cache::new(store.clone(), crate::informer::Shape::default());
+        (store, cache)
     }
 
     #[tokio::test]
     async fn a_write_is_visible_until_the_watch_delivers_it_or_something_newer() {
-        let (mut writer, cache) = cache();
-        apply(&mut writer, Event::Apply(object("a", "1", "old")));
+        let (writer, cache) = cache();
+        apply(&writer, Event::Apply(object("a", "1", "old")));
         cache.wrote(object("a", "2", "mine"), Some("1".into()));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "mine");
         assert_eq!(data(&cache.state().await.unwrap()[0]), "mine");
-        apply(&mut writer, Event::Apply(object("a", "3", "someone else's")));
+        apply(&writer, Event::Apply(object("a", "3", "someone else's")));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "someone else's");
         assert_eq!(data(&cache.state().await.unwrap()[0]), "someone else's");
     }
 
     #[tokio::test]
     async fn created_and_deleted_objects_show_at_once() {
-        let (mut writer, cache) = cache();
-        apply(&mut writer, Event::Apply(object("gone", "1", "x")));
+        let (writer, cache) = cache();
+        apply(&writer, Event::Apply(object("gone", "1", "x")));
         cache.wrote(object("new", "5", "created"), None);
         cache.deleted(key("gone"), Some("1".into()));
         assert!(cache.get(&key("gone")).is_none());
         let names: Vec<String> = cache.state().await.unwrap().iter().map(|o| o.name_any()).collect();
         assert_eq!(names, ["new"]);
-        apply(&mut writer, Event::Apply(object("new", "5", "created")));
-        apply(&mut writer, Event::Delete(object("gone", "1", "x")));
+        apply(&writer, Event::Apply(object("new", "5", "created")));
+        apply(&writer, Event::Delete(object("gone", "1", "x")));
         assert_eq!(cache.state().await.unwrap().len(), 1);
         assert_eq!(cache.pending_writes(), 0, "delivered writes are forgotten");
     }
 
     /// Applies `event` to the store alone.
-    fn apply(writer: &mut Writer<Wire>, event: Event<DynamicObject>) {
-        writer.apply_watcher_event(&crate::informer::map_event(event, Wire::from));
+    fn apply(store: &Whole, event: Event<DynamicObject>) {
+        store.apply(&crate::informer::map_event(event, Arc::new));
     }
 
     /// Applies `event` to the store, then to the overlay, in the watch task's order.
-    fn deliver(writer: &mut Writer<Wire>, cache: &Cache, event: Event<DynamicObject>) {
+    fn deliver(writer: &Whole, cache: &Cache, event: Event<DynamicObject>) {
         apply(writer, event.clone());
         cache.observe(&event);
     }
@@ -384,56 +379,56 @@ mod tests {
 
     #[test]
     fn a_delivered_create_leaves_the_overlay_so_a_later_deletion_shows() {
-        let (mut writer, cache) = cache();
+        let (writer, cache) = cache();
         cache.wrote(with_uid(object("new", "5", "created"), "u1"), None);
-        deliver(&mut writer, &cache, Event::Apply(with_uid(object("new", "5", "created"), "u1")));
+        deliver(&writer, &cache, Event::Apply(with_uid(object("new", "5", "created"), "u1")));
         assert_eq!(cache.pending_writes(), 0, "delivered, with no read in between");
-        deliver(&mut writer, &cache, Event::Delete(with_uid(object("new", "5", "created"), "u1")));
+        deliver(&writer, &cache, Event::Delete(with_uid(object("new", "5", "created"), "u1")));
         assert!(cache.get(&key("new")).is_none(), "someone else deleted it");
     }
 
     #[test]
     fn an_older_event_keeps_the_write_and_a_newer_one_replaces_it() {
-        let (mut writer, cache) = cache();
-        deliver(&mut writer, &cache, Event::Apply(object("a", "10", "old")));
+        let (writer, cache) = cache();
+        deliver(&writer, &cache, Event::Apply(object("a", "10", "old")));
         cache.wrote(object("a", "12", "mine"), Some("10".into()));
-        deliver(&mut writer, &cache, Event::Apply(object("a", "11", "someone's, before mine")));
+        deliver(&writer, &cache, Event::Apply(object("a", "11", "someone's, before mine")));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "mine", "version 11 is older than the write");
-        deliver(&mut writer, &cache, Event::Apply(object("a", "13", "after mine")));
+        deliver(&writer, &cache, Event::Apply(object("a", "13", "after mine")));
         assert_eq!(cache.pending_writes(), 0);
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "after mine");
     }
 
     #[test]
     fn deleting_an_older_incarnation_keeps_the_write_of_the_new_one() {
-        let (mut writer, cache) = cache();
-        deliver(&mut writer, &cache, Event::Apply(with_uid(object("a", "3", "old"), "old")));
+        let (writer, cache) = cache();
+        deliver(&writer, &cache, Event::Apply(with_uid(object("a", "3", "old"), "old")));
         cache.wrote(with_uid(object("a", "9", "re-created"), "new"), None);
-        deliver(&mut writer, &cache, Event::Delete(with_uid(object("a", "3", "old"), "old")));
+        deliver(&writer, &cache, Event::Delete(with_uid(object("a", "3", "old"), "old")));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "re-created");
-        deliver(&mut writer, &cache, Event::Apply(with_uid(object("a", "4", "someone's"), "other")));
+        deliver(&writer, &cache, Event::Apply(with_uid(object("a", "4", "someone's"), "other")));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "someone's", "another incarnation supersedes it");
     }
 
     #[tokio::test]
     async fn a_relist_drops_the_writes_recorded_before_it_began() {
-        let (mut writer, cache) = cache();
+        let (writer, cache) = cache();
         cache.wrote(object("gone", "5", "created, then deleted while the watch was down"), None);
-        deliver(&mut writer, &cache, Event::Init);
+        deliver(&writer, &cache, Event::Init);
         cache.wrote(object("during", "7", "written during the list"), None);
-        deliver(&mut writer, &cache, Event::InitDone);
+        deliver(&writer, &cache, Event::InitDone);
         let names: Vec<String> = cache.state().await.unwrap().iter().map(|o| o.name_any()).collect();
         assert_eq!(names, ["during"], "the list is the truth for earlier writes only");
     }
 
     #[test]
     fn opaque_versions_fall_back_to_any_other_version() {
-        let (mut writer, cache) = cache();
-        deliver(&mut writer, &cache, Event::Apply(object("a", "x", "old")));
+        let (writer, cache) = cache();
+        deliver(&writer, &cache, Event::Apply(object("a", "x", "old")));
         cache.wrote(object("a", "y", "mine"), Some("x".into()));
-        deliver(&mut writer, &cache, Event::Apply(object("a", "x", "old")));
+        deliver(&writer, &cache, Event::Apply(object("a", "x", "old")));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "mine");
-        deliver(&mut writer, &cache, Event::Apply(object("a", "z", "newer")));
+        deliver(&writer, &cache, Event::Apply(object("a", "z", "newer")));
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "newer");
     }
 }

@@ -6,11 +6,11 @@ use crate::object::ObjectKey;
 
 /// The keys a (re-)list has shown so far, and the primaries to enqueue once it ends.
 ///
-/// kube's reflector store buffers a list and shows it only at `InitDone`; until then a read
-/// returns the object as it was before the watch restarted. A reconcile started by a re-listed
-/// change before then would read that old version, succeed, and leave the change unreconciled,
-/// since the change filter has already seen it. So the primaries a list's changes concern are
-/// enqueued when the list ends.
+/// A whole cache (as kube's reflector store) buffers a list and shows it only at `InitDone`;
+/// until then a read returns the object as it was before the watch restarted. A reconcile
+/// started by a re-listed change before then would read that old version, succeed, and leave
+/// the change unreconciled, since the change filter has already seen it. So the primaries a
+/// list's changes concern are enqueued when the list ends.
 #[derive(Debug, Default)]
 pub struct Listing {
     listed: HashSet<ObjectKey>,

@@ -9,7 +9,6 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta, TypeMeta};
-use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
@@ -28,6 +27,7 @@ mod sharded;
 mod snapshots;
 mod view;
 mod weight;
+mod whole;
 
 pub use crate::trim::{LAST_APPLIED, trim};
 pub use bounded::{Bounded, Budget, Pool, PoolMetrics, Tag};
@@ -39,6 +39,7 @@ pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
 pub use sharded::{ShardCounters, ShardedWatch, hash_of};
 pub use view::{CachedKind, PrimaryView, WatchedCache};
 pub use weight::weight;
+pub use whole::Whole;
 
 /// Errors of setting up a watch.
 #[derive(Debug, thiserror::Error)]
@@ -219,20 +220,20 @@ fn shared(events: impl Stream<Item = Result<watcher::Event<Wire>, watcher::Error
 }
 
 /// A watch of one kind, optionally in one namespace and filtered by selectors, whose objects are
-/// cut to `shape` before they enter the store (kube's reflector store, every object). The
-/// store and the events share each object.
+/// cut to `shape` before they enter the store ([`Whole`], every object), as the stream yields
+/// them. The store and the events share each object.
 pub fn watch(
     client: Client,
     resource: &ApiResource,
     namespace: Option<&str>,
     selectors: Selectors<'_>,
     shape: &Shape,
-) -> (Store<Wire>, SharedEvents) {
+) -> (Arc<Whole>, SharedEvents) {
     let (api, config) = scope(client, resource, namespace, selectors);
-    let writer = Writer::new(resource.clone());
-    let store = writer.as_reader();
-    let stream = reflector::reflector(writer, events(resource, api, config, shape));
-    (store, shared(stream))
+    let store = Arc::new(Whole::default());
+    let applied = store.clone();
+    let stream = shared(events(resource, api, config, shape)).inspect_ok(move |event| applied.apply(event)).boxed();
+    (store, stream)
 }
 
 /// [`watch`], bounded: the returned store is empty and must be given every event of the

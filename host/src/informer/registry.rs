@@ -118,9 +118,9 @@ impl Registry {
         let (cache, task) = match &shape.pool {
             None => {
                 let (store, stream) = watch(self.client.clone(), resource, namespace, selectors, shape);
-                let cache = Cache::new(store, resource.clone(), shape.clone());
+                let cache = Cache::new(store, shape.clone());
                 let deliver = Delivery { cache: cache.clone(), events: events.clone(), synced: synced.clone() };
-                // The reflector applied each event to the store already.
+                // The stream applied each event to the store already.
                 (cache, tokio::spawn(deliver.run(stream, |_| {})))
             }
             Some(pool) => {
