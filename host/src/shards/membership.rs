@@ -386,7 +386,6 @@ impl Member {
         }
         let share = Share {
             view,
-            members: assignment.members().to_vec(),
             owned: self.handover.owned().clone(),
             runnable: self.handover.runnable().clone(),
             since: *since,

@@ -23,8 +23,6 @@ pub use membership::{MembershipSettings, join};
 pub struct Share {
     /// The view (digest of the live members) this share belongs to.
     pub view: String,
-    /// The live members, sorted.
-    pub members: Vec<String>,
     /// What this replica owns in the view: its watches hold these objects.
     pub owned: Ranges,
     /// What it may run now: all it owns once the view settled, before that only what no one
@@ -41,7 +39,6 @@ impl Share {
     fn none() -> Self {
         Self {
             view: String::new(),
-            members: Vec::new(),
             owned: Ranges::default(),
             runnable: Ranges::default(),
             since: Instant::now(),
@@ -222,7 +219,8 @@ impl Shards {
     }
 
     /// How many runs are in flight.
-    pub fn in_flight(&self) -> usize {
+    #[cfg(test)]
+    fn in_flight(&self) -> usize {
         self.runs.in_flight.lock().expect("never poisoned").values().sum()
     }
 }
@@ -249,14 +247,7 @@ mod tests {
         let assignment = Assignment::new(members.iter().copied());
         let owned = assignment.ranges(me);
         let runnable = if settled { owned.clone() } else { Ranges::default() };
-        Share {
-            view: assignment.view(),
-            members: assignment.members().to_vec(),
-            owned,
-            runnable,
-            since: Instant::now(),
-            assigned: settled,
-        }
+        Share { view: assignment.view(), owned, runnable, since: Instant::now(), assigned: settled }
     }
 
     #[tokio::test]
