@@ -190,12 +190,12 @@ impl Member {
                     next_renew = started + self.settings.retry_period;
                 }
                 () = sleep_until(expiry) => {}
-                (view, owned) = async move {
+                // The runs of what this replica lost have finished: acknowledge the view.
+                view = async move {
                     let (view, owned) = pending.expect("guarded by the branch condition");
                     shards.drained(&owned).await;
-                    (view, owned)
+                    view
                 }, if pending.is_some() => {
-                    let _ = owned;
                     self.acked = Some(view);
                     self.write().await;
                 }
