@@ -65,25 +65,30 @@ pub struct ShardedWatch {
 /// every change of the owned ranges.
 pub(super) fn events(resource: &ApiResource, api: Api<Wire>, config: watcher::Config, shape: &Shape) -> Decoded {
     let sharded = shape.shard.clone().expect("a sharded watch has its shards");
-    let unsharded = Shape { shard: None, ..shape.clone() };
-    let resource = resource.clone();
-    let state = (None::<(Ranges, Decoded)>, sharded.owned.clone());
-    futures::stream::unfold(state, move |(mut current, mut share)| {
-        let (resource, api, config, unsharded, sharded) =
-            (resource.clone(), api.clone(), config.clone(), unsharded.clone(), sharded.clone());
-        async move {
-            loop {
+    let owned = sharded.owned.clone();
+    // What opening a watch takes, held once for the stream's life, not cloned per event.
+    let opener = Arc::new((resource.clone(), api, config, Shape { shard: None, ..shape.clone() }, sharded));
+    let state = (opener, None::<(Ranges, Decoded)>, owned);
+    futures::stream::unfold(state, |(opener, mut current, mut share)| async move {
+        // The ranges are read (and copied) only when they changed, not for every event.
+        let mut check = current.is_none() || share.has_changed().unwrap_or(false);
+        loop {
+            if std::mem::take(&mut check) {
                 let owned = share.borrow_and_update().clone();
                 if current.as_ref().is_none_or(|(ranges, _)| *ranges != owned) {
-                    let events = open(&resource, &api, &config, &unsharded, &sharded, &owned).await;
+                    let (resource, api, config, unsharded, sharded) = &*opener;
+                    let events = open(resource, api, config, unsharded, sharded, &owned).await;
                     current = Some((owned, events));
                 }
-                let (_, events) = current.as_mut().expect("opened above");
-                tokio::select! {
-                    biased;
-                    changed = share.changed() => if changed.is_err() { return None },
-                    event = events.next() => return event.map(|event| (event, (current, share))),
-                }
+            }
+            let (_, events) = current.as_mut().expect("opened above");
+            tokio::select! {
+                biased;
+                changed = share.changed() => match changed {
+                    Ok(()) => check = true,
+                    Err(_) => return None,
+                },
+                event = events.next() => return event.map(|event| (event, (opener, current, share))),
             }
         }
     })
