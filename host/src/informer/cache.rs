@@ -7,6 +7,13 @@
 //! read; a re-list drops every entry recorded before it began, since the list shows those writes
 //! or something newer. So the overlay never outlives the watch's view of a write: an object the
 //! host created, that the watch delivered and that someone else then deleted, is seen as gone.
+//!
+//! A whole cache's store shows an update the host wrote in place of the version it replaced, so
+//! that the overlay and the store share one copy of the object until the watch delivers it,
+//! instead of holding the old version and the new one (during a burst, the watch runs behind the
+//! host's status writes by hundreds of objects). The overlay's entry stays until the watch
+//! delivers the write: a version older than the write that the watch delivers meanwhile
+//! replaces it in the store, and the overlay still shows the write over it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -103,6 +110,22 @@ impl Cache {
         }
     }
 
+    /// The tag of `key` in the store, and whether what it shows is `recent`'s object itself, laid
+    /// into it in place of the version the write replaced ([`Whole::replace_older`]).
+    fn shown(&self, key: &ObjectKey, recent: Option<&Recent>) -> (Option<Tag>, bool) {
+        match &self.backing {
+            Backing::Full(store) => {
+                let stored = store.get(key);
+                let laid = match (&stored, recent.and_then(|r| r.object.as_ref())) {
+                    (Some(stored), Some(written)) => Arc::ptr_eq(stored, written),
+                    _ => false,
+                };
+                (stored.map(|o| Tag::of(&o)), laid)
+            }
+            Backing::Bounded(store) => (store.tag(key), false),
+        }
+    }
+
     /// Whether the store has not yet seen the write `recent`, given its tag there.
     fn pending(recent: &Recent, stored: Option<&Tag>) -> bool {
         match stored {
@@ -148,10 +171,10 @@ impl Cache {
     /// The host's pending write of `key`, if the store has not caught up with it: `Some(None)`
     /// for a pending deletion.
     fn pending_write(&self, key: &ObjectKey) -> Option<Option<Arc<DynamicObject>>> {
-        let tag = self.tag(key);
         let mut overlay = self.overlay();
+        let (tag, laid) = self.shown(key, overlay.recent.get(key));
         match overlay.recent.get(key) {
-            Some(entry) if Self::pending(entry, tag.as_ref()) => Some(entry.object.clone()),
+            Some(entry) if laid || Self::pending(entry, tag.as_ref()) => Some(entry.object.clone()),
             Some(_) => {
                 overlay.recent.remove(key);
                 None
@@ -251,9 +274,11 @@ impl Cache {
                 stored.insert(key, i);
             }
         }
-        overlay
-            .recent
-            .retain(|key, entry| Self::pending(entry, stored.get(key).map(|&i| Tag::of(&objects[i])).as_ref()));
+        overlay.recent.retain(|key, entry| {
+            let stored = stored.get(key).map(|&i| &objects[i]);
+            let laid = matches!((stored, &entry.object), (Some(s), Some(w)) if Arc::ptr_eq(s, w));
+            laid || Self::pending(entry, stored.map(|o| Tag::of(o)).as_ref())
+        });
         let mut removed = Vec::new();
         for (key, entry) in overlay.recent.iter() {
             match (stored.get(key), &entry.object) {
@@ -275,16 +300,11 @@ impl Cache {
         self.overlay().recent.len()
     }
 
-    fn record(
-        &self,
-        key: ObjectKey,
-        replaced: Option<String>,
-        object: Option<Arc<DynamicObject>>,
-        uid: Option<String>,
-    ) {
+    /// Records `recent`, stamped with the list the watch is in.
+    fn record(&self, key: ObjectKey, mut recent: Recent) {
         let mut overlay = self.overlay();
-        let list = overlay.lists;
-        overlay.recent.insert(key, Recent { replaced, object, uid, list });
+        recent.list = overlay.lists;
+        overlay.recent.insert(key, recent);
     }
 
     /// Records the host's write of `object` (cut as the watch cuts its objects), which replaced
@@ -294,7 +314,11 @@ impl Cache {
         self.shape.fit(&mut object);
         let object = Arc::new(object);
         if let Some(key) = crate::object::key_of(&object) {
-            self.record(key, replaced, Some(object.clone()), object.uid());
+            let recent = Recent { replaced, object: Some(object.clone()), uid: object.uid(), list: 0 };
+            if let Backing::Full(store) = &self.backing {
+                store.replace_older(&key, &object, |stored| Self::pending(&recent, Some(&Tag::of(stored))));
+            }
+            self.record(key, recent);
         }
         object
     }
@@ -302,7 +326,7 @@ impl Cache {
     /// Records that the host deleted `key`, which was at version `replaced`.
     pub fn deleted(&self, key: ObjectKey, replaced: Option<String>) {
         let uid = self.tag(&key).and_then(|t| t.uid);
-        self.record(key, replaced, None, uid);
+        self.record(key, Recent { replaced, object: None, uid, list: 0 });
     }
 }
 
@@ -397,6 +421,34 @@ mod tests {
         deliver(&writer, &cache, Event::Apply(object("a", "13", "after mine")));
         assert_eq!(cache.pending_writes(), 0);
         assert_eq!(data(&cache.get(&key("a")).unwrap()), "after mine");
+    }
+
+    #[tokio::test]
+    async fn an_update_is_one_copy_shared_with_the_store_until_the_watch_delivers_it() {
+        let (writer, cache) = cache();
+        deliver(&writer, &cache, Event::Apply(object("a", "10", "old")));
+        let written = cache.wrote(object("a", "12", "mine"), Some("10".into()));
+        let stored = writer.get(&key("a")).unwrap();
+        assert!(Arc::ptr_eq(&stored, &written), "the store shows the write, not a second copy");
+        assert_eq!(cache.pending_writes(), 1);
+        // Reads do not mistake the write the store shows for the watch's delivery of it.
+        assert!(Arc::ptr_eq(&cache.get(&key("a")).unwrap(), &written));
+        assert!(Arc::ptr_eq(&cache.state().await.unwrap()[0], &written));
+        assert_eq!(cache.pending_writes(), 1);
+        deliver(&writer, &cache, Event::Apply(object("a", "11", "someone's, before mine")));
+        assert_eq!(data(&cache.get(&key("a")).unwrap()), "mine", "the overlay still shows it over an older version");
+        assert_eq!(data(&cache.state().await.unwrap()[0]), "mine");
+        deliver(&writer, &cache, Event::Apply(object("a", "12", "mine")));
+        assert_eq!(cache.pending_writes(), 0);
+    }
+
+    #[test]
+    fn a_write_answered_after_a_newer_delivery_does_not_replace_it_in_the_store() {
+        let (writer, cache) = cache();
+        deliver(&writer, &cache, Event::Apply(object("a", "13", "someone's, after mine")));
+        cache.wrote(object("a", "12", "mine"), Some("10".into()));
+        assert_eq!(data(&writer.get(&key("a")).unwrap()), "someone's, after mine");
+        assert_eq!(data(&cache.get(&key("a")).unwrap()), "someone's, after mine");
     }
 
     #[test]

@@ -54,6 +54,24 @@ impl Whole {
         }
     }
 
+    /// Shows the host's write `object` in place of the version of `key` the store holds, if it
+    /// holds one and `older` says it is older than the write: the cache's overlay and the store
+    /// then share one copy until the watch delivers the write.
+    pub fn replace_older(
+        &self,
+        key: &ObjectKey,
+        object: &Arc<DynamicObject>,
+        older: impl FnOnce(&DynamicObject) -> bool,
+    ) {
+        let mut objects = self.objects();
+        if let Some(stored) = objects.get_mut(key)
+            && older(stored)
+        {
+            // The version replaced is freed after the lock is let go.
+            drop(std::mem::replace(stored, object.clone()));
+        }
+    }
+
     /// The object `key`. As kube's store, a namespaced key finds a cluster-scoped object of
     /// that name too.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {

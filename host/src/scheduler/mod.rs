@@ -11,7 +11,9 @@
 //!   permits first come, first served, so one busy scheduler cannot starve another;
 //! - triggers that arrive while a key runs cause exactly one follow-up run after it;
 //! - a requeue (reschedule) runs after its delay unless a trigger comes first, which runs at once
-//!   and replaces it; after every run the [`Settings::max_interval`] timer is armed anew;
+//!   and replaces it; after every run the [`Settings::max_interval`] timer is armed anew (a key
+//!   with nothing else pending keeps only its deadline, and runs at most a thousandth of the
+//!   interval after it);
 //! - a retryable failure is retried with the [`RetryPolicy`] backoff; the run knows its attempt
 //!   number and whether it is the last attempt; success resets retries and earlier reschedules;
 //!   a trigger during a pending retry runs at once and does not count as an attempt; after the
@@ -36,6 +38,7 @@
 //! - once [`Settings::cancel`] fires the runs in flight are aborted, and [`run`] returns only
 //!   after their futures have been dropped.
 
+mod interval;
 mod state;
 
 use std::future::Future;
@@ -411,7 +414,7 @@ pub async fn run_admitted<K, F, Fut, A>(
                 Some(Command::Forget(key)) => state.forget(&key),
                 None => inbox_open = false,
             },
-            Some(key) = state.next_expired(), if !stopping => state.timer_fired(key),
+            Some(expired) = state.next_expired(), if !stopping => state.expired(expired),
             changed = async { admission.as_mut().expect("guarded by the branch condition").changed().await }, if admission_live && !stopping => {
                 admission_live = changed;
                 // Keys admitted later are tried again (and run, wait or are dropped then).

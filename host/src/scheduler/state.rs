@@ -3,11 +3,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
 use std::hash::Hash;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
+use super::interval::Intervals;
 use super::{Priority, Run, Settings, Verdict};
 use crate::ratelimit::Window;
 
@@ -76,9 +78,21 @@ impl Entry {
     }
 }
 
+/// What expired: a key's timer, or settled keys' maximum interval.
+pub(super) enum Expired<K> {
+    /// The timer of a key with an entry.
+    Timer(K),
+    /// Settled keys, which have no entry.
+    Interval(Vec<K>),
+}
+
 /// Per-key phases, the two ready queues and the timers.
 pub(super) struct State<K> {
+    /// Keys with work queued, running or pending (a retry, a reschedule, a rate limit), or
+    /// whose state must outlive a run (failures, a rate limit's window).
     entries: HashMap<K, Entry>,
+    /// Settled keys: no entry, only their maximum interval's deadline.
+    intervals: Option<Intervals<K>>,
     live: VecDeque<K>,
     background: VecDeque<(K, Instant)>,
     /// The last run taken was an aged background item: prefer live next.
@@ -97,6 +111,7 @@ impl<K: Clone + Eq + Hash> State<K> {
     pub(super) fn new(settings: Settings) -> Self {
         Self {
             entries: HashMap::new(),
+            intervals: settings.max_interval.map(Intervals::new),
             live: VecDeque::new(),
             background: VecDeque::new(),
             served_aged: false,
@@ -121,6 +136,9 @@ impl<K: Clone + Eq + Hash> State<K> {
     /// An event for `key`: run it now (subject to the rate limit), or once more after the run
     /// in flight. A trigger replaces any pending retry or reschedule.
     pub(super) fn trigger(&mut self, key: K, priority: Priority) {
+        if let Some(intervals) = &mut self.intervals {
+            intervals.remove(&key);
+        }
         let entry = self.entries.entry(key.clone()).or_insert_with(Entry::new);
         entry.forgotten = false;
         match entry.phase {
@@ -147,6 +165,9 @@ impl<K: Clone + Eq + Hash> State<K> {
     /// Runs in flight find no state when they finish.
     pub(super) fn clear(&mut self) {
         self.entries.clear();
+        if let Some(intervals) = &mut self.intervals {
+            intervals.clear();
+        }
         self.live.clear();
         self.background.clear();
         self.timers.clear();
@@ -155,6 +176,9 @@ impl<K: Clone + Eq + Hash> State<K> {
 
     /// Drops pending work for `key`; a run in flight finishes and is then dropped too.
     pub(super) fn forget(&mut self, key: &K) {
+        if let Some(intervals) = &mut self.intervals {
+            intervals.remove(key);
+        }
         let Some(entry) = self.entries.get_mut(key) else { return };
         if let Phase::Running { .. } = entry.phase {
             entry.forgotten = true;
@@ -265,13 +289,44 @@ impl<K: Clone + Eq + Hash> State<K> {
         } else if let Some(priority) = rerun {
             // An event arrived during the run: it goes first and replaces any timer.
             self.make_ready(key, Cause::Event, priority);
+        } else if self.settled(&key, verdict) {
+            // Only the maximum interval is left to wait for: the key keeps its deadline alone.
+            self.entries.remove(&key);
+            if let (Some(intervals), Some((delay, _, _))) = (&mut self.intervals, next) {
+                intervals.insert(key, Instant::now() + delay);
+            }
         } else if let Some((delay, cause, priority)) = next {
             self.set_timer(key, delay, Pending { cause, priority });
         }
     }
 
+    /// Whether `key`, which just finished with `verdict` and has no run to follow at once, has
+    /// nothing left but its maximum interval: a success without a reschedule shorter than it,
+    /// no state a later run needs (a rate limit's window).
+    fn settled(&self, key: &K, verdict: Verdict) -> bool {
+        let Verdict::Done { requeue_after } = verdict else { return false };
+        let max = self.settings.max_interval;
+        let rescheduled = requeue_after.is_some_and(|requeue| max.is_none_or(|max| requeue <= max));
+        !rescheduled
+            && self.settings.rate_limit.is_none()
+            && self.entries.get(key).is_some_and(|entry| entry.timer.is_none() && !entry.continued)
+    }
+
+    /// Handles what expired.
+    pub(super) fn expired(&mut self, expired: Expired<K>) {
+        match expired {
+            Expired::Timer(key) => self.timer_fired(key),
+            Expired::Interval(keys) => {
+                for key in keys {
+                    self.entries.entry(key.clone()).or_insert_with(Entry::new);
+                    self.make_ready(key, Cause::Timer, Priority::Background);
+                }
+            }
+        }
+    }
+
     /// A timer for `key` expired.
-    pub(super) fn timer_fired(&mut self, key: K) {
+    fn timer_fired(&mut self, key: K) {
         let Some(entry) = self.entries.get_mut(&key) else { return };
         let Some((_, pending)) = entry.timer.take() else { return };
         if entry.phase == Phase::Idle {
@@ -279,9 +334,27 @@ impl<K: Clone + Eq + Hash> State<K> {
         }
     }
 
-    /// Waits for the next expired timer; `None` at once when no timer is pending.
-    pub(super) async fn next_expired(&mut self) -> Option<K> {
-        poll_fn(|cx| self.timers.poll_expired(cx)).await.map(|expired| expired.into_inner())
+    /// Waits for the next expired timer or maximum interval; `None` at once when none is pending.
+    pub(super) async fn next_expired(&mut self) -> Option<Expired<K>> {
+        poll_fn(|cx| {
+            if let Poll::Ready(Some(expired)) = self.timers.poll_expired(cx) {
+                return Poll::Ready(Some(Expired::Timer(expired.into_inner())));
+            }
+            match &mut self.intervals {
+                Some(intervals) if intervals.len() > 0 => {
+                    intervals.poll_due(cx).map(|keys| Some(Expired::Interval(keys)))
+                }
+                _ if self.timers.is_empty() => Poll::Ready(None),
+                _ => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// How many keys have an entry, and how many only a maximum interval's deadline.
+    #[cfg(test)]
+    pub(super) fn sizes(&self) -> (usize, usize) {
+        (self.entries.len(), self.intervals.as_ref().map_or(0, Intervals::len))
     }
 
     /// Queues an idle key, or postpones it while its rate limit is used up.
@@ -321,5 +394,57 @@ impl<K: Clone + Eq + Hash> State<K> {
             self.timers.remove(&old);
         }
         entry.timer = Some((self.timers.insert(key, delay), pending));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_max_interval() -> State<&'static str> {
+        State::new(Settings { max_interval: Some(Duration::from_secs(10)), ..Settings::default() })
+    }
+
+    fn run(state: &mut State<&'static str>, key: &'static str, verdict: Verdict) {
+        state.trigger(key, Priority::Live);
+        let (run, _) = state.start_next().expect("ready");
+        state.finish(run.key, verdict);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settled_key_keeps_only_its_deadline_and_work_brings_its_entry_back() {
+        let mut state = with_max_interval();
+        run(&mut state, "a", Verdict::Done { requeue_after: None });
+        assert_eq!(state.sizes(), (0, 1), "no entry, one deadline");
+        state.trigger("a", Priority::Live);
+        assert_eq!(state.sizes(), (1, 0), "a trigger replaces the deadline");
+        let (next, _) = state.start_next().unwrap();
+        state.finish(next.key, Verdict::Done { requeue_after: Some(Duration::from_secs(2)) });
+        assert_eq!(state.sizes(), (1, 0), "a reschedule keeps its entry and timer");
+        state.forget(&"a");
+        assert_eq!(state.sizes(), (0, 0));
+        run(&mut state, "b", Verdict::Failed { retry: false });
+        assert_eq!(state.sizes(), (1, 0), "a failure keeps its entry: the next run is its last attempt");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_maximum_interval_a_settled_key_leaves_nothing() {
+        let mut state = State::new(Settings::default());
+        run(&mut state, "a", Verdict::Done { requeue_after: None });
+        assert_eq!(state.sizes(), (0, 0));
+        assert!(state.next_expired().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settled_key_runs_again_in_the_background_at_its_deadline() {
+        let mut state = with_max_interval();
+        run(&mut state, "a", Verdict::Done { requeue_after: None });
+        let start = Instant::now();
+        let expired = state.next_expired().await.expect("a deadline is pending");
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        state.expired(expired);
+        let (run, _) = state.start_next().expect("ready again");
+        assert_eq!(run.key, "a");
+        assert_eq!(state.background.len() + state.live.len(), 0);
     }
 }
