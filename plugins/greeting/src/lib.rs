@@ -24,4 +24,12 @@ impl Reconciler for Greeter {
     }
 }
 
+/// Nothing to clean up; built with feature `cleanup` only (the bench's finalizer case).
+#[cfg(feature = "cleanup")]
+impl wasmop_guest::Cleaner for Greeter {
+    fn cleanup(_: Resource<Spec>, _: &Context) -> Result<wasmop_guest::Cleanup, Error> {
+        Ok(wasmop_guest::Cleanup::done())
+    }
+}
+
 wasmop_guest::export!(Greeter);

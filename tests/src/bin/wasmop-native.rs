@@ -2,11 +2,14 @@
 //! careful kube-rs author would write it, making the same API requests the wasmop host makes
 //! for the plugin.
 //!
-//! `wasmop-native NAMESPACE [CONCURRENCY]` (client from `KUBECONFIG`) reconciles the Greetings
-//! (`example.wasmop.dev/v1`) of one namespace with a `kube::runtime::Controller`:
+//! `wasmop-native NAMESPACE [CONCURRENCY] [--finalizer]` (client from `KUBECONFIG`) reconciles
+//! the Greetings (`example.wasmop.dev/v1`) of one namespace with a `kube::runtime::Controller`:
 //! - no finalizer: the greeting plugin has no cleanup, so the host adds none (JOSDK's rule);
-//! - generation-aware: only spec changes (and the first sight of an object) reconcile, as the
-//!   host's default change filter;
+//!   with `--finalizer`, the finalizer `wasmop.dev/greeting`, added before the first reconcile
+//!   (kube's `finalizer` helper), as the host adds one for the greeting plugin built with a
+//!   cleanup (`fixture-greeting-cleanup`);
+//! - generation-aware: only spec changes (and finalizer changes, with one; and the first sight
+//!   of an object) reconcile, as the host's default change filter;
 //! - the status merge patch the host writes: `message`, `observedGeneration` and the `Ready`,
 //!   `Reconciling` and `Degraded` conditions, only when it changes;
 //! - at most CONCURRENCY (default 8, the host's `--plugin-concurrency`) reconciles at once;
@@ -22,7 +25,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::predicates;
+use kube::runtime::finalizer::{Event, finalizer};
+use kube::runtime::{Predicate, predicates};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -40,8 +44,41 @@ fn condition(current: &Value, type_: &str, status: bool, message: &str, generati
             "observedGeneration": generation, "lastTransitionTime": since })
 }
 
-/// The greeting plugin's reconcile: greet `spec.name` and report Ready.
-async fn reconcile(greeting: Arc<DynamicObject>, api: Arc<Api<DynamicObject>>) -> Result<Action, kube::Error> {
+/// The finalizer the host gives the Greetings of a plugin with a cleanup.
+const FINALIZER: &str = "wasmop.dev/greeting";
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<kube::Error>>),
+}
+
+/// What the reconciles share: the Greetings' API, and whether they hold a finalizer.
+struct Shared {
+    api: Api<DynamicObject>,
+    finalizer: bool,
+}
+
+/// The greeting plugin's reconcile, with its finalizer (and an empty cleanup) when it has one.
+async fn reconcile(greeting: Arc<DynamicObject>, shared: Arc<Shared>) -> Result<Action, Failure> {
+    if !shared.finalizer {
+        return Ok(greet(greeting, &shared.api).await?);
+    }
+    finalizer(&shared.api, FINALIZER, greeting, |event| async {
+        match event {
+            Event::Apply(greeting) => greet(greeting, &shared.api).await,
+            Event::Cleanup(_) => Ok(Action::await_change()),
+        }
+    })
+    .await
+    .map_err(|e| Failure::Finalizer(Box::new(e)))
+}
+
+/// The greeting plugin's work: greet `spec.name` and report Ready.
+async fn greet(greeting: Arc<DynamicObject>, api: &Api<DynamicObject>) -> Result<Action, kube::Error> {
     let generation = greeting.metadata.generation;
     let current = &greeting.data["status"];
     let message = format!("Hello, {}!", greeting.data["spec"]["name"].as_str().unwrap_or_default());
@@ -62,7 +99,7 @@ async fn reconcile(greeting: Arc<DynamicObject>, api: Arc<Api<DynamicObject>>) -
     Ok(Action::await_change())
 }
 
-fn error_policy(_: Arc<DynamicObject>, error: &kube::Error, _: Arc<Api<DynamicObject>>) -> Action {
+fn error_policy(_: Arc<DynamicObject>, error: &Failure, _: Arc<Shared>) -> Action {
     eprintln!("reconcile failed: {error}");
     Action::requeue(Duration::from_secs(1))
 }
@@ -87,13 +124,22 @@ fn main() -> anyhow::Result<()> {
 /// Reconciles the Greetings of the namespace of the command line until killed.
 async fn run() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let namespace = args.next().ok_or_else(|| anyhow::anyhow!("usage: wasmop-native NAMESPACE [CONCURRENCY]"))?;
+    let usage = "usage: wasmop-native NAMESPACE [CONCURRENCY] [--finalizer]";
+    let namespace = args.next().ok_or_else(|| anyhow::anyhow!(usage))?;
     let concurrency: u16 = args.next().map(|c| c.parse()).transpose()?.unwrap_or(8);
+    let finalizer = match args.next().as_deref() {
+        None => false,
+        Some("--finalizer") => true,
+        Some(other) => anyhow::bail!("unexpected argument {other:?}; {usage}"),
+    };
     let client = Client::try_default().await?;
     let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "greetings");
     let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
-    // Spec changes only, as the host's generation-aware filter.
+    // Spec changes only, as the host's generation-aware filter; finalizer changes too with one:
+    // the finalizer helper's own patch must come back as an event, it is the next step.
+    type Property = fn(&DynamicObject) -> Option<u64>;
+    let finalizers: Property = if finalizer { predicates::finalizers } else { |_| None };
     let writer = reflector::store::Writer::new(resource.clone());
     let store = writer.as_reader();
     let changes = watcher(api.clone(), watcher::Config::default())
@@ -107,10 +153,10 @@ async fn run() -> anyhow::Result<()> {
         })
         .reflect(writer)
         .applied_objects()
-        .predicate_filter(predicates::generation, Default::default());
+        .predicate_filter((predicates::generation as Property).combine(finalizers), Default::default());
     Controller::for_stream_with(changes, store, resource)
         .with_config(Config::default().concurrency(concurrency))
-        .run(reconcile, error_policy, Arc::new(api))
+        .run(reconcile, error_policy, Arc::new(Shared { api, finalizer }))
         .for_each(|_| async {})
         .await;
     Ok(())

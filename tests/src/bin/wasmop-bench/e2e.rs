@@ -12,6 +12,10 @@
 //!   every side's controller at once (side by side), each on its own Greetings;
 //! - `burst-10k`: 10,000 Greetings created into a fresh controller (`create 10,000`); the
 //!   bounded side (`--cache-budget-mib`, [`super::process::budget_mib`]) runs here too;
+//! - `finalizer`: `burst`'s creates and changes with a finalizer on both sides (the greeting
+//!   plugin built with a cleanup, `fixture-greeting-cleanup`; `wasmop-native --finalizer`):
+//!   `create 1,000, finalizer` and `burst 1,000 x 3, finalizer`; the Greetings are then deleted
+//!   and the controller removes its finalizer from each;
 //! - `startup`: that controller stopped, one Greeting changed, a new one started: the time from
 //!   its start until that Greeting shows its status, with 10,000 existing objects to list.
 
@@ -112,6 +116,35 @@ pub async fn burst(client: &Client, kubeconfig: &Path, side: Side, round: usize)
     }
     runs.push(phase.end(side, "burst 1,000 x 3", round, BURST * ROUNDS, latencies)?);
     Ok((runs, Warm { side, round, api, tracker, controller }))
+}
+
+/// `finalizer` for one side: [`burst`]'s creates and changes, both sides holding a finalizer.
+pub async fn finalizer(client: &Client, kubeconfig: &Path, side: Side, round: usize) -> anyhow::Result<Vec<Run>> {
+    let ns = wasmop_tests::namespace(client, &format!("bench-fin-{}", side.label().replace(' ', "-"))).await?;
+    let api = load::greetings(client, &ns);
+    let tracker = Tracker::start(&api).await?;
+    let extra = match side {
+        Side::Native => vec!["--finalizer".to_string()],
+        _ => vec!["--plugin".to_string(), wasmop_tests::plugin("fixture-greeting-cleanup").display().to_string()],
+    };
+    let controller = Controller::start(side, &ns, kubeconfig, &extra)?;
+    let mut runs = Vec::new();
+
+    let phase = Phase::begin(&controller)?;
+    load::create(&api, &tracker, 0..BURST, "v0").await?;
+    runs.push(phase.end(side, "create 1,000, finalizer", round, BURST, tracker.settle(SETTLE).await?)?);
+
+    let phase = Phase::begin(&controller)?;
+    let mut latencies = Latencies::default();
+    for r in 1..=ROUNDS {
+        load::change_all(&api, &tracker, BURST, &format!("v{r}")).await?;
+        latencies.extend(tracker.settle(SETTLE).await?);
+    }
+    runs.push(phase.end(side, "burst 1,000 x 3, finalizer", round, BURST * ROUNDS, latencies)?);
+    // Gone only once the controller removed its finalizer: the namespace is left clean.
+    load::delete_all(&api, SETTLE).await?;
+    controller.stop().await?;
+    Ok(runs)
 }
 
 /// `paced` for every side at once, each on its own Greetings, then stops the controllers. Side by

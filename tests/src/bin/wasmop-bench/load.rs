@@ -225,3 +225,18 @@ pub async fn paced(
     }
     Ok(total)
 }
+
+/// Deletes every Greeting of `api`'s namespace and waits, up to `limit`, until none is left (a
+/// controller holding a finalizer removes it first).
+pub async fn delete_all(api: &Api<DynamicObject>, limit: Duration) -> anyhow::Result<()> {
+    api.delete_collection(&Default::default(), &Default::default()).await?;
+    let until = Instant::now() + limit;
+    loop {
+        let left = api.list_metadata(&kube::api::ListParams::default().limit(1)).await?;
+        if left.items.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < until, "Greetings still there {limit:?} after their deletion");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

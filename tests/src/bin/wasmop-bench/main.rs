@@ -5,6 +5,7 @@
 //! - `predicate`: per-event cost of a guest predicate against built-in terms ([`predicate`]);
 //! - `burst`: the greeting plugin and `wasmop-native` as processes: 1,000 creates, 1,000 x 3
 //!   changes ([`e2e::burst`]), then 100 changes a second, both at once ([`e2e::paced`]);
+//! - `finalizer`: the same creates and changes with a finalizer on both sides ([`e2e::finalizer`]);
 //! - `burst-10k`: 10,000 creates, then a restart with 10,000 existing objects, also with bounded
 //!   caches ([`e2e::many`]);
 //! - `reload`: hot reload to the first new-version reconcile ([`reload`]);
@@ -19,7 +20,8 @@
 //! the other, each round starting with the next side; `BENCH_SIDES` (e.g. `wasmop`) runs only
 //! some sides; `BENCH_THREADS` (default: the available parallelism, as `#[tokio::main]` takes
 //! it) sets the runtime worker threads of every controller process, the same on both sides
-//! ([`threads`]); for experiments, `BENCH_WASMOP_ARGS` gives the host more flags (not
+//! ([`threads`]), and `BENCH_CONCURRENCY` (default 16) the reconciles each runs at once
+//! ([`concurrency`]); for experiments, `BENCH_WASMOP_ARGS` gives the host more flags (not
 //! `--worker-threads` or `--metrics-address`: the bench passes them) and `BENCH_WASMOP_LOG` its
 //! log filter (default `warn`). The runs table counts the LIST pages and GETs the host's bounded
 //! caches made of the API server in each run (from its metrics).
@@ -62,6 +64,12 @@ fn threads() -> usize {
     env_number("BENCH_THREADS", cores())
 }
 
+/// Reconciles in flight at once per controller, the same on both sides: `BENCH_CONCURRENCY`,
+/// default 16 (the wasmop host gets `--plugin-concurrency`, `wasmop-native` its `CONCURRENCY`).
+fn concurrency() -> usize {
+    env_number("BENCH_CONCURRENCY", 16)
+}
+
 /// The heap, counted, for part `cache`.
 #[global_allocator]
 static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
@@ -88,7 +96,12 @@ fn selected(part: &str) -> bool {
 async fn main() -> anyhow::Result<()> {
     let began = Instant::now();
     anyhow::ensure!(threads() > 0, "BENCH_THREADS must be at least 1");
-    println!("controllers: {} worker threads each (wasmop and native; BENCH_THREADS)", threads());
+    anyhow::ensure!(concurrency() > 0, "BENCH_CONCURRENCY must be at least 1");
+    println!(
+        "controllers: {} worker threads and {} concurrent reconciles each (wasmop and native; BENCH_THREADS, BENCH_CONCURRENCY)",
+        threads(),
+        concurrency()
+    );
     let mut report = Report::new(threads());
     if selected("call") {
         let (json, md) = call::per_call(env_number("BENCH_CALLS", 2000)).await?;
@@ -102,12 +115,13 @@ async fn main() -> anyhow::Result<()> {
         report.parts.insert("predicate", json);
         report.sections.push(md);
     }
-    let cluster_parts = ["burst", "burst-10k", "reload", "secondaries", "cache", "polling", "languages", "scale"];
+    let cluster_parts =
+        ["burst", "finalizer", "burst-10k", "reload", "secondaries", "cache", "polling", "languages", "scale"];
     if cluster_parts.into_iter().any(selected) {
         let client = client().await?;
         let kubeconfig = kubeconfig();
         let rounds = env_number("BENCH_ROUNDS", 2);
-        if selected("burst") || selected("burst-10k") {
+        if selected("burst") || selected("finalizer") || selected("burst-10k") {
             e2e::install(&client).await?;
         }
         for round in 1..=rounds {
@@ -121,6 +135,12 @@ async fn main() -> anyhow::Result<()> {
                 }
                 report.runs.extend(e2e::paced(warm).await?);
                 println!("paced, round {round}: done after {:.0?}", began.elapsed());
+            }
+            if selected("finalizer") {
+                for side in in_turn([Side::Native, Side::Wasmop], round) {
+                    report.runs.extend(e2e::finalizer(&client, kubeconfig, side, round).await?);
+                    println!("finalizer, {}, round {round}: done after {:.0?}", side.label(), began.elapsed());
+                }
             }
             if selected("burst-10k") {
                 for side in in_turn([Side::Native, Side::Wasmop, Side::WasmopBounded], round) {

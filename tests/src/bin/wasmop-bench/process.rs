@@ -126,13 +126,15 @@ impl Drop for Controller {
 
 impl Controller {
     /// Starts `side` on namespace `ns` of the cluster of `kubeconfig`; the wasmop host runs
-    /// `plugins` (default: the greeting plugin) with `extra` arguments.
+    /// `plugins` (default: the greeting plugin) with `extra` arguments, and `wasmop-native` gets
+    /// `extra` as its own (`--finalizer`).
     pub fn start(side: Side, ns: &str, kubeconfig: &Path, extra: &[String]) -> anyhow::Result<Self> {
         let mut metrics = None;
         let mut command = match side {
             Side::Native => {
                 let mut c = tokio::process::Command::new(sibling("wasmop-native")?);
-                c.arg(ns).env("WASMOP_WORKER_THREADS", super::threads().to_string());
+                c.arg(ns).arg(super::concurrency().to_string()).args(extra);
+                c.env("WASMOP_WORKER_THREADS", super::threads().to_string());
                 c
             }
             Side::Wasmop | Side::WasmopBounded => {
@@ -145,6 +147,7 @@ impl Controller {
                 compile_ahead(&plugins)?;
                 let mut c = tokio::process::Command::new(sibling("wasmop")?);
                 c.args(["run", "--namespace", ns, "--worker-threads", &super::threads().to_string()]);
+                c.args(["--plugin-concurrency", &super::concurrency().to_string()]);
                 if extra.is_empty() {
                     c.args(["--plugin", &greeting]);
                 }

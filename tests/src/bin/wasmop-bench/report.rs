@@ -200,9 +200,10 @@ impl Report {
     /// The report's title: how long it ran, on how many cores, with how many threads.
     fn title(&self, seconds: f64) -> String {
         format!(
-            "wasmop bench: {seconds:.0} s on {} cores, {} worker threads per controller (both sides)",
+            "wasmop bench: {seconds:.0} s on {} cores, {} worker threads and {} concurrent reconciles per controller (both sides)",
             super::cores(),
-            self.worker_threads
+            self.worker_threads,
+            super::concurrency()
         )
     }
 
