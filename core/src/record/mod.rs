@@ -21,6 +21,7 @@
 //! writes and deletes that answer says, its counts added to the metrics.
 
 pub mod format;
+pub mod redact;
 pub mod select;
 
 pub use format::{Answer, Call, Ending, Import, Reason, Record, Request, Step};

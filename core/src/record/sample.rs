@@ -10,6 +10,8 @@ use crate::kind::KindRef;
 pub const PASSWORD: &str = "hunter2-very-secret";
 /// Its base64 form, as the Secret's `data` holds it.
 pub const PASSWORD_BASE64: &str = "aHVudGVyMi12ZXJ5LXNlY3JldA==";
+/// A password the plugin generates into a desired Secret's `data`.
+pub const GENERATED: &str = "generated-pass-42";
 /// Its base64 form.
 pub const GENERATED_BASE64: &str = "Z2VuZXJhdGVkLXBhc3MtNDI=";
 /// The Secret's `stringData` token.
