@@ -20,6 +20,7 @@
 //! [`redact::redact`] unless the setting keeps Secrets, [`budget::Budget::admit`], and the
 //! writes and deletes that answer says, its counts added to the metrics.
 
+pub mod budget;
 pub mod format;
 pub mod redact;
 pub mod select;
