@@ -23,6 +23,7 @@
 pub mod budget;
 pub mod format;
 pub mod redact;
+pub mod replay;
 pub mod select;
 
 pub use format::{Answer, Call, Ending, Import, Reason, Record, Request, Step};
