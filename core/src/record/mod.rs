@@ -21,6 +21,7 @@
 //! writes and deletes that answer says, its counts added to the metrics.
 
 pub mod budget;
+pub mod diff;
 pub mod format;
 pub mod redact;
 pub mod replay;
