@@ -8,7 +8,7 @@
 //!
 //! | module | rule |
 //! |---|---|
-//! | [`format`] | the record: plugin, request, every import call with its answer, ending |
+//! | [`format`](mod@format) | the record: plugin, request, every import call with its answer, ending |
 //! | [`select`] | the `record` setting: which reconciles are recorded (failed, selected, sampled) |
 //! | [`redact`] | no Secret data in a record unless the setting keeps it |
 //! | [`budget`] | the size cap of a record (largest answers dropped first) and the directory's budget (oldest deleted first) |
@@ -31,3 +31,86 @@ pub use format::{Answer, Call, Ending, Import, Reason, Record, Request, Step};
 
 #[cfg(test)]
 pub(crate) mod sample;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::format::{Outcome, ReconcileRequest};
+    use super::replay::{ReplayError, Tape};
+    use super::*;
+
+    /// A guest's `reconcile`: reads the Secret its primary names, logs its token, and reports
+    /// which keys the Secret has. `call` answers its imports.
+    fn guest(
+        primary: &str,
+        call: &mut dyn FnMut(Import) -> Result<Answer, ReplayError>,
+    ) -> Result<Ending, ReplayError> {
+        let primary: Value = serde_json::from_str(primary).unwrap_or_default();
+        let name = primary["spec"]["secretName"].as_str().unwrap_or_default().to_owned();
+        let get = Import::Get { kind: sample::core_kind("Secret"), namespace: Some("ns".into()), name };
+        let Answer::Object(Ok(Some(secret))) = call(get)? else { return Ok(Ending::Trapped("no secret".into())) };
+        let secret: Value = serde_json::from_str(&secret).unwrap_or_default();
+        let token = secret["stringData"]["token"].as_str().unwrap_or_default();
+        call(Import::Log { level: "info".into(), message: format!("token {token}"), fields: vec![] })?;
+        let keys: Vec<&String> = secret["data"].as_object().map(|data| data.keys().collect()).unwrap_or_default();
+        let status = json!({ "keys": keys }).to_string();
+        Ok(Ending::Reconciled(Outcome { status: Some(status), ..Outcome::default() }))
+    }
+
+    /// The record of `guest` run against a cluster holding the sample's Secret.
+    fn recorded() -> Record {
+        let primary = sample::primary().to_string();
+        let mut calls = Vec::new();
+        let ending = guest(&primary, &mut |import| {
+            let answer = match &import {
+                Import::Get { .. } => Answer::Object(Ok(Some(sample::secret().to_string()))),
+                _ => Answer::Nothing,
+            };
+            calls.push(Call { import, answer: answer.clone() });
+            Ok(answer)
+        })
+        .unwrap();
+        let request = ReconcileRequest {
+            object: primary,
+            attempt: 0,
+            last_attempt: false,
+            dependents: vec![],
+            external: vec![],
+            inbound: None,
+        };
+        Record { steps: vec![Step { request: Request::Reconcile(request), calls, ending }], ..sample::record() }
+    }
+
+    /// Replays `record`'s one step exactly with `guest`.
+    fn replay(record: &Record) -> Result<(), ReplayError> {
+        let step = &record.steps[0];
+        let Request::Reconcile(request) = &step.request else { panic!("a reconcile") };
+        let mut tape = Tape::exact(0, step);
+        let ending = guest(&request.object, &mut |import| tape.answer(&import).cloned())?;
+        tape.finish(&ending)
+    }
+
+    #[test]
+    fn a_record_replays_bit_exact_with_the_same_guest() {
+        assert_eq!(replay(&recorded()), Ok(()));
+    }
+
+    #[test]
+    fn a_redacted_record_still_replays_bit_exact_for_a_guest_that_checks_which_keys_a_secret_has() {
+        let mut record = recorded();
+        redact::redact(&mut record).unwrap();
+        assert!(record.redacted);
+        assert!(!String::from_utf8(record.to_vec()).unwrap().contains(sample::TOKEN));
+        assert_eq!(replay(&record), Ok(()));
+    }
+
+    #[test]
+    fn a_record_read_back_from_what_the_budget_wrote_replays_the_same() {
+        let mut record = recorded();
+        redact::redact(&mut record).unwrap();
+        let budget = budget::Budget { max_record_bytes: 1 << 20, budget_bytes: 1 << 30 };
+        let written = budget.admit(&mut record, &[]).write.unwrap();
+        assert_eq!(replay(&Record::from_slice(&written).unwrap()), Ok(()));
+    }
+}

@@ -13,7 +13,7 @@
 //! A reconcile is recorded when it failed (and `failed` is on), when its primary matches
 //! `selector`, or when the sample picks it: a random value in `[0, 1)`, which the host draws and
 //! passes in, is below `sample`. Whether it failed is known only at the end, so the decision
-//! comes in two parts: before the call, [`Recording::plan`] says whether the calls must be kept
+//! comes in two parts: before the call, [`Selection::plan`] says whether the calls must be kept
 //! at all ([`Plan::Skip`] when not even a failure would be recorded), and after it,
 //! [`Plan::reason`] says whether the record is written, and why.
 
