@@ -10,17 +10,23 @@
 //!   replaced the same way. Objects answered to a read of kind Secret count as Secrets even when
 //!   they carry no `kind`.
 //! - Then every value found (the `data` text, its decoded bytes when they are UTF-8, and
-//!   `stringData`) is scrubbed from the rest of the record: a string equal to one is replaced by
-//!   the marker, and so is an occurrence inside a longer string (a log line, a status message)
-//!   when the value has at least [`MIN_SCRUBBED`] bytes; shorter values (`true`, `1`) would
-//!   mangle unrelated text.
+//!   `stringData`) of at least [`MIN_SCRUBBED`] bytes is scrubbed from what the guest wrote: its
+//!   log lines, its outgoing HTTP requests, and its endings (status, desired objects, events,
+//!   errors). Wherever it appears there, whole or inside a longer string, it becomes the marker
+//!   of its length. A guest that logs or copies what it read replays the same from a redacted
+//!   record, since it reads the marker and writes it where the record has it. Shorter values
+//!   (`true`, `1`) are not looked for: they would match unrelated text. What the host handed the
+//!   guest (requests, answers to reads, other than Secrets) is left as it was, so that replays
+//!   are answered as recorded; a value that appears in an output by coincidence (a Secret's
+//!   `username: postgres` and an object named `postgres`) is replaced there too, and that output
+//!   then does not replay bit-exact.
 //! - [`Record::redacted`] says whether anything was replaced.
 
 use serde_json::{Map, Value};
 
 use super::format::{ReadError, Record};
 
-/// The shortest secret value also scrubbed where it appears inside a longer string.
+/// The shortest secret value scrubbed from what the guest wrote.
 pub const MIN_SCRUBBED: usize = 8;
 
 /// The annotation in which `kubectl apply` keeps a copy of the whole object.
@@ -39,10 +45,11 @@ pub fn redact(record: &mut Record) -> Result<usize, ReadError> {
     let mut tree = serde_json::to_value(&*record).map_err(malformed)?;
     let mut found = Found::default();
     hide_secrets(&mut tree, false, &mut found);
+    found.values.retain(|value| value.len() >= MIN_SCRUBBED);
     found.values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     found.values.dedup();
     let values = std::mem::take(&mut found.values);
-    scrub(&mut tree, &values, &mut found.replaced);
+    scrub_outputs(&mut tree, &values, &mut found.replaced);
     if found.replaced == 0 {
         return Ok(0);
     }
@@ -132,20 +139,40 @@ fn hide_data(secret: &mut Map<String, Value>, found: &mut Found) {
     }
 }
 
-/// Replaces the secret `values` wherever they appear in the strings of `value` (see the
-/// module's rule), counting the replacements in `replaced`.
+/// The import calls whose arguments are the guest's output.
+const OUTPUT_IMPORTS: [&str; 2] = ["log", "http"];
+
+/// Replaces the secret `values` in what the guest wrote: the arguments of its logs and HTTP
+/// requests and its endings (the record as JSON: `steps[].calls[]`, `steps[].ending`).
+fn scrub_outputs(record: &mut Value, values: &[String], replaced: &mut usize) {
+    let Some(steps) = record.get_mut("steps").and_then(Value::as_array_mut) else { return };
+    for step in steps {
+        for call in step.get_mut("calls").and_then(Value::as_array_mut).into_iter().flatten() {
+            let Some(call) = call.as_object_mut() else { continue };
+            if !call.get("import").and_then(Value::as_str).is_some_and(|name| OUTPUT_IMPORTS.contains(&name)) {
+                continue;
+            }
+            for (field, value) in call.iter_mut() {
+                if field != "import" && field != "answer" {
+                    scrub(value, values, replaced);
+                }
+            }
+        }
+        if let Some(ending) = step.get_mut("ending") {
+            scrub(ending, values, replaced);
+        }
+    }
+}
+
+/// Replaces the secret `values` wherever they appear in the strings of `value`, JSON text
+/// included, counting the replacements in `replaced`.
 fn scrub(value: &mut Value, values: &[String], replaced: &mut usize) {
     match value {
         Value::Object(object) => object.values_mut().for_each(|field| scrub(field, values, replaced)),
         Value::Array(items) => items.iter_mut().for_each(|item| scrub(item, values, replaced)),
         Value::String(text) => {
-            if let Some(exact) = values.iter().find(|v| *v == text) {
-                *text = marker(exact.len());
-                *replaced += 1;
-                return;
-            }
             in_json_text(text, |inner| scrub(inner, values, replaced));
-            for secret in values.iter().filter(|v| v.len() >= MIN_SCRUBBED) {
+            for secret in values {
                 if text.contains(secret.as_str()) {
                     *replaced += text.matches(secret.as_str()).count();
                     *text = text.replace(secret.as_str(), &marker(secret.len()));
@@ -278,22 +305,35 @@ mod tests {
     }
 
     #[test]
-    fn short_values_are_scrubbed_only_where_they_are_the_whole_string() {
+    fn short_values_and_what_the_guest_was_handed_are_not_scrubbed() {
         let mut record = sample::record();
         let secret = json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "flag" },
-            "stringData": { "enabled": "true", "mode": "fast" } });
-        record.steps[1].calls =
-            vec![sample::get("Secret", "flag", Some(secret)), sample::log("fast"), sample::log("true fast")];
+            "stringData": { "enabled": "true", "database": "postgres-main" } });
+        let copy = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "postgres-main" } });
+        let read = sample::get("ConfigMap", "postgres-main", Some(copy));
+        let calls = vec![sample::get("Secret", "flag", Some(secret)), read.clone(), sample::log("true, postgres-main")];
+        record.steps[1].calls = calls;
         record.steps.remove(0);
+        assert_eq!(redact(&mut record), Ok(3));
+        assert_eq!(record.steps[0].calls[1], read);
+        let Import::Log { message, .. } = &record.steps[0].calls[2].import else { panic!("a log") };
+        assert_eq!(message, "true, <redacted: 13 bytes>");
+    }
+
+    #[test]
+    fn a_secret_sent_in_an_http_request_is_scrubbed_from_it() {
+        let mut record = sample::record();
+        let import = Import::Http {
+            method: "POST".into(),
+            url: "https://api.example.com/v1".into(),
+            headers: vec![("authorization".into(), format!("Bearer {TOKEN}"))],
+            body: crate::record::format::Body::Text(format!("{{\"password\":\"{PASSWORD}\"}}")),
+        };
+        record.steps[1].calls.push(Call { import, answer: Answer::Http(Err("refused".into())) });
         redact(&mut record).unwrap();
-        let messages: Vec<&str> = record.steps[0].calls[1..]
-            .iter()
-            .map(|call| match &call.import {
-                Import::Log { message, .. } => message.as_str(),
-                _ => "",
-            })
-            .collect();
-        assert_eq!(messages, ["<redacted: 4 bytes>", "true fast"]);
+        let Import::Http { headers, body, .. } = &record.steps[1].calls[5].import else { panic!("http") };
+        assert_eq!(headers[0].1, "Bearer <redacted: 13 bytes>");
+        assert_eq!(body.bytes(), br#"{"password":"<redacted: 19 bytes>"}"#);
     }
 
     #[test]
