@@ -565,6 +565,27 @@ impl Record {
         serde_json::from_slice(bytes).map_err(|e| ReadError::Malformed(e.to_string()))
     }
 
+    /// The record's file name: when it was recorded, the primary, why, and `sequence` (the
+    /// host's count of records written) to tell apart records of one instant, e.g.
+    /// `20261126T070000Z-ns-web-failed-000042.json`. Characters other than letters, digits, `.`
+    /// and `-` become `_`, so names are safe on any file system and sort by time.
+    pub fn file_name(&self, sequence: u64) -> String {
+        let time: String = self.recorded_at.chars().filter(|c| !matches!(c, ':' | '-')).collect();
+        let reason = match self.reason {
+            Reason::Failed => "failed",
+            Reason::Selected => "selected",
+            Reason::Sampled => "sampled",
+        };
+        let primary = match &self.primary.namespace {
+            Some(namespace) => format!("{namespace}-{}", self.primary.name),
+            None => self.primary.name.clone(),
+        };
+        let name = format!("{time}-{primary}-{reason}-{sequence:06}");
+        let safe: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') { c } else { '_' }).collect();
+        format!("{safe}.json")
+    }
+
     /// The record as JSON bytes.
     pub fn to_vec(&self) -> Vec<u8> {
         // A value of these types always serializes: no map has non-string keys.
@@ -608,6 +629,16 @@ mod tests {
             serde_json::to_value(&clock).unwrap(),
             json!({ "import": "wallClock", "answer": { "instant": { "seconds": 1, "nanoseconds": 2 } } })
         );
+    }
+
+    #[test]
+    fn file_names_sort_by_time_and_say_whose_and_why() {
+        let mut record = sample::record();
+        assert_eq!(record.file_name(42), "20261126T070000Z-ns-web-failed-000042.json");
+        record.primary = PrimaryName { namespace: None, name: "a/b c".into() };
+        record.reason = Reason::Sampled;
+        record.recorded_at = "2026-11-26T07:00:00.123Z".into();
+        assert_eq!(record.file_name(1), "20261126T070000.123Z-a_b_c-sampled-000001.json");
     }
 
     #[test]

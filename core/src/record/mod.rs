@@ -15,10 +15,21 @@
 //! | [`replay`] | the tape a replay answers the guest from, and the first divergent import call |
 //! | [`diff`] | a readable diff of the recorded ending and a replay's |
 //!
-//! The order the host follows for a reconcile: [`select::Selection::plan`] before it runs; its
-//! calls kept while it runs when the plan says so; [`select::Plan::reason`] once it ended; then
-//! [`redact::redact`] unless the setting keeps Secrets, [`budget::Budget::admit`], and the
-//! writes and deletes that answer says, its counts added to the metrics.
+//! What the host does with these, per plugin (its records in a directory of their own under
+//! `--record DIR`, so that the plugin's budget bounds that directory):
+//!
+//! 1. at load, [`select::Recording::selection`] and [`select::Recording::budget`] from its
+//!    `record` setting (refused in words when it cannot work);
+//! 2. before a reconcile, [`select::Selection::plan`]: keep its calls or not;
+//! 3. while it runs, every export call as a [`Step`] and every import call as a [`Call`];
+//! 4. once it ended, [`select::Plan::reason`]: write a [`Record`] or not;
+//! 5. [`redact::redact`] unless the setting keeps Secrets; [`budget::Budget::admit`] with the
+//!    directory's records; the deletes and the write it answers, under [`Record::file_name`];
+//!    its [`budget::Counts`] added to the metrics.
+//!
+//! `wasmop replay` reads a record ([`Record::from_slice`]), runs each step's export with the
+//! step's request, answering imports from a [`replay::Tape`], and reports a
+//! [`replay::ReplayError`] or, with another module, prints a [`diff::diff`] of the endings.
 
 pub mod budget;
 pub mod diff;

@@ -20,6 +20,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::budget::Budget;
 use super::format::Reason;
 use crate::selector::{LabelSelector, SelectorError};
 
@@ -145,14 +146,12 @@ impl Recording {
         Ok(Selection { failed: self.failed, selector, sample: self.sample })
     }
 
-    /// The size cap of one record, in bytes.
-    pub fn max_record_bytes(&self) -> u64 {
-        self.max_record_kib.unwrap_or(DEFAULT_MAX_RECORD_KIB).saturating_mul(1 << 10)
-    }
-
-    /// The budget of the plugin's records, in bytes.
-    pub fn budget_bytes(&self) -> u64 {
-        self.budget_mib.unwrap_or(DEFAULT_BUDGET_MIB).saturating_mul(1 << 20)
+    /// The size cap and the budget in bytes, the defaults filled in.
+    pub fn budget(&self) -> Budget {
+        Budget {
+            max_record_bytes: self.max_record_kib.unwrap_or(DEFAULT_MAX_RECORD_KIB).saturating_mul(1 << 10),
+            budget_bytes: self.budget_mib.unwrap_or(DEFAULT_BUDGET_MIB).saturating_mul(1 << 20),
+        }
     }
 }
 
@@ -204,7 +203,7 @@ mod tests {
         let recording = setting(json!({}));
         assert_eq!(recording, Recording::default());
         assert_eq!(recording.secrets, Secrets::Redact);
-        assert_eq!((recording.max_record_bytes(), recording.budget_bytes()), (1 << 20, 256 << 20));
+        assert_eq!(recording.budget(), Budget { max_record_bytes: 1 << 20, budget_bytes: 256 << 20 });
         let plan = recording.selection().unwrap().plan(&sample::primary(), 0.0);
         assert_eq!(plan, Plan::IfFailed);
         assert_eq!(plan.reason(true), Some(Reason::Failed));
@@ -240,7 +239,7 @@ mod tests {
             "maxRecordKiB": 64, "budgetMiB": 2
         }));
         assert_eq!(recording.secrets, Secrets::Keep);
-        assert_eq!((recording.max_record_bytes(), recording.budget_bytes()), (64 << 10, 2 << 20));
+        assert_eq!(recording.budget(), Budget { max_record_bytes: 64 << 10, budget_bytes: 2 << 20 });
         assert_eq!(serde_json::to_value(&recording).unwrap()["maxRecordKiB"], 64);
         assert!(serde_json::from_value::<Recording>(json!({ "when": "all" })).is_err());
     }
