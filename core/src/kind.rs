@@ -1,17 +1,21 @@
 //! A resource type and an object's identity.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A Kubernetes resource type, as a plugin declares it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct KindRef {
     /// API group; empty for the core group.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub group: String,
     /// API version within the group, e.g. `v1`.
     pub version: String,
     /// Kind, e.g. `WebPage`.
     pub kind: String,
     /// Plural resource name; derived from the kind when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plural: Option<String>,
     /// Whether objects of this kind live in a namespace.
     pub namespaced: bool,

@@ -23,6 +23,7 @@
 //! | [`mapping`] | which primaries a secondary's change concerns; the secondaries of a primary |
 //! | [`matching`] | whether the cluster already holds a desired object (SSA-aware) |
 //! | [`projection`] | which parts of an object a cache keeps |
+//! | [`record`] | recording a reconcile and replaying it: the record, what is recorded, redaction, size and budget, the replay tape, the diff |
 //! | [`refusal`] | which failed API requests are worth retrying; a refusal in plain words |
 //! | [`served`] | a kind the API server does not serve, and the served kind closest to it |
 //! | [`settings`] | a plugin's settings in the words users write them, and their precedence |
@@ -42,6 +43,7 @@ pub mod mapping;
 pub mod matching;
 pub mod predicate;
 pub mod projection;
+pub mod record;
 pub mod refusal;
 pub mod selector;
 pub mod served;

@@ -1,0 +1,305 @@
+//! Replaying a record: the tape a replaying host consults for each import call of the guest,
+//! and the check that the guest ended as recorded.
+//!
+//! - **Exact** ([`Tape::exact`], `wasmop replay RECORD` with the recorded module): the guest's
+//!   calls must be the recorded ones, in order, with the same arguments; each is answered with
+//!   the recorded answer. The first that differs stops the replay with a [`Divergence`] naming
+//!   it (the step, the call's index, what the record holds and what the guest asked), and so
+//!   does a guest that ends with recorded calls left. At the end, [`Tape::finish`] compares the
+//!   ending's bytes ([`Ending::bytes`]) with the record's.
+//! - **Lenient** ([`Tape::lenient`], `--plugin other.wasm`): another version of the plugin may
+//!   read in another order, read more than once or log differently. Each call is answered from
+//!   the first recorded call with the same import and arguments not yet used (the last one used
+//!   when all are, since reads of a cache repeat); logs are accepted whatever they say. Only a
+//!   call the record cannot answer stops the replay. The endings are then compared as a diff
+//!   ([`crate::record::diff`]), not as bytes.
+//!
+//! A call whose answer was truncated to fit the size cap cannot be replayed: the replay stops
+//! there with [`ReplayError::Truncated`].
+
+use super::format::{Answer, Call, Ending, Import, Step};
+
+/// How strictly a tape holds the guest to the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The recorded calls, in order.
+    Exact,
+    /// Any recorded call with the same arguments; logs always.
+    Lenient,
+}
+
+/// The recorded calls of one step, answering the guest's calls during a replay.
+#[derive(Debug)]
+pub struct Tape<'r> {
+    step: usize,
+    export: &'static str,
+    calls: &'r [Call],
+    recorded: &'r Ending,
+    mode: Mode,
+    /// The guest's calls so far.
+    asked: usize,
+    /// Which recorded calls answered (lenient), or the first `n` (exact).
+    used: Vec<bool>,
+}
+
+/// The first import call where a replay and its record part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// The step's index in the record.
+    pub step: usize,
+    /// The step's export, e.g. `reconcile`.
+    pub export: &'static str,
+    /// The call's index within the step.
+    pub index: usize,
+    /// The recorded call; `None` when the guest called more than the record holds.
+    pub expected: Option<Import>,
+    /// The guest's call; `None` when the guest ended before making the recorded one.
+    pub actual: Option<Import>,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (step, export, index) = (self.step, self.export, self.index);
+        write!(f, "step {step} ({export}), import call {index}: ")?;
+        match (&self.expected, &self.actual) {
+            (Some(expected), Some(actual)) => write!(f, "the record has `{expected}`, the guest called `{actual}`"),
+            (Some(expected), None) => write!(f, "the record has `{expected}`, the guest returned instead"),
+            (None, Some(actual)) => write!(f, "the guest called `{actual}`, which the record does not hold"),
+            (None, None) => f.write_str("no call on either side"),
+        }
+    }
+}
+
+/// Why a replay stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayError {
+    /// The guest's calls part from the record (boxed: it holds two calls).
+    Diverged(Box<Divergence>),
+    /// The recorded answer was dropped to fit the size cap.
+    Truncated {
+        /// The step's index.
+        step: usize,
+        /// The call's index within the step.
+        index: usize,
+        /// The answer's size when it was recorded.
+        bytes: u64,
+    },
+    /// The guest made the recorded calls but ended differently.
+    Ending {
+        /// The step's index.
+        step: usize,
+        /// The recorded ending, as JSON.
+        expected: String,
+        /// The replay's ending, as JSON.
+        actual: String,
+    },
+}
+
+impl std::fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayError::Diverged(divergence) => write!(f, "diverged at {divergence}"),
+            ReplayError::Truncated { step, index, bytes } => write!(
+                f,
+                "step {step}, import call {index}: the answer ({bytes} bytes) was dropped to fit the record's size cap"
+            ),
+            ReplayError::Ending { step, expected, actual } => {
+                write!(f, "step {step}: the same calls, another ending:\n  recorded {expected}\n  replayed {actual}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReplayError {}
+
+/// The answer to a log: nothing.
+static NOTHING: Answer = Answer::Nothing;
+
+impl<'r> Tape<'r> {
+    /// The tape of `step`, the `index`th of its record, holding the guest to its calls in order.
+    pub fn exact(index: usize, step: &'r Step) -> Self {
+        Self::new(index, step, Mode::Exact)
+    }
+
+    /// The tape of `step`, the `index`th of its record, answering any recorded call.
+    pub fn lenient(index: usize, step: &'r Step) -> Self {
+        Self::new(index, step, Mode::Lenient)
+    }
+
+    fn new(index: usize, step: &'r Step, mode: Mode) -> Self {
+        let calls = step.calls.as_slice();
+        let used = vec![false; calls.len()];
+        Self { step: index, export: step.request.export(), calls, recorded: &step.ending, mode, asked: 0, used }
+    }
+
+    /// The recorded answer to the guest's next call, `import`.
+    pub fn answer(&mut self, import: &Import) -> Result<&'r Answer, ReplayError> {
+        let asked = self.asked;
+        self.asked += 1;
+        let found = match self.mode {
+            Mode::Exact => self.calls.get(asked).map(|call| (asked, call)),
+            Mode::Lenient if matches!(import, Import::Log { .. }) => return Ok(&NOTHING),
+            Mode::Lenient => self.unused(import).or_else(|| self.last_used(import)),
+        };
+        let Some((index, call)) = found.filter(|(_, call)| call.import == *import) else {
+            let expected = found.map(|(_, call)| call.import.clone());
+            return Err(self.diverged(asked, expected, Some(import.clone())));
+        };
+        self.used[index] = true;
+        match &call.answer {
+            Answer::Truncated(bytes) => Err(ReplayError::Truncated { step: self.step, index, bytes: *bytes }),
+            answer => Ok(answer),
+        }
+    }
+
+    /// The first recorded call of `import` not used yet.
+    fn unused(&self, import: &Import) -> Option<(usize, &'r Call)> {
+        self.calls.iter().enumerate().find(|(i, call)| !self.used[*i] && call.import == *import)
+    }
+
+    /// The last recorded call of `import` used already.
+    fn last_used(&self, import: &Import) -> Option<(usize, &'r Call)> {
+        self.calls.iter().enumerate().rev().find(|(i, call)| self.used[*i] && call.import == *import)
+    }
+
+    fn diverged(&self, index: usize, expected: Option<Import>, actual: Option<Import>) -> ReplayError {
+        ReplayError::Diverged(Box::new(Divergence { step: self.step, export: self.export, index, expected, actual }))
+    }
+
+    /// Checks the end of an exact replay: every recorded call was made (lenient tapes do not
+    /// ask), and `ending` has the recorded bytes.
+    pub fn finish(&self, ending: &Ending) -> Result<(), ReplayError> {
+        if self.mode == Mode::Exact
+            && let Some(call) = self.calls.get(self.asked)
+        {
+            return Err(self.diverged(self.asked, Some(call.import.clone()), None));
+        }
+        let (expected, actual) = (self.recorded.bytes(), ending.bytes());
+        if expected == actual {
+            return Ok(());
+        }
+        let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+        Err(ReplayError::Ending { step: self.step, expected: text(expected), actual: text(actual) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::format::{Failure, Outcome};
+    use crate::record::sample;
+
+    /// Plays `imports` against `tape`, returning the answers until the first error.
+    fn play<'r>(tape: &mut Tape<'r>, imports: &[Import]) -> Result<Vec<&'r Answer>, ReplayError> {
+        imports.iter().map(|import| tape.answer(import)).collect()
+    }
+
+    fn imports(step: &Step) -> Vec<Import> {
+        step.calls.iter().map(|call| call.import.clone()).collect()
+    }
+
+    #[test]
+    fn the_same_calls_are_answered_as_recorded_and_the_same_ending_passes() {
+        let record = sample::record();
+        for (i, step) in record.steps.iter().enumerate() {
+            let mut tape = Tape::exact(i, step);
+            let answers = play(&mut tape, &imports(step)).unwrap();
+            assert_eq!(answers, step.calls.iter().map(|call| &call.answer).collect::<Vec<_>>());
+            assert_eq!(tape.finish(&step.ending.clone()), Ok(()));
+        }
+    }
+
+    #[test]
+    fn the_first_call_with_other_arguments_is_named() {
+        let record = sample::record();
+        let step = &record.steps[1];
+        let mut calls = imports(step);
+        calls[2] = sample::get("ConfigMap", "other", None).import;
+        let error = play(&mut Tape::exact(1, step), &calls).unwrap_err();
+        let ReplayError::Diverged(divergence) = &error else { panic!("{error}") };
+        assert_eq!((divergence.step, divergence.export, divergence.index), (1, "reconcile", 2));
+        assert_eq!(divergence.expected.as_ref(), Some(&step.calls[2].import));
+        assert_eq!(
+            error.to_string(),
+            "diverged at step 1 (reconcile), import call 2: the record has `get v1/ConfigMap ns/web`, \
+             the guest called `get v1/ConfigMap ns/other`"
+        );
+    }
+
+    #[test]
+    fn a_guest_that_calls_more_or_fewer_times_diverges() {
+        let record = sample::record();
+        let step = &record.steps[0];
+        let mut more = imports(step);
+        more.push(Import::WallClock);
+        let error = play(&mut Tape::exact(0, step), &more).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "diverged at step 0 (desired), import call 2: the guest called `wall-clock`, which the record does not hold"
+        );
+        let mut tape = Tape::exact(0, step);
+        play(&mut tape, &imports(step)[..1]).unwrap();
+        assert_eq!(
+            tape.finish(&step.ending).unwrap_err().to_string(),
+            "diverged at step 0 (desired), import call 1: the record has `random-u64`, the guest returned instead"
+        );
+    }
+
+    #[test]
+    fn the_same_calls_with_another_ending_are_not_bit_exact() {
+        let record = sample::record();
+        let step = &record.steps[1];
+        let mut tape = Tape::exact(1, step);
+        play(&mut tape, &imports(step)).unwrap();
+        let Ending::Reconciled(outcome) = &step.ending else { panic!("reconciled") };
+        let requeue_later = Ending::Reconciled(Outcome { reschedule_after_ms: Some(30_001), ..outcome.clone() });
+        let error = tape.finish(&requeue_later).unwrap_err();
+        let ReplayError::Ending { step: 1, expected, actual } = &error else { panic!("{error}") };
+        assert!(expected.contains("30000") && actual.contains("30001"));
+        assert!(tape.finish(&Ending::Failed(Failure::Transient("x".into()))).is_err());
+    }
+
+    #[test]
+    fn a_truncated_answer_stops_the_replay_where_it_was_dropped() {
+        let mut record = sample::record();
+        record.steps[1].calls[3].answer = Answer::Truncated(12_345);
+        let step = &record.steps[1];
+        let error = play(&mut Tape::exact(1, step), &imports(step)).unwrap_err();
+        assert_eq!(error, ReplayError::Truncated { step: 1, index: 3, bytes: 12_345 });
+    }
+
+    #[test]
+    fn a_lenient_tape_answers_reads_in_any_order_and_any_logs() {
+        let record = sample::record();
+        let step = &record.steps[1];
+        let mut calls = imports(step);
+        calls.reverse();
+        calls.insert(0, sample::log("a new log line").import);
+        calls.push(step.calls[2].import.clone());
+        let mut tape = Tape::lenient(1, step);
+        let answers = play(&mut tape, &calls).unwrap();
+        assert_eq!(answers[0], &Answer::Nothing);
+        assert_eq!(answers[1], &step.calls[4].answer);
+        assert_eq!(answers.last().unwrap(), &&step.calls[2].answer);
+        let unknown = sample::get("ConfigMap", "other", None).import;
+        let ReplayError::Diverged(divergence) = tape.answer(&unknown).unwrap_err() else { panic!("diverged") };
+        assert_eq!((divergence.index, divergence.expected), (calls.len(), None));
+    }
+
+    #[test]
+    fn a_lenient_tape_hands_out_repeated_readings_in_order() {
+        let clock = |seconds| Call { import: Import::WallClock, answer: Answer::Instant { seconds, nanoseconds: 0 } };
+        let mut record = sample::record();
+        record.steps[1].calls = vec![clock(1), clock(2)];
+        let step = &record.steps[1];
+        let mut tape = Tape::lenient(1, step);
+        let seconds: Vec<u64> = (0..3)
+            .map(|_| match tape.answer(&Import::WallClock).unwrap() {
+                Answer::Instant { seconds, .. } => *seconds,
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(seconds, [1, 2, 2]);
+        assert_eq!(tape.finish(&step.ending), Ok(()));
+    }
+}
