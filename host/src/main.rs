@@ -185,6 +185,11 @@ struct RunArgs {
     /// With `--cache-budget-mib`: also evict objects not read or changed for this long.
     #[arg(long, value_parser = humantime::parse_duration, requires = "cache_budget_mib")]
     cache_idle: Option<Duration>,
+    /// Record reconciles into this directory, each plugin's in `DIR/<plugin>/`, as a plugin's
+    /// `record` setting says (default: failed reconciles only, Secrets redacted, 1 MiB per
+    /// record, 256 MiB per plugin); replay one with `wasmop replay`.
+    #[arg(long, value_name = "DIR", env = "WASMOP_RECORD")]
+    record: Option<PathBuf>,
     /// YAML file of deployment-time overrides per plugin (see the README).
     #[arg(long, value_name = "FILE", env = "WASMOP_CONFIG")]
     config: Option<PathBuf>,
@@ -553,7 +558,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let settings = HostSettings {
         shards,
         config,
-        defaults: Defaults { namespace: args.namespace, max_concurrent_reconciles: args.plugin_concurrency.into() },
+        defaults: Defaults {
+            namespace: args.namespace,
+            max_concurrent_reconciles: args.plugin_concurrency.into(),
+            record_dir: args.record,
+        },
         max_concurrent_reconciles: args.max_concurrent_reconciles.into(),
         fence,
         shutdown: stopping.clone(),
