@@ -24,7 +24,7 @@ pub mod own_writes;
 pub mod ratelimit;
 pub mod reachability;
 pub mod record;
-
+pub mod replay;
 pub mod retry;
 pub mod runtime;
 pub mod scaffold;
