@@ -266,3 +266,17 @@ async fn a_recorded_call_replays_bit_exact_and_a_changed_record_names_the_diverg
     );
     Ok(())
 }
+
+/// A `record` setting that cannot work refuses the plugin, in words, even on a host that does
+/// not record.
+#[tokio::test]
+async fn a_record_setting_that_cannot_work_refuses_the_plugin() -> anyhow::Result<()> {
+    let (client, ns) = setup("record-refused").await?;
+    let yaml = "plugins:\n  fixture-record:\n    record: { sample: 1.5 }\n";
+    let Err(error) = wasmop_tests::RunningHost::start_with_yaml(&client, &ns, &["fixture-record"], yaml) else {
+        panic!("the plugin started");
+    };
+    let error = format!("{error:#}");
+    assert!(error.contains("record.sample: 1.5 is not a fraction from 0 to 1"), "{error}");
+    Ok(())
+}

@@ -179,8 +179,11 @@ impl Module {
         request: &ReconcileRequest,
     ) -> Result<GuestResult, CallError> {
         let tap = cache.recorder().map(|_| Tap::recording());
-        let result = self.reconcile_tapped(cache.clone(), request, tap.clone()).await;
-        if let (Some(recorder), Some(tap)) = (cache.recorder(), tap) {
+        let recording = tap.clone().map(|tap| (tap, cache.clone()));
+        let result = self.reconcile_tapped(cache, request, tap).await;
+        if let Some((tap, cache)) = recording
+            && let Some(recorder) = cache.recorder()
+        {
             let ending = recorded::ending(&result, recorded::reconciled);
             recorder.step(recorded::step_request("reconcile", request), &tap, ending);
         }
@@ -238,8 +241,11 @@ impl Module {
         error: &ReconcileError,
     ) -> Result<Option<String>, CallError> {
         let tap = cache.recorder().map(|_| Tap::recording());
-        let result = self.update_error_status_tapped(cache.clone(), request, error, tap.clone()).await;
-        if let (Some(recorder), Some(tap)) = (cache.recorder(), tap) {
+        let recording = tap.clone().map(|tap| (tap, cache.clone()));
+        let result = self.update_error_status_tapped(cache, request, error, tap).await;
+        if let Some((tap, cache)) = recording
+            && let Some(recorder) = cache.recorder()
+        {
             let step =
                 Request::UpdateErrorStatus { request: recorded::request(request), error: recorded::failure(error) };
             recorder.step(step, &tap, recorded::error_status(&result));
@@ -267,8 +273,11 @@ impl Module {
         request: &ReconcileRequest,
     ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
         let tap = cache.recorder().map(|_| Tap::recording());
-        let result = self.desired_tapped(cache.clone(), request, tap.clone()).await;
-        if let (Some(recorder), Some(tap)) = (cache.recorder(), tap) {
+        let recording = tap.clone().map(|tap| (tap, cache.clone()));
+        let result = self.desired_tapped(cache, request, tap).await;
+        if let Some((tap, cache)) = recording
+            && let Some(recorder) = cache.recorder()
+        {
             let ending = recorded::ending(&result, |objects| recorded::desired(objects));
             recorder.step(recorded::step_request("desired", request), &tap, ending);
         }
@@ -294,8 +303,11 @@ impl Module {
         request: &ReconcileRequest,
     ) -> Result<Result<CleanupOutcome, ReconcileError>, CallError> {
         let tap = cache.recorder().map(|_| Tap::recording());
-        let result = self.cleanup_tapped(cache.clone(), request, tap.clone()).await;
-        if let (Some(recorder), Some(tap)) = (cache.recorder(), tap) {
+        let recording = tap.clone().map(|tap| (tap, cache.clone()));
+        let result = self.cleanup_tapped(cache, request, tap).await;
+        if let Some((tap, cache)) = recording
+            && let Some(recorder) = cache.recorder()
+        {
             let ending = recorded::ending(&result, recorded::cleaned_up);
             recorder.step(recorded::step_request("cleanup", request), &tap, ending);
         }
