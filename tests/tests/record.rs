@@ -135,6 +135,17 @@ async fn a_failed_reconcile_is_recorded_replays_bit_exact_and_shows_the_fix_agai
     assert!(same.status.success(), "{stdout}{stderr}");
     assert_eq!(stdout, "bit-exact\n");
 
+    // A record whose log line was changed: the replay names that call and exits 1.
+    let changed = recording.dir.join("changed.json");
+    let text = std::fs::read_to_string(&files[0])?;
+    assert!(text.contains("hash order"), "the fixture's log line: {text}");
+    std::fs::write(&changed, text.replace("hash order", "hash 0rder"))?;
+    let diverged = replay(&changed, &[Path::new("--module"), &plugin("fixture-record")])?;
+    let stderr = String::from_utf8_lossy(&diverged.stderr);
+    assert_eq!(diverged.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("diverged at step 0 (reconcile), import call "), "{stderr}");
+    assert!(stderr.contains("the record has `log info \"at ") && stderr.contains("hash 0rder"), "{stderr}");
+
     let fixed = replay(&files[0], &[Path::new("--plugin"), &plugin("fixture-record-v2")])?;
     let (stdout, stderr) = (String::from_utf8_lossy(&fixed.stdout), String::from_utf8_lossy(&fixed.stderr));
     assert!(fixed.status.success(), "{stdout}{stderr}");
