@@ -66,7 +66,10 @@ impl Records {
 
     /// The plan for a reconcile of `primary`: whether its calls are kept.
     pub fn plan(&self, primary: &DynamicObject) -> Plan {
-        let primary = serde_json::to_value(primary).unwrap_or_default();
+        let primary = match self.selection.reads_primary() {
+            true => serde_json::to_value(primary).unwrap_or_default(),
+            false => serde_json::Value::Null,
+        };
         self.selection.plan(&primary, fastrand::f64())
     }
 
@@ -224,6 +227,25 @@ mod tests {
         let mut files: Vec<_> = stored(&dir.join("p")).unwrap().into_iter().map(|s| (s.name, s.bytes)).collect();
         files.sort();
         files
+    }
+
+    #[test]
+    fn the_plan_reads_the_primary_s_labels_only_for_a_selector() {
+        use wasmop_core::record::Reason;
+        let object = |labels: serde_json::Value| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "a", "labels": labels }
+            }))
+            .unwrap()
+        };
+        let dir = std::env::temp_dir();
+        let selected = records(&dir, Recording { selector: Some("team=a".into()), ..Recording::default() });
+        assert_eq!(selected.plan(&object(serde_json::json!({ "team": "a" }))), Plan::Record(Reason::Selected));
+        assert_eq!(selected.plan(&object(serde_json::json!({ "team": "b" }))), Plan::IfFailed);
+        let failed = records(&dir, Recording::default());
+        assert_eq!(failed.plan(&object(serde_json::json!({ "team": "a" }))), Plan::IfFailed);
+        let sampled = records(&dir, Recording { sample: 1.0, failed: false, ..Recording::default() });
+        assert_eq!(sampled.plan(&object(serde_json::json!({}))), Plan::Record(Reason::Sampled));
     }
 
     #[tokio::test]
