@@ -54,6 +54,10 @@ pub struct Settings {
     /// How a host run with `--shards` splits the primaries across replicas.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sharding: Option<Sharding>,
+    /// Which reconciles a host run with `--record DIR` records, and how much it keeps
+    /// ([`crate::record::select`]); taken whole, not merged field by field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<crate::record::select::Recording>,
 }
 
 /// How the primaries are split across sharded replicas.
@@ -203,6 +207,7 @@ impl Settings {
                 (high, low) => high.or(low),
             },
             sharding: self.sharding.or(lower.sharding),
+            record: pick(&self.record, &lower.record),
         }
     }
 }

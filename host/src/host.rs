@@ -70,6 +70,16 @@ pub enum HostError {
         #[source]
         source: ImpersonationError,
     },
+    /// The plugin's `record` setting cannot work (a selector that does not parse, a sample
+    /// rate outside 0 to 1, a size of zero).
+    #[error("plugin {plugin:?} refused: {source}")]
+    Recording {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        #[source]
+        source: wasmop_core::record::select::SettingError,
+    },
     /// A plugin watches a cluster the host was not given.
     #[error("plugin {plugin:?} refused: {source}")]
     UnknownCluster {
@@ -370,6 +380,11 @@ impl Host {
         handover: Option<Handover>,
     ) -> Result<Running, HostError> {
         let resolved = resolve(module.config(), &overrides, &self.settings.defaults);
+        // Refused whether or not this host records: the setting is wrong either way.
+        if let Some(recording) = &overrides.record {
+            let plugin = module.name().to_string();
+            recording.selection().map_err(|source| HostError::Recording { plugin, source })?;
+        }
         let writes = match &overrides.service_account {
             None => None,
             Some(account) => Some(

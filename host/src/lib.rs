@@ -23,6 +23,8 @@ pub mod object;
 pub mod own_writes;
 pub mod ratelimit;
 pub mod reachability;
+pub mod record;
+pub mod replay;
 pub mod retry;
 pub mod runtime;
 pub mod scaffold;

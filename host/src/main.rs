@@ -93,6 +93,26 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// Replay a record `wasmop run --record DIR` wrote, without a cluster, every import the
+    /// plugin makes answered from the record. With the module it was made with (`--module`,
+    /// checked against the record's digest): prints `bit-exact` and exits 0, or names the first
+    /// import call (or ending) that differs and exits 1. With another version (`--plugin`):
+    /// prints a diff of the status, labels, desired objects and events between the recorded
+    /// reconcile and the new version's (`no difference` when there is none) and exits 0, or 1
+    /// when the new version made a call the record cannot answer. Exits 2 when the record or
+    /// the module cannot be loaded.
+    Replay {
+        /// The record file.
+        record: PathBuf,
+        /// The module the record was made with (its digest is checked).
+        #[arg(long, value_name = "FILE.wasm", required_unless_present = "plugin")]
+        module: Option<PathBuf>,
+        /// Another version of the plugin, to compare with the record.
+        #[arg(long, value_name = "FILE.wasm", conflicts_with = "module")]
+        plugin: Option<PathBuf>,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
     /// Print what a plugin's describe() says, in the words of the overrides file: its settings
     /// (the block `--config` and a ReconcilerPlugin's overrides take), watches and dependents.
     Inspect {
@@ -185,6 +205,11 @@ struct RunArgs {
     /// With `--cache-budget-mib`: also evict objects not read or changed for this long.
     #[arg(long, value_parser = humantime::parse_duration, requires = "cache_budget_mib")]
     cache_idle: Option<Duration>,
+    /// Record reconciles into this directory, each plugin's in `DIR/<plugin>/`, as a plugin's
+    /// `record` setting says (default: failed reconciles only, Secrets redacted, 1 MiB per
+    /// record, 256 MiB per plugin); replay one with `wasmop replay`.
+    #[arg(long, value_name = "DIR", env = "WASMOP_RECORD")]
+    record: Option<PathBuf>,
     /// YAML file of deployment-time overrides per plugin (see the README).
     #[arg(long, value_name = "FILE", env = "WASMOP_CONFIG")]
     config: Option<PathBuf>,
@@ -369,6 +394,58 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(serve(cli))
 }
 
+/// `wasmop replay`: the exit code (0 bit-exact or compared, 1 diverged, 2 nothing could be
+/// replayed).
+async fn replay(
+    record: &std::path::Path,
+    module: Option<&std::path::Path>,
+    plugin: Option<&std::path::Path>,
+    runtime: &RuntimeArgs,
+) -> i32 {
+    let loaded = (|| -> anyhow::Result<_> {
+        let bytes = std::fs::read(record).with_context(|| format!("cannot read {}", record.display()))?;
+        let record = wasmop_core::record::Record::from_slice(&bytes)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", record.display()))?;
+        // The record lives as long as this process, which replays it once.
+        let record: &'static wasmop_core::record::Record = Box::leak(Box::new(record));
+        let path = plugin.or(module).context("give the recorded module with --module, or another with --plugin")?;
+        let wasm = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        if plugin.is_none() {
+            wasmop::replay::check_digest(record, &wasm).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        }
+        let module = runtime.runtime(None)?.load_bytes(path, &wasm)?;
+        Ok((record, module))
+    })();
+    let (record, module) = match loaded {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return 2;
+        }
+    };
+    if plugin.is_none() {
+        return match wasmop::replay::exact(&module, record).await {
+            Ok(()) => i32::from(print_out("bit-exact\n").is_err()),
+            Err(divergence) => {
+                eprintln!("{divergence}");
+                1
+            }
+        };
+    }
+    let against = wasmop::replay::against(&module, record).await;
+    // An empty diff says "no differences: ...".
+    if print_out(&against.diff.to_string()).is_err() {
+        return 2;
+    }
+    match against.unanswered {
+        None => 0,
+        Some(error) => {
+            eprintln!("the new version made a call the record cannot answer (it saw an error instead): {error}");
+            1
+        }
+    }
+}
+
 /// `wasmop test`: the exit code (0 every fixture held, 1 one failed, 2 nothing could be run).
 fn test(plugin: &std::path::Path, fixtures: &[PathBuf], namespace: &str, other: &str, runtime: &RuntimeArgs) -> i32 {
     let module = match runtime
@@ -448,6 +525,9 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
             print_out(&wasmop::inspect::crd_yaml(&module).await?)
         }
         Command::Run(args) => run(*args).await,
+        Command::Replay { record, module, plugin, runtime } => {
+            std::process::exit(replay(&record, module.as_deref(), plugin.as_deref(), &runtime).await)
+        }
         Command::Test { .. } => unreachable!("`wasmop test` runs before the runtime starts"),
         Command::Push { file, reference, insecure_registries, username, password_stdin: _ } => {
             let module = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -553,7 +633,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let settings = HostSettings {
         shards,
         config,
-        defaults: Defaults { namespace: args.namespace, max_concurrent_reconciles: args.plugin_concurrency.into() },
+        defaults: Defaults {
+            namespace: args.namespace,
+            max_concurrent_reconciles: args.plugin_concurrency.into(),
+            record_dir: args.record,
+        },
         max_concurrent_reconciles: args.max_concurrent_reconciles.into(),
         fence,
         shutdown: stopping.clone(),

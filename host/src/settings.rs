@@ -2,7 +2,7 @@
 //! by the host's configuration file, with the host's defaults for what neither says.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -93,6 +93,9 @@ pub struct Defaults {
     pub namespace: Option<String>,
     /// Concurrent reconciles per plugin.
     pub max_concurrent_reconciles: u32,
+    /// Where records go (`wasmop run --record DIR`), each plugin's in `DIR/<plugin>/`; `None`
+    /// records nothing, whatever the plugins' `record` settings say.
+    pub record_dir: Option<PathBuf>,
 }
 
 /// A plugin's effective settings.
@@ -120,6 +123,18 @@ pub struct Resolved {
     pub cache: Option<wasmop_core::settings::CacheBudget>,
     /// How a sharded host splits its primaries: by this key, or (`None`) on the leader alone.
     pub sharding: Option<wasmop_core::shard::ShardKey>,
+    /// What the plugin records and where, when the host records (`--record DIR`).
+    pub record: Option<RecordTo>,
+}
+
+/// A plugin's recording: its `record` setting (the default when it has none: failed reconciles
+/// only, Secrets redacted) and its own directory of records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordTo {
+    /// `DIR/<plugin>`.
+    pub dir: PathBuf,
+    /// The setting.
+    pub recording: wasmop_core::record::select::Recording,
 }
 
 /// Combines `describe()`, the overrides and the host defaults, in that order of precedence
@@ -163,6 +178,10 @@ pub fn resolve(config: &PluginConfig, overrides: &Settings, defaults: &Defaults)
         resync_period: s.resync_period_ms.filter(|ms| *ms > 0).map(Duration::from_millis),
         cache: s.cache,
         sharding: s.sharding.unwrap_or_default().key(),
+        record: defaults
+            .record_dir
+            .as_ref()
+            .map(|dir| RecordTo { dir: dir.join(&config.name), recording: s.record.unwrap_or_default() }),
     }
 }
 
@@ -180,7 +199,7 @@ mod tests {
     }
 
     fn defaults() -> Defaults {
-        Defaults { namespace: Some("default-ns".into()), max_concurrent_reconciles: 8 }
+        Defaults { namespace: Some("default-ns".into()), max_concurrent_reconciles: 8, record_dir: None }
     }
 
     #[test]
@@ -208,6 +227,22 @@ mod tests {
         assert!(!r.filters.generation_aware);
         assert_eq!(r.max_concurrent, 3);
         assert_eq!(r.namespace.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn the_record_setting_comes_from_the_overrides_whole() {
+        let yaml = "plugins:\n  p:\n    record: { selector: team=a, sample: 0.5, budgetMiB: 2 }\n";
+        let host: HostConfig = serde_saphyr::from_str(yaml).unwrap();
+        assert_eq!(resolve(&config(), &host.plugins["p"], &defaults()).record, None, "no --record DIR");
+        let recording = Defaults { record_dir: Some("/records".into()), ..defaults() };
+        let default = resolve(&config(), &Overrides::default(), &recording).record.unwrap();
+        assert_eq!(default.dir, PathBuf::from("/records/p"));
+        assert_eq!(default.recording, wasmop_core::record::select::Recording::default());
+        let record = resolve(&config(), &host.plugins["p"], &recording).record.unwrap().recording;
+        assert_eq!((record.selector.as_deref(), record.sample, record.budget_mib), (Some("team=a"), 0.5, Some(2)));
+        assert!(record.failed);
+        let err = serde_saphyr::from_str::<HostConfig>("plugins:\n  p:\n    record: { when: all }\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field `when`"), "{err}");
     }
 
     #[test]

@@ -367,7 +367,7 @@ pub fn settings(namespace: &str, config: HostConfig) -> HostSettings {
     HostSettings {
         shards: None,
         config,
-        defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4 },
+        defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4, record_dir: None },
         max_concurrent_reconciles: 16,
         fence: wasmop::leader::Fence::unfenced(),
         shutdown: wasmop::shutdown::Shutdown::default(),

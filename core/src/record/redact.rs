@@ -4,8 +4,10 @@
 //! - Every Kubernetes Secret (`apiVersion: v1`, `kind: Secret`) anywhere in the record (the
 //!   primary, `get`, `list` and `secondaries` answers, dependents' states, desired objects; also
 //!   inside JSON text) keeps its keys, and each value of `data` and `stringData` becomes
-//!   `"<redacted: N bytes>"`, N the value's length in bytes (decoded, for `data`). A plugin that
-//!   checks which keys are present replays the same; one that reads a value reads the marker.
+//!   `"<redacted: N bytes>"`, N the value's length in bytes (decoded, for `data`); in `data`, the
+//!   marker is base64 encoded like the value it replaces, so that a plugin that decodes the
+//!   Secret as Kubernetes' type still can. A plugin that checks which keys are present replays
+//!   the same; one that reads a value reads the marker.
 //!   The kubectl annotation that copies the whole object (`last-applied-configuration`) is
 //!   replaced the same way. Objects answered to a read of kind Secret count as Secrets even when
 //!   they carry no `kind`.
@@ -128,7 +130,8 @@ fn hide_data(secret: &mut Map<String, Value>, found: &mut Found) {
             if let Some(plain) = bytes.and_then(|b| String::from_utf8(b).ok()).filter(|p| !p.is_empty()) {
                 found.values.push(plain);
             }
-            *value = Value::String(marker(len));
+            let marker = marker(len);
+            *value = Value::String(if encoded { encode_base64(marker.as_bytes()) } else { marker });
             found.replaced += 1;
         }
     }
@@ -181,6 +184,20 @@ fn scrub(value: &mut Value, values: &[String], replaced: &mut usize) {
         }
         _ => {}
     }
+}
+
+/// `bytes` in standard base64, padded.
+fn encode_base64(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut text = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let word = chunk.iter().enumerate().fold(0_u32, |w, (i, b)| w | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            let digit = (word >> (18 - 6 * i)) & 63;
+            text.push(if i <= chunk.len() { char::from(DIGITS[digit as usize]) } else { '=' });
+        }
+    }
+    text
 }
 
 /// The bytes of standard base64 `text` (padding optional), or `None` when it is not base64.
@@ -257,12 +274,14 @@ mod tests {
         redact(&mut record).unwrap();
         let Answer::Object(Ok(Some(secret))) = &record.steps[1].calls[0].answer else { panic!("a get") };
         let secret: Value = serde_json::from_str(secret).unwrap();
-        assert_eq!(secret["data"], json!({ "password": "<redacted: 19 bytes>" }));
+        let password = secret["data"]["password"].as_str().unwrap();
+        assert_eq!(decode_base64(password).unwrap(), b"<redacted: 19 bytes>", "base64, as Secrets' data is");
         assert_eq!(secret["stringData"], json!({ "token": "<redacted: 13 bytes>" }));
         assert_eq!(secret["metadata"]["name"], "db");
         let Ending::Desired(desired) = &record.steps[0].ending else { panic!("desired") };
         let generated: Value = serde_json::from_str(&desired[1].object).unwrap();
-        assert_eq!(generated["data"], json!({ "password": "<redacted: 17 bytes>" }));
+        let password = generated["data"]["password"].as_str().unwrap();
+        assert_eq!(decode_base64(password).unwrap(), b"<redacted: 17 bytes>");
         let Import::Log { message, .. } = &record.steps[1].calls[1].import else { panic!("a log") };
         assert_eq!(message, "connecting with <redacted: 19 bytes>");
     }
@@ -301,7 +320,8 @@ mod tests {
         record.steps.remove(0);
         assert_eq!(redact(&mut record), Ok(1));
         let Answer::Objects(Ok(objects)) = &record.steps[0].calls[0].answer else { panic!("a list") };
-        assert_eq!(objects[0], r#"{"data":{"k":"<redacted: 5 bytes>"},"metadata":{"name":"db"}}"#);
+        let marker = encode_base64(b"<redacted: 5 bytes>");
+        assert_eq!(objects[0], format!(r#"{{"data":{{"k":"{marker}"}},"metadata":{{"name":"db"}}}}"#));
     }
 
     #[test]
@@ -346,6 +366,18 @@ mod tests {
         record.steps.remove(0);
         redact(&mut record).unwrap();
         assert!(!text(&record).contains(PASSWORD_BASE64));
+    }
+
+    #[test]
+    fn base64_encodes_as_the_standard_alphabet_with_padding() {
+        assert_eq!(encode_base64(b""), "");
+        assert_eq!(encode_base64(b"f"), "Zg==");
+        assert_eq!(encode_base64(b"fo"), "Zm8=");
+        assert_eq!(encode_base64(b"foo"), "Zm9v");
+        assert_eq!(encode_base64(b"foob\xff"), "Zm9vYv8=");
+        for text in ["<redacted: 19 bytes>", "a", "ab", "abc"] {
+            assert_eq!(decode_base64(&encode_base64(text.as_bytes())).unwrap(), text.as_bytes());
+        }
     }
 
     #[test]

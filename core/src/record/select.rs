@@ -156,6 +156,12 @@ impl Recording {
 }
 
 impl Selection {
+    /// Whether [`Selection::plan`] reads the primary (a selector is set): a host may then skip
+    /// making its JSON.
+    pub fn reads_primary(&self) -> bool {
+        self.selector.is_some()
+    }
+
     /// The plan for a reconcile of `primary` (JSON), `random` a value the host drew in `[0, 1)`.
     pub fn plan(&self, primary: &Value, random: f64) -> Plan {
         if self.selector.as_ref().is_some_and(|s| s.matches_object(primary)) {
@@ -202,6 +208,7 @@ mod tests {
     fn by_default_only_failed_reconciles_are_recorded_and_secrets_redacted() {
         let recording = setting(json!({}));
         assert_eq!(recording, Recording::default());
+        assert!(!recording.selection().unwrap().reads_primary());
         assert_eq!(recording.secrets, Secrets::Redact);
         assert_eq!(recording.budget(), Budget { max_record_bytes: 1 << 20, budget_bytes: 256 << 20 });
         let plan = recording.selection().unwrap().plan(&sample::primary(), 0.0);
@@ -213,6 +220,7 @@ mod tests {
     #[test]
     fn every_reconcile_of_a_selected_primary_is_recorded() {
         let selection = setting(json!({ "selector": "team=payments" })).selection().unwrap();
+        assert!(selection.reads_primary());
         let plan = selection.plan(&sample::primary(), 0.99);
         assert_eq!(plan, Plan::Record(Reason::Selected));
         assert_eq!(plan.reason(false), Some(Reason::Selected));

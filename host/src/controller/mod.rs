@@ -409,7 +409,15 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     };
     let polled = external.as_ref().map(|(state, _)| state.clone());
     let outside = Outside { external, inbound: inlet.payloads() };
-    let reconciler = reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence, outside);
+    let records = settings.record.as_ref().and_then(|to| {
+        let described = crate::inspect::describe(&config);
+        crate::record::Records::new(&config.name, to, described, metrics.clone())
+            .inspect_err(|err| tracing::error!(plugin = config.name, %err, "not recording"))
+            .ok()
+            .map(Arc::new)
+    });
+    let reconciler =
+        reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence, outside, records);
     let Some(reconciler) = reconciler else {
         inlet.detach();
         return;
@@ -649,6 +657,7 @@ fn reconciler(
     runs_sink: Arc<dyn Sink>,
     fence: &crate::leader::Fence,
     outside: Outside,
+    records: Option<Arc<crate::record::Records>>,
 ) -> Option<Arc<Reconciler>> {
     let Outside { external, inbound } = outside;
     let plugin = &config.name;
@@ -701,6 +710,7 @@ fn reconciler(
         external,
         fence: fence.clone(),
         inbound,
+        records,
     }))
 }
 

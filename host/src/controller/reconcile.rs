@@ -21,6 +21,7 @@ use crate::external::{ExternalCalls, ExternalState, Known};
 use crate::informer::{Cache, WatchedCache};
 use crate::metrics::{self, Metrics};
 use crate::object::ObjectKey;
+use crate::record::{Recorded, Records};
 use crate::runtime::bindings::wasmop::plugin::types::{
     self, CleanupOutcome, DependentState, Event, Outcome, ReconcileError, ReconcileRequest,
 };
@@ -60,6 +61,8 @@ pub(crate) struct Reconciler {
     pub(crate) fence: crate::leader::Fence,
     /// The last inbound payload per primary, when the plugin caches inbound events.
     pub(crate) inbound: Option<Arc<crate::source::inbound::Payloads>>,
+    /// The plugin's recording, when the host records (`--record DIR`).
+    pub(crate) records: Option<Arc<Records>>,
 }
 
 /// Tells a plugin once (not once per reconcile) that the host replaces the conditions of the
@@ -203,6 +206,13 @@ impl Reconciler {
     async fn reconcile(&self, module: &Arc<Module>, run: Run<ObjectKey>, object: Arc<DynamicObject>) -> Verdict {
         tracing::debug!("reconcile started");
         let view: Arc<dyn CacheReader> = Arc::new(self.cache.for_primary(run.key.clone(), object.uid()));
+        // Recorded (`--record`): the plan, and a view that keeps the calls when it asks for them.
+        let recording = self.records.as_ref().map(|records| (records, records.plan(&object)));
+        let recording = recording.filter(|(_, plan)| plan.keeps_calls());
+        let view: Arc<dyn CacheReader> = match recording {
+            Some(_) => Arc::new(Recorded::new(view)),
+            None => view,
+        };
         let started = std::time::Instant::now();
         let deleting = object.metadata.deletion_timestamp.is_some();
         let result = if deleting {
@@ -215,6 +225,9 @@ impl Reconciler {
             Ok(verdict) => {
                 tracing::info!(?verdict, ?elapsed, deleting, "reconciled");
                 self.metrics.reconciled(module.name(), metrics::Outcome::Success);
+                if let Some((records, plan)) = recording {
+                    records.finish(plan, false, module.digest(), &run.key, steps(&view)).await;
+                }
                 return verdict;
             }
             Err(failure) => failure,
@@ -223,6 +236,9 @@ impl Reconciler {
         let (reason, retry, message) = (failure.reason, failure.retry, failure.message().to_string());
         self.metrics.failed(module.name(), reason);
         if failure.unreachable {
+            if let Some((records, plan)) = recording {
+                records.finish(plan, true, module.digest(), &run.key, steps(&view)).await;
+            }
             // Neither an Event nor an error status could be written now; the run repeats soon.
             tracing::warn!(object = %run.key, reason, ?elapsed, "API server unreachable, reconciling again soon: {message}");
             return Verdict::Unreachable;
@@ -235,8 +251,11 @@ impl Reconciler {
         let latest = self.primaries.fetch(&run.key).await.ok().flatten().unwrap_or(object);
         let status = match retrying {
             true => None,
-            false => self.error_status(module, &run, &latest, view, failure.error).await,
+            false => self.error_status(module, &run, &latest, view.clone(), failure.error).await,
         };
+        if let Some((records, plan)) = recording {
+            records.finish(plan, true, module.digest(), &run.key, steps(&view)).await;
+        }
         let report = self.conditions.then_some(Report::Failure { reason, message: &message, retrying });
         if (status.is_some() || report.is_some())
             && let Err(err) = self.write_status(&latest, status, report.as_ref()).await
@@ -592,6 +611,11 @@ impl Reconciler {
             }
         }
     }
+}
+
+/// The steps `view` recorded, if it records.
+fn steps(view: &Arc<dyn CacheReader>) -> Vec<wasmop_core::record::Step> {
+    view.recorder().map(|recorder| recorder.take_steps()).unwrap_or_default()
 }
 
 /// The plugin's status, which must be a JSON object.

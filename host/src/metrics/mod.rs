@@ -234,6 +234,9 @@ pub struct Metrics {
     plugin_resource_checks: Family<ResourceLabels, Counter>,
     oci_pulls: Family<PullLabels, Counter>,
     leader: Family<LeaseLabels, Gauge>,
+    records_written: Family<PluginLabels, Counter>,
+    records_dropped: Family<FailureLabels, Counter>,
+    records_deleted: Family<PluginLabels, Counter>,
     /// Writes per plugin, of every kind and verb (not exported: the sum of `writes`).
     plugin_writes: Family<PluginLabels, Counter>,
     caches: CacheFamilies,
@@ -327,6 +330,25 @@ impl Metrics {
              host's store), pulled, or the reason of the refusal",
             oci_pulls.clone(),
         );
+        let records_written = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "records_written",
+            "Records of reconciles written under --record (truncated ones included)",
+            records_written.clone(),
+        );
+        let records_dropped = Family::<FailureLabels, Counter>::default();
+        registry.register(
+            "records_dropped",
+            "Records of reconciles not written, by reason: size (over the cap even truncated, or over the \
+             plugin's budget), error (the file could not be written)",
+            records_dropped.clone(),
+        );
+        let records_deleted = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "records_deleted",
+            "Older records deleted to keep a plugin's records within its budget",
+            records_deleted.clone(),
+        );
         let plugin_writes = Family::default();
         let caches = CacheFamilies::register(registry);
         let shards = ShardMetrics::register(registry);
@@ -351,7 +373,25 @@ impl Metrics {
             plugin_resource_checks,
             oci_pulls,
             plugin_writes,
+            records_written,
+            records_dropped,
+            records_deleted,
         })
+    }
+
+    /// Counts what a write of `plugin`'s records did: `written` and `deleted` records, and
+    /// `dropped` ones, by `reason` (`size` or `error`).
+    pub fn recorded(&self, plugin: &str, written: u64, deleted: u64, dropped: Option<&'static str>) {
+        let labels = PluginLabels { plugin: plugin.to_string() };
+        if written > 0 {
+            self.records_written.get_or_create(&labels).inc_by(written);
+        }
+        if deleted > 0 {
+            self.records_deleted.get_or_create(&labels).inc_by(deleted);
+        }
+        if let Some(reason) = dropped {
+            self.records_dropped.get_or_create(&FailureLabels { plugin: labels.plugin, reason }).inc();
+        }
     }
 
     /// The shards' metrics.

@@ -7,7 +7,9 @@ mod error;
 pub mod http;
 mod limits;
 mod module;
+mod recorded;
 mod sandbox;
+pub mod tap;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -21,6 +23,7 @@ pub use error::{CallError, LoadError};
 pub use limits::{Limits, MemoryLimitExceeded, MemoryMib, WALL_CLOCK_FACTOR};
 pub use module::{Current, GuestResult, Module};
 pub use sandbox::{CacheReader, GetResult, ListResult};
+pub use tap::{Recorder, Tap};
 
 use artifacts::ArtifactCache;
 use bindings::{CONTRACT_VERSION, Plugin, PluginPre, RECONCILER_INTERFACE};
@@ -99,6 +102,15 @@ impl Backend {
         // epoch tick (see `Instances::enter`).
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(LoadError::engine)?;
         Plugin::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
+        // wasi:random through the sandbox, which records and replays it when a call is tapped.
+        {
+            use wasmtime_wasi::p2::bindings::random::{insecure, insecure_seed, random};
+            linker.allow_shadowing(true);
+            random::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
+            insecure::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
+            insecure_seed::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
+            linker.allow_shadowing(false);
+        }
         let mut http_linker = linker.clone();
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker).map_err(LoadError::engine)?;
         spawn_epoch_ticker(&engine);

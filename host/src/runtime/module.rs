@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use wasmop_core::finalizer::Finalizers;
+use wasmop_core::record::{Ending, Request};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::wasmop::plugin::types::{
@@ -15,7 +16,9 @@ use super::bindings::{Plugin, PluginPre};
 use super::error::{CallError, LoadError};
 use super::http::{Hooks, Outbound, Policy, Services};
 use super::limits::Limits;
+use super::recorded;
 use super::sandbox::{CacheReader, NoCache, Sandbox};
+use super::tap::Tap;
 use super::{CallObserver, EPOCH_TICK};
 
 /// What `reconcile` returned: an outcome or the plugin's own error.
@@ -114,7 +117,7 @@ impl Module {
     /// it returns (it reads nothing, so no runtime is needed): call it where loading may block.
     pub(crate) fn describe(path: &Path, digest: String, mut instances: Instances) -> Result<Self, LoadError> {
         let described = async {
-            let mut call = instances.enter("", "describe", Arc::new(NoCache)).await?;
+            let mut call = instances.enter("", "describe", Arc::new(NoCache), None).await?;
             // No runtime here to time a backstop: describe() reads nothing, so it cannot wait.
             let config = call.plugin.wasmop_plugin_reconciler().call_describe(&mut call.store).await;
             instances.leave(call, Ok(config))
@@ -175,10 +178,56 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<GuestResult, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "reconcile", cache).await?;
+        let tap = cache.recorder().map(|_| Tap::recording());
+        let recording = tap.clone().map(|tap| (tap, cache.clone()));
+        let result = self.reconcile_tapped(cache, request, tap).await;
+        if let Some((tap, cache)) = recording
+            && let Some(recorder) = cache.recorder()
+        {
+            let ending = recorded::ending(&result, recorded::reconciled);
+            recorder.step(recorded::step_request("reconcile", request), &tap, ending);
+        }
+        result
+    }
+
+    async fn reconcile_tapped(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &ReconcileRequest,
+        tap: Option<Arc<Tap>>,
+    ) -> Result<GuestResult, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "reconcile", cache, tap).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_reconcile(&mut call.store, request);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
+    }
+
+    /// Runs the export of a recorded step with its request, every import answered by `tap`
+    /// (which replays the step's calls), and returns how it ended. The exports of external
+    /// dependents are not replayed: their ending says so.
+    pub async fn replay(&self, request: &Request, tap: Arc<Tap>) -> Ending {
+        let (cache, tap): (Arc<dyn CacheReader>, _) = (Arc::new(NoCache), Some(tap));
+        match request {
+            Request::Reconcile(r) => {
+                let result = self.reconcile_tapped(cache, &recorded::request_back(r), tap).await;
+                recorded::ending(&result, recorded::reconciled)
+            }
+            Request::Desired(r) => {
+                let result = self.desired_tapped(cache, &recorded::request_back(r), tap).await;
+                recorded::ending(&result, |objects| recorded::desired(objects))
+            }
+            Request::Cleanup(r) => {
+                let result = self.cleanup_tapped(cache, &recorded::request_back(r), tap).await;
+                recorded::ending(&result, recorded::cleaned_up)
+            }
+            Request::UpdateErrorStatus { request, error } => {
+                let (request, error) = (recorded::request_back(request), recorded::failure_back(error));
+                recorded::error_status(&self.update_error_status_tapped(cache, &request, &error, tap).await)
+            }
+            Request::ApplyExternal { .. } | Request::DeleteExternal { .. } => {
+                Ending::Trapped(format!("wasmop replay does not replay {} yet", request.export()))
+            }
+        }
     }
 }
 
@@ -191,7 +240,27 @@ impl Module {
         request: &ReconcileRequest,
         error: &ReconcileError,
     ) -> Result<Option<String>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "update-error-status", cache).await?;
+        let tap = cache.recorder().map(|_| Tap::recording());
+        let recording = tap.clone().map(|tap| (tap, cache.clone()));
+        let result = self.update_error_status_tapped(cache, request, error, tap).await;
+        if let Some((tap, cache)) = recording
+            && let Some(recorder) = cache.recorder()
+        {
+            let step =
+                Request::UpdateErrorStatus { request: recorded::request(request), error: recorded::failure(error) };
+            recorder.step(step, &tap, recorded::error_status(&result));
+        }
+        result
+    }
+
+    async fn update_error_status_tapped(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &ReconcileRequest,
+        error: &ReconcileError,
+        tap: Option<Arc<Tap>>,
+    ) -> Result<Option<String>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "update-error-status", cache, tap).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_update_error_status(&mut call.store, request, error);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -203,7 +272,25 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "desired", cache).await?;
+        let tap = cache.recorder().map(|_| Tap::recording());
+        let recording = tap.clone().map(|tap| (tap, cache.clone()));
+        let result = self.desired_tapped(cache, request, tap).await;
+        if let Some((tap, cache)) = recording
+            && let Some(recorder) = cache.recorder()
+        {
+            let ending = recorded::ending(&result, |objects| recorded::desired(objects));
+            recorder.step(recorded::step_request("desired", request), &tap, ending);
+        }
+        result
+    }
+
+    async fn desired_tapped(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &ReconcileRequest,
+        tap: Option<Arc<Tap>>,
+    ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "desired", cache, tap).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_desired(&mut call.store, request);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -215,7 +302,25 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<Result<CleanupOutcome, ReconcileError>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "cleanup", cache).await?;
+        let tap = cache.recorder().map(|_| Tap::recording());
+        let recording = tap.clone().map(|tap| (tap, cache.clone()));
+        let result = self.cleanup_tapped(cache, request, tap).await;
+        if let Some((tap, cache)) = recording
+            && let Some(recorder) = cache.recorder()
+        {
+            let ending = recorded::ending(&result, recorded::cleaned_up);
+            recorder.step(recorded::step_request("cleanup", request), &tap, ending);
+        }
+        result
+    }
+
+    async fn cleanup_tapped(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &ReconcileRequest,
+        tap: Option<Arc<Tap>>,
+    ) -> Result<Result<CleanupOutcome, ReconcileError>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "cleanup", cache, tap).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_cleanup(&mut call.store, request);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -229,7 +334,7 @@ impl Module {
         primary: &str,
         dependent: Option<&str>,
     ) -> Result<bool, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "check", cache).await?;
+        let mut call = self.instances.enter(&self.config.name, "check", cache, None).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_check(&mut call.store, name, primary, dependent);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -249,7 +354,7 @@ impl Module {
         secondary: &str,
         previous: Option<&str>,
     ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "map-secondary", cache).await?;
+        let mut call = self.instances.enter(&self.config.name, "map-secondary", cache, None).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_map_secondary(&mut call.store, secondary, previous);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -258,7 +363,7 @@ impl Module {
     /// Runs `crd`: the CustomResourceDefinition of the plugin's primary kind as JSON text, if
     /// the plugin generates one (`wasmop crd --plugin`). It reads nothing.
     pub async fn crd(&self) -> Result<Option<String>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "crd", Arc::new(NoCache)).await?;
+        let mut call = self.instances.enter(&self.config.name, "crd", Arc::new(NoCache), None).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_crd(&mut call.store);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -271,7 +376,7 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         primary: &str,
     ) -> Result<Result<Vec<SecondaryRef>, String>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "secondaries-of", cache).await?;
+        let mut call = self.instances.enter(&self.config.name, "secondaries-of", cache, None).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_secondaries_of(&mut call.store, primary);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -288,7 +393,7 @@ impl Module {
         primary: &str,
         tracked: &[TrackedId],
     ) -> Result<Result<Vec<ExternalObject>, String>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "fetch", cache).await?;
+        let mut call = self.instances.enter(&self.config.name, "fetch", cache, None).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_fetch(&mut call.store, primary, tracked);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -296,7 +401,7 @@ impl Module {
 
     /// Runs `fetch-all`: the external state of every primary.
     pub async fn fetch_all(&self, cache: Arc<dyn CacheReader>) -> Result<Result<Vec<PrimaryState>, String>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "fetch-all", cache).await?;
+        let mut call = self.instances.enter(&self.config.name, "fetch-all", cache, None).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_fetch_all(&mut call.store);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -310,7 +415,7 @@ impl Module {
         desired: &ExternalObject,
         actual: Option<&ExternalObject>,
     ) -> Result<Result<ExternalObject, ReconcileError>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "apply-external", cache).await?;
+        let mut call = self.instances.enter(&self.config.name, "apply-external", cache, None).await?;
         let export =
             call.plugin.wasmop_plugin_reconciler().call_apply_external(&mut call.store, primary, desired, actual);
         let result = within(self.limits(), export).await;
@@ -324,7 +429,7 @@ impl Module {
         primary: &str,
         actual: &ExternalObject,
     ) -> Result<Result<(), ReconcileError>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "delete-external", cache).await?;
+        let mut call = self.instances.enter(&self.config.name, "delete-external", cache, None).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_delete_external(&mut call.store, primary, actual);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -336,7 +441,7 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         payload: &str,
     ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "map-inbound", cache).await?;
+        let mut call = self.instances.enter(&self.config.name, "map-inbound", cache, None).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_map_inbound(&mut call.store, payload);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -350,7 +455,7 @@ impl Module {
         object: &str,
         old: Option<&str>,
     ) -> Result<bool, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "filter", Arc::new(NoCache)).await?;
+        let mut call = self.instances.enter(&self.config.name, "filter", Arc::new(NoCache), None).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_filter(&mut call.store, name, event, object, old);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -391,6 +496,7 @@ impl Instances {
         name: &'a str,
         export: &'static str,
         cache: Arc<dyn CacheReader>,
+        tap: Option<Arc<Tap>>,
     ) -> Result<Call<'a>, CallError> {
         let started = Instant::now();
         let hooks = Hooks::new(export, self.outbound.clone());
@@ -402,13 +508,15 @@ impl Instances {
                 store.set_fuel(budget).expect("the engine meters fuel");
             }
         };
-        let kept = if self.keep_warm > 0 { self.warm.lock().expect("never poisoned").pop() } else { None };
+        // A tapped call's clocks are its own: it never takes or leaves a kept instance.
+        let kept =
+            if self.keep_warm > 0 && tap.is_none() { self.warm.lock().expect("never poisoned").pop() } else { None };
         if let Some(Warm { mut store, plugin }) = kept {
             store.data_mut().reuse(cache, hooks);
             ready(&mut store);
             return Ok(Call { store, plugin, report });
         }
-        let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache, hooks));
+        let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache, hooks, tap));
         store.limiter(|s| &mut s.limiter);
         ready(&mut store);
         match self.pre.instantiate_async(&mut store).await {
@@ -439,6 +547,7 @@ impl Instances {
             && result.is_ok()
             && !call.report.name.is_empty()
             && !call.store.data().output_mostly_used()
+            && !call.store.data().tapped()
         {
             let mut warm = self.warm.lock().expect("never poisoned");
             if warm.len() < self.keep_warm {

@@ -10,9 +10,13 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use wasmop_core::record::{Answer, Import};
+use wasmtime_wasi::p2::bindings::random::{insecure, insecure_seed, random};
+
 use super::bindings::wasmop::plugin::{host, types};
 use super::http::Hooks;
 use super::limits::MemoryLimiter;
+use super::tap::{self, Tap};
 
 /// Bytes of stdout/stderr kept per call; the rest is dropped.
 const OUTPUT_CAPACITY: usize = 64 << 10;
@@ -43,6 +47,11 @@ pub trait CacheReader: Send + Sync {
     /// The objects of a watched kind that belong to the primary being reconciled, as JSON;
     /// `Err` when the kind is not watched or no primary is being reconciled.
     fn secondaries<'a>(&'a self, kind: &'a types::KindRef) -> BoxFuture<'a, ListResult>;
+    /// Where the calls of the reconcile this view serves are recorded; `None` (the default):
+    /// they are not.
+    fn recorder(&self) -> Option<&tap::Recorder> {
+        None
+    }
 }
 
 /// A reader with nothing in it: what `describe()` sees.
@@ -83,18 +92,27 @@ pub(crate) struct Sandbox {
     hooks: Hooks,
     /// Bytes of stdout and stderr that earlier calls of a reused instance wrote.
     earlier_output: (usize, usize),
+    /// Sees every import call when the call is recorded or replayed.
+    tap: Option<Arc<Tap>>,
 }
 
 impl Sandbox {
     /// The store data of one call: `memory_limit` bytes, reads from `cache`, outgoing HTTP
-    /// through `hooks` (used only when the plugin is linked with `wasi:http`).
-    pub(crate) fn new(memory_limit: usize, cache: Arc<dyn CacheReader>, hooks: Hooks) -> Self {
+    /// through `hooks` (used only when the plugin is linked with `wasi:http`), every import
+    /// call seen by `tap` when there is one (the clocks included).
+    pub(crate) fn new(memory_limit: usize, cache: Arc<dyn CacheReader>, hooks: Hooks, tap: Option<Arc<Tap>>) -> Self {
         let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
         let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
         // No preopened directories, no environment, no arguments, no sockets: WASI is linked so
         // that any component loads, but it grants nothing except clocks and randomness. Outgoing
         // HTTP goes only through `hooks`, which hold it to the plugin's grant.
-        let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        let mut wasi = WasiCtx::builder();
+        wasi.stdout(stdout.clone()).stderr(stderr.clone());
+        if let Some(tap) = &tap {
+            wasi.wall_clock(tap::WallClock(tap.clone()))
+                .monotonic_clock(tap::MonotonicClock { tap: tap.clone(), start: std::time::Instant::now() });
+        }
+        let wasi = wasi.build();
         Self {
             wasi,
             table: ResourceTable::new(),
@@ -105,7 +123,14 @@ impl Sandbox {
             http: WasiHttpCtx::new(),
             hooks,
             earlier_output: (0, 0),
+            tap,
         }
+    }
+
+    /// Whether the call's imports are recorded or replayed: its instance is not kept for
+    /// another call, whose clocks would be this one's.
+    pub(crate) fn tapped(&self) -> bool {
+        self.tap.is_some()
     }
 
     /// Readies the store of an instance kept from an earlier call for the next one: reads from
@@ -148,6 +173,19 @@ impl types::Host for Sandbox {}
 impl host::Host for Sandbox {
     async fn log(&mut self, level: types::LogLevel, message: String, fields: Vec<(String, String)>) {
         use types::LogLevel;
+        if let Some(tap) = &self.tap {
+            let level = match level {
+                LogLevel::Trace => "trace",
+                LogLevel::Debug => "debug",
+                LogLevel::Info => "info",
+                LogLevel::Warn => "warn",
+                LogLevel::Error => "error",
+            };
+            let import = Import::Log { level: level.into(), message: message.clone(), fields: fields.clone() };
+            if tap.replayed(&import).is_none() {
+                tap.answered(import, Answer::Nothing);
+            }
+        }
         let fields = Fields(&fields);
         match level {
             LogLevel::Trace => tracing::trace!(target: "wasmop::plugin", %fields, "{message}"),
@@ -159,7 +197,19 @@ impl host::Host for Sandbox {
     }
 
     async fn get(&mut self, kind: types::KindRef, namespace: Option<String>, name: String) -> GetResult {
-        self.cache.get(&kind, namespace.as_deref(), &name).await
+        let Some(tap) = self.tap.clone() else {
+            return self.cache.get(&kind, namespace.as_deref(), &name).await;
+        };
+        let import = Import::Get { kind: (&kind).into(), namespace: namespace.clone(), name: name.clone() };
+        match tap.replayed(&import) {
+            Some(Answer::Object(result)) => result,
+            Some(_) => Err(tap::unanswered("get")),
+            None => {
+                let result = self.cache.get(&kind, namespace.as_deref(), &name).await;
+                tap.answered(import, Answer::Object(result.clone()));
+                result
+            }
+        }
     }
 
     async fn list(
@@ -168,12 +218,109 @@ impl host::Host for Sandbox {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> ListResult {
-        self.cache.list(&kind, namespace.as_deref(), label_selector.as_deref()).await
+        let Some(tap) = self.tap.clone() else {
+            return self.cache.list(&kind, namespace.as_deref(), label_selector.as_deref()).await;
+        };
+        let import =
+            Import::List { kind: (&kind).into(), namespace: namespace.clone(), label_selector: label_selector.clone() };
+        match tap.replayed(&import) {
+            Some(Answer::Objects(result)) => result,
+            Some(_) => Err(tap::unanswered("list")),
+            None => {
+                let result = self.cache.list(&kind, namespace.as_deref(), label_selector.as_deref()).await;
+                tap.answered(import, Answer::Objects(result.clone()));
+                result
+            }
+        }
     }
 
     async fn secondaries(&mut self, kind: types::KindRef) -> ListResult {
-        self.cache.secondaries(&kind).await
+        let Some(tap) = self.tap.clone() else { return self.cache.secondaries(&kind).await };
+        let import = Import::Secondaries { kind: (&kind).into() };
+        match tap.replayed(&import) {
+            Some(Answer::Objects(result)) => result,
+            Some(_) => Err(tap::unanswered("secondaries")),
+            None => {
+                let result = self.cache.secondaries(&kind).await;
+                tap.answered(import, Answer::Objects(result.clone()));
+                result
+            }
+        }
     }
+}
+
+/// `wasi:random`, which shadows `wasmtime-wasi`'s in the linker so that a tapped call's random
+/// values are recorded or replayed; an untapped call gets `wasmtime-wasi`'s.
+impl Sandbox {
+    /// The answer to `import`: the tape's when replaying (`replayed` reads it; `None` when it
+    /// is of another shape), else the host's (`host`), recorded when tapped (`answer`).
+    fn random<T>(
+        &mut self,
+        import: impl FnOnce() -> Import,
+        host: impl FnOnce(&mut wasmtime_wasi::random::WasiRandomCtx) -> wasmtime::Result<T>,
+        answer: impl FnOnce(&T) -> Answer,
+        replayed: impl FnOnce(Answer) -> Option<T>,
+    ) -> wasmtime::Result<T> {
+        let Some(tap) = self.tap.clone() else { return host(self.wasi.random()) };
+        let import = import();
+        if let Some(recorded) = tap.replayed(&import) {
+            return replayed(recorded).ok_or_else(|| wasmtime::Error::msg(tap::unanswered(import.name())));
+        }
+        let value = host(self.wasi.random())?;
+        tap.answered(import, answer(&value));
+        Ok(value)
+    }
+}
+
+impl random::Host for Sandbox {
+    fn get_random_bytes(&mut self, len: u64) -> wasmtime::Result<Vec<u8>> {
+        self.random(
+            || Import::RandomBytes { len },
+            |ctx| random::Host::get_random_bytes(ctx, len),
+            |bytes| Answer::Bytes(bytes.clone()),
+            |answer| if let Answer::Bytes(bytes) = answer { Some(bytes) } else { None },
+        )
+    }
+
+    fn get_random_u64(&mut self) -> wasmtime::Result<u64> {
+        self.random(|| Import::RandomU64, random::Host::get_random_u64, |n| Answer::Number(*n), number)
+    }
+}
+
+impl insecure::Host for Sandbox {
+    fn get_insecure_random_bytes(&mut self, len: u64) -> wasmtime::Result<Vec<u8>> {
+        self.random(
+            || Import::InsecureRandomBytes { len },
+            |ctx| insecure::Host::get_insecure_random_bytes(ctx, len),
+            |bytes| Answer::Bytes(bytes.clone()),
+            |answer| if let Answer::Bytes(bytes) = answer { Some(bytes) } else { None },
+        )
+    }
+
+    fn get_insecure_random_u64(&mut self) -> wasmtime::Result<u64> {
+        self.random(
+            || Import::InsecureRandomU64,
+            insecure::Host::get_insecure_random_u64,
+            |n| Answer::Number(*n),
+            number,
+        )
+    }
+}
+
+impl insecure_seed::Host for Sandbox {
+    fn insecure_seed(&mut self) -> wasmtime::Result<(u64, u64)> {
+        self.random(
+            || Import::InsecureSeed,
+            insecure_seed::Host::insecure_seed,
+            |(a, b)| Answer::Seed(*a, *b),
+            |answer| if let Answer::Seed(a, b) = answer { Some((a, b)) } else { None },
+        )
+    }
+}
+
+/// A recorded number.
+fn number(answer: Answer) -> Option<u64> {
+    if let Answer::Number(n) = answer { Some(n) } else { None }
 }
 
 /// Guest log fields rendered as `k=v` pairs (`-` when there are none).
