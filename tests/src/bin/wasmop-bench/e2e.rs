@@ -102,20 +102,31 @@ pub async fn burst(client: &Client, kubeconfig: &Path, side: Side, round: usize)
     let api = load::greetings(client, &ns);
     let tracker = Tracker::start(&api).await?;
     let controller = Controller::start(side, &ns, kubeconfig, &[])?;
-    let mut runs = Vec::new();
+    let runs = creates_and_changes(&api, &tracker, &controller, (side, round), "").await?;
+    Ok((runs, Warm { side, round, api, tracker, controller }))
+}
 
-    let phase = Phase::begin(&controller)?;
-    load::create(&api, &tracker, 0..BURST, "v0").await?;
-    runs.push(phase.end(side, "create 1,000", round, BURST, tracker.settle(SETTLE).await?)?);
+/// [`BURST`] Greetings created (`create 1,000`), then each changed [`ROUNDS`] times, a round of
+/// changes at a time (`burst 1,000 x 3`), the scenarios' names ending in `suffix`.
+async fn creates_and_changes(
+    api: &Api<DynamicObject>,
+    tracker: &Tracker,
+    controller: &Controller,
+    (side, round): (Side, usize),
+    suffix: &str,
+) -> anyhow::Result<Vec<Run>> {
+    let phase = Phase::begin(controller)?;
+    load::create(api, tracker, 0..BURST, "v0").await?;
+    let created = phase.end(side, &format!("create 1,000{suffix}"), round, BURST, tracker.settle(SETTLE).await?)?;
 
-    let phase = Phase::begin(&controller)?;
+    let phase = Phase::begin(controller)?;
     let mut latencies = Latencies::default();
     for r in 1..=ROUNDS {
-        load::change_all(&api, &tracker, BURST, &format!("v{r}")).await?;
+        load::change_all(api, tracker, BURST, &format!("v{r}")).await?;
         latencies.extend(tracker.settle(SETTLE).await?);
     }
-    runs.push(phase.end(side, "burst 1,000 x 3", round, BURST * ROUNDS, latencies)?);
-    Ok((runs, Warm { side, round, api, tracker, controller }))
+    let changed = phase.end(side, &format!("burst 1,000 x 3{suffix}"), round, BURST * ROUNDS, latencies)?;
+    Ok(vec![created, changed])
 }
 
 /// `finalizer` for one side: [`burst`]'s creates and changes, both sides holding a finalizer.
@@ -128,19 +139,7 @@ pub async fn finalizer(client: &Client, kubeconfig: &Path, side: Side, round: us
         _ => vec!["--plugin".to_string(), wasmop_tests::plugin("fixture-greeting-cleanup").display().to_string()],
     };
     let controller = Controller::start(side, &ns, kubeconfig, &extra)?;
-    let mut runs = Vec::new();
-
-    let phase = Phase::begin(&controller)?;
-    load::create(&api, &tracker, 0..BURST, "v0").await?;
-    runs.push(phase.end(side, "create 1,000, finalizer", round, BURST, tracker.settle(SETTLE).await?)?);
-
-    let phase = Phase::begin(&controller)?;
-    let mut latencies = Latencies::default();
-    for r in 1..=ROUNDS {
-        load::change_all(&api, &tracker, BURST, &format!("v{r}")).await?;
-        latencies.extend(tracker.settle(SETTLE).await?);
-    }
-    runs.push(phase.end(side, "burst 1,000 x 3, finalizer", round, BURST * ROUNDS, latencies)?);
+    let runs = creates_and_changes(&api, &tracker, &controller, (side, round), ", finalizer").await?;
     // Gone only once the controller removed its finalizer: the namespace is left clean.
     load::delete_all(&api, SETTLE).await?;
     controller.stop().await?;
