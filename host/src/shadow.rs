@@ -126,7 +126,8 @@ impl Shadow {
             return;
         }
         let shadow = self.clone();
-        let span = tracing::info_span!("shadow", plugin = %self.plugin, candidate = &candidate.digest()[..12],
+        // A span of its own, not the live reconcile's: the candidate's log lines say so.
+        let span = tracing::info_span!(parent: None, "shadow", plugin = %self.plugin, candidate = &candidate.digest()[..12],
             "resource.namespace" = key.namespace.as_deref().unwrap_or(""), "resource.name" = %key.name);
         let task = async move {
             let permit = shadow.running.clone().acquire_owned().await;
