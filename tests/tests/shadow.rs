@@ -1,8 +1,9 @@
 //! Shadow rollouts against the real kube-apiserver: a `ReconcilerPlugin`'s `spec.candidate` runs
 //! beside the live version (`fixture-swap` v1) on the same reconciles and is never applied.
 //! A candidate that differs for some Swaps yields exactly those differences, counted, logged and
-//! summed up on the resource's status, and no write; a candidate that panics or spins leaves
-//! the live version's reconciles untouched; promoting a candidate under a burst of changes loses
+//! summed up on the resource's status, and no write; a candidate that is another plugin is
+//! refused on the status; a candidate that panics or spins leaves the live version's reconciles
+//! untouched; promoting a candidate under a burst of changes loses
 //! none of them.
 //!
 //! Every test runs its own `ReconcilerPlugin` through a resource loader that sees every
@@ -250,10 +251,20 @@ async fn a_candidate_that_differs_for_some_objects_counts_and_logs_exactly_those
 async fn a_candidate_that_panics_or_spins_leaves_the_live_version_untouched() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let _ = logged();
-    let modules = [("live", "fixture-swap"), ("candidate", "fixture-swap-panic")];
+    let modules = [("live", "fixture-swap"), ("candidate", "fixture-swap-panic"), ("other", "fixture-panic")];
     let bed = Bed::up("shadow-fails", &modules).await?;
     let name = format!("shadow-{}", bed.ns);
-    bed.resources.create(&PostParams::default(), &resource(&name, &bed.ns, "live", Some("candidate"), 300)?).await?;
+
+    // A candidate that is another plugin is refused on the status; the live version runs.
+    bed.resources.create(&PostParams::default(), &resource(&name, &bed.ns, "live", Some("other"), 300)?).await?;
+    let renamed = |r: &DynamicObject| {
+        condition(r, "CandidateReady").is_some_and(|c| c["status"] == "False" && c["reason"] == "CandidateRenamed")
+            && condition(r, "Ready").is_some_and(|c| c["status"] == "True")
+    };
+    until("the other plugin refused as a candidate", async || Ok(bed.resources.get(&name).await?), renamed).await?;
+    assert!(bed.loader.host.shadowed(PLUGIN).is_none(), "nothing shadowed");
+    let candidate = serde_json::json!({ "spec": { "candidate": { "configMap": { "name": "candidate" } } } });
+    bed.resources.patch(&name, &PatchParams::default(), &Patch::Merge(&candidate)).await?;
     let panics = digest(&std::fs::read(plugin("fixture-swap-panic"))?);
     until("the candidate shadowed", async || Ok(bed.resources.get(&name).await?), |r| shadowing(r, &panics)).await?;
 
