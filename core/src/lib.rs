@@ -28,6 +28,7 @@
 //! | [`served`] | a kind the API server does not serve, and the served kind closest to it |
 //! | [`settings`] | a plugin's settings in the words users write them, and their precedence |
 //! | [`settle`] | the whole reconcile loop in memory, for a plugin behind a trait (the FakeHost, `wasmop test`) |
+//! | [`shadow`] | a candidate version's ending compared with the live one's, and the summary its shadow runs come to |
 //! | [`shard`] | which replica owns an object (the API server's FNV-1a, rendezvous-hashed buckets), and when it may run it during a handover |
 //! | [`status`] | the status patch, `observedGeneration` and the host's conditions |
 
@@ -49,6 +50,7 @@ pub mod selector;
 pub mod served;
 pub mod settings;
 pub mod settle;
+pub mod shadow;
 pub mod shard;
 pub mod status;
 pub mod workflow;

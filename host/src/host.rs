@@ -8,7 +8,7 @@
 //! use and starts reconciling once the old one has finished its reconciles in flight; every
 //! primary is then reconciled by the new version.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,6 +23,7 @@ use crate::metrics::Metrics;
 use crate::runtime::{Current, LoadError, Module, Runtime};
 use crate::secrets::SecretReader;
 use crate::settings::{Defaults, HostConfig, Overrides, resolve};
+use crate::shadow::Shadow;
 use crate::source::inbound::Inlet;
 
 /// How long an install with new settings waits for the new controller to subscribe its watches
@@ -80,6 +81,17 @@ pub enum HostError {
         #[source]
         source: wasmop_core::record::select::SettingError,
     },
+    /// A candidate version names another plugin than the live version it would shadow.
+    #[error("the candidate is plugin {candidate:?}, not {live:?}: a candidate is another version of the live plugin")]
+    CandidateRenamed {
+        /// The live plugin's name.
+        live: String,
+        /// The name the candidate describes itself with.
+        candidate: String,
+    },
+    /// A candidate was given while no live version of it runs.
+    #[error("{0} runs no live version for the candidate to shadow")]
+    NothingToShadow(String),
     /// A plugin watches a cluster the host was not given.
     #[error("plugin {plugin:?} refused: {source}")]
     UnknownCluster {
@@ -231,6 +243,8 @@ pub struct Host {
     loaded: AtomicBool,
     /// Reads the Secrets plugins name (their HTTP headers, their inbound tokens).
     secrets: Arc<dyn SecretReader>,
+    /// Each running plugin's candidate version, if any, by plugin name.
+    shadows: Mutex<HashMap<String, Arc<Shadow>>>,
 }
 
 impl Host {
@@ -257,6 +271,7 @@ impl Host {
             changing: tokio::sync::Mutex::new(()),
             loaded: AtomicBool::new(false),
             secrets,
+            shadows: Mutex::new(HashMap::new()),
         }
     }
 
@@ -309,6 +324,60 @@ impl Host {
         let overrides =
             overrides.or_else(|| self.settings.config.plugins.get(module.name()).cloned()).unwrap_or_default();
         self.put(owner, Arc::new(module), overrides).await
+    }
+
+    /// Loads `bytes` (named `origin` in errors) as the candidate version of the live plugin
+    /// `owner` runs, with the same `overrides`, and shadows it from the next reconcile on (see
+    /// [`crate::shadow`]); returns its digest. Its outgoing HTTP is refused. A candidate that
+    /// does not load, or that is another plugin, is refused; the live version never notices.
+    pub async fn propose(
+        &self,
+        owner: &str,
+        origin: &Path,
+        bytes: Vec<u8>,
+        overrides: Option<Overrides>,
+    ) -> Result<String, HostError> {
+        let live = self.owned_by(owner).pop().ok_or_else(|| HostError::NothingToShadow(owner.to_string()))?;
+        let (runtime, config) = (self.runtime.clone(), self.settings.config.clone());
+        let origin = origin.to_path_buf();
+        let module = tokio::task::spawn_blocking(move || load(&runtime, &config, &origin, &bytes, overrides.as_ref()))
+            .await
+            .expect("loading a module does not panic")?;
+        if module.name() != live {
+            return Err(HostError::CandidateRenamed { live, candidate: module.name().to_string() });
+        }
+        let digest = module.digest().to_string();
+        let shadow = self.shadow(&live);
+        if shadow.candidate().is_none_or(|running| running.digest() != digest || running.limits() != module.limits()) {
+            tracing::info!(plugin = live, candidate = digest, "candidate version shadowed");
+            shadow.propose(Some(Arc::new(module.without_http())));
+        }
+        Ok(digest)
+    }
+
+    /// Stops shadowing the candidate of every plugin `owner` runs; its runs in flight finish
+    /// uncounted.
+    pub fn abandon(&self, owner: &str) {
+        for name in self.owned_by(owner) {
+            if let Some(shadow) = self.shadows.lock().expect("never poisoned").get(&name)
+                && shadow.candidate().is_some()
+            {
+                tracing::info!(plugin = name, "candidate version dropped");
+                shadow.propose(None);
+            }
+        }
+    }
+
+    /// Plugin `name`'s candidate version and what its shadow runs came to, if it has one.
+    pub fn shadowed(&self, name: &str) -> Option<(Arc<Module>, wasmop_core::shadow::Tally)> {
+        let shadow = self.shadows.lock().expect("never poisoned").get(name)?.clone();
+        shadow.candidate().map(|candidate| (candidate, shadow.tally()))
+    }
+
+    /// Plugin `name`'s shadow, made the first time it is asked for.
+    fn shadow(&self, name: &str) -> Arc<Shadow> {
+        let mut shadows = self.shadows.lock().expect("never poisoned");
+        shadows.entry(name.to_string()).or_insert_with(|| Shadow::new(name, self.metrics.clone())).clone()
     }
 
     /// Runs `module` for `owner`: see [`Host::install`].
@@ -422,6 +491,7 @@ impl Host {
             metrics: self.metrics.clone(),
             writes,
             handover,
+            shadow: self.shadow(module.name()),
         };
         let task = tokio::spawn(controller::run(controller, stop.clone()));
         Ok(Running { module: current, owner, overrides, reconcile_all, synced, unserved, stop, task, inlet })
@@ -485,6 +555,9 @@ impl Host {
     pub async fn stop(&self, name: &str) -> bool {
         let _changing = self.changing.lock().await;
         let Some(running) = self.controllers.lock().expect("never poisoned").remove(name) else { return false };
+        if let Some(shadow) = self.shadows.lock().expect("never poisoned").remove(name) {
+            shadow.propose(None);
+        }
         running.stop.cancel();
         if let Err(err) = running.task.await {
             tracing::error!(plugin = name, %err, "a controller stopped abnormally");

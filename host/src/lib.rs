@@ -31,6 +31,7 @@ pub mod scaffold;
 pub mod scheduler;
 pub mod secrets;
 pub mod settings;
+pub mod shadow;
 pub mod shards;
 pub mod shutdown;
 pub mod source;

@@ -311,6 +311,9 @@ pub struct Controller {
     /// Where the host's events endpoint hands the plugin's inbound events: attached to the
     /// scheduler while the controller runs.
     pub inlet: Inlet,
+    /// The plugin's candidate version, shadowed beside the live one; it outlives a controller
+    /// replaced by a new configuration.
+    pub shadow: Arc<crate::shadow::Shadow>,
 }
 
 /// How a controller takes over from the one it replaces: it subscribes its watches while the
@@ -350,6 +353,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         shutdown: process,
         pool,
         inlet,
+        shadow,
     } = controller;
     let config = module.get().config().clone();
     let writes = writes.unwrap_or_else(|| clusters.local().client().clone());
@@ -408,7 +412,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         None => (None, None),
     };
     let polled = external.as_ref().map(|(state, _)| state.clone());
-    let outside = Outside { external, inbound: inlet.payloads() };
+    let outside = Outside { external, inbound: inlet.payloads(), shadow };
     let records = settings.record.as_ref().and_then(|to| {
         let described = crate::inspect::describe(&config);
         crate::record::Records::new(&config.name, to, described, metrics.clone())
@@ -659,7 +663,7 @@ fn reconciler(
     outside: Outside,
     records: Option<Arc<crate::record::Records>>,
 ) -> Option<Arc<Reconciler>> {
-    let Outside { external, inbound } = outside;
+    let Outside { external, inbound, shadow } = outside;
     let plugin = &config.name;
     let dependents = if config.dependents.is_empty() && config.external_dependents.is_empty() {
         None
@@ -711,16 +715,20 @@ fn reconciler(
         fence: fence.clone(),
         inbound,
         records,
+        shadow,
     }))
 }
 
-/// What a reconcile knows of the primary beyond the API server.
+/// What a reconcile knows of the primary beyond the API server, and the candidate version that
+/// shadows it.
 struct Outside {
     /// The plugin's external state and its poller's request channel, when it polls or has
     /// external dependents.
     external: Option<(Arc<ExternalState>, FetchNow)>,
     /// The last inbound payload per primary, when the plugin caches inbound events.
     inbound: Option<Arc<Payloads>>,
+    /// The plugin's candidate version, whose runs see what the live version's saw.
+    shadow: Arc<crate::shadow::Shadow>,
 }
 
 /// Events in: one source per secondary watch (its mapper turns changes into primary keys) and

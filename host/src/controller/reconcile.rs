@@ -27,6 +27,7 @@ use crate::runtime::bindings::wasmop::plugin::types::{
 };
 use crate::runtime::{CacheReader, CallError, Current, Module};
 use crate::scheduler::{Priority, Run, Verdict};
+use crate::shadow::{Observed, Shadow};
 use crate::source::Sink;
 use crate::writer::{MetadataChanges, WriteError, Writer};
 
@@ -63,6 +64,9 @@ pub(crate) struct Reconciler {
     pub(crate) inbound: Option<Arc<crate::source::inbound::Payloads>>,
     /// The plugin's recording, when the host records (`--record DIR`).
     pub(crate) records: Option<Arc<Records>>,
+    /// The plugin's candidate version, if it has one: asked what the live version was asked,
+    /// once the live version's writes were sent, and never applied.
+    pub(crate) shadow: Arc<Shadow>,
 }
 
 /// Tells a plugin once (not once per reconcile) that the host replaces the conditions of the
@@ -215,10 +219,11 @@ impl Reconciler {
         };
         let started = std::time::Instant::now();
         let deleting = object.metadata.deletion_timestamp.is_some();
+        let mut observed = self.shadow.observe();
         let result = if deleting {
             self.finalize(module, &run, &object, &view).await.map(|requeue_after| Verdict::Done { requeue_after })
         } else {
-            self.apply(module, &run, object.clone(), &view).await
+            self.apply(module, &run, object.clone(), &view, &mut observed).await
         };
         let elapsed = started.elapsed();
         let failure = match result {
@@ -228,6 +233,7 @@ impl Reconciler {
                 if let Some((records, plan)) = recording {
                     records.finish(plan, false, module.digest(), &run.key, steps(&view)).await;
                 }
+                self.shadowed(observed, &run, &object);
                 return verdict;
             }
             Err(failure) => failure,
@@ -241,6 +247,7 @@ impl Reconciler {
             }
             // Neither an Event nor an error status could be written now; the run repeats soon.
             tracing::warn!(object = %run.key, reason, ?elapsed, "API server unreachable, reconciling again soon: {message}");
+            self.shadowed(observed, &run, &object);
             return Verdict::Unreachable;
         }
         tracing::warn!(object = %run.key, reason, retry, ?elapsed, "reconcile failed: {message}");
@@ -248,7 +255,7 @@ impl Reconciler {
         self.writer.publish(&object, EventType::Warning, reason, "Reconcile", Some(note)).await;
         let retrying = retry && !run.last_attempt;
         // The run may have written the primary (its finalizer): patch the latest version.
-        let latest = self.primaries.fetch(&run.key).await.ok().flatten().unwrap_or(object);
+        let latest = self.primaries.fetch(&run.key).await.ok().flatten().unwrap_or_else(|| object.clone());
         let status = match retrying {
             true => None,
             false => self.error_status(module, &run, &latest, view.clone(), failure.error).await,
@@ -262,7 +269,15 @@ impl Reconciler {
         {
             tracing::warn!(object = %run.key, %err, "cannot write the error status");
         }
+        self.shadowed(observed, &run, &object);
         Verdict::Failed { retry }
+    }
+
+    /// Once the live version's writes were sent: asks the candidate, if the plugin has one,
+    /// what the live version was asked in this run, reading the caches as this run did.
+    fn shadowed(&self, observed: Observed, run: &Run<ObjectKey>, object: &DynamicObject) {
+        let view: Arc<dyn CacheReader> = Arc::new(self.cache.for_primary(run.key.clone(), object.uid()));
+        self.shadow.compare(observed, view, run.key.clone());
     }
 
     /// The request the plugin's exports get for `object`.
@@ -290,6 +305,7 @@ impl Reconciler {
         run: &Run<ObjectKey>,
         mut object: Arc<DynamicObject>,
         view: &Arc<dyn CacheReader>,
+        observed: &mut Observed,
     ) -> Result<Verdict, Failure> {
         if let Some(finalizers) = self.finalizers.live(object.finalizers()) {
             let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };
@@ -306,10 +322,11 @@ impl Reconciler {
         }
         let states = match &self.dependents {
             None => Vec::new(),
-            Some(dependents) => self.reconcile_dependents(module, run, &object, dependents, view).await?,
+            Some(dependents) => self.reconcile_dependents(module, run, &object, dependents, view, observed).await?,
         };
         let request = self.with_outside(&run.key, Self::request(run, &object, states)?);
         let outcome = module.reconcile(view.clone(), &request).await;
+        observed.reconciled(&request, &outcome);
         let outcome: Outcome = outcome.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let changes =
             MetadataChanges { labels: outcome.labels, annotations: outcome.annotations, ..MetadataChanges::default() };
@@ -337,9 +354,11 @@ impl Reconciler {
         object: &Arc<DynamicObject>,
         dependents: &Dependents,
         view: &Arc<dyn CacheReader>,
+        observed: &mut Observed,
     ) -> Result<Vec<DependentState>, Failure> {
         let request = self.with_outside(&run.key, Self::request(run, object, Vec::new())?);
         let desired = module.desired(view.clone(), &request).await;
+        observed.desired(&request, &desired);
         let desired = desired.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let plugin = module.name().to_string();
         let primary_json = Arc::new(request.object);

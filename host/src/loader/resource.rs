@@ -10,10 +10,17 @@
 //! The module is fetched again every [`RECHECK`] (a single GET for a ConfigMap) and installed
 //! only when its digest or the overrides changed, so an edited ConfigMap swaps the plugin within
 //! seconds without the host caching every ConfigMap of the cluster.
+//!
+//! A `spec.candidate` (any source `module` may name) is loaded beside the live version and
+//! shadowed ([`crate::shadow`]): the condition `CandidateReady` says whether it runs (and why
+//! not), and `status.shadow` sums its runs up (compared, differences, failures, the last objects
+//! that differed), written at most every [`SHADOW_SUMMARY_EVERY`]. A candidate that does not
+//! load never touches the live version. Promotion is a spec change that makes the candidate the
+//! module (a hot reload); removing `candidate` drops it and its summary.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
@@ -26,9 +33,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::fetch::{FetchPolicy, ModuleSpec};
+use super::fetch::{FetchError, FetchPolicy, ModuleSpec};
 use super::oci::Credentials;
-use crate::host::Host;
+use crate::host::{Host, HostError};
 use crate::leader::Unanswered;
 use crate::secrets::{SecretError, SecretKey};
 use crate::settings::Overrides;
@@ -41,6 +48,10 @@ const KIND_NOT_SERVED: &str = "KindNotServed";
 
 /// How often a resource's module is fetched again.
 pub const RECHECK: Duration = Duration::from_secs(5);
+
+/// The shortest time between two writes of a resource's `status.shadow`: its counts change with
+/// every reconcile, and every write is an event for this controller.
+pub const SHADOW_SUMMARY_EVERY: Duration = Duration::from_secs(5);
 
 /// The finalizer that stops a plugin before its resource goes.
 pub const FINALIZER: &str = "wasmop.dev/reconciler-plugin";
@@ -65,6 +76,9 @@ struct Spec {
     module: ModuleSpec,
     #[serde(default)]
     overrides: Option<Overrides>,
+    /// A candidate version, shadowed beside the live one.
+    #[serde(default)]
+    candidate: Option<ModuleSpec>,
     /// Secrets of type `kubernetes.io/dockerconfigjson` with the credentials of OCI registries.
     #[serde(default)]
     image_pull_secrets: Vec<PullSecret>,
@@ -111,6 +125,10 @@ struct Context {
     recorder: Recorder,
     /// What each resource last had installed, by resource name.
     applied: Mutex<HashMap<String, Applied>>,
+    /// The candidate each resource last had shadowed, by resource name.
+    candidates: Mutex<HashMap<String, Applied>>,
+    /// When each resource's `status.shadow` was last written, by resource name.
+    summarized: Mutex<HashMap<String, Instant>>,
 }
 
 /// How the last attempt went.
@@ -198,7 +216,15 @@ pub async fn run(host: Arc<Host>, policy: FetchPolicy, shutdown: CancellationTok
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let instance = host.fence().identity().map(str::to_string);
     let recorder = Recorder::new(client, Reporter { controller: "wasmop".into(), instance });
-    let context = Arc::new(Context { host, policy, api: api.clone(), recorder, applied: Mutex::new(HashMap::new()) });
+    let context = Arc::new(Context {
+        host,
+        policy,
+        api: api.clone(),
+        recorder,
+        applied: Mutex::new(HashMap::new()),
+        candidates: Mutex::new(HashMap::new()),
+        summarized: Mutex::new(HashMap::new()),
+    });
     tracing::info!("running the plugins of ReconcilerPlugin resources");
     Controller::new_with(api, watcher::Config::default(), resource)
         .graceful_shutdown_on(async move { shutdown.cancelled().await })
@@ -214,6 +240,8 @@ async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<
         let stopped = context.host.remove(&owner).await;
         tracing::info!(resource = name, ?stopped, "ReconcilerPlugin deleted; its plugin stopped");
         context.applied.lock().expect("never poisoned").remove(&name);
+        context.candidates.lock().expect("never poisoned").remove(&name);
+        context.summarized.lock().expect("never poisoned").remove(&name);
         let finalizers: Vec<&String> = object.finalizers().iter().filter(|f| *f != FINALIZER).collect();
         let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": object.resource_version() } });
         leader_only(&context, context.api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
@@ -260,16 +288,39 @@ async fn reconcile(object: Arc<DynamicObject>, context: Arc<Context>) -> Result<
             }
         }
     }
+    let candidate = load_candidate(&context, &name, &owner, &object).await;
+    if let CandidateReport::Refused { reason, message } = &candidate {
+        tracing::warn!(resource = name, reason, "candidate refused: {message}");
+    }
     let plugin = context.host.owned_by(&owner).into_iter().next();
     let digest = plugin.as_deref().and_then(|p| context.host.module(p)).map(|m| m.digest().to_string());
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let generation = object.metadata.generation;
+    let mut conditions = conditions(&status["conditions"], &report, generation, &now);
+    conditions.extend(candidate_condition(&status["conditions"], &candidate, generation, &now));
+    let shadow = plugin.as_deref().and_then(|p| context.host.shadowed(p)).map(|(candidate, tally)| {
+        let mut summary = json!(tally);
+        summary["candidate"] = json!(candidate.digest());
+        summary
+    });
+    let shadow = shadow.map(|fresh| {
+        let written = context.summarized.lock().expect("never poisoned").get(&name).copied();
+        let same_candidate = status["shadow"]["candidate"] == fresh["candidate"];
+        match written {
+            Some(at) if same_candidate && at.elapsed() < SHADOW_SUMMARY_EVERY => status["shadow"].clone(),
+            _ => fresh,
+        }
+    });
     let new = json!({
-        "conditions": conditions(&status["conditions"], &report, object.metadata.generation, &now),
-        "plugin": plugin, "digest": digest, "observedGeneration": object.metadata.generation,
+        "conditions": conditions, "plugin": plugin, "digest": digest, "observedGeneration": generation,
+        "shadow": shadow,
     });
     if changed(status, &new) {
         let patch = json!({ "status": new });
         leader_only(&context, context.api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
+        if new["shadow"] != status["shadow"] {
+            context.summarized.lock().expect("never poisoned").insert(name.clone(), Instant::now());
+        }
     }
     context.host.metrics().plugin_resource_checked(&name);
     Ok(Action::requeue(RECHECK))
@@ -315,41 +366,11 @@ async fn load(context: &Context, name: &str, owner: &str, object: &DynamicObject
     {
         return Report::Loaded { plugin };
     }
-    let client = context.host.clusters().local().client().clone();
-    // As the kubelet does with imagePullSecrets, a pull secret that cannot be read is reported
-    // only when the pull needs credentials: a stored module or a public registry loads without.
-    let (credentials, secret_problem) = if spec.module.oci.is_some() {
-        match credentials(&context.host, &spec.image_pull_secrets).await {
-            Ok(credentials) => (credentials, None),
-            Err(message) => {
-                tracing::warn!(resource = name, "pulling without the pull secrets: {message}");
-                (Credentials::default(), Some(message))
-            }
-        }
-    } else {
-        (Credentials::default(), None)
-    };
-    let mut fetched = spec.module.fetch(&client, &context.policy, &credentials).await;
-    if let (Err(err), Some(problem)) = (&mut fetched, secret_problem)
-        && err.reason == super::oci::Reason::Unauthorized.as_str()
-    {
-        err.reason = super::oci::Reason::PullSecret.as_str();
-        err.message = format!("{problem}; {}", err.message);
-    }
-    if spec.module.oci.is_some() {
-        let outcome = match &fetched {
-            Ok(fetched) => fetched.pulled.unwrap_or("pulled"),
-            Err(err) => err.reason,
-        };
-        context.host.metrics().oci_pulled(outcome);
-    }
-    let bytes = match fetched {
-        Ok(fetched) => fetched.bytes,
+    let (key, bytes) = match fetch(context, name, &spec.module, &spec.image_pull_secrets).await {
+        Ok(fetched) => fetched,
         Err(err) => return refused(err.reason, err.message),
     };
-    // An OCI module is known by its manifest's digest, the others by their sha256.
-    let key = if spec.module.oci.is_some() { pinned } else { None };
-    let applied = (key.unwrap_or_else(|| hex::encode(Sha256::digest(&bytes))), spec.overrides.clone());
+    let applied = (key, spec.overrides.clone());
     if let Some(Some(plugin)) = already(&applied) {
         return Report::Loaded { plugin };
     }
@@ -365,6 +386,134 @@ async fn load(context: &Context, name: &str, owner: &str, object: &DynamicObject
             context.applied.lock().expect("never poisoned").insert(name.to_string(), applied);
             Report::Loaded { plugin: installed.name }
         }
+        Err(err) => refused("LoadFailed", err.to_string()),
+    }
+}
+
+/// Fetches `module` for the resource `name`, with the registry credentials of `secrets`: what
+/// the module is known by (an OCI module's manifest digest, else its sha256) and its bytes.
+async fn fetch(
+    context: &Context,
+    name: &str,
+    module: &ModuleSpec,
+    secrets: &[PullSecret],
+) -> Result<(String, Vec<u8>), FetchError> {
+    let client = context.host.clusters().local().client().clone();
+    // As the kubelet does with imagePullSecrets, a pull secret that cannot be read is reported
+    // only when the pull needs credentials: a stored module or a public registry loads without.
+    let (credentials, secret_problem) = if module.oci.is_some() {
+        match credentials(&context.host, secrets).await {
+            Ok(credentials) => (credentials, None),
+            Err(message) => {
+                tracing::warn!(resource = name, "pulling without the pull secrets: {message}");
+                (Credentials::default(), Some(message))
+            }
+        }
+    } else {
+        (Credentials::default(), None)
+    };
+    let mut fetched = module.fetch(&client, &context.policy, &credentials).await;
+    if let (Err(err), Some(problem)) = (&mut fetched, secret_problem)
+        && err.reason == super::oci::Reason::Unauthorized.as_str()
+    {
+        err.reason = super::oci::Reason::PullSecret.as_str();
+        err.message = format!("{problem}; {}", err.message);
+    }
+    if module.oci.is_some() {
+        let outcome = match &fetched {
+            Ok(fetched) => fetched.pulled.unwrap_or("pulled"),
+            Err(err) => err.reason,
+        };
+        context.host.metrics().oci_pulled(outcome);
+    }
+    let bytes = fetched?.bytes;
+    // An OCI module is known by its manifest's digest, the others by their sha256.
+    let key = if module.oci.is_some() { module.pinned() } else { None };
+    Ok((key.unwrap_or_else(|| hex::encode(Sha256::digest(&bytes))), bytes))
+}
+
+/// How the spec's candidate went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CandidateReport {
+    /// The spec names no candidate (any earlier one was dropped).
+    Absent,
+    /// The candidate with this digest runs in the shadow of the live version.
+    Shadowed {
+        /// The candidate module's sha256.
+        digest: String,
+    },
+    /// The spec's candidate does not run (an earlier candidate may still be shadowed).
+    Refused {
+        /// A CamelCase reason.
+        reason: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// The `CandidateReady` condition for `report` (none without a candidate), keeping its
+/// transition time while its status stays as in `previous`.
+pub fn candidate_condition(
+    previous: &Value,
+    report: &CandidateReport,
+    generation: Option<i64>,
+    now: &str,
+) -> Option<Value> {
+    let (status, reason, message) = match report {
+        CandidateReport::Absent => return None,
+        CandidateReport::Shadowed { digest } => (
+            "True",
+            "Shadowed",
+            format!("candidate {} runs in the shadow of the live version", &digest[..12.min(digest.len())]),
+        ),
+        CandidateReport::Refused { reason, message } => ("False", *reason, message.clone()),
+    };
+    let before = previous.as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "CandidateReady"));
+    let since = before.filter(|c| c["status"] == status).and_then(|c| c["lastTransitionTime"].as_str()).unwrap_or(now);
+    Some(json!({ "type": "CandidateReady", "status": status, "reason": reason, "message": message,
+                 "lastTransitionTime": since, "observedGeneration": generation }))
+}
+
+/// Loads the spec's candidate beside the live version the resource runs, unless it is already
+/// shadowed with these overrides; drops the candidate when the spec names none.
+async fn load_candidate(context: &Context, name: &str, owner: &str, object: &DynamicObject) -> CandidateReport {
+    let Ok(spec) = serde_json::from_value::<Spec>(object.data["spec"].clone()) else {
+        return CandidateReport::Absent; // the live version's report says why
+    };
+    let Some(candidate) = &spec.candidate else {
+        context.candidates.lock().expect("never poisoned").remove(name);
+        context.host.abandon(owner);
+        return CandidateReport::Absent;
+    };
+    let refused = |reason, message| CandidateReport::Refused { reason, message };
+    let shadowed = || {
+        let plugin = context.host.owned_by(owner).pop()?;
+        context.host.shadowed(&plugin).map(|(module, _)| module.digest().to_string())
+    };
+    let before = context.candidates.lock().expect("never poisoned").get(name).cloned();
+    if let (Some(pinned), Some(digest)) = (candidate.pinned(), shadowed())
+        && before == Some((pinned, spec.overrides.clone()))
+    {
+        return CandidateReport::Shadowed { digest };
+    }
+    let (key, bytes) = match fetch(context, name, candidate, &spec.image_pull_secrets).await {
+        Ok(fetched) => fetched,
+        Err(err) => return refused(err.reason, err.message),
+    };
+    let applied = (key, spec.overrides.clone());
+    if before.as_ref() == Some(&applied)
+        && let Some(digest) = shadowed()
+    {
+        return CandidateReport::Shadowed { digest };
+    }
+    let origin = std::path::PathBuf::from(format!("ReconcilerPlugin {name} candidate"));
+    match context.host.propose(owner, &origin, bytes, spec.overrides).await {
+        Ok(digest) => {
+            context.candidates.lock().expect("never poisoned").insert(name.to_string(), applied);
+            CandidateReport::Shadowed { digest }
+        }
+        Err(err @ HostError::CandidateRenamed { .. }) => refused("CandidateRenamed", err.to_string()),
+        Err(err @ HostError::NothingToShadow(_)) => refused("NothingToShadow", err.to_string()),
         Err(err) => refused("LoadFailed", err.to_string()),
     }
 }
@@ -411,6 +560,22 @@ mod tests {
         let times: Vec<&str> = later.iter().map(|c| c["lastTransitionTime"].as_str().unwrap()).collect();
         // Loaded and Degraded flipped; Ready stayed True.
         assert_eq!(times, ["t2", "t1", "t2"]);
+    }
+
+    #[test]
+    fn the_candidate_condition_says_whether_the_candidate_is_shadowed() {
+        assert_eq!(candidate_condition(&Value::Null, &CandidateReport::Absent, Some(1), "t1"), None);
+        let shadowed = CandidateReport::Shadowed { digest: "0123456789abcdef".into() };
+        let ready = candidate_condition(&Value::Null, &shadowed, Some(1), "t1").unwrap();
+        assert_eq!((ready["type"].as_str(), ready["status"].as_str()), (Some("CandidateReady"), Some("True")));
+        assert!(ready["message"].as_str().unwrap().contains("0123456789ab "), "{ready}");
+        let previous = Value::Array(vec![ready]);
+        let refused = CandidateReport::Refused { reason: "CandidateRenamed", message: "other".into() };
+        let refused = candidate_condition(&previous, &refused, Some(2), "t2").unwrap();
+        assert_eq!((refused["status"].as_str(), refused["reason"].as_str()), (Some("False"), Some("CandidateRenamed")));
+        assert_eq!(refused["lastTransitionTime"], "t2");
+        let again = candidate_condition(&previous, &shadowed, Some(2), "t3").unwrap();
+        assert_eq!(again["lastTransitionTime"], "t1", "unchanged status, unchanged time");
     }
 
     #[test]

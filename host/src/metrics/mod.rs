@@ -2,8 +2,10 @@
 //! `wasmop_*` ones, and controller-runtime's names ([`controller_runtime`]).
 
 pub mod controller_runtime;
+mod shadow;
 mod shards;
 
+pub use shadow::ShadowMetrics;
 pub use shards::ShardMetrics;
 
 use std::sync::Arc;
@@ -241,6 +243,7 @@ pub struct Metrics {
     plugin_writes: Family<PluginLabels, Counter>,
     caches: CacheFamilies,
     shards: ShardMetrics,
+    shadow: ShadowMetrics,
 }
 
 impl Metrics {
@@ -352,9 +355,11 @@ impl Metrics {
         let plugin_writes = Family::default();
         let caches = CacheFamilies::register(registry);
         let shards = ShardMetrics::register(registry);
+        let shadow = ShadowMetrics::register(registry);
         Arc::new(Self {
             caches,
             shards,
+            shadow,
             registry: root,
             controller_runtime,
             leader,
@@ -397,6 +402,11 @@ impl Metrics {
     /// The shards' metrics.
     pub fn shards(&self) -> &ShardMetrics {
         &self.shards
+    }
+
+    /// The shadow runs' metrics.
+    pub fn shadow(&self) -> &ShadowMetrics {
+        &self.shadow
     }
 
     /// The scheduler observer of plugin `name`'s controller: controller-runtime's reconcile and

@@ -7,7 +7,7 @@ mod error;
 pub mod http;
 mod limits;
 mod module;
-mod recorded;
+pub(crate) mod recorded;
 mod sandbox;
 pub mod tap;
 

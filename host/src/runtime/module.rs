@@ -138,6 +138,13 @@ impl Module {
         self
     }
 
+    /// The same plugin with its outgoing HTTP refused, whatever it declared: a shadow candidate
+    /// sends nothing out.
+    pub(crate) fn without_http(mut self) -> Self {
+        self.instances.outbound = None;
+        self
+    }
+
     /// The limits of every call.
     pub fn limits(&self) -> Limits {
         self.instances.limits
