@@ -501,21 +501,8 @@ pub struct CleanupOutcome {
     pub events: Vec<Event>,
 }
 
-/// The contract's `event`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Event {
-    /// `Normal` or `Warning`.
-    #[serde(rename = "type")]
-    pub event_type: String,
-    /// Short CamelCase reason.
-    pub reason: String,
-    /// What was done.
-    pub action: String,
-    /// Detail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
+/// The contract's `event`: the one the settle loop publishes.
+pub use crate::settle::Event;
 
 /// The contract's `reconcile-error`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

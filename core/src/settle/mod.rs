@@ -129,8 +129,8 @@ impl Failure {
     }
 }
 
-/// A Kubernetes Event the plugin records on the primary.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A Kubernetes Event the plugin records on the primary (and, as recorded, read back by a replay).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     /// `Normal` or `Warning`.
@@ -141,7 +141,7 @@ pub struct Event {
     /// What was done.
     pub action: String,
     /// Detail.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
