@@ -10,6 +10,7 @@ mod module;
 pub(crate) mod recorded;
 mod sandbox;
 pub mod tap;
+mod ticker;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -28,14 +29,14 @@ pub use tap::{Recorder, Tap};
 use artifacts::ArtifactCache;
 use bindings::{CONTRACT_VERSION, Plugin, PluginPre, RECONCILER_INTERFACE};
 use sandbox::Sandbox;
+use ticker::Ticker;
 
 /// Bytes of each pooled linear memory kept resident between instances (reset in place).
 const KEEP_RESIDENT_MEMORY: usize = 1 << 20;
 /// Bytes of each pooled table kept resident between instances.
 const KEEP_RESIDENT_TABLE: usize = 64 << 10;
 
-/// How often the epoch advances; deadlines are rounded up to this granularity.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub use ticker::EPOCH_TICK;
 
 /// Told about every call into a plugin: how long it took and, when metered, the fuel it used;
 /// and about every outgoing HTTP request a plugin makes.
@@ -76,6 +77,7 @@ struct Backend {
     linker: Linker<Sandbox>,
     http_linker: Linker<Sandbox>,
     metered: bool,
+    ticker: Arc<Ticker>,
 }
 
 impl Backend {
@@ -113,8 +115,8 @@ impl Backend {
         }
         let mut http_linker = linker.clone();
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker).map_err(LoadError::engine)?;
-        spawn_epoch_ticker(&engine);
-        Ok(Self { engine, linker, http_linker, metered })
+        let ticker = Ticker::start(&engine);
+        Ok(Self { engine, linker, http_linker, metered, ticker })
     }
 }
 
@@ -209,8 +211,7 @@ impl Runtime {
             .map_err(|e| LoadError::LinkFailed { path: origin.into(), reason: format!("{e:#}") })?;
         let call = module::Instances::new(
             pre,
-            backend.engine.clone(),
-            backend.metered,
+            backend,
             self.limits,
             self.observer.clone(),
             self.http.clone(),
@@ -240,20 +241,4 @@ fn check_contract(path: &Path, engine: &Engine, component: &Component) -> Result
         Some(v) => Err(LoadError::ContractMismatch { path: path.into(), found: v, supported: CONTRACT_VERSION }),
         None => Err(LoadError::NotAPlugin { path: path.into() }),
     }
-}
-
-/// Advances the engine's epoch every [`EPOCH_TICK`] on a thread that holds only a weak
-/// reference, so it ends with the engine.
-fn spawn_epoch_ticker(engine: &Engine) {
-    let weak = engine.weak();
-    std::thread::Builder::new()
-        .name("wasmop-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })
-        .expect("spawning the epoch ticker thread");
 }

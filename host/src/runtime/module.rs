@@ -19,7 +19,8 @@ use super::limits::Limits;
 use super::recorded;
 use super::sandbox::{CacheReader, NoCache, Sandbox};
 use super::tap::Tap;
-use super::{CallObserver, EPOCH_TICK};
+use super::ticker::{Running, Ticker};
+use super::{Backend, CallObserver, EPOCH_TICK};
 
 /// What `reconcile` returned: an outcome or the plugin's own error.
 pub type GuestResult = Result<Outcome, ReconcileError>;
@@ -36,6 +37,8 @@ pub struct Module {
 pub(crate) struct Instances {
     pre: PluginPre<Sandbox>,
     engine: Engine,
+    /// Advances `engine`'s epoch while a call runs.
+    ticker: Arc<Ticker>,
     /// Whether `engine` meters fuel.
     metered: bool,
     limits: Limits,
@@ -69,6 +72,8 @@ struct Call<'a> {
     store: Store<Sandbox>,
     plugin: Plugin,
     report: Report<'a>,
+    /// Keeps the epoch advancing until the call ends.
+    _running: Running,
 }
 
 /// What the observer and the log are told when a call ends.
@@ -471,10 +476,9 @@ impl Module {
 
 impl Instances {
     /// Instances of `pre`; `keep_warm` of them are kept between calls.
-    pub(crate) fn new(
+    pub(super) fn new(
         pre: PluginPre<Sandbox>,
-        engine: Engine,
-        metered: bool,
+        backend: &Backend,
         limits: Limits,
         observer: Arc<dyn CallObserver>,
         http: Arc<Services>,
@@ -482,8 +486,9 @@ impl Instances {
     ) -> Self {
         Self {
             pre,
-            engine,
-            metered,
+            engine: backend.engine.clone(),
+            ticker: backend.ticker.clone(),
+            metered: backend.metered,
             limits,
             observer,
             http,
@@ -506,6 +511,7 @@ impl Instances {
         tap: Option<Arc<Tap>>,
     ) -> Result<Call<'a>, CallError> {
         let started = Instant::now();
+        let running = self.ticker.running();
         let hooks = Hooks::new(export, self.outbound.clone());
         let budget = self.metered.then(|| self.limits.fuel.unwrap_or(u64::MAX));
         let report = Report { name, export, started, budget };
@@ -521,13 +527,13 @@ impl Instances {
         if let Some(Warm { mut store, plugin }) = kept {
             store.data_mut().reuse(cache, hooks);
             ready(&mut store);
-            return Ok(Call { store, plugin, report });
+            return Ok(Call { store, plugin, report, _running: running });
         }
         let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache, hooks, tap));
         store.limiter(|s| &mut s.limiter);
         ready(&mut store);
         match self.pre.instantiate_async(&mut store).await {
-            Ok(plugin) => Ok(Call { store, plugin, report }),
+            Ok(plugin) => Ok(Call { store, plugin, report, _running: running }),
             Err(e) => {
                 let err = match self.classify(&store, e) {
                     CallError::Trapped(msg) => CallError::InstantiateFailed(msg),
@@ -746,27 +752,31 @@ mod tests {
         0x04, 0x00, 0x10, 0x00, 0x0b, // hang: call host.hang
     ];
 
-    /// An engine configured as the host's (epoch interruption, the epoch ticker running), the
-    /// spin module and a linker whose `host.hang` never returns.
-    fn spin_module() -> (Engine, wasmtime::Module, wasmtime::Linker<()>) {
+    /// An engine configured as the host's (epoch interruption, the epoch ticker), the spin
+    /// module and a linker whose `host.hang` never returns.
+    type Spin = (Engine, Arc<Ticker>, wasmtime::Module, wasmtime::Linker<()>);
+
+    fn spin_module() -> Spin {
         let mut config = wasmtime::Config::new();
         config.epoch_interruption(true);
         let engine = Engine::new(&config).unwrap();
-        super::super::spawn_epoch_ticker(&engine);
+        let ticker = Ticker::start(&engine);
         let module = wasmtime::Module::new(&engine, SPIN).unwrap();
         let mut linker = wasmtime::Linker::new(&engine);
         linker.func_wrap_async("host", "hang", |_, ()| Box::new(std::future::pending::<()>())).unwrap();
-        (engine, module, linker)
+        (engine, ticker, module, linker)
     }
 
     /// Calls `export` of the spin module in a fresh store, as [`Instances::enter`] and the
-    /// export calls do: the running-time deadline, the wall-clock backstop.
+    /// export calls do: running while it runs, the running-time deadline, the wall-clock
+    /// backstop.
     async fn call(
-        (engine, module, linker): &(Engine, wasmtime::Module, wasmtime::Linker<()>),
+        (engine, ticker, module, linker): &Spin,
         export: &str,
         n: Option<i64>,
         deadline: Duration,
     ) -> Result<wasmtime::Result<()>, Elapsed> {
+        let _running = ticker.running();
         let mut store = Store::new(engine, ());
         limit_running_time(&mut store, deadline);
         let limits = Limits { deadline, ..Limits::default() };
@@ -818,6 +828,23 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_call_that_spins_for_ever_traps_at_about_its_deadline() {
         let spin = spin_module();
+        let deadline = Duration::from_millis(300);
+        let started = Instant::now();
+        let result = call(&spin, "spin", Some(i64::MAX), deadline).await;
+        let took = started.elapsed();
+        assert!(interrupted(&result), "{result:?}");
+        assert!(took >= deadline && took < deadline + Duration::from_millis(200), "{took:?}");
+    }
+
+    /// The ticker sleeps while no call runs; a call that spins from the start still traps.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_call_that_spins_after_the_ticker_slept_traps_at_about_its_deadline() {
+        let spin = spin_module();
+        let idle = Instant::now();
+        while !spin.1.is_parked() {
+            assert!(idle.elapsed() < Duration::from_secs(5), "the ticker never slept");
+            tokio::time::sleep(EPOCH_TICK).await;
+        }
         let deadline = Duration::from_millis(300);
         let started = Instant::now();
         let result = call(&spin, "spin", Some(i64::MAX), deadline).await;
