@@ -374,8 +374,8 @@ pub fn render<'a>(scenario: &'a Scenario, outcome: &'a fixture::Outcome) -> Show
 pub enum Ran {
     /// A fixture, run through the loop.
     Fixture {
-        /// The fixture.
-        scenario: Scenario,
+        /// The fixture (boxed: it is much larger than a replayed record).
+        scenario: Box<Scenario>,
         /// What came of it.
         outcome: fixture::Outcome,
     },
@@ -424,7 +424,7 @@ pub fn run(module: &Module, files: &[PathBuf], namespace: &str, other: &str) -> 
             let scenario = load(file, namespace, other)?;
             let outcome =
                 fixture::run(&settle, &scenario, namespace).map_err(|e| format!("{}: {e}", file.display()))?;
-            Ok(Ran::Fixture { scenario, outcome })
+            Ok(Ran::Fixture { scenario: Box::new(scenario), outcome })
         })
         .collect()
 }
