@@ -11,16 +11,19 @@
 //!   dependents' states, the external state and the last inbound payload.
 //!
 //! Natively the reconciler reads the machine's clocks and random numbers, not the recorded
-//! ones: an outcome that depends on them differs. A record with answers dropped to fit its size
+//! ones: an outcome that depends on them differs. [`FakeHost::recorded_wall_clock`] gives the
+//! readings the recorded reconcile made, for code that takes the time as an argument. A record with answers dropped to fit its size
 //! cap is refused, since the host could not answer what the reconcile read; so is one without a
 //! `reconcile` (a deletion's `cleanup`).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use wasmop_core::record::diff::{Diff, Summary, diff};
 use wasmop_core::record::format::{
     DesiredObject, Failure, Outcome as RecordedOutcome, ReadError, Readiness, ReconcileRequest,
 };
-use wasmop_core::record::{Answer, Ending, Import, Record, Request};
+use wasmop_core::record::{Answer, Ending, Import, Record, Request, Step};
 
 use super::{FakeHost, Run, until_stable};
 use crate::{DependentState, Desired, Error, External, Kind, Phase, Reconciler};
@@ -58,6 +61,8 @@ impl std::error::Error for RecordError {}
 pub(super) struct Recorded {
     request: ReconcileRequest,
     steps: Vec<(Request, Ending)>,
+    /// The wall clock's readings during the reconcile, in order.
+    wall_clock: Vec<SystemTime>,
 }
 
 /// A record's reconcile run again natively ([`FakeHost::replay`]): the run, and its outcome
@@ -114,11 +119,18 @@ impl FakeHost {
         if record.truncated {
             return Err(RecordError::Truncated);
         }
-        let request = record.steps.iter().find_map(|step| match &step.request {
-            Request::Reconcile(request) => Some(request.clone()),
-            _ => None,
-        });
-        let request = request.ok_or(RecordError::NoReconcile)?;
+        let reconcile = record.steps.iter().find(|step| matches!(step.request, Request::Reconcile(_)));
+        let Some(Step { request: Request::Reconcile(request), calls, .. }) = reconcile else {
+            return Err(RecordError::NoReconcile);
+        };
+        let request = request.clone();
+        let wall_clock = calls
+            .iter()
+            .filter_map(|call| match call.answer {
+                Answer::Instant { seconds, nanoseconds } => Some(UNIX_EPOCH + Duration::new(seconds, nanoseconds)),
+                _ => None,
+            })
+            .collect();
         let mut host = FakeHost::new();
         for call in record.steps.iter().flat_map(|step| &step.calls) {
             host.answered(&call.import, &call.answer);
@@ -127,8 +139,15 @@ impl FakeHost {
         host.external = request.external.iter().map(external).collect();
         host.inbound = request.inbound.as_deref().map(json);
         let steps = record.steps.into_iter().map(|step| (step.request, step.ending)).collect();
-        host.recorded = Some(Box::new(Recorded { request, steps }));
+        host.recorded = Some(Box::new(Recorded { request, steps, wall_clock }));
         Ok(host)
+    }
+
+    /// The wall clock's readings the recorded reconcile made, in order (empty for a host not
+    /// loaded from a record): the times to give code of the plugin that takes the time as an
+    /// argument, since natively `SystemTime::now()` reads the machine's clock.
+    pub fn recorded_wall_clock(&self) -> &[SystemTime] {
+        self.recorded.as_ref().map_or(&[], |recorded| &recorded.wall_clock)
     }
 
     /// Puts what the host answered `import` with in this host.
@@ -273,6 +292,9 @@ mod tests {
         assert_eq!(json(&recorded.request.object)["spec"], json!({ "value": -3 }));
         let exports: Vec<&str> = recorded.steps.iter().map(|(request, _)| request.export()).collect();
         assert_eq!(exports, ["reconcile", "update-error-status"]);
+        let read = Duration::new(1_795_688_492, 355_089_461);
+        assert_eq!(host.recorded_wall_clock(), [UNIX_EPOCH + read]);
+        assert!(FakeHost::new().recorded_wall_clock().is_empty());
     }
 
     #[test]
