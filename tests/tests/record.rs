@@ -287,10 +287,11 @@ async fn a_recorded_call_replays_bit_exact_and_a_changed_record_names_the_diverg
     Ok(())
 }
 
-/// The `dnsrecord` sample's reconciles, every one recorded: its `apply-external` step holds the
+/// The `dnsrecord` sample's reconciles, every one recorded: the `apply-external` step holds the
 /// POST to the DNS service with the answer, without the bearer token the host added from a
-/// Secret; the record replays bit-exact with the service stopped (nothing listens on its port),
-/// and a record whose request was changed names the HTTP call.
+/// Secret, and the deletion's `delete-external` step its DELETE; both records replay bit-exact
+/// with the service stopped (nothing listens on its port, and it was sent nothing more), and a
+/// record whose request was changed names the HTTP call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_external_dependents_http_is_recorded_and_replays_bit_exact_without_the_service() -> anyhow::Result<()> {
     use wasmop_tests::records::{ADDRESS, Records};
@@ -328,6 +329,20 @@ async fn an_external_dependents_http_is_recorded_and_replays_bit_exact_without_t
     .await?;
     let (text, file) = &applied[0];
     assert_eq!(records.zone(&ns).len(), 1, "the record was created once");
+    // Deleting the DnsRecord deletes the DNS record through the finalizer: recorded too.
+    dns.delete("www", &Default::default()).await?;
+    let deleted = until(
+        "a record of the deletion",
+        async || {
+            let texts = recording.files().into_iter().filter_map(|f| Some((std::fs::read_to_string(&f).ok()?, f)));
+            Ok(texts.filter(|(text, _)| text.contains(r#""export":"deleteExternal""#)).collect::<Vec<_>>())
+        },
+        |found| !found.is_empty(),
+    )
+    .await?;
+    assert!(records.zone(&ns).is_empty(), "the DNS record is deleted");
+    let (deletion, deleted) = &deleted[0];
+    assert!(deletion.contains(r#""import":"http","method":"DELETE""#), "{deletion}");
     let url = format!("http://{ADDRESS}/zones/{ns}/records");
     assert!(text.contains(r#""import":"http","method":"POST""#) && text.contains(&url), "{text}");
     assert!(text.contains(r#""answer":{"http":{"Ok":{"status":201"#), "the service's answer: {text}");
@@ -337,11 +352,13 @@ async fn an_external_dependents_http_is_recorded_and_replays_bit_exact_without_t
     drop(serving);
     assert!(std::net::TcpStream::connect(ADDRESS).is_err(), "the service is stopped");
     let requests = records.requests();
-    let same = replay(file, &[Path::new("--module"), &plugin("dnsrecord")])?;
-    let (stdout, stderr) = (String::from_utf8_lossy(&same.stdout), String::from_utf8_lossy(&same.stderr));
-    assert!(same.status.success(), "{stdout}{stderr}");
-    assert_eq!(stdout, "bit-exact\n");
-    assert_eq!(records.requests(), requests, "the replay sent nothing");
+    for record in [file, deleted] {
+        let same = replay(record, &[Path::new("--module"), &plugin("dnsrecord")])?;
+        let (stdout, stderr) = (String::from_utf8_lossy(&same.stdout), String::from_utf8_lossy(&same.stderr));
+        assert!(same.status.success(), "{}: {stdout}{stderr}", record.display());
+        assert_eq!(stdout, "bit-exact\n");
+    }
+    assert_eq!(records.requests(), requests, "the replays sent nothing");
 
     let changed = file.with_extension("changed");
     std::fs::write(&changed, text.replace(&url, &format!("{url}-moved")))?;
