@@ -76,12 +76,14 @@ enum Command {
     /// Run a plugin through the host's rules without a cluster: each fixture's primary and
     /// objects (a file, or a directory of *.yaml; the conformance scenarios' format) reconciled
     /// until nothing changes, printing the writes, events and requeues the host would make, then
-    /// `ok` or `FAILED` with the unmet expectations. Exits 1 when a fixture fails, 2 when the
-    /// plugin or a fixture cannot be loaded.
+    /// `ok` or `FAILED` with the unmet expectations. A fixture may be a record `wasmop run
+    /// --record` wrote (*.json): `ok` when the plugin ends as the recorded reconcile did (as
+    /// `wasmop replay --plugin` compares), else `FAILED` with the diff. Exits 1 when a fixture
+    /// fails, 2 when the plugin or a fixture cannot be loaded.
     Test {
         /// The plugin file.
         plugin: PathBuf,
-        /// Fixture files, or directories of them.
+        /// Fixture files and records, or directories of them.
         #[arg(required = true, value_name = "FIXTURES")]
         fixtures: Vec<PathBuf>,
         /// The namespace of the fixtures' primaries and objects (`$NS` in a fixture).
@@ -475,7 +477,7 @@ fn test(plugin: &std::path::Path, fixtures: &[PathBuf], namespace: &str, other: 
             return 2;
         }
     }
-    let failed: Vec<&str> = ran.iter().filter(|f| !f.held()).map(|f| f.scenario.name.as_str()).collect();
+    let failed: Vec<&str> = ran.iter().filter(|f| !f.held()).map(|f| f.name()).collect();
     let summary = match failed.as_slice() {
         [] => format!("# {} fixtures, all held\n", ran.len()),
         names => format!("# {} fixtures, {} FAILED: {}\n", ran.len(), names.len(), names.join(", ")),

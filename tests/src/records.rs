@@ -86,18 +86,30 @@ impl Records {
         static SHARED: std::sync::OnceLock<Result<Records, String>> = std::sync::OnceLock::new();
         let token = token.to_owned();
         let shared = SHARED.get_or_init(move || {
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-                runtime.block_on(async move {
-                    let served = Records::serve(&token).await.map_err(|e| e.to_string());
-                    tx.send(served).ok();
-                    std::future::pending::<()>().await;
-                });
-            });
-            rx.recv().unwrap_or_else(|_| Err("the records service thread died".into()))
+            Records::serving(&token).map(|(records, serving)| {
+                // Served until the process ends.
+                std::mem::forget(serving);
+                records
+            })
         });
         shared.clone().map_err(|e| anyhow::anyhow!(e))
+    }
+
+    /// The service on a thread of its own, accepting `token`, until the [`Serving`] is
+    /// dropped: then [`ADDRESS`] is closed.
+    pub fn serving(token: &str) -> Result<(Self, Serving), String> {
+        let token = token.to_owned();
+        let (served, started) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+            runtime.block_on(async move {
+                served.send(Records::serve(&token).await.map_err(|e| e.to_string())).ok();
+                stopped.await.ok();
+            });
+        });
+        let records = started.recv().unwrap_or_else(|_| Err("the records service thread died".into()))?;
+        Ok((records, Serving { stop: Some(stop), thread: Some(thread) }))
     }
 
     /// The records of `zone`.
@@ -151,6 +163,22 @@ impl Records {
         match headers.get("authorization").and_then(|v| v.to_str().ok()) {
             Some(given) if given == expected => Ok(()),
             _ => Err((StatusCode::UNAUTHORIZED, "a bearer token is required").into_response()),
+        }
+    }
+}
+
+/// The records service running; dropping it stops the service and closes its port.
+pub struct Serving {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        // The runtime, and the server on it, end with the thread.
+        if let Some(thread) = self.thread.take() {
+            thread.join().ok();
         }
     }
 }

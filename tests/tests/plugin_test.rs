@@ -2,7 +2,8 @@
 //! conformance scenario must hold for each build of the conformance plugin (Rust, Python,
 //! TypeScript), as it does under the FakeHost and against the API server
 //! (`tests/tests/conformance.rs`); a fixture that fails exits 1 naming what failed, and a file
-//! that is not a plugin exits 2 saying so.
+//! that is not a plugin exits 2 saying so. A record is a fixture too: it holds when the plugin
+//! ends as the recorded reconcile did.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -95,6 +96,40 @@ fn a_file_that_is_not_a_component_fails_with_exit_2_saying_so() -> anyhow::Resul
     let missing = wasmop_test(&build("fixture-conform.wasm"), &[&dir.join("absent.yaml")])?;
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("absent.yaml"));
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// A record `wasmop run --record` wrote (`plugins/fixtures/record/records/broken.json`: v1
+/// failing for a negative value, against a real API server) is a fixture: the recorded version
+/// holds it, ending as the record did; the fixed version fails it with the diff that shows the
+/// fix, as `wasmop replay --plugin` prints it; a file that is not a record exits 2.
+#[test]
+fn a_record_holds_for_the_recorded_version_and_fails_for_one_that_ends_otherwise() -> anyhow::Result<()> {
+    let record = workspace_root().join("plugins/fixtures/record/records/broken.json");
+    let same = wasmop_test(&build("fixture-record.wasm"), &[&record])?;
+    let stdout = String::from_utf8_lossy(&same.stdout);
+    assert!(same.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&same.stderr));
+    assert!(stdout.contains("fixture: broken\n") && stdout.contains("\nresult: ok\n"), "{stdout}");
+    let description = "description: a record of demo/broken, failed, 2026-11-26T10:21:32.410Z\n";
+    assert!(stdout.contains(description), "{stdout}");
+    assert!(stdout.ends_with("# 1 fixtures, all held\n"), "{stdout}");
+
+    let fixed = wasmop_test(&build("fixture-record-v2.wasm"), &[&record])?;
+    let stdout = String::from_utf8_lossy(&fixed.stdout);
+    assert_eq!(fixed.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&fixed.stderr));
+    assert!(stdout.contains("\nresult: FAILED\n"), "{stdout}");
+    assert!(stdout.contains("verdict: failed (permanent): negative value → reconciled"), "{stdout}");
+    assert!(stdout.contains("result: added 3"), "{stdout}");
+    assert!(stdout.ends_with("# 1 fixtures, 1 FAILED: broken\n"), "{stdout}");
+
+    let dir = scratch("not-a-record")?;
+    let other = dir.join("notes.json");
+    std::fs::write(&other, "{}")?;
+    let refused = wasmop_test(&build("fixture-record.wasm"), &[&other])?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("notes.json: not a wasmop record"), "{stderr}");
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Recording reconciles (`wasmop run --record DIR`) and replaying them (`wasmop replay`),
 //! against the API server, with the `fixture-record` plugin (v1 fails for a negative
-//! `spec.value`; `fixture-record-v2` fixes that) on the Swap CRD.
+//! `spec.value`; `fixture-record-v2` fixes that) on the Swap CRD, and with the `dnsrecord`
+//! sample, whose external dependent lives in an HTTP service (`wasmop_tests::records`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -15,12 +16,20 @@ struct Recording {
     child: Child,
     dir: PathBuf,
     metrics: std::net::SocketAddr,
+    /// The plugin recorded.
+    plugin: &'static str,
 }
 
 impl Recording {
     /// Runs `fixture-record` on `ns`, recording into a fresh directory, with the overrides
     /// `config` (YAML) when given.
     fn start(ns: &str, config: Option<&str>) -> anyhow::Result<Self> {
+        Self::start_plugin("fixture-record", ns, config)
+    }
+
+    /// Runs the plugin `name` (in `plugins/dist`) on `ns`, recording into a fresh directory,
+    /// with the overrides `config` (YAML) when given.
+    fn start_plugin(name: &'static str, ns: &str, config: Option<&str>) -> anyhow::Result<Self> {
         let dir = workspace_root().join(format!("target/records-{ns}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
@@ -30,7 +39,7 @@ impl Recording {
             .args(["run", "--namespace", ns, "--metrics-address", &metrics.to_string(), "--record"])
             .arg(dir.join("records"))
             .arg("--plugin")
-            .arg(plugin("fixture-record"))
+            .arg(plugin(name))
             .env("KUBECONFIG", kubeconfig())
             .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
             .stdin(Stdio::null())
@@ -40,7 +49,7 @@ impl Recording {
             std::fs::write(dir.join("config.yaml"), config)?;
             command.arg("--config").arg(dir.join("config.yaml"));
         }
-        Ok(Self { child: command.spawn()?, dir, metrics })
+        Ok(Self { child: command.spawn()?, dir, metrics, plugin: name })
     }
 
     /// The sum of the metric `name` (all its series), 0 while the process does not answer.
@@ -52,7 +61,7 @@ impl Recording {
 
     /// The plugin's directory of records.
     fn records(&self) -> PathBuf {
-        self.dir.join("records/fixture-record")
+        self.dir.join("records").join(self.plugin)
     }
 
     /// The plugin's records, by name.
@@ -274,6 +283,91 @@ async fn a_recorded_call_replays_bit_exact_and_a_changed_record_names_the_diverg
     assert!(
         error.contains("the record has `get v1/Secret ns/other`, the guest called `get v1/Secret ns/x`"),
         "{error}"
+    );
+    Ok(())
+}
+
+/// The `dnsrecord` sample's reconciles, every one recorded: the `apply-external` step holds the
+/// POST to the DNS service with the answer, without the bearer token the host added from a
+/// Secret, and the deletion's `delete-external` step its DELETE; both records replay bit-exact
+/// with the service stopped (nothing listens on its port, and it was sent nothing more), and a
+/// record whose request was changed names the HTTP call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_dependents_http_is_recorded_and_replays_bit_exact_without_the_service() -> anyhow::Result<()> {
+    use wasmop_tests::records::{ADDRESS, Records};
+
+    const TOKEN: &str = "s3cret-dns-token-for-records";
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/dnsrecord/crd.yaml"), None).await?;
+    let ns = namespace(&client, "record-http").await?;
+    let token = json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "dns-api-token" },
+        "stringData": { "token": TOKEN } });
+    let secrets = ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &secrets)
+        .create(&PostParams::default(), &serde_json::from_value(token)?)
+        .await?;
+    let (records, serving) = Records::serving(TOKEN).map_err(anyhow::Error::msg)?;
+    let config = "plugins:\n  dnsrecord:\n    record: { sample: 1.0 }\n";
+    let recording = Recording::start_plugin("dnsrecord", &ns, Some(config))?;
+    let gvk = GroupVersionKind::gvk("sample.wasmop.dev", "v1", "DnsRecord");
+    let dns = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "dnsrecords"),
+    );
+    let www = json!({ "apiVersion": "sample.wasmop.dev/v1", "kind": "DnsRecord", "metadata": { "name": "www" },
+        "spec": { "zone": ns, "name": "www", "type": "A", "value": "10.0.0.1" } });
+    dns.create(&PostParams::default(), &serde_json::from_value(www)?).await?;
+    let applied = until(
+        "a record of the reconcile that created the DNS record",
+        async || {
+            let texts = recording.files().into_iter().filter_map(|f| Some((std::fs::read_to_string(&f).ok()?, f)));
+            Ok(texts.filter(|(text, _)| text.contains(r#""export":"applyExternal""#)).collect::<Vec<_>>())
+        },
+        |found| !found.is_empty(),
+    )
+    .await?;
+    let (text, file) = &applied[0];
+    assert_eq!(records.zone(&ns).len(), 1, "the record was created once");
+    // Deleting the DnsRecord deletes the DNS record through the finalizer: recorded too.
+    dns.delete("www", &Default::default()).await?;
+    let deleted = until(
+        "a record of the deletion",
+        async || {
+            let texts = recording.files().into_iter().filter_map(|f| Some((std::fs::read_to_string(&f).ok()?, f)));
+            Ok(texts.filter(|(text, _)| text.contains(r#""export":"deleteExternal""#)).collect::<Vec<_>>())
+        },
+        |found| !found.is_empty(),
+    )
+    .await?;
+    assert!(records.zone(&ns).is_empty(), "the DNS record is deleted");
+    let (deletion, deleted) = &deleted[0];
+    assert!(deletion.contains(r#""import":"http","method":"DELETE""#), "{deletion}");
+    let url = format!("http://{ADDRESS}/zones/{ns}/records");
+    assert!(text.contains(r#""import":"http","method":"POST""#) && text.contains(&url), "{text}");
+    assert!(text.contains(r#""answer":{"http":{"Ok":{"status":201"#), "the service's answer: {text}");
+    assert!(!text.contains(TOKEN), "the host's secret header is not recorded: {text}");
+
+    drop(recording);
+    drop(serving);
+    assert!(std::net::TcpStream::connect(ADDRESS).is_err(), "the service is stopped");
+    let requests = records.requests();
+    for record in [file, deleted] {
+        let same = replay(record, &[Path::new("--module"), &plugin("dnsrecord")])?;
+        let (stdout, stderr) = (String::from_utf8_lossy(&same.stdout), String::from_utf8_lossy(&same.stderr));
+        assert!(same.status.success(), "{}: {stdout}{stderr}", record.display());
+        assert_eq!(stdout, "bit-exact\n");
+    }
+    assert_eq!(records.requests(), requests, "the replays sent nothing");
+
+    let changed = file.with_extension("changed");
+    std::fs::write(&changed, text.replace(&url, &format!("{url}-moved")))?;
+    let diverged = replay(&changed, &[Path::new("--module"), &plugin("dnsrecord")])?;
+    let stderr = String::from_utf8_lossy(&diverged.stderr);
+    assert_eq!(diverged.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the record has `http POST {url}-moved`, the guest called `http POST {url}`")),
+        "{stderr}"
     );
     Ok(())
 }

@@ -151,7 +151,8 @@ fn answer_len(answer: &Answer) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::format::{Call, Import};
+    use crate::record::format::{Body, Call, Import};
+    use crate::record::replay::{ReplayError, Tape};
     use crate::record::sample;
 
     fn stored(name: &str, bytes: u64, written_at: u64) -> Stored {
@@ -192,6 +193,25 @@ mod tests {
         // Everything else stays, the smaller answers and what the guest asked included.
         assert_eq!(record.steps[1].calls[..5], sample::record().steps[1].calls[..]);
         assert_eq!(Record::from_slice(&written), Ok(record));
+    }
+
+    #[test]
+    fn a_big_http_body_is_dropped_to_fit_and_a_replay_stops_at_that_request() {
+        let mut record = sample::record();
+        let mut http = sample::http("GET", vec![]);
+        let Answer::Http(Ok(response)) = &mut http.answer else { panic!("a response") };
+        response.body = Body::Text("x".repeat(50_000));
+        record.steps[1].calls.push(http.clone());
+        let budget = Budget { max_record_bytes: 20_000, budget_bytes: 1 << 30 };
+        let admission = budget.admit(&mut record, &[]);
+        assert_eq!(admission.counts, Counts { written: 1, truncated: 1, ..Counts::default() });
+        let kept = record.steps[1].calls.last().unwrap();
+        assert_eq!(kept.import, http.import, "what the guest asked stays");
+        assert!(matches!(kept.answer, Answer::Truncated(bytes) if bytes > 50_000));
+        let mut tape = Tape::exact(1, &record.steps[1]);
+        let asked: Vec<Import> = record.steps[1].calls.iter().map(|call| call.import.clone()).collect();
+        let error = asked.iter().map(|import| tape.answer(import)).find_map(Result::err).unwrap();
+        assert!(matches!(error, ReplayError::Truncated { step: 1, index: 5, .. }), "{error}");
     }
 
     #[test]

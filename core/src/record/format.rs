@@ -619,6 +619,25 @@ mod tests {
     }
 
     #[test]
+    fn an_http_call_reads_as_the_guests_request_and_the_response_it_read() {
+        let call = sample::http("POST", vec![("content-type".into(), "application/json".into())]);
+        let value = serde_json::to_value(&call).unwrap();
+        assert_eq!(
+            value,
+            json!({ "import": "http", "method": "POST", "url": "https://api.example.com/v1/things",
+                "headers": [["content-type", "application/json"]],
+                "answer": { "http": { "Ok": { "status": 200, "headers": [["content-type", "application/json"]],
+                    "body": { "text": "{\"things\":[]}" } } } } })
+        );
+        assert_eq!(serde_json::from_value::<Call>(value).unwrap(), call);
+        let refused =
+            json!({ "import": "http", "method": "GET", "url": "http://a/", "answer": { "http": { "Err": "no" } } });
+        let refused: Call = serde_json::from_value(refused).unwrap();
+        assert_eq!(refused.answer, Answer::Http(Err("no".into())));
+        assert_eq!(refused.import.to_string(), "http GET http://a/");
+    }
+
+    #[test]
     fn file_names_sort_by_time_and_say_whose_and_why() {
         let mut record = sample::record();
         assert_eq!(record.file_name(42), "20261126T070000Z-ns-web-failed-000042.json");

@@ -22,14 +22,22 @@
 //!   are answered as recorded; a value that appears in an output by coincidence (a Secret's
 //!   `username: postgres` and an object named `postgres`) is replaced there too, and that output
 //!   then does not replay bit-exact.
+//! - The credentials the guest itself put in an outgoing HTTP request (the value of each
+//!   [`CREDENTIAL_HEADERS`] header, after the scrubbing above) become the marker of their length.
+//!   A replay matches such a header by its length ([`crate::record::replay`]), so a plugin that
+//!   sends a token it holds still replays bit-exact. The headers the host adds from Secrets (an
+//!   `http-grant`'s secret headers) never reach a record.
 //! - [`Record::redacted`] says whether anything was replaced.
 
 use serde_json::{Map, Value};
 
-use super::format::{ReadError, Record};
+use super::format::{Import, ReadError, Record};
 
 /// The shortest secret value scrubbed from what the guest wrote.
 pub const MIN_SCRUBBED: usize = 8;
+
+/// The request headers whose values are credentials, in lower case.
+pub const CREDENTIAL_HEADERS: [&str; 4] = ["authorization", "proxy-authorization", "cookie", "x-api-key"];
 
 /// The annotation in which `kubectl apply` keeps a copy of the whole object.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -37,6 +45,12 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// What replaces a secret value of `len` bytes.
 pub fn marker(len: usize) -> String {
     format!("<redacted: {len} bytes>")
+}
+
+/// Whether `text` is a marker.
+fn is_marker(text: &str) -> bool {
+    let len = text.strip_prefix("<redacted: ").and_then(|rest| rest.strip_suffix(" bytes>"));
+    len.is_some_and(|len| len.parse::<usize>().is_ok())
 }
 
 /// Redacts `record` in place (see the module's rule); returns how many values were replaced and
@@ -52,12 +66,25 @@ pub fn redact(record: &mut Record) -> Result<usize, ReadError> {
     found.values.dedup();
     let values = std::mem::take(&mut found.values);
     scrub_outputs(&mut tree, &values, &mut found.replaced);
-    if found.replaced == 0 {
-        return Ok(0);
+    if found.replaced > 0 {
+        *record = serde_json::from_value(tree).map_err(malformed)?;
     }
-    *record = serde_json::from_value(tree).map_err(malformed)?;
-    record.redacted = true;
-    Ok(found.replaced)
+    let replaced = found.replaced + hide_credentials(record);
+    record.redacted |= replaced > 0;
+    Ok(replaced)
+}
+
+/// Replaces the value of every [`CREDENTIAL_HEADERS`] header of the guest's HTTP requests by the
+/// marker of its length; returns how many it replaced.
+fn hide_credentials(record: &mut Record) -> usize {
+    let headers = record.steps.iter_mut().flat_map(|step| &mut step.calls).filter_map(|call| match &mut call.import {
+        Import::Http { headers, .. } => Some(headers),
+        _ => None,
+    });
+    let credentials = headers
+        .flatten()
+        .filter(|(name, value)| CREDENTIAL_HEADERS.contains(&name.to_ascii_lowercase().as_str()) && !is_marker(value));
+    credentials.map(|(_, value)| *value = marker(value.len())).count()
 }
 
 /// What redaction found and did.
@@ -346,7 +373,7 @@ mod tests {
         let import = Import::Http {
             method: "POST".into(),
             url: "https://api.example.com/v1".into(),
-            headers: vec![("authorization".into(), format!("Bearer {TOKEN}"))],
+            headers: vec![("x-signed-by".into(), format!("Bearer {TOKEN}"))],
             body: crate::record::format::Body::Text(format!("{{\"password\":\"{PASSWORD}\"}}")),
         };
         record.steps[1].calls.push(Call { import, answer: Answer::Http(Err("refused".into())) });
@@ -354,6 +381,28 @@ mod tests {
         let Import::Http { headers, body, .. } = &record.steps[1].calls[5].import else { panic!("http") };
         assert_eq!(headers[0].1, "Bearer <redacted: 13 bytes>");
         assert_eq!(body.bytes(), br#"{"password":"<redacted: 19 bytes>"}"#);
+    }
+
+    #[test]
+    fn credentials_the_guest_sends_keep_only_their_length_and_other_headers_stay() {
+        let mut record = sample::record();
+        record.steps.remove(0);
+        record.steps[0].calls = vec![sample::http(
+            "GET",
+            vec![
+                ("Authorization".into(), "Bearer hard-coded".into()),
+                ("x-api-key".into(), "k".into()),
+                ("accept".into(), "application/json".into()),
+            ],
+        )];
+        assert_eq!(redact(&mut record), Ok(2));
+        assert!(record.redacted);
+        let Import::Http { headers, .. } = &record.steps[0].calls[0].import else { panic!("http") };
+        let values: Vec<&str> = headers.iter().map(|(_, value)| value.as_str()).collect();
+        assert_eq!(values, ["<redacted: 17 bytes>", "<redacted: 1 bytes>", "application/json"]);
+        let again = record.clone();
+        assert_eq!(redact(&mut record), Ok(0), "a marker is not redacted again");
+        assert_eq!(record, again);
     }
 
     #[test]

@@ -14,10 +14,16 @@
 //!   call the record cannot answer stops the replay. The endings are then compared as a diff
 //!   ([`crate::record::diff`]), not as bytes.
 //!
+//! A call matches the recorded one when it has the same import and arguments, with one
+//! allowance: a credential header of an HTTP request that redaction replaced by its marker
+//! ([`crate::record::redact`]) matches any value of the length the marker gives. Outgoing HTTP
+//! is answered from the tape like any read: a replay opens no connection.
+//!
 //! A call whose answer was truncated to fit the size cap cannot be replayed: the replay stops
 //! there with [`ReplayError::Truncated`].
 
 use super::format::{Answer, Call, Ending, Import, Step};
+use super::redact::marker;
 
 /// How strictly a tape holds the guest to the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +118,20 @@ impl std::fmt::Display for ReplayError {
 
 impl std::error::Error for ReplayError {}
 
+/// Whether the guest's call `asked` is the `recorded` one: the same, or an HTTP request whose
+/// redacted credential headers have the lengths their markers give.
+fn matches(recorded: &Import, asked: &Import) -> bool {
+    match (recorded, asked) {
+        (Import::Http { method, url, headers, body }, Import::Http { method: m, url: u, headers: h, body: b }) => {
+            let same_header = |((name, value), (n, v)): (&(String, String), &(String, String))| {
+                name == n && (value == v || *value == marker(v.len()))
+            };
+            (method, url, body) == (m, u, b) && headers.len() == h.len() && headers.iter().zip(h).all(same_header)
+        }
+        _ => recorded == asked,
+    }
+}
+
 /// The answer to a log: nothing.
 static NOTHING: Answer = Answer::Nothing;
 
@@ -141,7 +161,7 @@ impl<'r> Tape<'r> {
             Mode::Lenient if matches!(import, Import::Log { .. }) => return Ok(&NOTHING),
             Mode::Lenient => self.unused(import).or_else(|| self.last_used(import)),
         };
-        let Some((index, call)) = found.filter(|(_, call)| call.import == *import) else {
+        let Some((index, call)) = found.filter(|(_, call)| matches(&call.import, import)) else {
             let expected = found.map(|(_, call)| call.import.clone());
             return Err(self.diverged(asked, expected, Some(import.clone())));
         };
@@ -154,12 +174,12 @@ impl<'r> Tape<'r> {
 
     /// The first recorded call of `import` not used yet.
     fn unused(&self, import: &Import) -> Option<(usize, &'r Call)> {
-        self.calls.iter().enumerate().find(|(i, call)| !self.used[*i] && call.import == *import)
+        self.calls.iter().enumerate().find(|(i, call)| !self.used[*i] && matches(&call.import, import))
     }
 
     /// The last recorded call of `import` used already.
     fn last_used(&self, import: &Import) -> Option<(usize, &'r Call)> {
-        self.calls.iter().enumerate().rev().find(|(i, call)| self.used[*i] && call.import == *import)
+        self.calls.iter().enumerate().rev().find(|(i, call)| self.used[*i] && matches(&call.import, import))
     }
 
     fn diverged(&self, index: usize, expected: Option<Import>, actual: Option<Import>) -> ReplayError {
@@ -284,6 +304,43 @@ mod tests {
         let unknown = sample::get("ConfigMap", "other", None).import;
         let ReplayError::Diverged(divergence) = tape.answer(&unknown).unwrap_err() else { panic!("diverged") };
         assert_eq!((divergence.index, divergence.expected), (calls.len(), None));
+    }
+
+    #[test]
+    fn http_is_answered_from_the_tape_and_a_request_to_another_url_is_named() {
+        let mut record = sample::record();
+        let headers = vec![("accept".to_owned(), "application/json".to_owned())];
+        record.steps[1].calls = vec![sample::http("GET", headers.clone())];
+        let step = &record.steps[1];
+        let answers = play(&mut Tape::exact(1, step), &imports(step)).unwrap();
+        let Answer::Http(Ok(response)) = answers[0] else { panic!("{:?}", answers[0]) };
+        assert_eq!((response.status, response.body.bytes()), (200, &br#"{"things":[]}"#[..]));
+
+        let Import::Http { method, headers, body, .. } = step.calls[0].import.clone() else { panic!("http") };
+        let other = Import::Http { method, url: "https://api.example.com/v1/others".into(), headers, body };
+        let error = Tape::exact(1, step).answer(&other).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "diverged at step 1 (reconcile), import call 0: the record has \
+             `http GET https://api.example.com/v1/things`, the guest called `http GET https://api.example.com/v1/others`"
+        );
+    }
+
+    #[test]
+    fn a_redacted_credential_header_matches_a_value_of_its_length_only() {
+        let mut record = sample::record();
+        record.steps.remove(0);
+        let sent = |token: &str| vec![("authorization".to_owned(), format!("Bearer {token}"))];
+        record.steps[0].calls = vec![sample::http("POST", sent("t0ken"))];
+        crate::record::redact::redact(&mut record).unwrap();
+        let step = &record.steps[0];
+        let asked = |token| sample::http("POST", sent(token)).import;
+        assert!(Tape::exact(0, step).answer(&asked("t0ken")).is_ok());
+        assert!(Tape::exact(0, step).answer(&asked("other")).is_ok(), "the same length");
+        assert!(Tape::exact(0, step).answer(&asked("longer")).is_err());
+        let mut unredacted = sample::record();
+        unredacted.steps[1].calls = vec![sample::http("POST", sent("t0ken"))];
+        assert!(Tape::exact(1, &unredacted.steps[1]).answer(&asked("other")).is_err(), "only markers match by length");
     }
 
     #[test]

@@ -36,6 +36,23 @@ pub fn log(message: &str) -> Call {
     Call { import, answer: Answer::Nothing }
 }
 
+/// A request of `method` to `https://api.example.com/v1/things` with `headers`, answered 200 with a
+/// JSON body.
+pub fn http(method: &str, headers: Vec<(String, String)>) -> Call {
+    let import = Import::Http {
+        method: method.into(),
+        url: "https://api.example.com/v1/things".into(),
+        headers,
+        body: Body::default(),
+    };
+    let response = HttpResponse {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: Body::Text(r#"{"things":[]}"#.into()),
+    };
+    Call { import, answer: Answer::Http(Ok(response)) }
+}
+
 /// The primary.
 pub fn primary() -> serde_json::Value {
     json!({

@@ -7,8 +7,10 @@
 //! inspect. Its `error_status` methods, and [`Run::error_status`] after a failed run, call the
 //! plugin's [`Reconciler::error_status`] hook the same way. [`FakeHost::reconciles_on`] and
 //! [`FakeHost::reconciles_on_watched`] say which watch events would reconcile, by the plugin's
-//! filters and predicates (calling [`Reconciler::filter`] for its plugin terms). Nothing here
-//! calls the host imports, so it works under a plain `cargo test`.
+//! filters and predicates (calling [`Reconciler::filter`] for its plugin terms).
+//! [`FakeHost::from_record`] loads a record `wasmop run --record` wrote, and [`FakeHost::replay`]
+//! runs its reconcile again, comparing the outcome with the recorded one. Nothing here calls the
+//! host imports, so it works under a plain `cargo test`.
 //!
 //! ```
 //! use wasmop_guest::serde_json::{json, Value};
@@ -50,8 +52,12 @@ use serde_json::Value;
 use wasmop_core::settle::{Caches, View};
 
 mod events;
+mod record;
 mod until_stable;
+pub use record::{RecordError, Replayed};
 pub use until_stable::{FAKE_NOW, Stable};
+/// How a replay's outcome differs from the recorded one ([`Replayed::diff`]).
+pub use wasmop_core::record::diff::Diff as RecordDiff;
 
 use crate::context::Host;
 use crate::{Cleanup, Context, DependentState, Desired, Error, Event, Kind, Level, Outcome, Phase, Reconciler};
@@ -93,6 +99,8 @@ pub struct FakeHost {
     external: Vec<crate::External>,
     /// The last inbound payload mapped to the primary, as the host caches it.
     inbound: Option<Value>,
+    /// The record the host was loaded from ([`FakeHost::from_record`]).
+    recorded: Option<Box<record::Recorded>>,
 }
 
 impl FakeHost {

@@ -328,6 +328,7 @@ impl FakeHost {
             revision: 0,
             external: view.external.iter().cloned().map(crate::External::from_core).collect(),
             inbound: view.inbound.clone(),
+            recorded: None,
         }
     }
 }
@@ -390,7 +391,8 @@ fn to_failure(error: Error) -> Failure {
     }
 }
 
-fn to_outcome(outcome: &crate::Outcome) -> CoreOutcome {
+/// `outcome` in the settle loop's terms.
+pub(super) fn to_outcome(outcome: &crate::Outcome) -> CoreOutcome {
     CoreOutcome {
         readiness: outcome.readiness.clone(),
         status: outcome.status.clone(),

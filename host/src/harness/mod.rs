@@ -6,6 +6,9 @@
 //! the host's rules ([`View`]: only declared kinds, label selectors, projections). Fixtures are
 //! `wasmop_core::fixture`'s: the conformance scenarios are fixtures as they stand.
 //!
+//! A fixture may also be a record `wasmop run --record` wrote ([`records`]): it holds when the
+//! plugin ends as the recorded reconcile did.
+//!
 //! For each fixture, [`render`] shows the writes the host would make (applies of dependents'
 //! objects, deletes, external objects, the primary's metadata and status patches), the events
 //! and the requeue of every pass, then `ok` or `FAILED` with the unmet expectations when the
@@ -25,6 +28,8 @@ use wasmop_core::fixture::{self, Scenario};
 use wasmop_core::mapping::Owners;
 use wasmop_core::predicate::EventKind;
 use wasmop_core::settle::{Event, Failure, Guest, Mapper, Outcome, Pass, PluginSpec, Settle, View, WatchSpec, Write};
+
+pub mod records;
 
 use crate::runtime::bindings::{self, wasmop::plugin::types};
 use crate::runtime::{CacheReader, CallError, GetResult, ListResult, Module};
@@ -250,7 +255,8 @@ impl Guest for Component<'_> {
     }
 }
 
-/// The fixture files `paths` name: each file, and the `*.yaml` files of each directory, sorted.
+/// The fixture files `paths` name: each file, and the `*.yaml` fixtures and `*.json` records of
+/// each directory, sorted.
 pub fn fixture_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     for path in paths {
@@ -258,11 +264,11 @@ pub fn fixture_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             let entries = std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?;
             let mut found: Vec<PathBuf> = entries
                 .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+                .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml") || records::is_record(p))
                 .collect();
             found.sort();
             if found.is_empty() {
-                return Err(format!("{}: no *.yaml fixtures in it", path.display()));
+                return Err(format!("{}: no *.yaml fixtures or *.json records in it", path.display()));
             }
             files.extend(found);
         } else {
@@ -365,27 +371,46 @@ pub fn render<'a>(scenario: &'a Scenario, outcome: &'a fixture::Outcome) -> Show
 
 /// One fixture's run: the fixture, and what came of it.
 #[derive(Debug)]
-pub struct Ran {
-    /// The fixture.
-    pub scenario: Scenario,
-    /// What came of it.
-    pub outcome: fixture::Outcome,
+pub enum Ran {
+    /// A fixture, run through the loop.
+    Fixture {
+        /// The fixture (boxed: it is much larger than a replayed record).
+        scenario: Box<Scenario>,
+        /// What came of it.
+        outcome: fixture::Outcome,
+    },
+    /// A record, replayed.
+    Record(records::Replayed),
 }
 
 impl Ran {
+    /// The fixture's name: its file name without the extension.
+    pub fn name(&self) -> &str {
+        match self {
+            Ran::Fixture { scenario, .. } => &scenario.name,
+            Ran::Record(replayed) => &replayed.name,
+        }
+    }
+
     /// Whether its expectations held (true when it has none).
     pub fn held(&self) -> bool {
-        self.outcome.failures.is_empty()
+        match self {
+            Ran::Fixture { outcome, .. } => outcome.failures.is_empty(),
+            Ran::Record(replayed) => replayed.failures.is_empty(),
+        }
     }
 
     /// Shows it ([`render`]).
     pub fn shown(&self) -> Shown<'_> {
-        render(&self.scenario, &self.outcome)
+        match self {
+            Ran::Fixture { scenario, outcome } => render(scenario, outcome),
+            Ran::Record(replayed) => replayed.shown(),
+        }
     }
 }
 
 /// Runs every fixture in `files` through `module`, `$NS` and `$OTHER` standing for `namespace`
-/// and `other`. An error when the plugin's configuration or a fixture cannot be used.
+/// and `other`, and replays every record. An error when the plugin's configuration or a fixture cannot be used.
 pub fn run(module: &Module, files: &[PathBuf], namespace: &str, other: &str) -> Result<Vec<Ran>, String> {
     let spec = spec(module.config()).map_err(|e| format!("{}: {e}", module.path().display()))?;
     let component = Component::new(module).map_err(|e| e.to_string())?;
@@ -393,10 +418,13 @@ pub fn run(module: &Module, files: &[PathBuf], namespace: &str, other: &str) -> 
     files
         .iter()
         .map(|file| {
+            if records::is_record(file) {
+                return records::replay(&component, file).map(Ran::Record);
+            }
             let scenario = load(file, namespace, other)?;
             let outcome =
                 fixture::run(&settle, &scenario, namespace).map_err(|e| format!("{}: {e}", file.display()))?;
-            Ok(Ran { scenario, outcome })
+            Ok(Ran::Fixture { scenario: Box::new(scenario), outcome })
         })
         .collect()
 }
@@ -453,17 +481,17 @@ mod tests {
     }
 
     #[test]
-    fn a_directory_gives_its_yaml_files_in_order_and_an_empty_one_is_an_error() {
+    fn a_directory_gives_its_fixtures_and_records_in_order_and_an_empty_one_is_an_error() {
         let dir = std::env::temp_dir().join(format!("wasmop-harness-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for name in ["b.yaml", "a.yaml", "notes.txt"] {
+        for name in ["b.yaml", "a.yaml", "notes.txt", "0-record.json"] {
             std::fs::write(dir.join(name), "").unwrap();
         }
         let files = fixture_files(std::slice::from_ref(&dir)).unwrap();
-        assert_eq!(files, [dir.join("a.yaml"), dir.join("b.yaml")]);
+        assert_eq!(files, [dir.join("0-record.json"), dir.join("a.yaml"), dir.join("b.yaml")]);
         let empty = dir.join("empty");
         std::fs::create_dir_all(&empty).unwrap();
-        assert!(fixture_files(&[empty]).unwrap_err().contains("no *.yaml fixtures"));
+        assert!(fixture_files(&[empty]).unwrap_err().contains("no *.yaml fixtures or *.json records"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -190,16 +190,11 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<GuestResult, CallError> {
-        let tap = cache.recorder().map(|_| Tap::recording());
-        let recording = tap.clone().map(|tap| (tap, cache.clone()));
-        let result = self.reconcile_tapped(cache, request, tap).await;
-        if let Some((tap, cache)) = recording
-            && let Some(recorder) = cache.recorder()
-        {
-            let ending = recorded::ending(&result, recorded::reconciled);
-            recorder.step(recorded::step_request("reconcile", request), &tap, ending);
-        }
-        result
+        let call = |cache, tap| self.reconcile_tapped(cache, request, tap);
+        recording(cache, call, |result| {
+            (recorded::step_request("reconcile", request), recorded::ending(result, recorded::reconciled))
+        })
+        .await
     }
 
     async fn reconcile_tapped(
@@ -215,8 +210,7 @@ impl Module {
     }
 
     /// Runs the export of a recorded step with its request, every import answered by `tap`
-    /// (which replays the step's calls), and returns how it ended. The exports of external
-    /// dependents are not replayed: their ending says so.
+    /// (which replays the step's calls, outgoing HTTP included), and returns how it ended.
     pub async fn replay(&self, request: &Request, tap: Arc<Tap>) -> Ending {
         let (cache, tap): (Arc<dyn CacheReader>, _) = (Arc::new(NoCache), Some(tap));
         match request {
@@ -236,8 +230,15 @@ impl Module {
                 let (request, error) = (recorded::request_back(request), recorded::failure_back(error));
                 recorded::error_status(&self.update_error_status_tapped(cache, &request, &error, tap).await)
             }
-            Request::ApplyExternal { .. } | Request::DeleteExternal { .. } => {
-                Ending::Trapped(format!("wasmop replay does not replay {} yet", request.export()))
+            Request::ApplyExternal { primary, desired, actual } => {
+                let (desired, actual) =
+                    (recorded::external_back(desired), actual.as_ref().map(recorded::external_back));
+                let result = self.apply_external_tapped(cache, primary, &desired, actual.as_ref(), tap).await;
+                recorded::ending(&result, recorded::applied)
+            }
+            Request::DeleteExternal { primary, actual } => {
+                let result = self.delete_external_tapped(cache, primary, &recorded::external_back(actual), tap).await;
+                recorded::ending(&result, |()| Ending::Deleted)
             }
         }
     }
@@ -252,17 +253,13 @@ impl Module {
         request: &ReconcileRequest,
         error: &ReconcileError,
     ) -> Result<Option<String>, CallError> {
-        let tap = cache.recorder().map(|_| Tap::recording());
-        let recording = tap.clone().map(|tap| (tap, cache.clone()));
-        let result = self.update_error_status_tapped(cache, request, error, tap).await;
-        if let Some((tap, cache)) = recording
-            && let Some(recorder) = cache.recorder()
-        {
+        let call = |cache, tap| self.update_error_status_tapped(cache, request, error, tap);
+        recording(cache, call, |result| {
             let step =
                 Request::UpdateErrorStatus { request: recorded::request(request), error: recorded::failure(error) };
-            recorder.step(step, &tap, recorded::error_status(&result));
-        }
-        result
+            (step, recorded::error_status(result))
+        })
+        .await
     }
 
     async fn update_error_status_tapped(
@@ -284,16 +281,12 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
-        let tap = cache.recorder().map(|_| Tap::recording());
-        let recording = tap.clone().map(|tap| (tap, cache.clone()));
-        let result = self.desired_tapped(cache, request, tap).await;
-        if let Some((tap, cache)) = recording
-            && let Some(recorder) = cache.recorder()
-        {
-            let ending = recorded::ending(&result, |objects| recorded::desired(objects));
-            recorder.step(recorded::step_request("desired", request), &tap, ending);
-        }
-        result
+        let call = |cache, tap| self.desired_tapped(cache, request, tap);
+        recording(cache, call, |result| {
+            let ending = recorded::ending(result, |objects| recorded::desired(objects));
+            (recorded::step_request("desired", request), ending)
+        })
+        .await
     }
 
     async fn desired_tapped(
@@ -314,16 +307,11 @@ impl Module {
         cache: Arc<dyn CacheReader>,
         request: &ReconcileRequest,
     ) -> Result<Result<CleanupOutcome, ReconcileError>, CallError> {
-        let tap = cache.recorder().map(|_| Tap::recording());
-        let recording = tap.clone().map(|tap| (tap, cache.clone()));
-        let result = self.cleanup_tapped(cache, request, tap).await;
-        if let Some((tap, cache)) = recording
-            && let Some(recorder) = cache.recorder()
-        {
-            let ending = recorded::ending(&result, recorded::cleaned_up);
-            recorder.step(recorded::step_request("cleanup", request), &tap, ending);
-        }
-        result
+        let call = |cache, tap| self.cleanup_tapped(cache, request, tap);
+        recording(cache, call, |result| {
+            (recorded::step_request("cleanup", request), recorded::ending(result, recorded::cleaned_up))
+        })
+        .await
     }
 
     async fn cleanup_tapped(
@@ -427,7 +415,22 @@ impl Module {
         desired: &ExternalObject,
         actual: Option<&ExternalObject>,
     ) -> Result<Result<ExternalObject, ReconcileError>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "apply-external", cache, None).await?;
+        let call = |cache, tap| self.apply_external_tapped(cache, primary, desired, actual, tap);
+        recording(cache, call, |result| {
+            (recorded::apply_request(primary, desired, actual), recorded::ending(result, recorded::applied))
+        })
+        .await
+    }
+
+    async fn apply_external_tapped(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        primary: &str,
+        desired: &ExternalObject,
+        actual: Option<&ExternalObject>,
+        tap: Option<Arc<Tap>>,
+    ) -> Result<Result<ExternalObject, ReconcileError>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "apply-external", cache, tap).await?;
         let export =
             call.plugin.wasmop_plugin_reconciler().call_apply_external(&mut call.store, primary, desired, actual);
         let result = within(self.limits(), export).await;
@@ -441,7 +444,21 @@ impl Module {
         primary: &str,
         actual: &ExternalObject,
     ) -> Result<Result<(), ReconcileError>, CallError> {
-        let mut call = self.instances.enter(&self.config.name, "delete-external", cache, None).await?;
+        let call = |cache, tap| self.delete_external_tapped(cache, primary, actual, tap);
+        recording(cache, call, |result| {
+            (recorded::delete_request(primary, actual), recorded::ending(result, |()| Ending::Deleted))
+        })
+        .await
+    }
+
+    async fn delete_external_tapped(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        primary: &str,
+        actual: &ExternalObject,
+        tap: Option<Arc<Tap>>,
+    ) -> Result<Result<(), ReconcileError>, CallError> {
+        let mut call = self.instances.enter(&self.config.name, "delete-external", cache, tap).await?;
         let export = call.plugin.wasmop_plugin_reconciler().call_delete_external(&mut call.store, primary, actual);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
@@ -472,6 +489,29 @@ impl Module {
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
+}
+
+/// Runs `call` with a recording tap when `cache` is a recorded reconcile's view (none
+/// otherwise), then adds the step `step` makes of its result to the reconcile's record.
+async fn recording<R, F>(
+    cache: Arc<dyn CacheReader>,
+    call: impl FnOnce(Arc<dyn CacheReader>, Option<Arc<Tap>>) -> F,
+    step: impl FnOnce(&R) -> (Request, Ending),
+) -> R
+where
+    F: Future<Output = R>,
+{
+    let tap = cache.recorder().map(|_| Tap::recording());
+    // A call that is not recorded clones nothing.
+    let recorded = tap.clone().map(|tap| (tap, cache.clone()));
+    let result = call(cache, tap).await;
+    if let Some((tap, cache)) = recorded
+        && let Some(recorder) = cache.recorder()
+    {
+        let (request, ending) = step(&result);
+        recorder.step(request, &tap, ending);
+    }
+    result
 }
 
 impl Instances {
@@ -512,7 +552,7 @@ impl Instances {
     ) -> Result<Call<'a>, CallError> {
         let started = Instant::now();
         let running = self.ticker.running();
-        let hooks = Hooks::new(export, self.outbound.clone());
+        let hooks = Hooks::new(export, self.outbound.clone(), tap.clone());
         let budget = self.metered.then(|| self.limits.fuel.unwrap_or(u64::MAX));
         let report = Report { name, export, started, budget };
         let ready = |store: &mut Store<Sandbox>| {

@@ -77,7 +77,8 @@ fn external(object: &ExternalObject) -> RecordedExternal {
     }
 }
 
-fn external_back(object: &RecordedExternal) -> ExternalObject {
+/// A recorded external object, as the guest receives it.
+pub(crate) fn external_back(object: &RecordedExternal) -> ExternalObject {
     ExternalObject {
         dependent: object.dependent.clone(),
         key: object.key.clone(),
@@ -187,4 +188,19 @@ pub(crate) fn step_request(export: &'static str, request: &ReconcileRequest) -> 
         "cleanup" => Request::Cleanup(request),
         _ => Request::Reconcile(request),
     }
+}
+
+/// The request of a step of `apply-external`.
+pub(crate) fn apply_request(primary: &str, desired: &ExternalObject, actual: Option<&ExternalObject>) -> Request {
+    Request::ApplyExternal { primary: primary.to_owned(), desired: external(desired), actual: actual.map(external) }
+}
+
+/// The request of a step of `delete-external`.
+pub(crate) fn delete_request(primary: &str, actual: &ExternalObject) -> Request {
+    Request::DeleteExternal { primary: primary.to_owned(), actual: external(actual) }
+}
+
+/// `apply-external`'s object as recorded.
+pub(crate) fn applied(object: &ExternalObject) -> Ending {
+    Ending::Applied(external(object))
 }

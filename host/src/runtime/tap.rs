@@ -3,7 +3,8 @@
 //!
 //! A call made with a [`Tap`] has every import it makes seen by it: the host imports (`log`,
 //! `get`, `list`, `secondaries`), the WASI clocks (through the clocks its `WasiCtx` is built
-//! with) and `wasi:random` (the host's own implementation, which shadows `wasmtime-wasi`'s). A
+//! with), `wasi:random` (the host's own implementation, which shadows `wasmtime-wasi`'s) and
+//! outgoing `wasi:http` requests (through the call's HTTP hooks, `super::http`). A
 //! recording tap keeps each call with the host's answer; a replaying tap answers from a
 //! [`Tape`] instead, keeping the first divergence. A call without a tap (the usual case) pays
 //! one `Option` check per import.

@@ -2,12 +2,15 @@
 //! only to the origins their `http-grant` names, only in the exports that exist for it
 //! ([`HTTP_EXPORTS`]); every other request is refused before a socket is opened. The host adds
 //! the secret headers from Kubernetes Secrets ([`crate::secrets`]) and holds each request to the
-//! grant's connect and total timeouts, response-size cap and concurrency.
+//! grant's connect and total timeouts, response-size cap and concurrency. A recorded call's
+//! requests are recorded with their responses, and a replayed call's are answered from its
+//! record ([`tape`]).
 
 mod body;
 mod hooks;
 mod outbound;
 mod policy;
+mod tape;
 
 use std::sync::{Arc, RwLock};
 
