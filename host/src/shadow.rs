@@ -1,8 +1,10 @@
 //! Shadow rollouts: a candidate version of a plugin (a `ReconcilerPlugin`'s `spec.candidate`)
 //! runs beside the live one. After each reconcile of the live version, once its writes were
 //! sent, the candidate is asked exactly what the live version was asked (the same requests: the
-//! same primary, the same dependents' states), reading the same caches, and its endings are
-//! compared with the live version's ([`wasmop_core::shadow::compare`]). Nothing the candidate
+//! same primary, the same dependents' states), reading what the live version read at the same
+//! moment (its calls are recorded and followed, [`Module::reconcile_following`]; what the live
+//! version did not read comes from the caches as they are then), and its endings are compared
+//! with the live version's ([`wasmop_core::shadow::compare`]). Nothing the candidate
 //! returns is applied: no write, no finalizer, no Event, no external call; its outgoing HTTP is
 //! refused ([`Module::without_http`]). Its runs are spawned apart from the live reconcile, a few
 //! at a time, each within the candidate's own limits; its traps and timeouts are counted as
@@ -13,7 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::Semaphore;
 use tracing::Instrument;
-use wasmop_core::record::Ending;
+use wasmop_core::record::{Call, Ending};
 use wasmop_core::shadow::{Differed, Tally, compare, short};
 
 use crate::metrics::Metrics;
@@ -39,39 +41,64 @@ pub struct Shadow {
     metrics: Arc<Metrics>,
 }
 
-/// One export call of the live version in a reconcile: what it was asked and how it ended.
+/// One export call of the live version in a reconcile: what it was asked.
 enum Asked {
     Desired(ReconcileRequest),
     Reconcile(ReconcileRequest),
 }
 
-/// What the live version was asked in one reconcile and how each call ended, kept only while
-/// the plugin has a candidate (taken when the reconcile starts).
+/// One export call of the live version: what it was asked, the import calls it made (with the
+/// answers it got) and how it ended.
+struct Live {
+    asked: Asked,
+    calls: Vec<Call>,
+    ending: Ending,
+}
+
+/// What the live version was asked in one reconcile, what it read and how each call ended,
+/// kept only while the plugin has a candidate (taken when the reconcile starts).
 pub(crate) struct Observed {
     candidate: Option<Arc<Module>>,
-    calls: Vec<(Asked, Ending)>,
+    calls: Vec<Live>,
 }
 
 impl Observed {
-    /// Keeps the live version's `desired` call.
+    /// Whether the live version's import calls are to be kept: its reconciles read through a
+    /// recording view ([`crate::record::Recorded`]) while the plugin has a candidate.
+    pub(crate) fn keeps_calls(&self) -> bool {
+        self.candidate.is_some()
+    }
+
+    /// Keeps the live version's `desired` call, which read through `view`.
     pub(crate) fn desired(
         &mut self,
         request: &ReconcileRequest,
         result: &Result<Result<Vec<DesiredObject>, ReconcileError>, CallError>,
+        view: &dyn CacheReader,
     ) {
         if self.candidate.is_some() {
             let ending = recorded::ending(result, |objects| recorded::desired(objects));
-            self.calls.push((Asked::Desired(request.clone()), ending));
+            self.calls.push(Live { asked: Asked::Desired(request.clone()), calls: read(view), ending });
         }
     }
 
-    /// Keeps the live version's `reconcile` call.
-    pub(crate) fn reconciled(&mut self, request: &ReconcileRequest, result: &Result<GuestResult, CallError>) {
+    /// Keeps the live version's `reconcile` call, which read through `view`.
+    pub(crate) fn reconciled(
+        &mut self,
+        request: &ReconcileRequest,
+        result: &Result<GuestResult, CallError>,
+        view: &dyn CacheReader,
+    ) {
         if self.candidate.is_some() {
             let ending = recorded::ending(result, recorded::reconciled);
-            self.calls.push((Asked::Reconcile(request.clone()), ending));
+            self.calls.push(Live { asked: Asked::Reconcile(request.clone()), calls: read(view), ending });
         }
     }
+}
+
+/// The import calls of the last export call that read through `view`, if it records them.
+fn read(view: &dyn CacheReader) -> Vec<Call> {
+    view.recorder().map(|recorder| recorder.last_calls()).unwrap_or_default()
 }
 
 impl Shadow {
@@ -178,22 +205,22 @@ impl Shadow {
     }
 }
 
-/// Runs the candidate's calls on the live version's requests; the live endings and the
-/// candidate's, in order, or the trap that stopped the candidate.
+/// Runs the candidate's calls on the live version's requests, following what it read; the live
+/// endings and the candidate's, in order, or the trap that stopped the candidate.
 async fn run(
     candidate: &Module,
-    calls: Vec<(Asked, Ending)>,
+    calls: Vec<Live>,
     view: Arc<dyn CacheReader>,
 ) -> Result<(Vec<Ending>, Vec<Ending>), CallError> {
     let (mut live, mut shadowed) = (Vec::new(), Vec::new());
-    for (asked, ending) in calls {
+    for Live { asked, calls, ending } in calls {
         let candidates = match asked {
             Asked::Desired(request) => {
-                let result = Ok(candidate.desired(view.clone(), &request).await?);
+                let result = Ok(candidate.desired_following(view.clone(), &request, calls).await?);
                 recorded::ending(&result, |objects| recorded::desired(objects))
             }
             Asked::Reconcile(request) => {
-                let result = Ok(candidate.reconcile(view.clone(), &request).await?);
+                let result = Ok(candidate.reconcile_following(view.clone(), &request, calls).await?);
                 recorded::ending(&result, recorded::reconciled)
             }
         };

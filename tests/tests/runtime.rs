@@ -147,3 +147,72 @@ fn a_plugin_built_against_another_contract_version_is_refused() {
     }
     assert!(err.to_string().contains("wasmop:plugin@9.9.9"), "{err}");
 }
+
+/// A cache holding one Secret, `creds` in `ns`, with `keys` data keys.
+struct OneSecret {
+    keys: usize,
+}
+
+impl wasmop::runtime::CacheReader for OneSecret {
+    fn get<'a>(
+        &'a self,
+        _: &'a wasmop::runtime::bindings::wasmop::plugin::types::KindRef,
+        _: Option<&'a str>,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<'a, wasmop::runtime::GetResult> {
+        let data: serde_json::Map<String, serde_json::Value> =
+            (0..self.keys).map(|i| (format!("k{i}"), serde_json::Value::from("dmFsdWU="))).collect();
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": { "name": name, "namespace": "ns" }, "data": data
+        });
+        Box::pin(std::future::ready(Ok((name == "creds").then(|| secret.to_string()))))
+    }
+    fn list<'a>(
+        &'a self,
+        kind: &'a wasmop::runtime::bindings::wasmop::plugin::types::KindRef,
+        namespace: Option<&'a str>,
+        selector: Option<&'a str>,
+    ) -> futures::future::BoxFuture<'a, wasmop::runtime::ListResult> {
+        EmptyCache.list(kind, namespace, selector)
+    }
+    fn secondaries<'a>(
+        &'a self,
+        kind: &'a wasmop::runtime::bindings::wasmop::plugin::types::KindRef,
+    ) -> futures::future::BoxFuture<'a, wasmop::runtime::ListResult> {
+        EmptyCache.secondaries(kind)
+    }
+}
+
+/// A shadow candidate reads what the live version read at the same moment: with the live
+/// call's reads followed it sees the Secret as the live version saw it (2 keys), not as the
+/// cache holds it by the time the candidate runs (3 keys); a read the live version did not
+/// make still reaches the cache.
+#[tokio::test]
+async fn a_candidate_following_the_live_call_reads_what_it_read_not_what_the_cache_holds_later() {
+    use wasmop::runtime::CacheReader;
+    let module = runtime(limits()).unwrap().load(&plugin("fixture-record")).unwrap();
+    let swap = |secret: &str| {
+        serde_json::json!({
+            "apiVersion": "test.wasmop.dev/v1", "kind": "Swap",
+            "metadata": { "name": "s", "namespace": "ns", "annotations": { "test.wasmop.dev/secret": secret } },
+            "spec": { "value": 5 }
+        })
+    };
+    let status = |result: Result<wasmop::runtime::GuestResult, CallError>| -> serde_json::Value {
+        serde_json::from_str(&result.unwrap().unwrap().status.unwrap()).unwrap()
+    };
+    let live_view = Arc::new(wasmop::record::Recorded::new(Arc::new(OneSecret { keys: 2 })));
+    let live = module.reconcile(live_view.clone(), &request(swap("creds"))).await;
+    assert_eq!(status(live)["secretKeys"], 2);
+    let calls = live_view.recorder().expect("a recording view").last_calls();
+    assert!(!calls.is_empty(), "the live call's reads were kept");
+
+    let later = Arc::new(OneSecret { keys: 3 });
+    let followed = module.reconcile_following(later.clone(), &request(swap("creds")), calls.clone()).await;
+    assert_eq!(status(followed)["secretKeys"], 2, "the candidate read the Secret as the live version did");
+    let unfollowed = module.reconcile(later.clone(), &request(swap("creds"))).await;
+    assert_eq!(status(unfollowed)["secretKeys"], 3, "without following, the later cache answers");
+    // Another Secret, which the live version never read: the cache answers (none there).
+    let other = module.reconcile_following(later, &request(swap("other")), calls).await;
+    assert_eq!(status(other)["secretKeys"], 0);
+}

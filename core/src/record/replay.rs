@@ -21,6 +21,10 @@
 //!
 //! A call whose answer was truncated to fit the size cap cannot be replayed: the replay stops
 //! there with [`ReplayError::Truncated`].
+//!
+//! **Following** ([`Follow`], shadow rollouts): a candidate version reads what the live version
+//! read at the same moment. Its calls are matched as a lenient tape matches them, against the
+//! live call's reads; what the live version did not read (or a log) is left to the host.
 
 use super::format::{Answer, Call, Ending, Import, Step};
 use super::redact::marker;
@@ -132,6 +136,46 @@ fn matches(recorded: &Import, asked: &Import) -> bool {
     }
 }
 
+/// The index of the first of `calls` that is `import` and not `used` yet.
+fn unused(calls: &[Call], used: &[bool], import: &Import) -> Option<usize> {
+    (0..calls.len()).find(|&i| !used[i] && matches(&calls[i].import, import))
+}
+
+/// The index of the last of `calls` that is `import` and `used` already.
+fn last_used(calls: &[Call], used: &[bool], import: &Import) -> Option<usize> {
+    (0..calls.len()).rev().find(|&i| used[i] && matches(&calls[i].import, import))
+}
+
+/// The calls one export call of the live version made, answering the same calls of a shadow
+/// candidate: the candidate reads the caches, clocks and random values as the live version read
+/// them, not as they are once the live version's writes were sent.
+#[derive(Debug)]
+pub struct Follow {
+    calls: Vec<Call>,
+    used: Vec<bool>,
+}
+
+impl Follow {
+    /// Follows the live version's `calls`.
+    pub fn new(calls: Vec<Call>) -> Self {
+        let used = vec![false; calls.len()];
+        Self { calls, used }
+    }
+
+    /// The live version's answer to `import`: the first of its calls with the same import and
+    /// arguments not used yet, or else the last one used (reads of a cache repeat). `None` for a
+    /// log, a call the live version did not make, or one whose answer was not kept: the host
+    /// answers those.
+    pub fn answer(&mut self, import: &Import) -> Option<&Answer> {
+        if matches!(import, Import::Log { .. }) {
+            return None;
+        }
+        let index = unused(&self.calls, &self.used, import).or_else(|| last_used(&self.calls, &self.used, import))?;
+        self.used[index] = true;
+        Some(&self.calls[index].answer).filter(|answer| !matches!(answer, Answer::Truncated(_)))
+    }
+}
+
 /// The answer to a log: nothing.
 static NOTHING: Answer = Answer::Nothing;
 
@@ -174,12 +218,12 @@ impl<'r> Tape<'r> {
 
     /// The first recorded call of `import` not used yet.
     fn unused(&self, import: &Import) -> Option<(usize, &'r Call)> {
-        self.calls.iter().enumerate().find(|(i, call)| !self.used[*i] && matches(&call.import, import))
+        unused(self.calls, &self.used, import).map(|i| (i, &self.calls[i]))
     }
 
     /// The last recorded call of `import` used already.
     fn last_used(&self, import: &Import) -> Option<(usize, &'r Call)> {
-        self.calls.iter().enumerate().rev().find(|(i, call)| self.used[*i] && matches(&call.import, import))
+        last_used(self.calls, &self.used, import).map(|i| (i, &self.calls[i]))
     }
 
     fn diverged(&self, index: usize, expected: Option<Import>, actual: Option<Import>) -> ReplayError {
@@ -216,6 +260,23 @@ mod tests {
 
     fn imports(step: &Step) -> Vec<Import> {
         step.calls.iter().map(|call| call.import.clone()).collect()
+    }
+
+    /// A candidate following the live version gets its answers, a repeated read the last one,
+    /// and the host answers logs and reads the live version did not make.
+    #[test]
+    fn a_follower_reads_what_the_live_call_read_and_leaves_the_rest_to_the_host() {
+        let record = sample::record();
+        let step = &record.steps[1];
+        let mut follow = Follow::new(step.calls.clone());
+        for call in step.calls.iter().filter(|call| !matches!(call.import, Import::Log { .. })) {
+            assert_eq!(follow.answer(&call.import), Some(&call.answer), "{}", call.import);
+        }
+        let read = step.calls.iter().find(|call| matches!(call.import, Import::Get { .. })).expect("a get");
+        assert_eq!(follow.answer(&read.import), Some(&read.answer), "a repeated read");
+        assert_eq!(follow.answer(&sample::get("ConfigMap", "never-read", None).import), None);
+        let log = Import::Log { level: "info".into(), message: "other words".into(), fields: Vec::new() };
+        assert_eq!(follow.answer(&log), None);
     }
 
     #[test]

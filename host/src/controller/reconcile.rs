@@ -213,13 +213,14 @@ impl Reconciler {
         // Recorded (`--record`): the plan, and a view that keeps the calls when it asks for them.
         let recording = self.records.as_ref().map(|records| (records, records.plan(&object)));
         let recording = recording.filter(|(_, plan)| plan.keeps_calls());
-        let view: Arc<dyn CacheReader> = match recording {
-            Some(_) => Arc::new(Recorded::new(view)),
-            None => view,
+        // Shadowed: the live version's calls are kept too, for the candidate to read as it did.
+        let mut observed = self.shadow.observe();
+        let view: Arc<dyn CacheReader> = match recording.is_some() || observed.keeps_calls() {
+            true => Arc::new(Recorded::new(view)),
+            false => view,
         };
         let started = std::time::Instant::now();
         let deleting = object.metadata.deletion_timestamp.is_some();
-        let mut observed = self.shadow.observe();
         let result = if deleting {
             self.finalize(module, &run, &object, &view).await.map(|requeue_after| Verdict::Done { requeue_after })
         } else {
@@ -326,7 +327,7 @@ impl Reconciler {
         };
         let request = self.with_outside(&run.key, Self::request(run, &object, states)?);
         let outcome = module.reconcile(view.clone(), &request).await;
-        observed.reconciled(&request, &outcome);
+        observed.reconciled(&request, &outcome, view.as_ref());
         let outcome: Outcome = outcome.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let changes =
             MetadataChanges { labels: outcome.labels, annotations: outcome.annotations, ..MetadataChanges::default() };
@@ -358,7 +359,7 @@ impl Reconciler {
     ) -> Result<Vec<DependentState>, Failure> {
         let request = self.with_outside(&run.key, Self::request(run, object, Vec::new())?);
         let desired = module.desired(view.clone(), &request).await;
-        observed.desired(&request, &desired);
+        observed.desired(&request, &desired, view.as_ref());
         let desired = desired.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let plugin = module.name().to_string();
         let primary_json = Arc::new(request.object);

@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use wasmop_core::finalizer::Finalizers;
-use wasmop_core::record::{Ending, Request};
+use wasmop_core::record::{Call as RecordedCall, Ending, Request};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::wasmop::plugin::types::{
@@ -207,6 +207,29 @@ impl Module {
         let export = call.plugin.wasmop_plugin_reconciler().call_reconcile(&mut call.store, request);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
+    }
+
+    /// Runs `reconcile` as a shadow candidate: every read the live version made in its call
+    /// (`calls`, in the recorded form) is answered as the live version read it, the rest by
+    /// `cache` ([`Tap::following`]).
+    pub async fn reconcile_following(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &ReconcileRequest,
+        calls: Vec<RecordedCall>,
+    ) -> Result<GuestResult, CallError> {
+        self.reconcile_tapped(cache, request, Some(Tap::following(calls))).await
+    }
+
+    /// Runs `desired` as a shadow candidate, reading as the live version read
+    /// ([`Module::reconcile_following`]).
+    pub async fn desired_following(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &ReconcileRequest,
+        calls: Vec<RecordedCall>,
+    ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
+        self.desired_tapped(cache, request, Some(Tap::following(calls))).await
     }
 
     /// Runs the export of a recorded step with its request, every import answered by `tap`

@@ -6,13 +6,14 @@
 //! with), `wasi:random` (the host's own implementation, which shadows `wasmtime-wasi`'s) and
 //! outgoing `wasi:http` requests (through the call's HTTP hooks, `super::http`). A
 //! recording tap keeps each call with the host's answer; a replaying tap answers from a
-//! [`Tape`] instead, keeping the first divergence. A call without a tap (the usual case) pays
-//! one `Option` check per import.
+//! [`Tape`] instead, keeping the first divergence; a following tap (a shadow candidate's) answers
+//! what the live version read as it read it ([`Follow`]) and leaves the rest to the host. A call
+//! without a tap (the usual case) pays one `Option` check per import.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use wasmop_core::record::replay::{ReplayError, Tape};
+use wasmop_core::record::replay::{Follow, ReplayError, Tape};
 use wasmop_core::record::{Answer, Call, Ending, Import, Request, Step};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
 
@@ -23,6 +24,8 @@ pub enum Tap {
     Record(Mutex<Vec<Call>>),
     /// Replaying: answers from a tape.
     Replay(Mutex<Replaying>),
+    /// Following the live version's calls; the host answers what they do not hold.
+    Follow(Mutex<Follow>),
 }
 
 /// A replay in progress.
@@ -44,11 +47,21 @@ impl Tap {
         Arc::new(Tap::Replay(Mutex::new(Replaying { tape, error: None })))
     }
 
+    /// A tap that answers what the live version's `calls` answered.
+    pub fn following(calls: Vec<Call>) -> Arc<Self> {
+        Arc::new(Tap::Follow(Mutex::new(Follow::new(calls))))
+    }
+
     /// The recorded answer to `import` when replaying (after a divergence: [`Answer::Nothing`],
-    /// which the import turns into an error or an empty value); `None` when recording: the host
+    /// which the import turns into an error or an empty value), or the live version's when
+    /// following; `None` when recording, or following a call that did not make it: the host
     /// answers and tells [`Tap::answered`].
     pub(crate) fn replayed(&self, import: &Import) -> Option<Answer> {
-        let Tap::Replay(replaying) = self else { return None };
+        let replaying = match self {
+            Tap::Record(_) => return None,
+            Tap::Follow(follow) => return follow.lock().expect("never poisoned").answer(import).cloned(),
+            Tap::Replay(replaying) => replaying,
+        };
         let mut replaying = replaying.lock().expect("never poisoned");
         if replaying.error.is_some() {
             return Some(Answer::Nothing);
@@ -73,7 +86,7 @@ impl Tap {
     pub fn take_calls(&self) -> Vec<Call> {
         match self {
             Tap::Record(calls) => std::mem::take(&mut *calls.lock().expect("never poisoned")),
-            Tap::Replay(_) => Vec::new(),
+            Tap::Replay(_) | Tap::Follow(_) => Vec::new(),
         }
     }
 
@@ -108,6 +121,12 @@ impl Recorder {
     pub(crate) fn step(&self, request: Request, tap: &Tap, ending: Ending) {
         let step = Step { request, calls: tap.take_calls(), ending };
         self.steps.lock().expect("never poisoned").push(step);
+    }
+
+    /// The import calls of the last step so far, copied (a shadow candidate follows them).
+    pub fn last_calls(&self) -> Vec<Call> {
+        let steps = self.steps.lock().expect("never poisoned");
+        steps.last().map(|step| step.calls.clone()).unwrap_or_default()
     }
 
     /// The steps so far, in order.
