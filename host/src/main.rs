@@ -210,7 +210,9 @@ struct RunArgs {
     /// record, 256 MiB per plugin); replay one with `wasmop replay`.
     #[arg(long, value_name = "DIR", env = "WASMOP_RECORD")]
     record: Option<PathBuf>,
-    /// YAML file of deployment-time overrides per plugin (see the README).
+    /// YAML file of deployment-time overrides per plugin (`plugins:`) and of candidate versions
+    /// shadowed beside plugins run from files (`candidates:`, module file by plugin name; see
+    /// the README).
     #[arg(long, value_name = "FILE", env = "WASMOP_CONFIG")]
     config: Option<PathBuf>,
     /// A remote cluster that plugin watches may name: NAME=CONTEXT (from the kubeconfig in use),
@@ -630,6 +632,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         (None, None)
     };
+    let candidates = config.candidates.clone();
     let settings = HostSettings {
         shards,
         config,
@@ -657,6 +660,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let sources = Sources {
         files: args.plugins,
         dirs: args.plugin_dirs,
+        candidates,
         watch_files: args.watch,
         resources: args.reconciler_plugins,
         fetch_policy: FetchPolicy::new(&args.allow_module_dirs)
