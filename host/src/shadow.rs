@@ -65,11 +65,12 @@ impl Observed {
         }
     }
 
-    /// Keeps the live version's `reconcile` call.
-    pub(crate) fn reconciled(&mut self, request: &ReconcileRequest, result: &Result<GuestResult, CallError>) {
+    /// Keeps the live version's `reconcile` call: its request, moved rather than copied (the
+    /// live run is done with it, and it holds the dependents' objects).
+    pub(crate) fn reconciled(&mut self, request: ReconcileRequest, result: &Result<GuestResult, CallError>) {
         if self.candidate.is_some() {
             let ending = recorded::ending(result, recorded::reconciled);
-            self.calls.push((Asked::Reconcile(request.clone()), ending));
+            self.calls.push((Asked::Reconcile(request), ending));
         }
     }
 }

@@ -326,7 +326,7 @@ impl Reconciler {
         };
         let request = self.with_outside(&run.key, Self::request(run, &object, states)?);
         let outcome = module.reconcile(view.clone(), &request).await;
-        observed.reconciled(&request, &outcome);
+        observed.reconciled(request, &outcome);
         let outcome: Outcome = outcome.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let changes =
             MetadataChanges { labels: outcome.labels, annotations: outcome.annotations, ..MetadataChanges::default() };
