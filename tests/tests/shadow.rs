@@ -7,7 +7,8 @@
 //! none of them. A candidate of the `webpage` plugin that desires other dependents for some
 //! pages counts and logs exactly those as `desired` differences and applies none of them. A
 //! candidate named in the configuration file (`candidates:`) is shadowed beside the plugin file
-//! `wasmop run --config` runs.
+//! `wasmop run --config` runs, and one that is another plugin is refused while the live version
+//! runs.
 //!
 //! Every test runs its own `ReconcilerPlugin` through a resource loader that sees every
 //! `ReconcilerPlugin` of the cluster, so the tests of this file run one at a time.
@@ -458,51 +459,80 @@ fn metric(metrics: &str, metric: &str, labels: &[&str]) -> u64 {
     ours.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum::<f64>() as u64
 }
 
+/// `wasmop run --config` as a process: the plugin file of [`PLUGIN`] on its own namespace, with
+/// `candidate` (a plugin in `plugins/dist`) as its candidate in the configuration file.
+struct ConfiguredHost {
+    client: Client,
+    ns: String,
+    host: tokio::process::Child,
+    address: std::net::SocketAddr,
+    log: tokio::task::JoinHandle<std::io::Result<String>>,
+}
+
+impl ConfiguredHost {
+    /// Starts the host; returns once it is ready (its plugin and candidate loaded).
+    async fn start(test: &str, candidate: &str) -> anyhow::Result<Self> {
+        let client = client().await?;
+        apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
+        let ns = namespace(&client, test).await?;
+        let dir = workspace_root().join("target/test-shadow-config");
+        std::fs::create_dir_all(&dir)?;
+        let config = dir.join(format!("{ns}.yaml"));
+        let yaml = format!(
+            "plugins:\n  {PLUGIN}:\n    limits: {{ deadlineMs: 2000 }}\ncandidates:\n  {PLUGIN}: {:?}\n",
+            plugin(candidate)
+        );
+        std::fs::write(&config, yaml)?;
+        let address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let mut host = tokio::process::Command::new(wasmop_binary()?)
+            .args(["run", "--namespace", &ns, "--metrics-address", &address.to_string(), "--config"])
+            .arg(&config)
+            .arg("--plugin")
+            .arg(plugin(PLUGIN))
+            .env("KUBECONFIG", kubeconfig())
+            .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
+            .env("RUST_LOG", "warn,wasmop::shadow=info,wasmop::host=info,wasmop::loader=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let mut stderr = tokio::io::BufReader::new(host.stderr.take().expect("piped"));
+        let log = tokio::spawn(async move {
+            let mut text = String::new();
+            tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await.map(|_| text)
+        });
+        let ready = async || Ok(http_get(address, "/readyz").await.unwrap_or_default());
+        let up = |answer: &String| answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200");
+        until("the host ready", ready, up).await?;
+        Ok(Self { client, ns, host, address, log })
+    }
+
+    /// The host's metrics now.
+    async fn metrics(&self) -> anyhow::Result<String> {
+        Ok(http_get(self.address, "/metrics").await.unwrap_or_default())
+    }
+
+    /// Stops the host; its log.
+    async fn stop(mut self) -> anyhow::Result<String> {
+        self.host.start_kill()?;
+        self.host.wait().await?;
+        Ok(self.log.await??)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_candidate_named_in_the_configuration_file_is_shadowed_beside_the_plugin_file() -> anyhow::Result<()> {
-    let client = client().await?;
-    apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
-    let ns = namespace(&client, "shadow-config").await?;
-    let dir = workspace_root().join("target/test-shadow-config");
-    std::fs::create_dir_all(&dir)?;
-    let config = dir.join(format!("{ns}.yaml"));
-    let yaml = format!(
-        "plugins:\n  {PLUGIN}:\n    limits: {{ deadlineMs: 2000 }}\ncandidates:\n  {PLUGIN}: {:?}\n",
-        plugin("fixture-swap-odd")
-    );
-    std::fs::write(&config, yaml)?;
-    let address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let mut host = tokio::process::Command::new(wasmop_binary()?)
-        .args(["run", "--namespace", &ns, "--metrics-address", &address.to_string(), "--config"])
-        .arg(&config)
-        .arg("--plugin")
-        .arg(plugin(PLUGIN))
-        .env("KUBECONFIG", kubeconfig())
-        .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
-        .env("RUST_LOG", "warn,wasmop::shadow=info,wasmop::host=info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stderr = host.stderr.take().expect("piped");
-    let log = tokio::spawn(async move {
-        let mut text = String::new();
-        tokio::io::AsyncReadExt::read_to_string(&mut tokio::io::BufReader::new(stderr), &mut text).await.map(|_| text)
-    });
-    let scrape = async || Ok(http_get(address, "/metrics").await.unwrap_or_default());
-    let ready = async || Ok(http_get(address, "/readyz").await.unwrap_or_default());
-    until("the host ready", ready, |answer| answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"))
-        .await?;
+    let run = ConfiguredHost::start("shadow-config", "fixture-swap-odd").await?;
 
     // Ten Swaps: the candidate's result differs for the odd ones, and it writes nothing.
     const OBJECTS: usize = 10;
-    let api = swaps::api(&client, &ns);
+    let api = swaps::api(&run.client, &run.ns);
     swaps::create(&api, OBJECTS).await?;
     all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
     let plugin_label = format!("plugin=\"{PLUGIN}\"");
     let compared = |m: &String| metric(m, "wasmop_shadow_reconciles_total", &[&plugin_label]) >= OBJECTS as u64;
-    let metrics = until("every reconcile compared", scrape, compared).await?;
+    let metrics = until("every reconcile compared", async || run.metrics().await, compared).await?;
     assert_eq!(metric(&metrics, "wasmop_shadow_reconciles_total", &[&plugin_label]), OBJECTS as u64);
     let differences = |kind: &str| metric(&metrics, "wasmop_shadow_differences_total", &[&plugin_label, kind]);
     assert_eq!(differences("kind=\"status\""), OBJECTS as u64 / 2, "{metrics}");
@@ -512,14 +542,32 @@ async fn a_candidate_named_in_the_configuration_file_is_shadowed_beside_the_plug
         assert_eq!(swap.data["status"]["result"], 1, "{}: the live version's result", swap.name_any());
         assert!(swap.managed_fields().len() <= 2, "{}: {:?}", swap.name_any(), swap.managed_fields());
     }
-    host.start_kill()?;
-    host.wait().await?;
-    let log = log.await??;
+    let ns = run.ns.clone();
+    let log = run.stop().await?;
     assert_eq!(log.matches("candidate version shadowed").count(), 1, "{log}");
     assert_eq!(log.matches("the candidate differs from the live version").count(), OBJECTS / 2, "{log}");
     for i in 0..OBJECTS {
         let named = log.contains(&format!("object={ns}/swap-{i} "));
         assert_eq!(named, i % 2 == 1, "swap-{i} is logged as a difference if and only if odd: {log}");
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_in_the_configuration_file_that_is_another_plugin_is_refused_and_the_live_version_runs()
+-> anyhow::Result<()> {
+    let run = ConfiguredHost::start("shadow-config-refused", "fixture-panic").await?;
+    const OBJECTS: usize = 4;
+    let api = swaps::api(&run.client, &run.ns);
+    swaps::create(&api, OBJECTS).await?;
+    all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
+    let metrics = run.metrics().await?;
+    assert!(metrics.contains("wasmop_reconciles_total"), "{metrics}");
+    assert!(!metrics.contains("wasmop_shadow_reconciles_total{"), "nothing shadowed: {metrics}");
+    assert!(!metrics.contains("wasmop_shadow_failures_total{"), "nothing shadowed: {metrics}");
+    let log = run.stop().await?;
+    assert!(log.contains("candidate refused; the live version runs alone"), "{log}");
+    assert!(log.contains("a candidate is another version of the live plugin"), "{log}");
+    assert!(!log.contains("candidate version shadowed"), "{log}");
     Ok(())
 }
