@@ -27,7 +27,7 @@ pub struct Sources {
     /// Directories: every `*.wasm` file in them is a plugin.
     pub dirs: Vec<PathBuf>,
     /// Candidate versions of the plugins of those files, module file by plugin name
-    /// ([`candidates`]).
+    /// ([`candidates`]); watched too.
     pub candidates: BTreeMap<String, PathBuf>,
     /// Reload files and directories when they change.
     pub watch_files: bool,
@@ -76,7 +76,7 @@ pub async fn run(
     let mut tasks = tokio::task::JoinSet::new();
     if sources.watch_files {
         let (host, stop) = (host.clone(), shutdown.clone());
-        tasks.spawn(files::watch(host, sources.files, sources.dirs, stop));
+        tasks.spawn(files::watch(host, sources.files, sources.dirs, sources.candidates, stop));
     }
     if sources.resources {
         let (host, stop) = (host.clone(), shutdown.clone());
