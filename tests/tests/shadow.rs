@@ -23,6 +23,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use sha2::{Digest, Sha256};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -460,27 +461,25 @@ fn metric(metrics: &str, metric: &str, labels: &[&str]) -> u64 {
 }
 
 /// `wasmop run --config` as a process: the plugin file of [`PLUGIN`] on its own namespace, with
-/// `candidate` (a plugin in `plugins/dist`) as its candidate in the configuration file.
+/// the module file `candidate` as its candidate in the configuration file.
 struct ConfiguredHost {
     client: Client,
     ns: String,
     host: tokio::process::Child,
     address: std::net::SocketAddr,
-    log: tokio::task::JoinHandle<std::io::Result<String>>,
+    log: Arc<Mutex<String>>,
 }
 
 impl ConfiguredHost {
-    /// Starts the host; returns once it is ready (its plugin and candidate loaded).
-    async fn start(test: &str, candidate: &str) -> anyhow::Result<Self> {
+    /// Starts the host (with `extra` arguments); returns once it is ready (its plugin and
+    /// candidate loaded).
+    async fn start(test: &str, candidate: &std::path::Path, extra: &[&str]) -> anyhow::Result<Self> {
         let client = client().await?;
         apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
         let ns = namespace(&client, test).await?;
-        let dir = workspace_root().join("target/test-shadow-config");
-        std::fs::create_dir_all(&dir)?;
-        let config = dir.join(format!("{ns}.yaml"));
+        let config = config_dir()?.join(format!("{ns}.yaml"));
         let yaml = format!(
-            "plugins:\n  {PLUGIN}:\n    limits: {{ deadlineMs: 2000 }}\ncandidates:\n  {PLUGIN}: {:?}\n",
-            plugin(candidate)
+            "plugins:\n  {PLUGIN}:\n    limits: {{ deadlineMs: 2000 }}\ncandidates:\n  {PLUGIN}: {candidate:?}\n"
         );
         std::fs::write(&config, yaml)?;
         let address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
@@ -489,6 +488,7 @@ impl ConfiguredHost {
             .arg(&config)
             .arg("--plugin")
             .arg(plugin(PLUGIN))
+            .args(extra)
             .env("KUBECONFIG", kubeconfig())
             .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
             .env("RUST_LOG", "warn,wasmop::shadow=info,wasmop::host=info,wasmop::loader=info")
@@ -497,10 +497,14 @@ impl ConfiguredHost {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
-        let mut stderr = tokio::io::BufReader::new(host.stderr.take().expect("piped"));
-        let log = tokio::spawn(async move {
-            let mut text = String::new();
-            tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await.map(|_| text)
+        let log = Arc::new(Mutex::new(String::new()));
+        let (mut lines, kept) = (BufReader::new(host.stderr.take().expect("piped")).lines(), log.clone());
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut log = kept.lock().expect("never poisoned");
+                log.push_str(&line);
+                log.push('\n');
+            }
         });
         let ready = async || Ok(http_get(address, "/readyz").await.unwrap_or_default());
         let up = |answer: &String| answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200");
@@ -513,17 +517,29 @@ impl ConfiguredHost {
         Ok(http_get(self.address, "/metrics").await.unwrap_or_default())
     }
 
+    /// The host's log so far.
+    fn log(&self) -> String {
+        self.log.lock().expect("never poisoned").clone()
+    }
+
     /// Stops the host; its log.
     async fn stop(mut self) -> anyhow::Result<String> {
         self.host.start_kill()?;
         self.host.wait().await?;
-        Ok(self.log.await??)
+        Ok(self.log())
     }
+}
+
+/// A directory under `target/` for the tests' configuration and candidate files.
+fn config_dir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = workspace_root().join("target/test-shadow-config");
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_candidate_named_in_the_configuration_file_is_shadowed_beside_the_plugin_file() -> anyhow::Result<()> {
-    let run = ConfiguredHost::start("shadow-config", "fixture-swap-odd").await?;
+    let run = ConfiguredHost::start("shadow-config", &plugin("fixture-swap-odd"), &[]).await?;
 
     // Ten Swaps: the candidate's result differs for the odd ones, and it writes nothing.
     const OBJECTS: usize = 10;
@@ -556,7 +572,7 @@ async fn a_candidate_named_in_the_configuration_file_is_shadowed_beside_the_plug
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_candidate_in_the_configuration_file_that_is_another_plugin_is_refused_and_the_live_version_runs()
 -> anyhow::Result<()> {
-    let run = ConfiguredHost::start("shadow-config-refused", "fixture-panic").await?;
+    let run = ConfiguredHost::start("shadow-config-refused", &plugin("fixture-panic"), &[]).await?;
     const OBJECTS: usize = 4;
     let api = swaps::api(&run.client, &run.ns);
     swaps::create(&api, OBJECTS).await?;
@@ -569,5 +585,52 @@ async fn a_candidate_in_the_configuration_file_that_is_another_plugin_is_refused
     assert!(log.contains("candidate refused; the live version runs alone"), "{log}");
     assert!(log.contains("a candidate is another version of the live plugin"), "{log}");
     assert!(!log.contains("candidate version shadowed"), "{log}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_watch_a_new_candidate_file_is_shadowed_and_a_removed_one_dropped() -> anyhow::Result<()> {
+    let candidate = config_dir()?.join(format!("candidate-{}.wasm", std::process::id()));
+    std::fs::copy(plugin("fixture-swap-odd"), &candidate)?;
+    let run = ConfiguredHost::start("shadow-config-watch", &candidate, &["--watch"]).await?;
+    const OBJECTS: usize = 10;
+    let api = swaps::api(&run.client, &run.ns);
+    swaps::create(&api, OBJECTS).await?;
+    all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
+    let plugin_label = format!("plugin=\"{PLUGIN}\"");
+    let counts = async || {
+        let m = run.metrics().await?;
+        let differences = metric(&m, "wasmop_shadow_differences_total", &[&plugin_label, "kind=\"status\""]);
+        Ok((metric(&m, "wasmop_shadow_reconciles_total", &[&plugin_label]), differences))
+    };
+    let first = until("every reconcile compared", counts, |c| c.0 >= OBJECTS as u64).await?;
+    assert_eq!(first, (OBJECTS as u64, OBJECTS as u64 / 2), "fixture-swap-odd differs for the odd Swaps");
+
+    // v2 replaces the candidate (written beside, renamed over): it differs for every Swap.
+    let staged = candidate.with_extension("new");
+    std::fs::copy(plugin("fixture-swap-v2"), &staged)?;
+    std::fs::rename(&staged, &candidate)?;
+    let shadowed = |log: &String| log.matches("candidate version shadowed").count() == 2;
+    until("the new candidate shadowed", async || Ok(run.log()), shadowed).await?;
+    for i in 0..OBJECTS {
+        swaps::set_value(&api, &format!("swap-{i}"), 5).await?;
+    }
+    all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
+    let target = 2 * OBJECTS as u64;
+    let second = until("the changes compared", counts, |c| c.0 >= target).await?;
+    assert_eq!(second, (target, first.1 + OBJECTS as u64), "v2 differs for every Swap");
+
+    // The candidate file removed: the candidate is dropped, and the next changes are not compared.
+    std::fs::remove_file(&candidate)?;
+    let dropped = |log: &String| log.contains("candidate version dropped");
+    until("the candidate dropped", async || Ok(run.log()), dropped).await?;
+    for i in 0..OBJECTS {
+        swaps::set_value(&api, &format!("swap-{i}"), 9).await?;
+    }
+    all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(counts().await?, second, "nothing compared once the candidate is dropped");
+    let log = run.stop().await?;
+    assert!(!log.contains("ERROR"), "{log}");
     Ok(())
 }
