@@ -160,7 +160,8 @@ struct RunArgs {
     /// A directory: every *.wasm file in it is a plugin. Repeat for more.
     #[arg(long = "plugins", value_name = "DIR")]
     plugin_dirs: Vec<PathBuf>,
-    /// Reload plugin files and directories when they change (hot reload).
+    /// Reload plugin files and directories when they change (hot reload), and the candidate
+    /// files of `--config`.
     #[arg(long)]
     watch: bool,
     /// Also run the plugins that ReconcilerPlugin resources name (install the CRD with
