@@ -162,7 +162,8 @@ struct RunArgs {
     /// A directory: every *.wasm file in it is a plugin. Repeat for more.
     #[arg(long = "plugins", value_name = "DIR")]
     plugin_dirs: Vec<PathBuf>,
-    /// Reload plugin files and directories when they change (hot reload).
+    /// Reload plugin files and directories when they change (hot reload), and the candidate
+    /// files of `--config`.
     #[arg(long)]
     watch: bool,
     /// Also run the plugins that ReconcilerPlugin resources name (install the CRD with
@@ -212,7 +213,9 @@ struct RunArgs {
     /// record, 256 MiB per plugin); replay one with `wasmop replay`.
     #[arg(long, value_name = "DIR", env = "WASMOP_RECORD")]
     record: Option<PathBuf>,
-    /// YAML file of deployment-time overrides per plugin (see the README).
+    /// YAML file of deployment-time overrides per plugin (`plugins:`) and of candidate versions
+    /// shadowed beside plugins run from files (`candidates:`, module file by plugin name; see
+    /// the README).
     #[arg(long, value_name = "FILE", env = "WASMOP_CONFIG")]
     config: Option<PathBuf>,
     /// A remote cluster that plugin watches may name: NAME=CONTEXT (from the kubeconfig in use),
@@ -632,6 +635,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         (None, None)
     };
+    let candidates = config.candidates.clone();
     let settings = HostSettings {
         shards,
         config,
@@ -659,6 +663,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let sources = Sources {
         files: args.plugins,
         dirs: args.plugin_dirs,
+        candidates,
         watch_files: args.watch,
         resources: args.reconciler_plugins,
         fetch_policy: FetchPolicy::new(&args.allow_module_dirs)

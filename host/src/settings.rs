@@ -44,6 +44,8 @@ pub fn limits(settings: Option<&LimitSettings>, defaults: Limits) -> Limits {
 ///     namespace: web
 ///     retry: { maxAttempts: 3, initialIntervalMs: 500 }
 ///     rateLimit: { maxReconciles: 2, periodMs: 3000 }
+/// candidates:
+///   webpage: /plugins/webpage-v2.wasm
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -51,6 +53,11 @@ pub struct HostConfig {
     /// Overrides per plugin name.
     #[serde(default)]
     pub plugins: BTreeMap<String, Settings>,
+    /// Candidate versions per plugin name: the module file shadowed beside the plugin of that
+    /// name run from a file ([`crate::shadow`]), with the plugin's overrides; beside `plugins`
+    /// as a `ReconcilerPlugin`'s `spec.candidate` is beside its `spec.overrides`.
+    #[serde(default)]
+    pub candidates: BTreeMap<String, PathBuf>,
 }
 
 /// Errors of reading the configuration file.
@@ -262,6 +269,16 @@ mod tests {
             let err = serde_saphyr::from_str::<LimitSettings>(&format!("memoryMib: {mib}\n")).unwrap_err();
             assert!(err.to_string().contains("out of range: 1 to 4096 MiB"), "{mib}: {err}");
         }
+    }
+
+    #[test]
+    fn candidates_are_named_beside_the_overrides() {
+        let yaml = "plugins:\n  p:\n    namespace: ns\ncandidates:\n  p: dist/p-v2.wasm\n";
+        let host: HostConfig = serde_saphyr::from_str(yaml).unwrap();
+        assert_eq!(host.candidates, BTreeMap::from([("p".to_string(), PathBuf::from("dist/p-v2.wasm"))]));
+        assert_eq!(host.plugins["p"].namespace.as_deref(), Some("ns"));
+        let err = serde_saphyr::from_str::<HostConfig>("plugins:\n  p:\n    candidate: p.wasm\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field `candidate`"), "{err}");
     }
 
     #[test]

@@ -82,16 +82,17 @@ impl Observed {
         }
     }
 
-    /// Keeps the live version's `reconcile` call, which read through `view`.
+    /// Keeps the live version's `reconcile` call, which read through `view`: its request, moved
+    /// rather than copied (the live run is done with it, and it holds the dependents' objects).
     pub(crate) fn reconciled(
         &mut self,
-        request: &ReconcileRequest,
+        request: ReconcileRequest,
         result: &Result<GuestResult, CallError>,
         view: &dyn CacheReader,
     ) {
         if self.candidate.is_some() {
             let ending = recorded::ending(result, recorded::reconciled);
-            self.calls.push(Live { asked: Asked::Reconcile(request.clone()), calls: read(view), ending });
+            self.calls.push(Live { asked: Asked::Reconcile(request), calls: read(view), ending });
         }
     }
 }

@@ -4,27 +4,35 @@
 //! summed up on the resource's status, and no write; a candidate that is another plugin is
 //! refused on the status; a candidate that panics or spins leaves the live version's reconciles
 //! untouched; promoting a candidate under a burst of changes loses
-//! none of them.
+//! none of them. A candidate of the `webpage` plugin that desires other dependents for some
+//! pages counts and logs exactly those as `desired` differences and applies none of them. A
+//! candidate named in the configuration file (`candidates:`) is shadowed beside the plugin file
+//! `wasmop run --config` runs, and one that is another plugin is refused while the live version
+//! runs.
 //!
 //! Every test runs its own `ReconcilerPlugin` through a resource loader that sees every
 //! `ReconcilerPlugin` of the cluster, so the tests of this file run one at a time.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use sha2::{Digest, Sha256};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-use wasmop::metrics::Metrics;
+use wasmop::metrics::{Metrics, Outcome};
 use wasmop::settings::HostConfig;
 use wasmop_tests::swaps::{self, all_settled};
 use wasmop_tests::{
-    ResourceHost, apply_file, client, condition, module_map, namespace, plugin, settings, until, workspace_root,
+    ResourceHost, apply_file, client, condition, http_get, kubeconfig, module_map, namespace, plugin, settings, until,
+    wasmop_binary, within, workspace_root,
 };
 
 const PLUGIN: &str = "fixture-swap";
@@ -146,12 +154,12 @@ impl Bed {
         Ok(Self { client, ns, metrics, loader, resources, maps })
     }
 
-    /// Deletes the resource `name` (its plugin stops) and stops the loader.
-    async fn down(self, name: &str) -> anyhow::Result<()> {
+    /// Deletes the resource `name` (its plugin `plugin` stops) and stops the loader.
+    async fn down(self, name: &str, plugin: &str) -> anyhow::Result<()> {
         self.resources.delete(name, &DeleteParams::default()).await?;
         until("the resource gone", async || Ok(self.resources.get_opt(name).await?), |r| r.is_none()).await?;
         assert!(self.loader.host.plugins().is_empty(), "the plugin stopped");
-        assert!(self.loader.host.shadowed(PLUGIN).is_none(), "nothing of the candidate is left");
+        assert!(self.loader.host.shadowed(plugin).is_none(), "nothing of the candidate is left");
         self.loader.stop().await
     }
 }
@@ -244,7 +252,7 @@ async fn a_candidate_that_differs_for_some_objects_counts_and_logs_exactly_those
         api.list(&Default::default()).await?.items.iter().map(|s| s.resource_version()).collect();
     assert_eq!(settled, later, "no resourceVersion changed after the live version's writes");
     assert_eq!(shadow.failures_of(PLUGIN, "PluginPanicked"), 0);
-    bed.down(&name).await
+    bed.down(&name, PLUGIN).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,12 +301,12 @@ async fn a_candidate_that_panics_or_spins_leaves_the_live_version_untouched() ->
 
     // Nothing was compared; the live version never failed, and the status counts the failures.
     assert_eq!(shadow.reconciles_of(PLUGIN), 0);
-    let live_failures = bed.loader.host.metrics().reconciles_of(PLUGIN, wasmop::metrics::Outcome::Failure);
+    let live_failures = bed.loader.host.metrics().reconciles_of(PLUGIN, Outcome::Failure);
     assert_eq!(live_failures, 0, "the live version never failed");
     let failed = |r: &DynamicObject| r.data["status"]["shadow"]["failures"].as_u64() >= Some(OBJECTS as u64);
     until("the status counts the failures", async || Ok(bed.resources.get(&name).await?), failed).await?;
     eprintln!("six changes settled on the live version in {settled_in:?} beside a candidate spinning 300 ms each");
-    bed.down(&name).await
+    bed.down(&name, PLUGIN).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -351,5 +359,278 @@ async fn promoting_the_candidate_under_a_burst_loses_no_change_and_removing_it_l
     until("the resource reports v2 live and no candidate", async || Ok(bed.resources.get(&name).await?), promoted)
         .await?;
     assert!(bed.loader.host.shadowed(PLUGIN).is_none(), "the candidate is dropped");
-    bed.down(&name).await
+    bed.down(&name, PLUGIN).await
+}
+
+/// The WebPages of `ns`, the primaries of the `webpage` plugin.
+fn pages(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("sample.wasmop.dev", "v1", "WebPage");
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "webpages"))
+}
+
+/// Whether `page`'s status says its dependents are applied, for its current generation.
+fn page_ready(page: &DynamicObject) -> bool {
+    page.data["status"]["observedGeneration"].as_i64() == page.metadata.generation
+        && condition(page, "Ready").is_some_and(|c| c["status"] == "True")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_that_desires_other_dependents_counts_the_differences_and_applies_none() -> anyhow::Result<()> {
+    const WEBPAGE: &str = "webpage";
+    let _serial = SERIAL.lock().await;
+    let logged = logged();
+    let bed = Bed::up("shadow-dependents", &[("live", WEBPAGE), ("candidate", "fixture-webpage-odd")]).await?;
+    apply_file(&bed.client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let name = format!("shadow-{}", bed.ns);
+    bed.resources.create(&PostParams::default(), &resource(&name, &bed.ns, "live", Some("candidate"), 2000)?).await?;
+    let candidate = digest(&std::fs::read(plugin("fixture-webpage-odd"))?);
+    until("the candidate shadowed", async || Ok(bed.resources.get(&name).await?), |r| shadowing(r, &candidate)).await?;
+
+    // Six WebPages: for page-1, -3 and -5 the candidate desires one more ConfigMap key and a
+    // Service of another name.
+    const PAGES: usize = 6;
+    let api = pages(&bed.client, &bed.ns);
+    for i in 0..PAGES {
+        let page = serde_json::json!({ "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage",
+            "metadata": { "name": format!("page-{i}") }, "spec": { "html": format!("<h1>{i}</h1>") } });
+        api.create(&PostParams::default(), &serde_json::from_value(page)?).await?;
+    }
+    let all_ready = |pages: &Vec<DynamicObject>| pages.len() == PAGES && pages.iter().all(page_ready);
+    until("every page ready", async || Ok(api.list(&Default::default()).await?.items), all_ready).await?;
+    // The Deployments' status changes reconcile the pages again: wait until no reconcile and no
+    // comparison came for two seconds (a finalizer's pass asks the plugin nothing to compare).
+    let (shadow, live) = (bed.metrics.shadow(), bed.loader.host.metrics());
+    let runs = || {
+        let live_runs = live.reconciles_of(WEBPAGE, Outcome::Success) + live.reconciles_of(WEBPAGE, Outcome::Failure);
+        (live_runs, shadow.reconciles_of(WEBPAGE))
+    };
+    within(Duration::from_secs(60), "the reconciles to stop", async {
+        let mut last = runs();
+        loop {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let now = runs();
+            if now == std::mem::replace(&mut last, now) && now.1 > 0 {
+                return;
+            }
+        }
+    })
+    .await?;
+
+    // Every difference is a desired one, of an odd page; each odd page differed, no even one.
+    let odd: BTreeSet<String> = (1..PAGES).step_by(2).map(|i| format!("{}/page-{i}", bed.ns)).collect();
+    let lines: Vec<String> = logged.0.lock().expect("never poisoned").clone();
+    let ours: Vec<&String> = lines.iter().filter(|o| o.starts_with(&format!("{}/", bed.ns))).collect();
+    assert_eq!(ours.iter().map(|o| o.to_string()).collect::<BTreeSet<_>>(), odd, "{ours:?}");
+    assert_eq!(shadow.differences_of(WEBPAGE, "desired"), ours.len() as u64, "one log line per difference");
+    for kind in ["verdict", "status", "events"] {
+        assert_eq!(shadow.differences_of(WEBPAGE, kind), 0, "no {kind} difference");
+    }
+    assert!(shadow.reconciles_of(WEBPAGE) > ours.len() as u64, "the even pages were compared, and equal");
+    assert_eq!(shadow.failures_of(WEBPAGE, "PluginPanicked"), 0);
+    let summed = |r: &DynamicObject| r.data["status"]["shadow"]["differences"] == ours.len();
+    let r = until("the status sums the differences up", async || Ok(bed.resources.get(&name).await?), summed).await?;
+    for entry in r.data["status"]["shadow"]["lastDifferences"].as_array().into_iter().flatten() {
+        assert_eq!(entry["kinds"], serde_json::json!(["desired"]), "{entry}");
+    }
+
+    // Nothing the candidate alone desires reached the API server: no ConfigMap key, in the
+    // objects or in any field manager's fields, and no Service of its names.
+    let config_maps: Api<ConfigMap> = Api::namespaced(bed.client.clone(), &bed.ns);
+    for i in 0..PAGES {
+        let map = config_maps.get(&format!("page-{i}-html")).await?;
+        let keys: Vec<&String> = map.data.iter().flat_map(|d| d.keys()).collect();
+        assert_eq!(keys, ["index.html"], "page-{i}-html holds the live version's key alone");
+        let managed = serde_json::to_string(&map.metadata.managed_fields)?;
+        assert!(!managed.contains("candidate.html"), "page-{i}-html: no field manager owns the candidate's key");
+    }
+    let services: Api<Service> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let names: BTreeSet<String> =
+        services.list(&Default::default()).await?.items.iter().map(|s| s.name_any()).collect();
+    assert_eq!(names, (0..PAGES).map(|i| format!("page-{i}")).collect(), "the live version's Services alone");
+    let ingresses: Api<Ingress> = Api::namespaced(bed.client.clone(), &bed.ns);
+    assert!(ingresses.list(&Default::default()).await?.items.is_empty(), "no page is exposed");
+    bed.down(&name, WEBPAGE).await
+}
+
+/// The sum of the values of `metrics` lines (a host's `/metrics` text) of `metric` whose labels
+/// include each of `labels`.
+fn metric(metrics: &str, metric: &str, labels: &[&str]) -> u64 {
+    let lines = metrics.lines().filter(|l| l.starts_with(&format!("{metric}{{")));
+    let ours = lines.filter(|l| labels.iter().all(|label| l.contains(label)));
+    ours.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum::<f64>() as u64
+}
+
+/// `wasmop run --config` as a process: the plugin file of [`PLUGIN`] on its own namespace, with
+/// the module file `candidate` as its candidate in the configuration file.
+struct ConfiguredHost {
+    client: Client,
+    ns: String,
+    host: tokio::process::Child,
+    address: std::net::SocketAddr,
+    log: Arc<Mutex<String>>,
+}
+
+impl ConfiguredHost {
+    /// Starts the host (with `extra` arguments); returns once it is ready (its plugin and
+    /// candidate loaded).
+    async fn start(test: &str, candidate: &std::path::Path, extra: &[&str]) -> anyhow::Result<Self> {
+        let client = client().await?;
+        apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
+        let ns = namespace(&client, test).await?;
+        let config = config_dir()?.join(format!("{ns}.yaml"));
+        let yaml = format!(
+            "plugins:\n  {PLUGIN}:\n    limits: {{ deadlineMs: 2000 }}\ncandidates:\n  {PLUGIN}: {candidate:?}\n"
+        );
+        std::fs::write(&config, yaml)?;
+        let address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let mut host = tokio::process::Command::new(wasmop_binary()?)
+            .args(["run", "--namespace", &ns, "--metrics-address", &address.to_string(), "--config"])
+            .arg(&config)
+            .arg("--plugin")
+            .arg(plugin(PLUGIN))
+            .args(extra)
+            .env("KUBECONFIG", kubeconfig())
+            .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
+            .env("RUST_LOG", "warn,wasmop::shadow=info,wasmop::host=info,wasmop::loader=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let log = Arc::new(Mutex::new(String::new()));
+        let (mut lines, kept) = (BufReader::new(host.stderr.take().expect("piped")).lines(), log.clone());
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut log = kept.lock().expect("never poisoned");
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let ready = async || Ok(http_get(address, "/readyz").await.unwrap_or_default());
+        let up = |answer: &String| answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200");
+        until("the host ready", ready, up).await?;
+        Ok(Self { client, ns, host, address, log })
+    }
+
+    /// The host's metrics now.
+    async fn metrics(&self) -> anyhow::Result<String> {
+        Ok(http_get(self.address, "/metrics").await.unwrap_or_default())
+    }
+
+    /// The host's log so far.
+    fn log(&self) -> String {
+        self.log.lock().expect("never poisoned").clone()
+    }
+
+    /// Stops the host; its log.
+    async fn stop(mut self) -> anyhow::Result<String> {
+        self.host.start_kill()?;
+        self.host.wait().await?;
+        Ok(self.log())
+    }
+}
+
+/// A directory under `target/` for the tests' configuration and candidate files.
+fn config_dir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = workspace_root().join("target/test-shadow-config");
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_named_in_the_configuration_file_is_shadowed_beside_the_plugin_file() -> anyhow::Result<()> {
+    let run = ConfiguredHost::start("shadow-config", &plugin("fixture-swap-odd"), &[]).await?;
+
+    // Ten Swaps: the candidate's result differs for the odd ones, and it writes nothing.
+    const OBJECTS: usize = 10;
+    let api = swaps::api(&run.client, &run.ns);
+    swaps::create(&api, OBJECTS).await?;
+    all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
+    let plugin_label = format!("plugin=\"{PLUGIN}\"");
+    let compared = |m: &String| metric(m, "wasmop_shadow_reconciles_total", &[&plugin_label]) >= OBJECTS as u64;
+    let metrics = until("every reconcile compared", async || run.metrics().await, compared).await?;
+    assert_eq!(metric(&metrics, "wasmop_shadow_reconciles_total", &[&plugin_label]), OBJECTS as u64);
+    let differences = |kind: &str| metric(&metrics, "wasmop_shadow_differences_total", &[&plugin_label, kind]);
+    assert_eq!(differences("kind=\"status\""), OBJECTS as u64 / 2, "{metrics}");
+    assert_eq!(differences(""), OBJECTS as u64 / 2, "status differences alone: {metrics}");
+    assert_eq!(metric(&metrics, "wasmop_shadow_failures_total", &[&plugin_label]), 0, "{metrics}");
+    for swap in api.list(&Default::default()).await?.items {
+        assert_eq!(swap.data["status"]["result"], 1, "{}: the live version's result", swap.name_any());
+        assert!(swap.managed_fields().len() <= 2, "{}: {:?}", swap.name_any(), swap.managed_fields());
+    }
+    let ns = run.ns.clone();
+    let log = run.stop().await?;
+    assert_eq!(log.matches("candidate version shadowed").count(), 1, "{log}");
+    assert_eq!(log.matches("the candidate differs from the live version").count(), OBJECTS / 2, "{log}");
+    for i in 0..OBJECTS {
+        let named = log.contains(&format!("object={ns}/swap-{i} "));
+        assert_eq!(named, i % 2 == 1, "swap-{i} is logged as a difference if and only if odd: {log}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_in_the_configuration_file_that_is_another_plugin_is_refused_and_the_live_version_runs()
+-> anyhow::Result<()> {
+    let run = ConfiguredHost::start("shadow-config-refused", &plugin("fixture-panic"), &[]).await?;
+    const OBJECTS: usize = 4;
+    let api = swaps::api(&run.client, &run.ns);
+    swaps::create(&api, OBJECTS).await?;
+    all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
+    let metrics = run.metrics().await?;
+    assert!(metrics.contains("wasmop_reconciles_total"), "{metrics}");
+    assert!(!metrics.contains("wasmop_shadow_reconciles_total{"), "nothing shadowed: {metrics}");
+    assert!(!metrics.contains("wasmop_shadow_failures_total{"), "nothing shadowed: {metrics}");
+    let log = run.stop().await?;
+    assert!(log.contains("candidate refused; the live version runs alone"), "{log}");
+    assert!(log.contains("a candidate is another version of the live plugin"), "{log}");
+    assert!(!log.contains("candidate version shadowed"), "{log}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_watch_a_new_candidate_file_is_shadowed_and_a_removed_one_dropped() -> anyhow::Result<()> {
+    let candidate = config_dir()?.join(format!("candidate-{}.wasm", std::process::id()));
+    std::fs::copy(plugin("fixture-swap-odd"), &candidate)?;
+    let run = ConfiguredHost::start("shadow-config-watch", &candidate, &["--watch"]).await?;
+    const OBJECTS: usize = 10;
+    let api = swaps::api(&run.client, &run.ns);
+    swaps::create(&api, OBJECTS).await?;
+    all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
+    let plugin_label = format!("plugin=\"{PLUGIN}\"");
+    let counts = async || {
+        let m = run.metrics().await?;
+        let differences = metric(&m, "wasmop_shadow_differences_total", &[&plugin_label, "kind=\"status\""]);
+        Ok((metric(&m, "wasmop_shadow_reconciles_total", &[&plugin_label]), differences))
+    };
+    let first = until("every reconcile compared", counts, |c| c.0 >= OBJECTS as u64).await?;
+    assert_eq!(first, (OBJECTS as u64, OBJECTS as u64 / 2), "fixture-swap-odd differs for the odd Swaps");
+
+    // v2 replaces the candidate (written beside, renamed over): it differs for every Swap.
+    let staged = candidate.with_extension("new");
+    std::fs::copy(plugin("fixture-swap-v2"), &staged)?;
+    std::fs::rename(&staged, &candidate)?;
+    let shadowed = |log: &String| log.matches("candidate version shadowed").count() == 2;
+    until("the new candidate shadowed", async || Ok(run.log()), shadowed).await?;
+    for i in 0..OBJECTS {
+        swaps::set_value(&api, &format!("swap-{i}"), 5).await?;
+    }
+    all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
+    let target = 2 * OBJECTS as u64;
+    let second = until("the changes compared", counts, |c| c.0 >= target).await?;
+    assert_eq!(second, (target, first.1 + OBJECTS as u64), "v2 differs for every Swap");
+
+    // The candidate file removed: the candidate is dropped, and the next changes are not compared.
+    std::fs::remove_file(&candidate)?;
+    let dropped = |log: &String| log.contains("candidate version dropped");
+    until("the candidate dropped", async || Ok(run.log()), dropped).await?;
+    for i in 0..OBJECTS {
+        swaps::set_value(&api, &format!("swap-{i}"), 9).await?;
+    }
+    all_settled(&api, OBJECTS, "v1", |v| v + 1).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(counts().await?, second, "nothing compared once the candidate is dropped");
+    let log = run.stop().await?;
+    assert!(!log.contains("ERROR"), "{log}");
+    Ok(())
 }

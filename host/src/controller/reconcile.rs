@@ -327,7 +327,7 @@ impl Reconciler {
         };
         let request = self.with_outside(&run.key, Self::request(run, &object, states)?);
         let outcome = module.reconcile(view.clone(), &request).await;
-        observed.reconciled(&request, &outcome, view.as_ref());
+        observed.reconciled(request, &outcome, view.as_ref());
         let outcome: Outcome = outcome.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let changes =
             MetadataChanges { labels: outcome.labels, annotations: outcome.annotations, ..MetadataChanges::default() };

@@ -7,9 +7,10 @@
 //! current content decides (see [`decide`]): new bytes are installed, a vanished file's plugin
 //! is removed, and bytes that already run, or were just refused, are left alone. A path names
 //! its plugin's owner the way [`crate::loader::run`] does at start, so a new version replaces the
-//! one the file started.
+//! one the file started. The candidate files the configuration file names are watched alike
+//! ([`super::candidates::reread`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,9 +31,17 @@ pub const QUIET: Duration = Duration::from_millis(250);
 pub const MAX_DELAY: Duration = Duration::from_secs(2);
 
 /// Reloads `files` and the `*.wasm` files of `dirs` when they change, starts new ones and
-/// removes deleted ones, until `shutdown` fires.
-pub async fn watch(host: Arc<Host>, files: Vec<PathBuf>, dirs: Vec<PathBuf>, shutdown: CancellationToken) {
-    let watched = Watched::new(&files, &dirs);
+/// removes deleted ones, and reads the files of `candidates` (by plugin name) again when they
+/// change, until `shutdown` fires.
+pub async fn watch(
+    host: Arc<Host>,
+    files: Vec<PathBuf>,
+    dirs: Vec<PathBuf>,
+    candidates: BTreeMap<String, PathBuf>,
+    shutdown: CancellationToken,
+) {
+    let given: Vec<PathBuf> = files.iter().chain(candidates.values()).cloned().collect();
+    let watched = Watched::new(&given, &dirs);
     let (events, mut received) = mpsc::unbounded_channel();
     let mut watcher = match notify::recommended_watcher(move |event| {
         // The receiver is gone only once the watch has stopped.
@@ -52,7 +61,8 @@ pub async fn watch(host: Arc<Host>, files: Vec<PathBuf>, dirs: Vec<PathBuf>, shu
         }
     }
 
-    let mut reloader = Reloader { host, watched, refused: HashMap::new(), known: BTreeSet::new() };
+    let candidates = candidates.into_iter().map(|(plugin, path)| (path, plugin)).collect();
+    let mut reloader = Reloader { host, watched, candidates, refused: HashMap::new(), known: BTreeSet::new() };
     reloader.known.extend(files);
     for dir in &dirs {
         reloader.known.extend(plugin_files(dir).unwrap_or_default());
@@ -273,6 +283,8 @@ fn decide(state: &FileState, running: Option<&str>, refused: Option<&str>) -> Ac
 struct Reloader {
     host: Arc<Host>,
     watched: Watched,
+    /// The candidate files, each with the name of its plugin.
+    candidates: BTreeMap<PathBuf, String>,
     /// Per owner, the digest of the bytes last refused, until others come.
     refused: HashMap<String, String>,
     /// The plugin paths that ran a plugin, to notice their removal on a rescan.
@@ -300,8 +312,13 @@ impl Reloader {
         owned.iter().find_map(|name| self.host.module(name)).map(|m| m.digest().to_string())
     }
 
-    /// Brings the plugin of `path` in line with the file.
+    /// Brings the plugin of `path` in line with the file, or the candidate it holds.
     async fn reload(&mut self, path: PathBuf) {
+        if let Some(plugin) = self.candidates.get(&path) {
+            let files: Vec<PathBuf> = self.watched.current().into_iter().collect();
+            super::candidates::reread(&self.host, plugin, &path, &files).await;
+            return;
+        }
         let owner = path.display().to_string();
         let read = path.clone();
         let state = match tokio::task::spawn_blocking(move || FileState::read(&read)).await {
@@ -340,6 +357,11 @@ impl Reloader {
                 if installed.change != Change::Unchanged {
                     tracing::info!(path = owner, plugin = installed.name, digest = installed.digest,
                         change = ?installed.change, "plugin file reloaded");
+                }
+                // A plugin started again has no candidate yet.
+                let candidate = self.candidates.iter().find(|(_, plugin)| **plugin == installed.name);
+                if let (Change::Started, Some((candidate, plugin))) = (installed.change, candidate) {
+                    super::candidates::reread(&self.host, plugin, candidate, &[path.to_path_buf()]).await;
                 }
                 // The file now holds another plugin: the one it held before stops.
                 for stale in self.host.owned_by(&owner).into_iter().filter(|name| *name != installed.name) {

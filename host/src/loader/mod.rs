@@ -1,13 +1,16 @@
 //! Where plugins come from at run time: files and directories watched for changes
 //! ([`files`]), and `ReconcilerPlugin` resources ([`resource`]). Both hand modules to
-//! [`crate::host::Host::install`], which starts, swaps or refuses them; [`run`] starts them all.
+//! [`crate::host::Host::install`], which starts, swaps or refuses them; [`run`] starts them all,
+//! and shadows the candidates the configuration file names for them ([`candidates`]).
 //! The loader depends on the host, never the reverse.
 
+pub mod candidates;
 pub mod fetch;
 pub mod files;
 pub mod oci;
 pub mod resource;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -23,6 +26,9 @@ pub struct Sources {
     pub files: Vec<PathBuf>,
     /// Directories: every `*.wasm` file in them is a plugin.
     pub dirs: Vec<PathBuf>,
+    /// Candidate versions of the plugins of those files, module file by plugin name
+    /// ([`candidates`]); watched too.
+    pub candidates: BTreeMap<String, PathBuf>,
     /// Reload files and directories when they change.
     pub watch_files: bool,
     /// Run the plugins that `ReconcilerPlugin` resources name.
@@ -65,11 +71,12 @@ pub async fn run(
         host.stop_all().await;
         return Err(HostError::PluginsRefused(refused));
     }
+    candidates::shadow(&host, &sources.candidates, &files).await;
     host.loaded();
     let mut tasks = tokio::task::JoinSet::new();
     if sources.watch_files {
         let (host, stop) = (host.clone(), shutdown.clone());
-        tasks.spawn(files::watch(host, sources.files, sources.dirs, stop));
+        tasks.spawn(files::watch(host, sources.files, sources.dirs, sources.candidates, stop));
     }
     if sources.resources {
         let (host, stop) = (host.clone(), shutdown.clone());

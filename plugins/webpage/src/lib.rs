@@ -3,6 +3,10 @@
 //! `spec.exposed` is true. The host applies them, owned by the page, and tells the plugin where
 //! they stand; the status names the ConfigMap and says whether the page is Ready (its dependents
 //! are applied) and Available (nginx runs).
+//!
+//! `fixture-webpage-odd` (the `odd` feature) is a shadow candidate of this plugin: for WebPages
+//! whose name ends in an odd digit, it desires one more key in the ConfigMap and a Service of
+//! another name (`<page>-shadow`, the Ingress pointing at it); the rest is the same.
 
 use serde::Deserialize;
 use wasmop_guest::conditions::{self, Condition};
@@ -72,13 +76,16 @@ impl Reconciler for WebPageReconciler {
         let name = page.metadata.name.as_deref().ok_or_else(|| Error::invalid("the WebPage has no name"))?;
         let labels = json!({ "app.kubernetes.io/name": "webpage", "app.kubernetes.io/instance": name });
         let html = format!("{name}-html");
+        let mut data = json!({ "index.html": page.spec.html });
+        let mut service_name = name.to_string();
+        if cfg!(feature = "odd") && name.ends_with(['1', '3', '5', '7', '9']) {
+            data["candidate.html"] = json!(page.spec.html);
+            service_name = format!("{name}-shadow");
+        }
         Ok(vec![
             Desired::new(
                 "configmap",
-                &json!({
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": html },
-                    "data": { "index.html": page.spec.html },
-                }),
+                &json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": html }, "data": data }),
             ),
             Desired::new(
                 "deployment",
@@ -105,7 +112,7 @@ impl Reconciler for WebPageReconciler {
             Desired::new(
                 "service",
                 &json!({
-                    "apiVersion": "v1", "kind": "Service", "metadata": { "name": name, "labels": labels },
+                    "apiVersion": "v1", "kind": "Service", "metadata": { "name": service_name, "labels": labels },
                     "spec": { "selector": labels, "ports": [{ "name": "http", "port": 80, "targetPort": "http" }] },
                 }),
             ),
@@ -115,7 +122,7 @@ impl Reconciler for WebPageReconciler {
                     "apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": { "name": name, "labels": labels },
                     "spec": { "rules": [{ "http": { "paths": [{
                         "path": "/", "pathType": "Prefix",
-                        "backend": { "service": { "name": name, "port": { "number": 80 } } },
+                        "backend": { "service": { "name": service_name, "port": { "number": 80 } } },
                     }] } }] },
                 }),
             ),

@@ -89,6 +89,8 @@ pub async fn install(client: &Client) -> anyhow::Result<()> {
 
 /// A controller that ran `burst`, kept for `paced`.
 pub struct Warm {
+    /// Ends the names of its scenarios.
+    suffix: String,
     side: Side,
     round: usize,
     api: Api<DynamicObject>,
@@ -96,14 +98,38 @@ pub struct Warm {
     controller: Controller,
 }
 
-/// `burst` for one side: a fresh namespace and controller, left running for [`paced`].
-pub async fn burst(client: &Client, kubeconfig: &Path, side: Side, round: usize) -> anyhow::Result<(Vec<Run>, Warm)> {
+impl Warm {
+    /// Which controller.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The controller.
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    /// Stops the controller.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.controller.stop().await
+    }
+}
+
+/// `burst` for one side: a fresh namespace and controller, left running for [`paced`]; the
+/// names of its scenarios (and [`paced`]'s) end in `suffix`.
+pub async fn burst(
+    client: &Client,
+    kubeconfig: &Path,
+    side: Side,
+    round: usize,
+    suffix: &str,
+) -> anyhow::Result<(Vec<Run>, Warm)> {
     let ns = wasmop_tests::namespace(client, &format!("bench-{}", side.label().replace(' ', "-"))).await?;
     let api = load::greetings(client, &ns);
     let tracker = Tracker::start(&api).await?;
     let controller = Controller::start(side, &ns, kubeconfig, &[])?;
-    let runs = creates_and_changes(&api, &tracker, &controller, (side, round), "").await?;
-    Ok((runs, Warm { side, round, api, tracker, controller }))
+    let runs = creates_and_changes(&api, &tracker, &controller, (side, round), suffix).await?;
+    Ok((runs, Warm { suffix: suffix.into(), side, round, api, tracker, controller }))
 }
 
 /// [`BURST`] Greetings created (`create 1,000`), then each changed [`ROUNDS`] times, a round of
@@ -150,16 +176,23 @@ pub async fn finalizer(client: &Client, kubeconfig: &Path, side: Side, round: us
 /// side, a slow moment of the control plane (the API server's answers have their own tail) falls
 /// on every side alike, instead of on whichever side ran then.
 pub async fn paced(warm: Vec<Warm>) -> anyhow::Result<Vec<Run>> {
+    let runs = paced_side_by_side(&warm).await?;
+    for w in warm {
+        w.stop().await?;
+    }
+    Ok(runs)
+}
+
+/// [`paced`], leaving the controllers running.
+pub async fn paced_side_by_side(warm: &[Warm]) -> anyhow::Result<Vec<Run>> {
     let seconds = super::env_number("BENCH_PACED_SECONDS", 20) as u64;
     let phases = warm.iter().map(|w| Phase::begin(&w.controller)).collect::<anyhow::Result<Vec<_>>>()?;
     let loads = warm.iter().map(|w| load::paced(&w.api, &w.tracker, BURST, PACE, Duration::from_secs(seconds)));
     let changes = futures::future::try_join_all(loads).await?;
     let mut runs = Vec::new();
     for ((w, phase), changes) in warm.iter().zip(phases).zip(changes) {
-        runs.push(phase.end(w.side, "paced 100/s", w.round, changes, w.tracker.settle(SETTLE).await?)?);
-    }
-    for w in warm {
-        w.controller.stop().await?;
+        let scenario = format!("paced 100/s{}", w.suffix);
+        runs.push(phase.end(w.side, &scenario, w.round, changes, w.tracker.settle(SETTLE).await?)?);
     }
     Ok(runs)
 }

@@ -5,6 +5,8 @@
 //! - `predicate`: per-event cost of a guest predicate against built-in terms ([`predicate`]);
 //! - `burst`: the greeting plugin and `wasmop-native` as processes: 1,000 creates, 1,000 x 3
 //!   changes ([`e2e::burst`]), then 100 changes a second, both at once ([`e2e::paced`]);
+//! - `shadow`: the cost of a shadowed candidate: `burst` and `paced` for the greeting plugin alone
+//!   and with itself as its candidate, side by side ([`shadow`]);
 //! - `finalizer`: the same creates and changes with a finalizer on both sides ([`e2e::finalizer`]);
 //! - `burst-10k`: 10,000 creates, then a restart with 10,000 existing objects, also with bounded
 //!   caches ([`e2e::many`]);
@@ -47,6 +49,7 @@ mod reload;
 mod report;
 mod scale;
 mod secondaries;
+mod shadow;
 
 use process::Side;
 use report::Report;
@@ -115,26 +118,44 @@ async fn main() -> anyhow::Result<()> {
         report.parts.insert("predicate", json);
         report.sections.push(md);
     }
-    let cluster_parts =
-        ["burst", "finalizer", "burst-10k", "reload", "secondaries", "cache", "polling", "languages", "scale"];
+    let cluster_parts = [
+        "burst",
+        "shadow",
+        "finalizer",
+        "burst-10k",
+        "reload",
+        "secondaries",
+        "cache",
+        "polling",
+        "languages",
+        "scale",
+    ];
     if cluster_parts.into_iter().any(selected) {
         let client = client().await?;
         let kubeconfig = kubeconfig();
         let rounds = env_number("BENCH_ROUNDS", 2);
-        if selected("burst") || selected("finalizer") || selected("burst-10k") {
+        // Part `shadow`'s comparisons, a line per round.
+        let mut shadowed = Vec::new();
+        if selected("burst") || selected("shadow") || selected("finalizer") || selected("burst-10k") {
             e2e::install(&client).await?;
         }
         for round in 1..=rounds {
             if selected("burst") {
                 let mut warm = Vec::new();
                 for side in in_turn([Side::Native, Side::Wasmop], round) {
-                    let (runs, controller) = e2e::burst(&client, kubeconfig, side, round).await?;
+                    let (runs, controller) = e2e::burst(&client, kubeconfig, side, round, "").await?;
                     println!("burst, {}, round {round}: done after {:.0?}", side.label(), began.elapsed());
                     report.runs.extend(runs);
                     warm.push(controller);
                 }
                 report.runs.extend(e2e::paced(warm).await?);
                 println!("paced, round {round}: done after {:.0?}", began.elapsed());
+            }
+            if selected("shadow") {
+                let (runs, compared) = shadow::shadow(&client, kubeconfig, round).await?;
+                report.runs.extend(runs);
+                println!("shadow, round {round}: done after {:.0?}; {compared}", began.elapsed());
+                shadowed.push(compared);
             }
             if selected("finalizer") {
                 for side in in_turn([Side::Native, Side::Wasmop], round) {
@@ -149,6 +170,14 @@ async fn main() -> anyhow::Result<()> {
                     report.runs.extend(runs);
                 }
             }
+        }
+        if !shadowed.is_empty() {
+            let md = format!(
+                "## Shadow rollouts\n\nThe greeting plugin with itself as its candidate (`wasmop shadowed`) beside it alone (`wasmop`): every run above named `shadow part`, their ratios in `wasmop shadowed / wasmop`.\n\n{}\n",
+                shadowed.iter().map(|l| format!("- {l}")).collect::<Vec<_>>().join("\n")
+            );
+            report.parts.insert("shadow", serde_json::json!(shadowed));
+            report.sections.push(md);
         }
         if selected("reload") {
             let (json, md) = reload::reload(&client, kubeconfig).await?;

@@ -29,6 +29,9 @@ pub enum Side {
     Wasmop,
     /// The wasmop host with the greeting plugin and bounded caches (`--cache-budget-mib`).
     WasmopBounded,
+    /// The wasmop host with the greeting plugin and the same module as its candidate, shadowed
+    /// beside it (`--config`, [`shadow_config`]).
+    WasmopShadowed,
 }
 
 impl Side {
@@ -38,8 +41,19 @@ impl Side {
             Side::Native => "native",
             Side::Wasmop => "wasmop",
             Side::WasmopBounded => "wasmop bounded",
+            Side::WasmopShadowed => "wasmop shadowed",
         }
     }
+}
+
+/// The configuration file of [`Side::WasmopShadowed`]: `candidate` shadowed beside the plugin
+/// `plugin`, written under `target/bench/`.
+fn shadow_config(plugin: &str, candidate: &str) -> anyhow::Result<PathBuf> {
+    let dir = wasmop_tests::workspace_root().join("target/bench");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("shadowed.yaml");
+    std::fs::write(&path, format!("candidates:\n  {plugin}: {candidate:?}\n"))?;
+    Ok(path)
 }
 
 /// The bounded side's host budget, MiB (`BENCH_CACHE_BUDGET_MIB`, default 2).
@@ -137,7 +151,7 @@ impl Controller {
                 c.env("WASMOP_WORKER_THREADS", super::threads().to_string());
                 c
             }
-            Side::Wasmop | Side::WasmopBounded => {
+            Side::Wasmop | Side::WasmopBounded | Side::WasmopShadowed => {
                 let greeting = wasmop_tests::plugin("greeting").display().to_string();
                 let plugins: Vec<&str> = if extra.is_empty() {
                     vec![greeting.as_str()]
@@ -162,6 +176,9 @@ impl Controller {
                 }
                 if side == Side::WasmopBounded {
                     c.args(["--cache-budget-mib", &budget_mib().to_string()]);
+                }
+                if side == Side::WasmopShadowed {
+                    c.arg("--config").arg(shadow_config("greeting", &greeting)?);
                 }
                 // The host's log filter, `warn` unless `BENCH_WASMOP_LOG` says otherwise.
                 c.env("RUST_LOG", std::env::var("BENCH_WASMOP_LOG").unwrap_or_else(|_| "warn".into()));

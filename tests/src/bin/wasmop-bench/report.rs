@@ -1,4 +1,5 @@
-//! The bench's report: every end-to-end run, the wasmop/native ratios per scenario and metric
+//! The bench's report: every end-to-end run, the wasmop/native ratios (and the shadowing host's
+//! over the host alone's) per scenario and metric
 //! (lowest to highest over the rounds), and the other parts' figures; written as markdown and
 //! JSON under `target/bench/` and printed. Its header gives the controllers' worker threads;
 //! every table and run gives memory first: peak anonymous memory, peak PSS, peak RSS.
@@ -17,6 +18,11 @@ use super::process::{CacheRequests, PeakMemory, Side};
 /// memory leading (what the kernel cannot drop). Throughput is better higher, the rest lower.
 const METRICS: [&str; 7] =
     ["peak anon MiB", "peak PSS MiB", "peak RSS MiB", "CPU s", "throughput /s", "p50 ms", "p99 ms"];
+
+/// The sides compared, each over its base: the hosts over native, and the host shadowing a
+/// candidate over the host alone (part `shadow`).
+const COMPARED: [(Side, Side); 3] =
+    [(Side::Wasmop, Side::Native), (Side::WasmopBounded, Side::Native), (Side::WasmopShadowed, Side::Wasmop)];
 
 /// One phase of one controller.
 pub struct Run {
@@ -166,7 +172,7 @@ pub struct Report {
     pub sections: Vec<String>,
 }
 
-/// One ratio of `report.json`: a metric of a side over native's, over the rounds.
+/// One ratio of `report.json`: a metric of a side over its base's, over the rounds.
 #[derive(Serialize)]
 struct RatioJson<'a> {
     scenario: &'a str,
@@ -187,7 +193,7 @@ struct ReportJson<'a> {
     parts: &'a BTreeMap<&'static str, Value>,
 }
 
-/// A side's ratios to native: by scenario, per [`METRICS`] entry, (lowest, highest) over the
+/// A side's ratios to its base: by scenario, per [`METRICS`] entry, (lowest, highest) over the
 /// rounds.
 type Ratios<'a> = BTreeMap<&'a str, [Option<(f64, f64)>; METRICS.len()]>;
 
@@ -207,15 +213,14 @@ impl Report {
         )
     }
 
-    /// `side`'s ratio to native per scenario and metric: (lowest, highest) over the rounds.
-    fn ratios(&self, side: Side) -> Ratios<'_> {
+    /// `side`'s ratio to `base` per scenario and metric: (lowest, highest) over the rounds.
+    fn ratios(&self, side: Side, base: Side) -> Ratios<'_> {
         let mut ratios = Ratios::new();
         for run in self.runs.iter().filter(|r| r.side == side) {
-            let native =
-                self.runs.iter().find(|n| n.side == Side::Native && n.scenario == run.scenario && n.round == run.round);
-            let Some(native) = native else { continue };
+            let based = self.runs.iter().find(|n| n.side == base && n.scenario == run.scenario && n.round == run.round);
+            let Some(based) = based else { continue };
             let row = ratios.entry(&run.scenario).or_default();
-            for ((cell, mine), theirs) in row.iter_mut().zip(run.metrics()).zip(native.metrics()) {
+            for ((cell, mine), theirs) in row.iter_mut().zip(run.metrics()).zip(based.metrics()) {
                 let ratio = mine / theirs;
                 let (lo, hi) = cell.get_or_insert((ratio, ratio));
                 (*lo, *hi) = (lo.min(ratio), hi.max(ratio));
@@ -262,15 +267,16 @@ impl Report {
                 r.cache_cell(),
             );
         }
-        for side in [Side::Wasmop, Side::WasmopBounded] {
-            let ratios = self.ratios(side);
+        for (side, base) in COMPARED {
+            let ratios = self.ratios(side, base);
             if ratios.is_empty() {
                 continue;
             }
             let _ = writeln!(
                 md,
-                "\n## {} / native (lowest-highest over the rounds; throughput: higher is better, the rest: lower)\n",
-                side.label()
+                "\n## {} / {} (lowest-highest over the rounds; throughput: higher is better, the rest: lower)\n",
+                side.label(),
+                base.label()
             );
             let _ = writeln!(md, "| scenario | {} |", METRICS.join(" | "));
             let _ = writeln!(md, "|---|{}", "---|".repeat(METRICS.len()));
@@ -294,10 +300,10 @@ impl Report {
     }
 
     /// The report as JSON (`seconds` the bench ran), in the order of the markdown: the header,
-    /// every run, the ratios to native.
+    /// every run, the ratios to the bases.
     pub fn json(&self, seconds: f64) -> impl Serialize + '_ {
-        let ratios = |side| -> Vec<RatioJson<'_>> {
-            self.ratios(side)
+        let ratios = |(side, base)| -> Vec<RatioJson<'_>> {
+            self.ratios(side, base)
                 .into_iter()
                 .flat_map(|(scenario, row)| {
                     row.into_iter().zip(METRICS).filter_map(move |(cell, metric)| {
@@ -311,7 +317,11 @@ impl Report {
             cores: super::cores(),
             worker_threads: self.worker_threads,
             runs: self.runs.iter().map(Run::json).collect(),
-            ratios: BTreeMap::from([("wasmop", ratios(Side::Wasmop)), ("wasmopBounded", ratios(Side::WasmopBounded))]),
+            ratios: BTreeMap::from([
+                ("wasmop", ratios(COMPARED[0])),
+                ("wasmopBounded", ratios(COMPARED[1])),
+                ("wasmopShadowedOverWasmop", ratios(COMPARED[2])),
+            ]),
             parts: &self.parts,
         }
     }
