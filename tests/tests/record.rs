@@ -73,6 +73,21 @@ impl Recording {
         files.sort();
         files
     }
+
+    /// Waits for the records of `export` (its recorded name, e.g. `applyExternal`): their text
+    /// and file, in order.
+    async fn of_export(&self, export: &str) -> anyhow::Result<Vec<(String, PathBuf)>> {
+        let needle = format!(r#""export":"{export}""#);
+        until(
+            &format!("a record of {export}"),
+            async || {
+                let texts = self.files().into_iter().filter_map(|f| Some((std::fs::read_to_string(&f).ok()?, f)));
+                Ok(texts.filter(|(text, _)| text.contains(&needle)).collect::<Vec<_>>())
+            },
+            |found| !found.is_empty(),
+        )
+        .await
+    }
 }
 
 impl Drop for Recording {
@@ -318,28 +333,12 @@ async fn an_external_dependents_http_is_recorded_and_replays_bit_exact_without_t
     let www = json!({ "apiVersion": "sample.wasmop.dev/v1", "kind": "DnsRecord", "metadata": { "name": "www" },
         "spec": { "zone": ns, "name": "www", "type": "A", "value": "10.0.0.1" } });
     dns.create(&PostParams::default(), &serde_json::from_value(www)?).await?;
-    let applied = until(
-        "a record of the reconcile that created the DNS record",
-        async || {
-            let texts = recording.files().into_iter().filter_map(|f| Some((std::fs::read_to_string(&f).ok()?, f)));
-            Ok(texts.filter(|(text, _)| text.contains(r#""export":"applyExternal""#)).collect::<Vec<_>>())
-        },
-        |found| !found.is_empty(),
-    )
-    .await?;
+    let applied = recording.of_export("applyExternal").await?;
     let (text, file) = &applied[0];
     assert_eq!(records.zone(&ns).len(), 1, "the record was created once");
     // Deleting the DnsRecord deletes the DNS record through the finalizer: recorded too.
     dns.delete("www", &Default::default()).await?;
-    let deleted = until(
-        "a record of the deletion",
-        async || {
-            let texts = recording.files().into_iter().filter_map(|f| Some((std::fs::read_to_string(&f).ok()?, f)));
-            Ok(texts.filter(|(text, _)| text.contains(r#""export":"deleteExternal""#)).collect::<Vec<_>>())
-        },
-        |found| !found.is_empty(),
-    )
-    .await?;
+    let deleted = recording.of_export("deleteExternal").await?;
     assert!(records.zone(&ns).is_empty(), "the DNS record is deleted");
     let (deletion, deleted) = &deleted[0];
     assert!(deletion.contains(r#""import":"http","method":"DELETE""#), "{deletion}");

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmop::runtime::bindings::wasmop::plugin::types::{ReconcileError, ReconcileRequest};
-use wasmop::runtime::{CallError, Limits, LoadError};
+use futures::future::BoxFuture;
+use wasmop::runtime::bindings::wasmop::plugin::types::{KindRef, ReconcileError, ReconcileRequest};
+use wasmop::runtime::{CallError, GetResult, Limits, ListResult, LoadError};
 use wasmop_tests::{EmptyCache, plugin, runtime};
 
 fn limits() -> Limits {
@@ -154,12 +155,7 @@ struct OneSecret {
 }
 
 impl wasmop::runtime::CacheReader for OneSecret {
-    fn get<'a>(
-        &'a self,
-        _: &'a wasmop::runtime::bindings::wasmop::plugin::types::KindRef,
-        _: Option<&'a str>,
-        name: &'a str,
-    ) -> futures::future::BoxFuture<'a, wasmop::runtime::GetResult> {
+    fn get<'a>(&'a self, _: &'a KindRef, _: Option<&'a str>, name: &'a str) -> BoxFuture<'a, GetResult> {
         let data: serde_json::Map<String, serde_json::Value> =
             (0..self.keys).map(|i| (format!("k{i}"), serde_json::Value::from("dmFsdWU="))).collect();
         let secret = serde_json::json!({
@@ -169,16 +165,13 @@ impl wasmop::runtime::CacheReader for OneSecret {
     }
     fn list<'a>(
         &'a self,
-        kind: &'a wasmop::runtime::bindings::wasmop::plugin::types::KindRef,
-        namespace: Option<&'a str>,
+        kind: &'a KindRef,
+        ns: Option<&'a str>,
         selector: Option<&'a str>,
-    ) -> futures::future::BoxFuture<'a, wasmop::runtime::ListResult> {
-        EmptyCache.list(kind, namespace, selector)
+    ) -> BoxFuture<'a, ListResult> {
+        EmptyCache.list(kind, ns, selector)
     }
-    fn secondaries<'a>(
-        &'a self,
-        kind: &'a wasmop::runtime::bindings::wasmop::plugin::types::KindRef,
-    ) -> futures::future::BoxFuture<'a, wasmop::runtime::ListResult> {
+    fn secondaries<'a>(&'a self, kind: &'a KindRef) -> BoxFuture<'a, ListResult> {
         EmptyCache.secondaries(kind)
     }
 }
