@@ -1,10 +1,11 @@
 //! Identity of a primary object inside one plugin.
 
-use kube::api::DynamicObject;
 pub use wasmop_core::ObjectKey;
 
+use crate::wire::Object;
+
 /// The key of `object`; `None` when it has no name.
-pub fn key_of(object: &DynamicObject) -> Option<ObjectKey> {
+pub fn key_of(object: &Object) -> Option<ObjectKey> {
     Some(ObjectKey { namespace: object.metadata.namespace.clone(), name: object.metadata.name.clone()? })
 }
 

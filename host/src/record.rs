@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use futures::future::BoxFuture;
-use kube::api::DynamicObject;
 use wasmop_core::ObjectKey;
 use wasmop_core::record::budget::{Budget, Stored};
 use wasmop_core::record::format::{FORMAT_VERSION, Plugin, PrimaryName};
@@ -25,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 use crate::runtime::{CacheReader, GetResult, ListResult, Recorder};
 use crate::settings::RecordTo;
+use crate::wire::Object;
 
 /// One plugin's recording: which reconciles, where, within what budget.
 pub struct Records {
@@ -65,7 +65,7 @@ impl Records {
     }
 
     /// The plan for a reconcile of `primary`: whether its calls are kept.
-    pub fn plan(&self, primary: &DynamicObject) -> Plan {
+    pub fn plan(&self, primary: &Object) -> Plan {
         let primary = match self.selection.reads_primary() {
             true => serde_json::to_value(primary).unwrap_or_default(),
             false => serde_json::Value::Null,
@@ -232,7 +232,7 @@ mod tests {
     #[test]
     fn the_plan_reads_the_primary_s_labels_only_for_a_selector() {
         use wasmop_core::record::Reason;
-        let object = |labels: serde_json::Value| -> DynamicObject {
+        let object = |labels: serde_json::Value| -> Object {
             serde_json::from_value(serde_json::json!({
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "a", "labels": labels }
             }))

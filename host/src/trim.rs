@@ -4,7 +4,7 @@
 //! annotation, a second copy of the whole object. Plugins never see either. Objects the host
 //! decodes itself ([`crate::wire::Wire`]) are trimmed as they are decoded.
 
-use kube::api::DynamicObject;
+use kube::Resource;
 
 /// kubectl's copy of an object as it was last applied client-side.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -26,8 +26,8 @@ pub fn keeps_operation(operation: &str) -> bool {
 }
 
 /// Drops from `object` what no plugin and no rule of the host reads.
-pub fn trim(object: &mut DynamicObject) {
-    let meta = &mut object.metadata;
+pub fn trim(object: &mut impl Resource) {
+    let meta = object.meta_mut();
     if let Some(fields) = &mut meta.managed_fields {
         fields.retain(|f| keeps_entry(f.manager.as_deref(), f.operation.as_deref()));
         if fields.is_empty() {
@@ -45,10 +45,11 @@ pub fn trim(object: &mut DynamicObject) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Object;
 
     #[test]
     fn only_wasmop_s_apply_entries_and_other_annotations_stay() {
-        let mut object: DynamicObject = serde_json::from_value(serde_json::json!({
+        let mut object: Object = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {
                 "name": "a",
@@ -77,7 +78,7 @@ mod tests {
 
     #[test]
     fn nothing_left_means_no_field_at_all() {
-        let mut object: DynamicObject = serde_json::from_value(serde_json::json!({
+        let mut object: Object = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {
                 "name": "a",

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -15,7 +15,7 @@ use wasmop_core::status::Report;
 use crate::leader::Unanswered;
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
-use crate::wire::Wire;
+use crate::wire::{Object, Wire};
 
 /// Errors of writing to the API server.
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +106,7 @@ pub struct MetadataChanges {
 impl MetadataChanges {
     /// The merge patch of the changes that `object` does not already reflect; `None` when
     /// there are none.
-    pub fn patch_for(&self, object: &DynamicObject) -> Option<Value> {
+    pub fn patch_for(&self, object: &Object) -> Option<Value> {
         let changed = |current: &BTreeMap<String, String>, wanted: &[(String, Option<String>)]| {
             let changes: serde_json::Map<String, Value> = wanted
                 .iter()
@@ -134,13 +134,14 @@ impl MetadataChanges {
 /// The status merge patch for the plugin's `status` and the host's conditions after `report`
 /// on `object` (`wasmop_core::status::patch`); `None` when the status already holds it all.
 pub fn status_patch(
-    object: &DynamicObject,
+    object: &Object,
     status: Option<Value>,
     report: Option<&Report<'_>>,
 ) -> Result<Option<Value>, WriteError> {
     use k8s_openapi::jiff::{Timestamp, Unit};
     let now = Timestamp::now().round(Unit::Second).unwrap_or_else(|_| Timestamp::now());
-    wasmop_core::status::patch(object.data.get("status"), status, object.metadata.generation, report, &now.to_string())
+    let current = object.data.value("status");
+    wasmop_core::status::patch(current.as_ref(), status, object.metadata.generation, report, &now.to_string())
         .map_err(WriteError::StatusNotAnObject)
 }
 
@@ -190,10 +191,10 @@ impl Writer {
     /// since it was read. Returns the object as written.
     pub async fn patch_status(
         &self,
-        object: &DynamicObject,
+        object: &Object,
         status: Option<Value>,
         report: Option<&Report<'_>>,
-    ) -> Result<Option<DynamicObject>, WriteError> {
+    ) -> Result<Option<Object>, WriteError> {
         let Some(patch) = status_patch(object, status, report)? else { return Ok(None) };
         self.patch(object, "patching the status of", patch, Verb::PatchStatus).await.map(Some)
     }
@@ -202,20 +203,20 @@ impl Writer {
     /// conflict when the object changed since it was read. Returns the object as written.
     pub async fn patch_metadata(
         &self,
-        object: &DynamicObject,
+        object: &Object,
         changes: &MetadataChanges,
-    ) -> Result<Option<DynamicObject>, WriteError> {
+    ) -> Result<Option<Object>, WriteError> {
         let Some(patch) = changes.patch_for(object) else { return Ok(None) };
         self.patch(object, "patching the metadata of", patch, Verb::PatchMetadata).await.map(Some)
     }
 
     async fn patch(
         &self,
-        object: &DynamicObject,
+        object: &Object,
         what: &'static str,
         mut patch: Value,
         verb: Verb,
-    ) -> Result<DynamicObject, WriteError> {
+    ) -> Result<Object, WriteError> {
         let key = crate::object::key_of(object).unwrap_or_else(|| ObjectKey { namespace: None, name: String::new() });
         patch["metadata"]["resourceVersion"] = json!(object.resource_version());
         let api = self.api(&key);
@@ -243,14 +244,7 @@ impl Writer {
     }
 
     /// Records an Event on `object`; failures are logged, never fatal.
-    pub async fn publish(
-        &self,
-        object: &DynamicObject,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: Option<String>,
-    ) {
+    pub async fn publish(&self, object: &Object, type_: EventType, reason: &str, action: &str, note: Option<String>) {
         let reference = object.object_ref(&self.resource);
         let event = Event {
             type_,
@@ -296,9 +290,9 @@ mod tests {
 
     use super::*;
 
-    fn object(status: Value) -> DynamicObject {
+    fn object(status: Value) -> Object {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("g", "v1", "K"));
-        let mut o = DynamicObject::new("a", &resource).within("ns").data(json!({ "status": status }));
+        let mut o = Object::new("a", &resource).within("ns").data(json!({ "status": status }));
         o.metadata.generation = Some(3);
         o.metadata.labels = Some(BTreeMap::from([("keep".into(), "1".into()), ("drop".into(), "x".into())]));
         o.metadata.finalizers = Some(vec!["f".into()]);

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, ListParams};
 use wasmop::informer::{Budget, trim, weight};
+use wasmop::wire::Object;
 use wasmop_tests::links::{Links, Secondary, Seen, seen_entry, touch_config_map};
 use wasmop_tests::{RunningHost, client, namespace};
 
@@ -115,7 +116,7 @@ async fn an_evicted_object_is_fetched_again_and_the_budget_is_never_exceeded_by_
     let mut largest = 0;
     let config_maps = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
     for resource in [wasmop_tests::links::resource(), config_maps] {
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+        let api: Api<Object> = Api::namespaced_with(client.clone(), &ns, &resource);
         for mut object in api.list(&ListParams::default()).await? {
             trim(&mut object);
             largest = largest.max(i64::from(weight(&object)));

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{ApiResource, GroupVersionKind, ListParams};
 use kube::runtime::watcher::Event;
 use wasmop::controller::{ChangeFilter, Filters, Version};
 use wasmop::informer::{Bounded, Budget, Pool, PoolMetrics, Shape};
 use wasmop::object::ObjectKey;
 use wasmop::scheduler::{self, Settings, Verdict};
+use wasmop::wire::Object;
 
 #[global_allocator]
 static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
@@ -54,7 +55,7 @@ async fn bytes_per_object_outside_the_pool() {
         per_object(n, || {
             for i in 0..n {
                 let key = key(i);
-                let mut object = DynamicObject::new(&key.name, &resource).within(key.namespace.as_deref().unwrap());
+                let mut object = Object::new(&key.name, &resource).within(key.namespace.as_deref().unwrap());
                 object.metadata.resource_version = Some(format!("{}", 1_000_000 + i));
                 object.metadata.uid = Some(uid(i));
                 store.apply(&Event::Apply(Arc::new(object)));

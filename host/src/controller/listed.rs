@@ -26,10 +26,9 @@
 
 use std::collections::HashSet;
 
-use kube::api::DynamicObject;
-
 use crate::object::ObjectKey;
 use crate::scheduler::Priority;
+use crate::wire::Object;
 
 /// What the list in progress shows, for the order of its primaries.
 #[derive(Debug, Default)]
@@ -57,7 +56,7 @@ enum Looks {
 impl Triage {
     /// Notes a listed primary: every one is evidence of whether the plugin records observed
     /// generations; `reconcile` (with the plugin's `finalizer`) when it will be reconciled.
-    pub(super) fn listed(&mut self, key: &ObjectKey, object: &DynamicObject, finalizer: Option<&str>, reconcile: bool) {
+    pub(super) fn listed(&mut self, key: &ObjectKey, object: &Object, finalizer: Option<&str>, reconcile: bool) {
         self.records_generations |= observed_generation(object).is_some();
         if reconcile {
             match looks(object, finalizer) {
@@ -77,7 +76,7 @@ impl Triage {
 }
 
 /// How `object` looks by its own records, with the plugin's `finalizer`.
-fn looks(object: &DynamicObject, finalizer: Option<&str>) -> Looks {
+fn looks(object: &Object, finalizer: Option<&str>) -> Looks {
     let meta = &object.metadata;
     let deleting = meta.deletion_timestamp.is_some();
     let unmarked = finalizer.is_some_and(|f| !meta.finalizers.iter().flatten().any(|g| g == f));
@@ -93,8 +92,8 @@ fn looks(object: &DynamicObject, finalizer: Option<&str>) -> Looks {
 }
 
 /// The generation `object`'s status says it observed.
-fn observed_generation(object: &DynamicObject) -> Option<i64> {
-    object.data.pointer("/status/observedGeneration").and_then(serde_json::Value::as_i64)
+fn observed_generation(object: &Object) -> Option<i64> {
+    object.data.pointer("/status/observedGeneration").as_ref().and_then(serde_json::Value::as_i64)
 }
 
 #[cfg(test)]
@@ -104,15 +103,15 @@ mod tests {
 
     use super::*;
 
-    fn object(generation: Option<i64>, status: serde_json::Value, finalizers: &[&str]) -> DynamicObject {
+    fn object(generation: Option<i64>, status: serde_json::Value, finalizers: &[&str]) -> Object {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("g", "v1", "K"));
-        let mut o = DynamicObject::new("a", &resource).within("ns").data(json!({ "spec": {}, "status": status }));
+        let mut o = Object::new("a", &resource).within("ns").data(json!({ "spec": {}, "status": status }));
         o.metadata.generation = generation;
         o.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
         o
     }
 
-    fn deleting(mut o: DynamicObject) -> DynamicObject {
+    fn deleting(mut o: Object) -> Object {
         o.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             "2026-11-25T09:00:00Z".parse().expect("a timestamp"),
         ));
@@ -124,7 +123,7 @@ mod tests {
     }
 
     /// The priorities of a list of named primaries, all reconciled, with `finalizer`.
-    fn triage(list: &[(&str, DynamicObject)], finalizer: Option<&str>) -> Vec<(String, Priority)> {
+    fn triage(list: &[(&str, Object)], finalizer: Option<&str>) -> Vec<(String, Priority)> {
         let mut triage = Triage::default();
         for (name, o) in list {
             triage.listed(&key(name), o, finalizer, true);

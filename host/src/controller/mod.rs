@@ -87,7 +87,7 @@ struct Waiting<'a> {
     /// Writes the primaries' conditions and Events, for the primary's resource once resolved.
     writer: &'a (dyn Fn(ApiResource) -> Writer + Sync),
     /// Lists the primaries the controller would reconcile.
-    primaries: &'a (dyn Fn(&ApiResource) -> (kube::Api<kube::api::DynamicObject>, kube::api::ListParams) + Sync),
+    primaries: &'a (dyn Fn(&ApiResource) -> (kube::Api<crate::wire::Object>, kube::api::ListParams) + Sync),
     conditions: bool,
 }
 
@@ -929,7 +929,7 @@ impl Dispatch {
     }
 
     /// Handles one event of the primary's watch; true when it ends a (re-)list.
-    async fn event(&mut self, event: watcher::Event<Arc<kube::api::DynamicObject>>, listing: &mut Listing) -> bool {
+    async fn event(&mut self, event: watcher::Event<Arc<crate::wire::Object>>, listing: &mut Listing) -> bool {
         match event {
             watcher::Event::Apply(object) => {
                 let Some(key) = crate::object::key_of(&object) else { return false };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::runtime::events::EventType;
 use tracing::Instrument;
 
@@ -29,6 +29,7 @@ use crate::runtime::{CacheReader, CallError, Current, Module};
 use crate::scheduler::{Priority, Run, Verdict};
 use crate::shadow::{Observed, Shadow};
 use crate::source::Sink;
+use crate::wire::Object;
 use crate::writer::{MetadataChanges, WriteError, Writer};
 
 /// Everything a reconcile of one plugin's primaries needs; shared by all its runs.
@@ -207,7 +208,7 @@ impl Reconciler {
         self.reconcile(&module, run, object).instrument(span).await
     }
 
-    async fn reconcile(&self, module: &Arc<Module>, run: Run<ObjectKey>, object: Arc<DynamicObject>) -> Verdict {
+    async fn reconcile(&self, module: &Arc<Module>, run: Run<ObjectKey>, object: Arc<Object>) -> Verdict {
         tracing::debug!("reconcile started");
         let view: Arc<dyn CacheReader> = Arc::new(self.cache.for_primary(run.key.clone(), object.uid()));
         // Recorded (`--record`): the plan, and a view that keeps the calls when it asks for them.
@@ -276,7 +277,7 @@ impl Reconciler {
 
     /// Once the live version's writes were sent: asks the candidate, if the plugin has one,
     /// what the live version was asked in this run, reading the caches as this run did.
-    fn shadowed(&self, observed: Observed, run: &Run<ObjectKey>, object: &DynamicObject) {
+    fn shadowed(&self, observed: Observed, run: &Run<ObjectKey>, object: &Object) {
         let view: Arc<dyn CacheReader> = Arc::new(self.cache.for_primary(run.key.clone(), object.uid()));
         self.shadow.compare(observed, view, run.key.clone());
     }
@@ -284,7 +285,7 @@ impl Reconciler {
     /// The request the plugin's exports get for `object`.
     fn request(
         run: &Run<ObjectKey>,
-        object: &DynamicObject,
+        object: &Object,
         dependents: Vec<DependentState>,
     ) -> Result<ReconcileRequest, Failure> {
         let json = serde_json::to_string(object)
@@ -304,7 +305,7 @@ impl Reconciler {
         &self,
         module: &Arc<Module>,
         run: &Run<ObjectKey>,
-        mut object: Arc<DynamicObject>,
+        mut object: Arc<Object>,
         view: &Arc<dyn CacheReader>,
         observed: &mut Observed,
     ) -> Result<Verdict, Failure> {
@@ -352,7 +353,7 @@ impl Reconciler {
         &self,
         module: &Arc<Module>,
         run: &Run<ObjectKey>,
-        object: &Arc<DynamicObject>,
+        object: &Arc<Object>,
         dependents: &Dependents,
         view: &Arc<dyn CacheReader>,
         observed: &mut Observed,
@@ -406,7 +407,7 @@ impl Reconciler {
     }
 
     /// What the dependents' workflow knows of the primary `object`.
-    fn primary<'a>(&self, run: &Run<ObjectKey>, object: &'a DynamicObject) -> dependents::Primary<'a> {
+    fn primary<'a>(&self, run: &Run<ObjectKey>, object: &'a Object) -> dependents::Primary<'a> {
         let key = crate::object::key_of(object).unwrap_or_else(|| run.key.clone());
         let reference = PrimaryRef { kind: self.primary_kind.clone(), key, uid: object.uid().unwrap_or_default() };
         dependents::Primary { object, reference }
@@ -465,7 +466,7 @@ impl Reconciler {
         &self,
         module: &Arc<Module>,
         run: &Run<ObjectKey>,
-        object: &Arc<DynamicObject>,
+        object: &Arc<Object>,
         view: &Arc<dyn CacheReader>,
     ) -> Result<bool, Failure> {
         let Some((state, _)) = &self.external else { return Ok(true) };
@@ -497,7 +498,7 @@ impl Reconciler {
         &self,
         module: &Arc<Module>,
         run: &Run<ObjectKey>,
-        object: &Arc<DynamicObject>,
+        object: &Arc<Object>,
         view: &Arc<dyn CacheReader>,
     ) -> Result<Option<Duration>, Failure> {
         let Some(finalizers) = self.finalizers.deleted(object.finalizers()) else {
@@ -531,7 +532,7 @@ impl Reconciler {
     }
 
     /// Leaves the primary marked for deletion with `finalizers`, the plugin's removed.
-    async fn release(&self, object: &Arc<DynamicObject>, finalizers: Vec<String>) -> Result<Option<Duration>, Failure> {
+    async fn release(&self, object: &Arc<Object>, finalizers: Vec<String>) -> Result<Option<Duration>, Failure> {
         let changes = MetadataChanges { finalizers: Some(finalizers), ..MetadataChanges::default() };
         match self.write_metadata(object, &changes).await {
             Ok(_) => Ok(None),
@@ -546,11 +547,7 @@ impl Reconciler {
     }
 
     /// Patches the primary's metadata; returns the object as it is now.
-    async fn write_metadata(
-        &self,
-        object: &Arc<DynamicObject>,
-        changes: &MetadataChanges,
-    ) -> Result<Arc<DynamicObject>, WriteError> {
+    async fn write_metadata(&self, object: &Arc<Object>, changes: &MetadataChanges) -> Result<Arc<Object>, WriteError> {
         match self.tracked(object, self.writer.patch_metadata(object, changes)).await? {
             Some(written) => Ok(self.remember(object, written)),
             None => Ok(object.clone()),
@@ -561,10 +558,10 @@ impl Reconciler {
     /// `report`; the object as it is now, if it was written.
     async fn write_status(
         &self,
-        object: &Arc<DynamicObject>,
+        object: &Arc<Object>,
         status: Option<serde_json::Value>,
         report: Option<&Report<'_>>,
-    ) -> Result<Option<Arc<DynamicObject>>, WriteError> {
+    ) -> Result<Option<Arc<Object>>, WriteError> {
         let written = self.tracked(object, self.writer.patch_status(object, status, report)).await?;
         Ok(written.map(|written| self.remember(object, written)))
     }
@@ -573,9 +570,9 @@ impl Reconciler {
     /// it arrives before the response; a change by someone else meanwhile reconciles again.
     async fn tracked(
         &self,
-        object: &DynamicObject,
-        write: impl std::future::Future<Output = Result<Option<DynamicObject>, WriteError>>,
-    ) -> Result<Option<DynamicObject>, WriteError> {
+        object: &Object,
+        write: impl std::future::Future<Output = Result<Option<Object>, WriteError>>,
+    ) -> Result<Option<Object>, WriteError> {
         let Some(key) = crate::object::key_of(object) else { return write.await };
         self.own.begin(&key);
         let written = write.await;
@@ -592,11 +589,11 @@ impl Reconciler {
 
     /// Makes a write of the primary visible to the next reconcile at once; returns it as the
     /// cache keeps it (trimmed and projected), which the rest of this run goes on with.
-    fn remember(&self, before: &DynamicObject, written: DynamicObject) -> Arc<DynamicObject> {
+    fn remember(&self, before: &Object, written: Object) -> Arc<Object> {
         self.primaries.wrote(written, before.resource_version())
     }
 
-    async fn publish(&self, object: &DynamicObject, events: Vec<Event>) {
+    async fn publish(&self, object: &Object, events: Vec<Event>) {
         for event in events {
             let type_ = match event.event_type {
                 types::EventType::Normal => EventType::Normal,
@@ -612,7 +609,7 @@ impl Reconciler {
         &self,
         module: &Arc<Module>,
         run: &Run<ObjectKey>,
-        object: &Arc<DynamicObject>,
+        object: &Arc<Object>,
         view: Arc<dyn CacheReader>,
         error: ReconcileError,
     ) -> Option<serde_json::Value> {

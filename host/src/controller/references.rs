@@ -5,13 +5,12 @@
 
 use std::sync::{Arc, RwLock};
 
-use kube::api::DynamicObject;
-
 use crate::informer::WatchedCache;
 use crate::mapping::Links;
 use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::{KindRef, SecondaryRef};
 use crate::runtime::{CacheReader, Current};
+use crate::wire::Object;
 
 /// The primary-references watches of one plugin.
 pub(crate) struct References {
@@ -25,7 +24,7 @@ impl References {
     /// Asks the plugin which secondaries `primary` uses and records the answer. On failure the
     /// previous answer stays. A plugin without a primary-references watch is not asked: the
     /// call would cost a sandbox for an answer nothing uses.
-    pub(crate) async fn primary_changed(&self, key: &ObjectKey, primary: &DynamicObject) {
+    pub(crate) async fn primary_changed(&self, key: &ObjectKey, primary: &Object) {
         if self.watches.is_empty() {
             return;
         }
@@ -58,7 +57,7 @@ impl References {
     }
 
     /// Calls `secondaries-of`.
-    async fn ask(&self, primary: &DynamicObject) -> Result<Vec<SecondaryRef>, String> {
+    async fn ask(&self, primary: &Object) -> Result<Vec<SecondaryRef>, String> {
         let json = serde_json::to_string(primary).map_err(|e| format!("cannot serialize the primary: {e}"))?;
         let cache = self.cache.clone() as Arc<dyn CacheReader>;
         let call = self.module.get().secondaries_of(cache, &json).await;

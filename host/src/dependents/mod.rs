@@ -22,7 +22,7 @@
 use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{Api, ApiResource, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use wasmop_core::dependent::{DEPENDENT_LABEL, DependentSpec, Desired, Ownership, PrimaryRef};
@@ -41,7 +41,7 @@ pub use crate::own_writes::OwnWrites;
 use crate::runtime::bindings::wasmop::plugin::types::{Mapper, Owners};
 use crate::scheduler::Priority;
 use crate::source::Sink;
-use crate::wire::Wire;
+use crate::wire::{Object, Wire};
 
 pub use wasmop_core::dependent::MANAGED_BY_LABEL;
 
@@ -123,7 +123,7 @@ impl DependentKind {
 /// The primary a reconcile is about.
 pub struct Primary<'a> {
     /// The object.
-    pub object: &'a DynamicObject,
+    pub object: &'a Object,
     /// What the workflow knows of it.
     pub reference: PrimaryRef,
 }
@@ -169,7 +169,7 @@ impl Dependents {
         desired: Vec<Desired>,
         check: PluginCheck<'_>,
         external: Option<&ExternalCalls>,
-    ) -> Result<Vec<State<Arc<DynamicObject>>>, DependentError> {
+    ) -> Result<Vec<State<Arc<Object>>>, DependentError> {
         let primary_json = serde_json::to_value(primary.object).unwrap_or(Value::Null);
         let driver = HostDriver { dependents: self, primary, check, external };
         workflow::run(&driver, &self.workflow, &self.plugin, &primary.reference, &primary_json, desired).await
@@ -220,7 +220,7 @@ impl Dependents {
         key: &ObjectKey,
         object: &Value,
         force: bool,
-    ) -> Result<Result<DynamicObject, kube::Error>, Unanswered> {
+    ) -> Result<Result<Object, kube::Error>, Unanswered> {
         let mut params = PatchParams::apply(&self.manager);
         params.force = force;
         kind.own.begin(key);
@@ -248,10 +248,10 @@ struct HostDriver<'a> {
 }
 
 impl Driver for HostDriver<'_> {
-    type Object = Arc<DynamicObject>;
+    type Object = Arc<Object>;
     type Error = WriteFailure;
 
-    fn current(&self, spec: &DependentSpec) -> Vec<Arc<DynamicObject>> {
+    fn current(&self, spec: &DependentSpec) -> Vec<Arc<Object>> {
         let kind = self.dependents.kind(spec);
         let primary = &self.primary.reference;
         let keys = kind.links.read().expect("never poisoned").secondaries_of(&primary.key, Some(&primary.uid));
@@ -264,15 +264,15 @@ impl Driver for HostDriver<'_> {
         objects
     }
 
-    fn cached(&self, spec: &DependentSpec, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+    fn cached(&self, spec: &DependentSpec, key: &ObjectKey) -> Option<Arc<Object>> {
         self.dependents.kind(spec).cache.get(key)
     }
 
-    fn key(&self, object: &Arc<DynamicObject>) -> Option<ObjectKey> {
+    fn key(&self, object: &Arc<Object>) -> Option<ObjectKey> {
         crate::object::key_of(object)
     }
 
-    fn json(&self, object: &Arc<DynamicObject>) -> Value {
+    fn json(&self, object: &Arc<Object>) -> Value {
         serde_json::to_value(&**object).unwrap_or(Value::Null)
     }
 
@@ -288,8 +288,8 @@ impl Driver for HostDriver<'_> {
         spec: &DependentSpec,
         key: &ObjectKey,
         object: Value,
-        actual: Option<Arc<DynamicObject>>,
-    ) -> Result<Arc<DynamicObject>, WriteFailure> {
+        actual: Option<Arc<Object>>,
+    ) -> Result<Arc<Object>, WriteFailure> {
         let dependents = self.dependents;
         let kind = dependents.kind(spec);
         if let Some(actual) = &actual
@@ -330,7 +330,7 @@ impl Driver for HostDriver<'_> {
         Ok(Arc::new(written))
     }
 
-    async fn delete(&self, spec: &DependentSpec, object: &Arc<DynamicObject>) -> Result<(), WriteFailure> {
+    async fn delete(&self, spec: &DependentSpec, object: &Arc<Object>) -> Result<(), WriteFailure> {
         let dependents = self.dependents;
         let kind = dependents.kind(spec);
         let Some(key) = crate::object::key_of(object) else { return Ok(()) };
@@ -396,13 +396,13 @@ fn no_external(spec: &DependentSpec) -> WriteFailure {
 /// How the host deletes `object`: in the background (the garbage collector takes its own
 /// dependents), and only if it is still the object the host read, not one made anew under its
 /// name, and as it was read: a delete that waited cannot remove what changed meanwhile.
-fn delete_params(object: &DynamicObject) -> DeleteParams {
+fn delete_params(object: &Object) -> DeleteParams {
     let preconditions = Preconditions { uid: object.uid(), resource_version: object.resource_version() };
     DeleteParams { preconditions: Some(preconditions), ..DeleteParams::background() }
 }
 
 /// Drops every managedFields entry but the host's own Apply entry, as the caches keep them.
-pub fn keep_own_managed_fields(object: &mut DynamicObject, manager: &str) {
+pub fn keep_own_managed_fields(object: &mut Object, manager: &str) {
     if let Some(fields) = object.metadata.managed_fields.as_mut() {
         fields.retain(|f| f.manager.as_deref() == Some(manager) && f.operation.as_deref() == Some("Apply"));
     }
@@ -417,7 +417,7 @@ mod tests {
     #[test]
     fn a_delete_names_the_uid_and_the_version_the_host_read() {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let mut object = DynamicObject::new("a", &resource).within("ns");
+        let mut object = Object::new("a", &resource).within("ns");
         object.metadata.uid = Some("u-1".into());
         object.metadata.resource_version = Some("42".into());
         let params = delete_params(&object);

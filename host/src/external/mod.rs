@@ -13,11 +13,11 @@ mod tracking;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use kube::api::DynamicObject;
 use wasmop_core::external::{ExternalObject, Ids, Tracking};
 
 use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::{self as wit, PluginConfig};
+use crate::wire::Object;
 
 pub use tracking::{TrackingError, TrackingRecords};
 
@@ -147,7 +147,7 @@ impl ExternalState {
     }
 
     /// The IDs tracked for `primary`, read from its tracking records the first time.
-    pub async fn ids(&self, key: &ObjectKey, primary: &DynamicObject) -> Result<Ids, kube::Error> {
+    pub async fn ids(&self, key: &ObjectKey, primary: &Object) -> Result<Ids, kube::Error> {
         if let Some(ids) = self.entries().get(key).and_then(|e| e.ids.clone()) {
             return Ok(ids);
         }
@@ -158,7 +158,7 @@ impl ExternalState {
     }
 
     /// Writes `primary`'s tracking records if its IDs changed since `before`.
-    pub async fn persist(&self, key: &ObjectKey, primary: &DynamicObject, before: &Ids) -> Result<(), TrackingError> {
+    pub async fn persist(&self, key: &ObjectKey, primary: &Object, before: &Ids) -> Result<(), TrackingError> {
         let Some(now) = self.entries().get(key).and_then(|e| e.ids.clone()) else { return Ok(()) };
         if &now == before {
             return Ok(());

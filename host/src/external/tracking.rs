@@ -8,9 +8,11 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use wasmop_core::external::{Ids, Tracking, decode, encode, record_name};
+
+use crate::wire::Object;
 
 /// Reads and writes tracking records.
 #[derive(Clone)]
@@ -35,7 +37,7 @@ impl TrackingRecords {
         Self { client: None, fence: crate::leader::Fence::unfenced(), namespace: "default".into() }
     }
 
-    fn namespace<'a>(&'a self, primary: &'a DynamicObject) -> &'a str {
+    fn namespace<'a>(&'a self, primary: &'a Object) -> &'a str {
         primary.metadata.namespace.as_deref().unwrap_or(&self.namespace)
     }
 
@@ -44,7 +46,7 @@ impl TrackingRecords {
     pub async fn read(
         &self,
         plugin: &str,
-        primary: &DynamicObject,
+        primary: &Object,
         trackings: &HashMap<String, Tracking>,
     ) -> Result<Ids, kube::Error> {
         let Some(client) = &self.client else { return Ok(Ids::new()) };
@@ -75,7 +77,7 @@ impl TrackingRecords {
     pub async fn write(
         &self,
         plugin: &str,
-        primary: &DynamicObject,
+        primary: &Object,
         trackings: &HashMap<String, Tracking>,
         ids: &Ids,
     ) -> Result<(), TrackingError> {
@@ -121,7 +123,7 @@ impl TrackingRecords {
 }
 
 /// An owner reference to `primary`, so the record goes with it.
-fn owner(primary: &DynamicObject) -> Option<OwnerReference> {
+fn owner(primary: &Object) -> Option<OwnerReference> {
     let types = primary.types.as_ref()?;
     Some(OwnerReference {
         api_version: types.api_version.clone(),

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::ResourceExt;
-use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::api::{ApiResource, ListParams};
 use kube::runtime::watcher::Event;
 use moka::notification::RemovalCause;
 use moka::policy::EvictionPolicy;
@@ -31,6 +31,7 @@ use super::remote::Remote;
 use super::snapshots::Snapshots;
 use super::weight::weight;
 use crate::object::{ObjectKey, version_at_least};
+use crate::wire::Object;
 
 /// An object in a pool: the watch it belongs to and its key.
 type Slot = (u64, ObjectKey);
@@ -54,7 +55,7 @@ pub struct PoolMetrics {
 #[derive(Clone)]
 pub struct Pool {
     name: String,
-    objects: moka::sync::Cache<Slot, Arc<DynamicObject>>,
+    objects: moka::sync::Cache<Slot, Arc<Object>>,
     /// A plugin's share inside the host's pool: weights only, evicting from `objects`.
     share: Option<moka::sync::Cache<Slot, u32>>,
     budget: u64,
@@ -76,7 +77,7 @@ impl Pool {
         let evictions = metrics.evictions.clone();
         let mut builder = moka::sync::Cache::builder()
             .max_capacity(budget.bytes)
-            .weigher(|_: &Slot, object: &Arc<DynamicObject>| weight(object))
+            .weigher(|_: &Slot, object: &Arc<Object>| weight(object))
             .eviction_policy(EvictionPolicy::lru())
             .eviction_listener(move |_, _, cause| {
                 if matches!(cause, RemovalCause::Size | RemovalCause::Expired) {
@@ -118,7 +119,7 @@ impl Pool {
         self.budget
     }
 
-    fn get(&self, slot: &Slot) -> Option<Arc<DynamicObject>> {
+    fn get(&self, slot: &Slot) -> Option<Arc<Object>> {
         let object = self.objects.get(slot);
         match (&self.share, &object) {
             (Some(share), Some(_)) => drop(share.get(slot)),
@@ -131,7 +132,7 @@ impl Pool {
 
     /// Holds `object`, evicting what the budgets no longer hold before it returns, so the
     /// budget is exceeded by at most the object being inserted, and only during the call.
-    fn insert(&self, slot: Slot, object: Arc<DynamicObject>) {
+    fn insert(&self, slot: Slot, object: Arc<Object>) {
         let weight = weight(&object);
         self.objects.insert(slot.clone(), object);
         if let Some(share) = &self.share {
@@ -185,14 +186,14 @@ pub struct Tag {
 
 impl Tag {
     /// The tag of `object`.
-    pub fn of(object: &DynamicObject) -> Self {
+    pub fn of(object: &Object) -> Self {
         Self { version: object.resource_version(), uid: object.uid() }
     }
 }
 
 /// Whether `object` is the version `tag` shows or a later one; `None` when the versions do not
 /// order (not numbers), unless they are equal.
-fn not_older(object: &DynamicObject, tag: &Tag) -> Option<bool> {
+fn not_older(object: &Object, tag: &Tag) -> Option<bool> {
     let (Some(mine), Some(shown)) = (object.resource_version(), &tag.version) else { return None };
     version_at_least(&mine, shown).or((mine == *shown).then_some(true))
 }
@@ -263,7 +264,7 @@ impl Bounded {
 
     /// Applies a watch event: changed objects are warm; a list's end drops what it did not
     /// show. Until then, reads see the index as it was before the list (as kube's store does).
-    pub fn apply(&self, event: &Event<Arc<DynamicObject>>) {
+    pub fn apply(&self, event: &Event<Arc<Object>>) {
         match event {
             Event::Apply(object) => {
                 let Some(key) = crate::object::key_of(object) else { return };
@@ -320,7 +321,7 @@ impl Bounded {
 
     /// The object `key` if it is warm; `Some(None)` if the watch does not show it; `None` if
     /// it must be fetched.
-    pub fn warm(&self, key: &ObjectKey) -> Option<Option<Arc<DynamicObject>>> {
+    pub fn warm(&self, key: &ObjectKey) -> Option<Option<Arc<Object>>> {
         if !self.index().tags.contains_key(key) {
             return Some(None);
         }
@@ -331,7 +332,7 @@ impl Bounded {
     /// it was evicted; `None` when the watch does not show it or it is gone. A fetch that the
     /// watch overtook (it applied a newer version while the GET was under way) returns the
     /// watch's version instead, and does not enter the pool.
-    pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<DynamicObject>>, kube::Error> {
+    pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<Object>>, kube::Error> {
         let mut fetched = None;
         for _ in 0..FETCHES {
             let before = {
@@ -363,13 +364,13 @@ impl Bounded {
     /// Every object the watch shows: the warm ones from the pool, the cold ones from the
     /// watch's recent LIST (one LIST, paginated, shared by the readers of a moment; not kept)
     /// or, when they changed since it, one GET each.
-    pub async fn state(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+    pub async fn state(&self) -> Result<Vec<Arc<Object>>, kube::Error> {
         self.state_in(None).await
     }
 
     /// [`Bounded::state`] of the objects in `namespace` (`None`: all); the LIST is narrowed to
     /// it.
-    pub async fn state_in(&self, namespace: Option<&str>) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+    pub async fn state_in(&self, namespace: Option<&str>) -> Result<Vec<Arc<Object>>, kube::Error> {
         let (mut objects, mut cold) = (Vec::new(), Vec::new());
         {
             let index = self.index();
@@ -408,11 +409,10 @@ mod tests {
     use super::super::api_double;
     use super::*;
 
-    fn object(name: &str, version: &str, bytes: usize) -> Arc<DynamicObject> {
+    fn object(name: &str, version: &str, bytes: usize) -> Arc<Object> {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let mut o = DynamicObject::new(name, &resource)
-            .within("ns")
-            .data(serde_json::json!({ "data": { "v": "x".repeat(bytes) } }));
+        let mut o =
+            Object::new(name, &resource).within("ns").data(serde_json::json!({ "data": { "v": "x".repeat(bytes) } }));
         o.metadata.resource_version = Some(version.into());
         o.metadata.uid = Some(format!("uid-{name}"));
         Arc::new(o)
@@ -487,11 +487,11 @@ mod tests {
         Bounded::new(pool, client, resource, None, ListParams::default(), shape)
     }
 
-    fn version(object: &DynamicObject) -> String {
+    fn version(object: &Object) -> String {
         object.resource_version().unwrap_or_default()
     }
 
-    fn json(object: &DynamicObject) -> serde_json::Value {
+    fn json(object: &Object) -> serde_json::Value {
         serde_json::to_value(object).unwrap()
     }
 
@@ -544,8 +544,8 @@ mod tests {
         let secrets = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Secret"));
         let metadata_only = crate::informer::Shape { projection: Some(Arc::from([])), ..Default::default() };
         let store = store_of(pool(1), client, secrets, metadata_only);
-        let mut cached: DynamicObject = serde_json::from_value(secret("a", "1")).unwrap();
-        cached.data = serde_json::json!({});
+        let mut cached: Object = serde_json::from_value(secret("a", "1")).unwrap();
+        cached.data = Default::default();
         store.apply(&Event::Apply(Arc::new(cached)));
         assert_eq!(store.warm(&key("a")), None, "nothing fits");
         let server = async {
@@ -581,7 +581,7 @@ mod tests {
     /// two objects a page when a `limit` asks for pages; counts the LIST requests and those without a `limit`.
     fn serve_config_maps(
         mut requests: tokio::sync::mpsc::UnboundedReceiver<api_double::Request>,
-        objects: Arc<Mutex<std::collections::BTreeMap<String, Arc<DynamicObject>>>>,
+        objects: Arc<Mutex<std::collections::BTreeMap<String, Arc<Object>>>>,
     ) -> (Arc<AtomicU64>, Arc<AtomicU64>) {
         let (lists, unlimited) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let counts = (lists.clone(), unlimited.clone());
@@ -611,7 +611,7 @@ mod tests {
         counts
     }
 
-    fn names(objects: &[Arc<DynamicObject>]) -> Vec<String> {
+    fn names(objects: &[Arc<Object>]) -> Vec<String> {
         let mut names: Vec<String> = objects.iter().map(|o| format!("{}@{}", o.name_any(), version(o))).collect();
         names.sort();
         names

@@ -19,18 +19,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 
 use super::Whole;
 use super::bounded::{Bounded, Tag};
 use crate::object::{ObjectKey, version_at_least};
+use crate::wire::Object;
 
 /// One of the host's writes: the object after it (`None`: deleted), the version it replaced, and
 /// the list it was recorded during.
 struct Recent {
     replaced: Option<String>,
-    object: Option<Arc<DynamicObject>>,
+    object: Option<Arc<Object>>,
     uid: Option<String>,
     list: u64,
 }
@@ -141,18 +141,18 @@ impl Cache {
     }
 
     /// Settles the overlay with an event the watch delivered (after the store applied it).
-    pub fn observe<K: std::borrow::Borrow<DynamicObject>>(&self, event: &Event<K>) {
+    pub fn observe<K: std::borrow::Borrow<Object>>(&self, event: &Event<K>) {
         let mut overlay = self.overlay();
         match event {
             Event::Apply(seen) | Event::InitApply(seen) => {
-                let seen: &DynamicObject = seen.borrow();
+                let seen: &Object = seen.borrow();
                 let Some(key) = crate::object::key_of(seen) else { return };
                 if overlay.recent.get(&key).is_some_and(|r| r.superseded_by(&Tag::of(seen))) {
                     overlay.recent.remove(&key);
                 }
             }
             Event::Delete(gone) => {
-                let gone: &DynamicObject = gone.borrow();
+                let gone: &Object = gone.borrow();
                 let Some(key) = crate::object::key_of(gone) else { return };
                 // A deletion of an older incarnation leaves a write of a newer one alone.
                 let older = |r: &Recent| r.object.is_some() && r.uid.is_some() && r.uid != gone.uid();
@@ -170,7 +170,7 @@ impl Cache {
 
     /// The host's pending write of `key`, if the store has not caught up with it: `Some(None)`
     /// for a pending deletion.
-    fn pending_write(&self, key: &ObjectKey) -> Option<Option<Arc<DynamicObject>>> {
+    fn pending_write(&self, key: &ObjectKey) -> Option<Option<Arc<Object>>> {
         let mut overlay = self.overlay();
         let (tag, laid) = self.shown(key, overlay.recent.get(key));
         match overlay.recent.get(key) {
@@ -186,7 +186,7 @@ impl Cache {
     /// The object `key`, as the host last wrote it or as the watch delivered it, whichever is
     /// newer. A bounded cache answers from its warm objects only: use [`Cache::fetch`] to get
     /// evicted ones too.
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<Object>> {
         if let Some(written) = self.pending_write(key) {
             return written;
         }
@@ -207,7 +207,7 @@ impl Cache {
 
     /// The object `key` as [`Cache::get`] sees it, fetched from the API server if a bounded
     /// cache evicted it.
-    pub async fn fetch(&self, key: &ObjectKey) -> Result<Option<Arc<DynamicObject>>, kube::Error> {
+    pub async fn fetch(&self, key: &ObjectKey) -> Result<Option<Arc<Object>>, kube::Error> {
         if let Some(written) = self.pending_write(key) {
             return Ok(written);
         }
@@ -235,12 +235,12 @@ impl Cache {
 
     /// Every object the store shows, without the host's pending writes; a bounded cache with
     /// evicted objects lists them from the API server ([`Bounded::state`]).
-    pub async fn stored(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+    pub async fn stored(&self) -> Result<Vec<Arc<Object>>, kube::Error> {
         self.stored_in(None).await
     }
 
     /// [`Cache::stored`] of the objects in `namespace` (`None`: all).
-    async fn stored_in(&self, namespace: Option<&str>) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+    async fn stored_in(&self, namespace: Option<&str>) -> Result<Vec<Arc<Object>>, kube::Error> {
         match &self.backing {
             Backing::Full(store) => {
                 let mut objects = store.state();
@@ -252,18 +252,18 @@ impl Cache {
     }
 
     /// Every object, with the host's pending writes applied.
-    pub async fn state(&self) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+    pub async fn state(&self) -> Result<Vec<Arc<Object>>, kube::Error> {
         Ok(self.with_writes(self.stored().await?))
     }
 
     /// Every object in `namespace` (`None`: all), with the host's pending writes applied (of any
     /// namespace: filter the result).
-    pub async fn state_in(&self, namespace: Option<&str>) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+    pub async fn state_in(&self, namespace: Option<&str>) -> Result<Vec<Arc<Object>>, kube::Error> {
         Ok(self.with_writes(self.stored_in(namespace).await?))
     }
 
     /// `objects`, the store's, with the host's pending writes applied.
-    fn with_writes(&self, mut objects: Vec<Arc<DynamicObject>>) -> Vec<Arc<DynamicObject>> {
+    fn with_writes(&self, mut objects: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
         let mut overlay = self.overlay();
         if overlay.recent.is_empty() {
             return objects;
@@ -310,7 +310,7 @@ impl Cache {
     /// Records the host's write of `object` (cut as the watch cuts its objects), which replaced
     /// version `replaced` (`None`: it created the object); returns the object as recorded, the
     /// one the next read sees.
-    pub fn wrote(&self, mut object: DynamicObject, replaced: Option<String>) -> Arc<DynamicObject> {
+    pub fn wrote(&self, mut object: Object, replaced: Option<String>) -> Arc<Object> {
         self.shape.fit(&mut object);
         let object = Arc::new(object);
         if let Some(key) = crate::object::key_of(&object) {
@@ -337,9 +337,9 @@ mod tests {
 
     use super::*;
 
-    fn object(name: &str, version: &str, data: &str) -> DynamicObject {
+    fn object(name: &str, version: &str, data: &str) -> Object {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let mut o = DynamicObject::new(name, &resource).within("ns").data(serde_json::json!({ "data": { "v": data } }));
+        let mut o = Object::new(name, &resource).within("ns").data(serde_json::json!({ "data": { "v": data } }));
         o.metadata.resource_version = Some(version.into());
         o
     }
@@ -348,8 +348,8 @@ mod tests {
         ObjectKey { namespace: Some("ns".into()), name: name.into() }
     }
 
-    fn data(o: &DynamicObject) -> &str {
-        o.data["data"]["v"].as_str().unwrap()
+    fn data(o: &Object) -> String {
+        o.data.pointer("/data/v").and_then(|v| v.as_str().map(String::from)).unwrap()
     }
 
     fn cache() -> (Arc<Whole>, Cache) {
@@ -386,17 +386,17 @@ mod tests {
     }
 
     /// Applies `event` to the store alone.
-    fn apply(store: &Whole, event: Event<DynamicObject>) {
+    fn apply(store: &Whole, event: Event<Object>) {
         store.apply(&crate::informer::map_event(event, Arc::new));
     }
 
     /// Applies `event` to the store, then to the overlay, in the watch task's order.
-    fn deliver(writer: &Whole, cache: &Cache, event: Event<DynamicObject>) {
+    fn deliver(writer: &Whole, cache: &Cache, event: Event<Object>) {
         apply(writer, event.clone());
         cache.observe(&event);
     }
 
-    fn with_uid(mut o: DynamicObject, uid: &str) -> DynamicObject {
+    fn with_uid(mut o: Object, uid: &str) -> Object {
         o.metadata.uid = Some(uid.into());
         o
     }

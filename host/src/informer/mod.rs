@@ -8,11 +8,11 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta, TypeMeta};
+use kube::api::{Api, ApiResource, GroupVersionKind, PartialObjectMeta, TypeMeta};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
-use crate::wire::Wire;
+use crate::wire::{Object, Wire};
 
 #[cfg(test)]
 mod api_double;
@@ -158,10 +158,10 @@ pub struct Shape {
 
 impl Shape {
     /// Cuts `object` to this shape, as it enters the cache.
-    pub fn fit(&self, object: &mut DynamicObject) {
+    pub fn fit(&self, object: &mut Object) {
         trim(object);
         if let Some(paths) = &self.projection {
-            wasmop_core::projection::project(&mut object.data, paths);
+            object.data.project(paths);
         }
     }
 
@@ -199,14 +199,13 @@ fn events(resource: &ApiResource, api: Api<Wire>, config: watcher::Config, shape
     if shape.metadata_only() {
         // The same scope, asking for metadata only.
         let client = api.clone().into_client();
-        let api: Api<PartialObjectMeta<DynamicObject>> = match api.namespace() {
+        let api: Api<PartialObjectMeta<Object>> = match api.namespace() {
             Some(ns) => Api::namespaced_with(client, ns, resource),
             None => Api::all_with(client, resource),
         };
         let types = TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() };
-        let into_object = move |meta: PartialObjectMeta<DynamicObject>| {
-            let data = serde_json::Value::Object(serde_json::Map::new());
-            Wire::from(DynamicObject { types: Some(types.clone()), metadata: meta.metadata, data })
+        let into_object = move |meta: PartialObjectMeta<Object>| {
+            Wire::from(Object { types: Some(types.clone()), metadata: meta.metadata, data: Default::default() })
         };
         let stream = watcher(api, config).backoff(watch_backoff()).map_ok(move |e| map_event(e, &into_object));
         return stream.modify(move |o| fit.fit(o.object_mut())).boxed();

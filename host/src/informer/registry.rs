@@ -8,15 +8,17 @@ use std::sync::{Arc, Mutex, Weak};
 
 use futures::{Stream, StreamExt};
 use kube::Client;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::runtime::watcher;
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
 use super::{Cache, Selectors, Shape, watch, watch_bounded};
 
+use crate::wire::Object;
+
 /// Watch events fanned out to subscribers; objects are shared, never copied per subscriber.
-pub type SharedEvent = watcher::Event<Arc<DynamicObject>>;
+pub type SharedEvent = watcher::Event<Arc<Object>>;
 
 /// Events a slow subscriber may fall behind by before it is resynchronized from the cache.
 const FAN_OUT_CAPACITY: usize = 4096;

@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PartialObjectMeta, TypeMeta};
+use kube::api::{Api, ApiResource, ListParams, PartialObjectMeta, TypeMeta};
 use prometheus_client::metrics::counter::Counter;
 
 use super::Shape;
 use crate::object::ObjectKey;
-use crate::wire::Wire;
+use crate::wire::{Object, Wire};
 
 /// Objects per LIST page: the API server answers a page at a time, and the host holds one page
 /// of the answer's text at a time.
@@ -54,22 +54,21 @@ impl Remote {
         }
     }
 
-    fn object_of(&self, meta: PartialObjectMeta<DynamicObject>) -> DynamicObject {
+    fn object_of(&self, meta: PartialObjectMeta<Object>) -> Object {
         let types = TypeMeta { api_version: self.resource.api_version.clone(), kind: self.resource.kind.clone() };
-        let data = serde_json::Value::Object(serde_json::Map::new());
-        DynamicObject { types: Some(types), metadata: meta.metadata, data }
+        Object { types: Some(types), metadata: meta.metadata, data: Default::default() }
     }
 
-    fn fit(&self, mut object: DynamicObject) -> Arc<DynamicObject> {
+    fn fit(&self, mut object: Object) -> Arc<Object> {
         self.shape.fit(&mut object);
         Arc::new(object)
     }
 
     /// The object `key` as the API server has it now (a quorum read); `None` if it is gone.
-    pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<DynamicObject>>, kube::Error> {
+    pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<Object>>, kube::Error> {
         let namespace = key.namespace.as_deref();
         let object = if self.shape.metadata_only() {
-            let api: Api<DynamicObject> = self.api(namespace);
+            let api: Api<Object> = self.api(namespace);
             api.get_metadata_opt(&key.name).await?.map(|meta| self.object_of(meta))
         } else {
             let api: Api<Wire> = self.api(namespace);
@@ -80,14 +79,14 @@ impl Remote {
 
     /// Every object of the watch's scope, narrowed to `namespace` when the watch spans all of
     /// them, listed [`PAGE`] objects per request.
-    pub async fn list(&self, namespace: Option<&str>) -> Result<Vec<Arc<DynamicObject>>, kube::Error> {
+    pub async fn list(&self, namespace: Option<&str>) -> Result<Vec<Arc<Object>>, kube::Error> {
         let namespace = self.namespace.as_deref().or(namespace);
         let mut params = self.list.clone().limit(PAGE);
         let mut objects = Vec::new();
         loop {
             self.lists.inc();
             let next = if self.shape.metadata_only() {
-                let api: Api<DynamicObject> = self.api(namespace);
+                let api: Api<Object> = self.api(namespace);
                 let page = api.list_metadata(&params).await?;
                 objects.extend(page.items.into_iter().map(|meta| self.fit(self.object_of(meta))));
                 page.metadata.continue_

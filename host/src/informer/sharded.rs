@@ -41,7 +41,7 @@ pub trait ShardCounters: Send + Sync {
 /// The hash of `object`'s shard key, as the API server computes it; `None` for an object
 /// without a UID. A cluster-scoped object's namespace is the empty string, as for the API
 /// server.
-pub fn hash_of(key: ShardKey, object: &kube::api::DynamicObject) -> Option<u64> {
+pub fn hash_of(key: ShardKey, object: &crate::wire::Object) -> Option<u64> {
     match key {
         ShardKey::Uid => object.metadata.uid.as_deref().map(wasmop_core::shard::hash),
         ShardKey::Namespace => Some(wasmop_core::shard::hash(object.metadata.namespace.as_deref().unwrap_or(""))),

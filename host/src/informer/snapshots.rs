@@ -9,18 +9,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use kube::api::DynamicObject;
-
 use crate::object::ObjectKey;
+use crate::wire::Object;
 
 /// How long a LIST serves later readers.
 pub const REUSE: Duration = Duration::from_secs(2);
 
 /// A LIST's objects by key.
-pub type Listed = Arc<HashMap<ObjectKey, Arc<DynamicObject>>>;
+pub type Listed = Arc<HashMap<ObjectKey, Arc<Object>>>;
 
 /// The recent LIST of one namespace (or of all of them), once it ended.
-type Scope = Arc<tokio::sync::Mutex<Weak<HashMap<ObjectKey, Arc<DynamicObject>>>>>;
+type Scope = Arc<tokio::sync::Mutex<Weak<HashMap<ObjectKey, Arc<Object>>>>>;
 
 /// A bounded watch's recent LISTs.
 #[derive(Default)]
@@ -34,7 +33,7 @@ impl Snapshots {
     pub async fn get_or_list<F, Fut>(&self, namespace: Option<&str>, list: F) -> Result<Listed, kube::Error>
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Vec<Arc<DynamicObject>>, kube::Error>>,
+        Fut: Future<Output = Result<Vec<Arc<Object>>, kube::Error>>,
     {
         let scope = {
             let mut scopes = self.scopes.lock().expect("never poisoned");

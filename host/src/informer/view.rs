@@ -7,13 +7,13 @@ use std::sync::{Arc, RwLock};
 
 use futures::future::{BoxFuture, FutureExt};
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 
 use super::Cache;
 use crate::mapping::Links;
 use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 use crate::runtime::{CacheReader, GetResult, ListResult};
+use crate::wire::Object;
 use wasmop_core::selector::LabelSelector;
 
 /// One cached kind: the primary or a watched secondary.
@@ -71,12 +71,12 @@ fn unreadable(err: kube::Error) -> String {
     format!("cannot fetch an evicted object from the API server: {}", crate::api_error::describe(&err))
 }
 
-fn to_json(object: &DynamicObject) -> Result<String, String> {
+fn to_json(object: &Object) -> Result<String, String> {
     serde_json::to_string(object).map_err(|e| format!("cannot serialize cached object: {e}"))
 }
 
 /// Serializes objects sorted by namespace and name, each once (watches of one kind may overlap).
-fn sorted_json(mut objects: Vec<Arc<DynamicObject>>) -> Result<Vec<String>, String> {
+fn sorted_json(mut objects: Vec<Arc<Object>>) -> Result<Vec<String>, String> {
     let mut seen = HashSet::new();
     objects.retain(|o| seen.insert(o.uid().unwrap_or_default()));
     objects.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));

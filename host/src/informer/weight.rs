@@ -1,10 +1,12 @@
 //! What a cached object costs: an estimate of its heap bytes, the unit of the bounded caches'
 //! budgets. It walks the object once (no serialization): every string's bytes plus a fixed
-//! overhead per string, map (its B-tree nodes) and list item, calibrated against the heap the bench
+//! overhead per string, map (its B-tree nodes) and list item (the fields besides the metadata
+//! are kept as JSON text: their text and a fixed overhead per field), calibrated against the heap the bench
 //! counts per cached object (`make bench`, part `cache`).
 
-use kube::api::DynamicObject;
 use serde_json::Value;
+
+use crate::wire::Object;
 
 /// Heap bytes of one allocated string, beyond its text: the allocation's header and rounding.
 const STRING: usize = 16;
@@ -18,11 +20,14 @@ const VALUE_SLOT: usize = 56;
 const STRING_SLOT: usize = 48;
 /// Heap bytes of one list item.
 const ITEM: usize = 32;
+/// Bytes of one of the object's other fields beyond its name and text: their two allocations
+/// and its slot.
+const FIELD: usize = 2 * STRING + 32;
 /// The object itself: its `Arc`, type and metadata structs.
 const OBJECT: usize = 800;
 
 /// Estimated heap bytes of `object`, at least 1 and saturating at `u32::MAX`.
-pub fn weight(object: &DynamicObject) -> u32 {
+pub fn weight(object: &Object) -> u32 {
     let meta = &object.metadata;
     let strings = [&meta.name, &meta.namespace, &meta.uid, &meta.resource_version, &meta.generate_name];
     let mut bytes = OBJECT + strings.iter().filter_map(|s| s.as_ref()).map(|s| s.len() + STRING).sum::<usize>();
@@ -38,7 +43,7 @@ pub fn weight(object: &DynamicObject) -> u32 {
     for fields in meta.managed_fields.iter().flatten() {
         bytes += fields.fields_v1.as_ref().map_or(0, |f| value(&f.0)) + 4 * STRING + ITEM;
     }
-    bytes += value(&object.data);
+    bytes += object.data.text_bytes() + object.data.iter().count() * FIELD;
     u32::try_from(bytes.max(1)).unwrap_or(u32::MAX)
 }
 
@@ -62,7 +67,7 @@ fn nodes(entries: usize, slot: usize) -> usize {
 mod tests {
     use super::*;
 
-    fn config_map(data: &str) -> DynamicObject {
+    fn config_map(data: &str) -> Object {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": { "name": "a", "namespace": "ns", "labels": { "app": "web" } },

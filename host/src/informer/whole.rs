@@ -11,12 +11,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 
 use crate::object::ObjectKey;
+use crate::wire::Object;
 
-type Objects = HashMap<ObjectKey, Arc<DynamicObject>>;
+type Objects = HashMap<ObjectKey, Arc<Object>>;
 
 /// Every object of a watch; cheap to share behind an `Arc`.
 #[derive(Default)]
@@ -28,7 +28,7 @@ pub struct Whole {
 
 impl Whole {
     /// Applies an event of the watch.
-    pub fn apply(&self, event: &Event<Arc<DynamicObject>>) {
+    pub fn apply(&self, event: &Event<Arc<Object>>) {
         match event {
             Event::Apply(object) => {
                 if let Some(key) = crate::object::key_of(object) {
@@ -57,12 +57,7 @@ impl Whole {
     /// Shows the host's write `object` in place of the version of `key` the store holds, if it
     /// holds one and `older` says it is older than the write: the cache's overlay and the store
     /// then share one copy until the watch delivers the write.
-    pub fn replace_older(
-        &self,
-        key: &ObjectKey,
-        object: &Arc<DynamicObject>,
-        older: impl FnOnce(&DynamicObject) -> bool,
-    ) {
+    pub fn replace_older(&self, key: &ObjectKey, object: &Arc<Object>, older: impl FnOnce(&Object) -> bool) {
         let mut objects = self.objects();
         if let Some(stored) = objects.get_mut(key)
             && older(stored)
@@ -74,7 +69,7 @@ impl Whole {
 
     /// The object `key`. As kube's store, a namespaced key finds a cluster-scoped object of
     /// that name too.
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<Object>> {
         let objects = self.objects.read().expect("never poisoned");
         if let Some(object) = objects.get(key) {
             return Some(object.clone());
@@ -89,7 +84,7 @@ impl Whole {
     }
 
     /// Every object.
-    pub fn state(&self) -> Vec<Arc<DynamicObject>> {
+    pub fn state(&self) -> Vec<Arc<Object>> {
         self.objects.read().expect("never poisoned").values().cloned().collect()
     }
 
@@ -113,9 +108,9 @@ mod tests {
 
     use super::*;
 
-    fn object(name: &str, namespace: Option<&str>, version: &str) -> Arc<DynamicObject> {
+    fn object(name: &str, namespace: Option<&str>, version: &str) -> Arc<Object> {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let mut o = DynamicObject::new(name, &resource);
+        let mut o = Object::new(name, &resource);
         o.metadata.namespace = namespace.map(String::from);
         o.metadata.resource_version = Some(version.into());
         Arc::new(o)

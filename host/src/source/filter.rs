@@ -18,11 +18,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::DynamicObject;
 use wasmop_core::filter::{Change, ChangeFilter, Verdict, Version};
 
 use crate::object::ObjectKey;
 use crate::runtime::Current;
+use crate::wire::Object;
 
 /// A watch's change filter, with the plugin to answer its predicate's plugin terms.
 pub struct EventFilter {
@@ -33,14 +33,14 @@ pub struct EventFilter {
     filter: ChangeFilter,
     module: Arc<Current>,
     /// The last version of each object, while the predicate asks the plugin: `old` of an update.
-    previous: HashMap<ObjectKey, Arc<DynamicObject>>,
+    previous: HashMap<ObjectKey, Arc<Object>>,
 }
 
 /// A new version, observed and not decided yet.
 pub struct Observed {
     change: Option<Change>,
     /// The version before it, when the plugin may be asked.
-    previous: Option<Arc<DynamicObject>>,
+    previous: Option<Arc<Object>>,
 }
 
 impl Observed {
@@ -57,14 +57,14 @@ impl EventFilter {
     }
 
     /// Records `object`, a new version of `key`; decide with [`EventFilter::decide`].
-    pub fn observe(&mut self, key: &ObjectKey, object: &Arc<DynamicObject>) -> Observed {
+    pub fn observe(&mut self, key: &ObjectKey, object: &Arc<Object>) -> Observed {
         let change = self.filter.observe(key, version(&object.metadata));
         let previous = if self.filter.asks_plugin() { self.previous.insert(key.clone(), object.clone()) } else { None };
         Observed { change, previous }
     }
 
     /// Whether `observed`, the version `object`, reconciles.
-    pub async fn decide(&self, observed: Observed, object: &DynamicObject) -> bool {
+    pub async fn decide(&self, observed: Observed, object: &Object) -> bool {
         let Some(change) = observed.change else { return false };
         // The plugin is given the previous version of an update only.
         let old = observed.previous.as_deref().filter(|_| change.event == wasmop_core::predicate::EventKind::Update);
@@ -72,7 +72,7 @@ impl EventFilter {
     }
 
     /// Records and decides `object`, a new version of `key`.
-    pub async fn admit(&mut self, key: &ObjectKey, object: &Arc<DynamicObject>) -> bool {
+    pub async fn admit(&mut self, key: &ObjectKey, object: &Arc<Object>) -> bool {
         let observed = self.observe(key, object);
         self.decide(observed, object).await
     }
@@ -80,7 +80,7 @@ impl EventFilter {
     /// Whether the deletion of `key` passes (a watch's, whose deletions map to primaries), its
     /// last version `object` (`None`: the one this filter kept, for an object a re-list no
     /// longer shows); forgets it.
-    pub async fn deleted(&mut self, key: &ObjectKey, object: Option<&DynamicObject>) -> bool {
+    pub async fn deleted(&mut self, key: &ObjectKey, object: Option<&Object>) -> bool {
         let kept = self.previous.remove(key);
         self.filter.forget(key);
         let delete = Change::of(wasmop_core::predicate::EventKind::Delete);
@@ -109,7 +109,7 @@ impl EventFilter {
 
     /// Decides `change` of `object` (after `old`), calling the plugin's `filter` for the
     /// predicate's plugin terms when they matter.
-    async fn decide_change(&self, change: Change, object: &DynamicObject, old: Option<&DynamicObject>) -> bool {
+    async fn decide_change(&self, change: Change, object: &Object, old: Option<&Object>) -> bool {
         if !self.filter.asks_plugin() {
             return self.filter.decide_now(change, &mut |_| unreachable!("the predicate asks no plugin"));
         }
@@ -137,8 +137,8 @@ impl EventFilter {
 }
 
 /// `object` and `old` as the JSON the plugin is given.
-fn serialize(object: &DynamicObject, old: Option<&DynamicObject>) -> Result<(String, Option<String>), String> {
-    let text = |o: &DynamicObject| serde_json::to_string(o).map_err(|e| format!("cannot serialize the object: {e}"));
+fn serialize(object: &Object, old: Option<&Object>) -> Result<(String, Option<String>), String> {
+    let text = |o: &Object| serde_json::to_string(o).map_err(|e| format!("cannot serialize the object: {e}"));
     Ok((text(object)?, old.map(text).transpose()?))
 }
 

@@ -7,7 +7,6 @@ use std::sync::{Arc, RwLock};
 
 use futures::{Stream, StreamExt};
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use kube::runtime::watcher;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -21,6 +20,7 @@ use crate::own_writes::OwnWrites;
 use crate::runtime::bindings::wasmop::plugin::types::Owners;
 use crate::runtime::{CacheReader, Current};
 use crate::scheduler::Priority;
+use crate::wire::Object;
 
 /// How a source finds the primaries of a changed secondary.
 pub enum Mapping {
@@ -60,7 +60,7 @@ struct Seen {
     /// Resource versions, to tell a re-listed unchanged object from a changed one.
     versions: HashMap<ObjectKey, String>,
     /// The last version of each object, for the plugin mapper's `previous` argument.
-    objects: HashMap<ObjectKey, Arc<DynamicObject>>,
+    objects: HashMap<ObjectKey, Arc<Object>>,
     /// The list in progress: its keys find objects deleted while the watch was down, and the
     /// primaries its changes concern are enqueued when it ends.
     listing: Option<Listing>,
@@ -154,7 +154,7 @@ impl SecondarySource {
 
     /// Whether the new version `object` of `key` passes the watch's predicate, when `decide`
     /// (counted); when not, it is only recorded (the first list, the host's own writes).
-    async fn passes(&mut self, key: &ObjectKey, object: &Arc<DynamicObject>, decide: bool) -> bool {
+    async fn passes(&mut self, key: &ObjectKey, object: &Arc<Object>, decide: bool) -> bool {
         let Some(filter) = &mut self.filter else {
             if decide {
                 self.events.count(true);
@@ -172,7 +172,7 @@ impl SecondarySource {
 
     /// Whether the deletion of `key` (its last version `object`, if the event gives it) passes
     /// the watch's predicate, when `decide` (counted); when not, it is only forgotten.
-    async fn deletion_passes(&mut self, key: &ObjectKey, object: Option<&DynamicObject>, decide: bool) -> bool {
+    async fn deletion_passes(&mut self, key: &ObjectKey, object: Option<&Object>, decide: bool) -> bool {
         let passes = match &mut self.filter {
             Some(filter) if !decide => {
                 filter.forget(key);
@@ -193,7 +193,7 @@ impl SecondarySource {
     }
 
     /// Records a new or changed secondary; returns the primaries it concerns now or did before.
-    async fn changed(&self, seen: &mut Seen, key: ObjectKey, object: Arc<DynamicObject>) -> Vec<ObjectKey> {
+    async fn changed(&self, seen: &mut Seen, key: ObjectKey, object: Arc<Object>) -> Vec<ObjectKey> {
         let targets = match &self.mapping {
             Mapping::Owners(which) => crate::mapping::owners(&self.primary, &object.metadata, *which),
             Mapping::Annotations => crate::mapping::annotated(&self.primary, &object.metadata).into_iter().collect(),
@@ -231,8 +231,8 @@ impl SecondarySource {
 async fn map_with_plugin(
     module: &Current,
     cache: &Arc<WatchedCache>,
-    object: &DynamicObject,
-    previous: Option<Arc<DynamicObject>>,
+    object: &Object,
+    previous: Option<Arc<Object>>,
 ) -> Result<Vec<crate::runtime::bindings::wasmop::plugin::types::ObjectRef>, String> {
     let secondary = serde_json::to_string(object).map_err(|e| format!("cannot serialize the secondary: {e}"))?;
     let previous = previous
@@ -271,9 +271,9 @@ mod tests {
         }
     }
 
-    fn annotated(name: &str, version: &str, primary: &str) -> Arc<DynamicObject> {
+    fn annotated(name: &str, version: &str, primary: &str) -> Arc<Object> {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let mut object = DynamicObject::new(name, &resource).within("ns");
+        let mut object = Object::new(name, &resource).within("ns");
         object.metadata.resource_version = Some(version.into());
         object.metadata.annotations =
             Some(BTreeMap::from([(crate::mapping::PRIMARY_NAME_ANNOTATION.to_string(), primary.to_string())]));

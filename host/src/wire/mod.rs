@@ -1,13 +1,13 @@
-//! API objects as they come off the wire: [`Wire`] decodes a [`DynamicObject`] in one pass and
+//! API objects as they come off the wire: [`Wire`] decodes an [`Object`] in one pass and
 //! shares it.
 //!
-//! `DynamicObject` derives its decoding with two `#[serde(flatten)]` fields (the type and the
-//! rest of the object). serde decodes such a struct by first buffering the whole object in an
-//! intermediate tree and then decoding each field again from it: every watch event, GET, LIST
-//! item and write response is built twice. [`Wire`] reads the fields in place instead and
-//! yields the same `DynamicObject` (`types` only when both `apiVersion` and `kind` are given, as
-//! the derived decoding does). The host asks the API server through `Api<Wire>` wherever it
-//! decodes whole objects.
+//! kube's `DynamicObject` derives its decoding with two `#[serde(flatten)]` fields (the type
+//! and the rest of the object). serde decodes such a struct by first buffering the whole object
+//! in an intermediate tree and then decoding each field again from it: every watch event, GET,
+//! LIST item and write response would be built twice. [`Object`] reads the fields in place
+//! instead (`types` only when both `apiVersion` and `kind` are given, as the derived decoding
+//! does) and keeps every field besides the type and metadata as compact JSON text ([`Data`]).
+//! The host asks the API server through `Api<Wire>` wherever it decodes whole objects.
 //!
 //! The metadata is decoded already [`trim`](crate::trim::trim)med ([`meta`]): the managed
 //! fields and the annotation the caches drop are skipped over, not built and freed.
@@ -17,112 +17,82 @@
 //! decoded and hands on to the subscribers, instead of a deep copy of it.
 
 use std::borrow::Cow;
-use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
 use kube::Resource;
-use kube::api::{ApiResource, DynamicObject, TypeMeta};
+use kube::api::ApiResource;
 use kube::core::ObjectMeta;
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::Deserializer;
 
 mod meta;
+mod object;
 
-/// A [`DynamicObject`] decoded in one pass and trimmed, shared; see the module's documentation.
+pub use object::{Data, Object};
+
+/// An [`Object`] decoded in one pass and trimmed, shared; see the module's documentation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Wire(Arc<DynamicObject>);
+pub struct Wire(Arc<Object>);
 
 impl Wire {
     /// The object, to change: copied only if it is shared already.
-    pub fn object_mut(&mut self) -> &mut DynamicObject {
+    pub fn object_mut(&mut self) -> &mut Object {
         Arc::make_mut(&mut self.0)
     }
 
     /// The object, shared.
-    pub fn shared(&self) -> Arc<DynamicObject> {
+    pub fn shared(&self) -> Arc<Object> {
         self.0.clone()
     }
 
     /// The object itself, copied only if it is shared.
-    pub fn into_inner(self) -> DynamicObject {
+    pub fn into_inner(self) -> Object {
         Arc::unwrap_or_clone(self.0)
     }
 }
 
-impl From<DynamicObject> for Wire {
-    fn from(object: DynamicObject) -> Self {
+impl From<Object> for Wire {
+    fn from(object: Object) -> Self {
         Self(Arc::new(object))
     }
 }
 
 impl Deref for Wire {
-    type Target = DynamicObject;
+    type Target = Object;
 
-    fn deref(&self) -> &DynamicObject {
+    fn deref(&self) -> &Object {
         &self.0
     }
 }
 
 impl<'de> serde::Deserialize<'de> for Wire {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(ObjectVisitor)
-    }
-}
-
-struct ObjectVisitor;
-
-impl<'de> Visitor<'de> for ObjectVisitor {
-    type Value = Wire;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a Kubernetes object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Wire, A::Error> {
-        let (mut api_version, mut kind, mut metadata) = (None, None, None);
-        let mut data = serde_json::Map::new();
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            match &*key {
-                "apiVersion" => api_version = Some(map.next_value::<String>()?),
-                "kind" => kind = Some(map.next_value::<String>()?),
-                "metadata" => metadata = Some(map.next_value::<meta::TrimmedMeta>()?.0),
-                _ => {
-                    data.insert(key.into_owned(), map.next_value()?);
-                }
-            }
-        }
-        let types = match (api_version, kind) {
-            (Some(api_version), Some(kind)) => Some(TypeMeta { api_version, kind }),
-            _ => None,
-        };
-        // As derived: absent metadata is empty.
-        let metadata = metadata.unwrap_or_default();
-        Ok(Wire::from(DynamicObject { types, metadata, data: serde_json::Value::Object(data) }))
+        Object::deserialize(deserializer).map(Wire::from)
     }
 }
 
 impl Resource for Wire {
     type DynamicType = ApiResource;
-    type Scope = <DynamicObject as Resource>::Scope;
+    type Scope = <Object as Resource>::Scope;
 
     fn kind(resource: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::kind(resource)
+        Object::kind(resource)
     }
 
     fn group(resource: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::group(resource)
+        Object::group(resource)
     }
 
     fn version(resource: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::version(resource)
+        Object::version(resource)
     }
 
     fn api_version(resource: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::api_version(resource)
+        Object::api_version(resource)
     }
 
     fn plural(resource: &ApiResource) -> Cow<'_, str> {
-        DynamicObject::plural(resource)
+        Object::plural(resource)
     }
 
     fn meta(&self) -> &ObjectMeta {
@@ -138,15 +108,17 @@ impl Resource for Wire {
 mod tests {
     use serde_json::json;
 
+    use kube::api::DynamicObject;
+
     use super::*;
     use crate::trim::LAST_APPLIED;
 
     /// The derived decoding, trimmed, and `Wire`'s.
-    fn both(value: serde_json::Value) -> (DynamicObject, Result<Wire, serde_json::Error>) {
+    fn both(value: serde_json::Value) -> (Object, Result<Wire, serde_json::Error>) {
         let text = value.to_string();
-        let mut derived = serde_json::from_str(&text).expect("derived decoding");
+        let mut derived: DynamicObject = serde_json::from_str(&text).expect("derived decoding");
         crate::trim::trim(&mut derived);
-        (derived, serde_json::from_str(&text))
+        (derived.into(), serde_json::from_str(&text))
     }
 
     #[test]
@@ -220,7 +192,7 @@ mod tests {
         let wire = wire.expect("decodes").into_inner();
         assert_eq!(wire, derived);
         assert_eq!(wire.types, None);
-        assert_eq!(wire.data, json!({ "spec": {} }));
+        assert_eq!(wire.data.to_value(), json!({ "spec": {} }));
     }
 
     #[test]
@@ -234,7 +206,7 @@ mod tests {
     #[test]
     fn escaped_keys_are_decoded() {
         let wire: Wire = serde_json::from_str(r#"{"metadata": {}, "sp\u0065c": {"a\"b": 1}}"#).expect("decodes");
-        assert_eq!(wire.data, json!({ "spec": { "a\"b": 1 } }));
+        assert_eq!(wire.data.to_value(), json!({ "spec": { "a\"b": 1 } }));
     }
 
     #[test]

@@ -10,25 +10,27 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use wasmop::controller::ChangeFilter;
 use wasmop::runtime::bindings::wasmop::plugin::types::PredicateTerm;
 use wasmop::runtime::{Current, Limits};
 use wasmop::source::filter::EventFilter;
+use wasmop::wire::Object;
 use wasmop_tests::{plugin, runtime};
 
 /// A Tiered of about 1 KB at resourceVersion `version`, labelled `team`.
-fn tiered(version: &str, team: &str) -> anyhow::Result<Arc<DynamicObject>> {
+fn tiered(version: &str, team: &str) -> anyhow::Result<Arc<Object>> {
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("test.wasmop.dev", "v1", "Tiered"));
-    let mut object = DynamicObject::new("bench", &resource).within("bench");
+    let mut object = Object::new("bench", &resource).within("bench");
     object.metadata.uid = Some("0b5e8c3c-2f1e-4bba-9a51-0c8f4f4f5f10".into());
     object.metadata.generation = Some(3);
     object.metadata.resource_version = Some(version.into());
     object.metadata.labels =
         Some([("tier", "a"), ("team", team), ("app", "bench")].map(|(k, v)| (k.into(), v.into())).into());
     object.data = json!({ "spec": { "payload": "wasmop benchmark payload ".repeat(30) },
-                          "status": { "reconciles": 7, "tier": "a", "team": team, "data": [] } });
+                          "status": { "reconciles": 7, "tier": "a", "team": team, "data": [] } })
+    .into();
     Ok(Arc::new(object))
 }
 
@@ -37,11 +39,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Decides `events` updates with `filter`, alternating two versions; the time of each.
-async fn decide(
-    filter: &mut EventFilter,
-    versions: &[Arc<DynamicObject>; 2],
-    events: usize,
-) -> anyhow::Result<Vec<Duration>> {
+async fn decide(filter: &mut EventFilter, versions: &[Arc<Object>; 2], events: usize) -> anyhow::Result<Vec<Duration>> {
     let key = wasmop::object::key_of(&versions[0]).expect("named");
     filter.admit(&key, &versions[1]).await;
     let mut times = Vec::with_capacity(events);
