@@ -116,18 +116,23 @@ impl Data {
     /// does: a field a path names whole is kept as it is, one only parts of which are named is
     /// decoded, cut and kept again as text.
     pub fn project<P: AsRef<str>>(&mut self, paths: &[P]) {
-        let top = |path: &str| path.split('.').find(|k| !k.is_empty()).map(str::to_string);
-        let whole: Vec<String> =
-            paths.iter().filter(|p| !p.as_ref().contains('.')).filter_map(|p| top(p.as_ref())).collect();
-        let parts: Vec<&str> = paths.iter().map(AsRef::as_ref).filter(|p| p.contains('.')).collect();
+        fn top(path: &str) -> Option<&str> {
+            path.split('.').find(|k| !k.is_empty())
+        }
+        let whole = |key: &str| paths.iter().any(|p| !p.as_ref().contains('.') && top(p.as_ref()) == Some(key));
+        // Mostly every field a watch keeps is named whole (`spec`, `status`): nothing to cut.
+        if self.0.iter().all(|(key, _)| whole(key)) {
+            return;
+        }
         let fields = std::mem::take(&mut self.0).into_vec();
         self.0 = fields
             .into_iter()
             .filter_map(|(key, value)| {
-                if whole.iter().any(|w| **w == *key) {
+                if whole(&key) {
                     return Some((key, value));
                 }
-                let named: Vec<&str> = parts.iter().copied().filter(|p| top(p).as_deref() == Some(&*key)).collect();
+                let named: Vec<&str> =
+                    paths.iter().map(AsRef::as_ref).filter(|p| p.contains('.') && top(p) == Some(&*key)).collect();
                 if named.is_empty() {
                     return None;
                 }
