@@ -233,21 +233,21 @@ pub trait Driver {
     async fn delete_external(&self, spec: &DependentSpec, actual: &ExternalObject) -> Result<(), Self::Error>;
 }
 
-/// Runs the workflow for `primary` (as JSON: `primary_json`) with the plugin's `desired`
-/// objects; returns every dependent's state, in declaration order.
-pub async fn run<D: Driver>(
-    driver: &D,
-    workflow: &Workflow,
-    plugin: &str,
+/// Admitted desired objects by dependent name, each with its key.
+pub type Admitted<'w> = HashMap<&'w str, Vec<(ObjectKey, Desired)>>;
+
+/// The plugin's `desired` objects for `primary`, each checked against the dependent it names
+/// ([`capability::check`]) and keyed, by dependent; the first object that is refused or invalid
+/// fails them all. [`run`] admits every object before its first write, so a refused one leaves
+/// the cluster as it was; a shadowed candidate's objects are admitted the same way.
+pub fn admit<'w, E>(
+    workflow: &'w Workflow,
     primary: &PrimaryRef,
-    primary_json: &Value,
     desired: Vec<Desired>,
-) -> Result<Vec<State<D::Object>>, WorkflowError<D::Error>> {
-    let specs = workflow.specs();
-    // Every object is checked before the first write, so a refused one leaves the cluster as it was.
-    let mut wanted: HashMap<&str, Vec<(ObjectKey, Desired)>> = HashMap::new();
+) -> Result<Admitted<'w>, WorkflowError<E>> {
+    let mut wanted = Admitted::new();
     for d in desired {
-        let Some(spec) = specs.iter().find(|s| s.name == d.dependent) else {
+        let Some(spec) = workflow.specs().iter().find(|s| s.name == d.dependent) else {
             let reason = format!("objects of dependent {:?}: no dependent of that name is declared", d.dependent);
             return Err(WorkflowError::Refused { dependent: d.dependent, reason });
         };
@@ -270,6 +270,21 @@ pub async fn run<D: Driver>(
         let key = dependent::key_of(spec, primary, &d.object).map_err(invalid)?;
         wanted.entry(spec.name.as_str()).or_default().push((key, d));
     }
+    Ok(wanted)
+}
+
+/// Runs the workflow for `primary` (as JSON: `primary_json`) with the plugin's `desired`
+/// objects; returns every dependent's state, in declaration order.
+pub async fn run<D: Driver>(
+    driver: &D,
+    workflow: &Workflow,
+    plugin: &str,
+    primary: &PrimaryRef,
+    primary_json: &Value,
+    desired: Vec<Desired>,
+) -> Result<Vec<State<D::Object>>, WorkflowError<D::Error>> {
+    let specs = workflow.specs();
+    let mut wanted = admit(workflow, primary, desired)?;
     let mut phases: HashMap<String, Phase> = HashMap::new();
     let mut states: Vec<Option<State<D::Object>>> = (0..specs.len()).map(|_| None).collect();
     let mut errors = Vec::new();
@@ -626,6 +641,32 @@ mod tests {
         assert!(store.writes.borrow().is_empty());
         let unknown = run_on(&store, &workflow, vec![desired("zzz", "x")]).unwrap_err();
         assert!(unknown.to_string().contains("no dependent of that name"), "{unknown}");
+    }
+
+    #[test]
+    fn admitting_keys_the_objects_by_dependent_and_refuses_as_run_does() {
+        let workflow = Workflow::new(vec![config_maps("a", &[]), config_maps("b", &[])]).unwrap();
+        let admitted = admit::<std::convert::Infallible>(
+            &workflow,
+            &primary(),
+            vec![desired("a", "x"), desired("b", "y"), desired("a", "z")],
+        )
+        .unwrap();
+        let names = |d: &str| admitted[d].iter().map(|(key, _)| key.name.clone()).collect::<Vec<_>>();
+        assert_eq!((names("a"), names("b")), (vec!["x".to_string(), "z".to_string()], vec!["y".to_string()]));
+        let secret = Desired { object: json!({ "kind": "Secret", "metadata": { "name": "s" } }), ..desired("a", "s") };
+        let refused =
+            admit::<std::convert::Infallible>(&workflow, &primary(), vec![desired("a", "x"), secret]).unwrap_err();
+        assert_eq!(refused.reason(), "CapabilityDenied", "{refused}");
+        let store = Store::default();
+        let secret = Desired { object: json!({ "kind": "Secret", "metadata": { "name": "s" } }), ..desired("a", "s") };
+        assert_eq!(run_on(&store, &workflow, vec![secret]).unwrap_err().to_string(), refused.to_string());
+        let invalid = admit::<std::convert::Infallible>(
+            &workflow,
+            &primary(),
+            vec![Desired { object: json!([1]), ..desired("a", "x") }],
+        );
+        assert_eq!(invalid.unwrap_err().reason(), "InvalidDependent");
     }
 
     fn record(key: &str, value: &str) -> Desired {

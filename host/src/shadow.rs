@@ -4,7 +4,11 @@
 //! same primary, the same dependents' states), reading what the live version read at the same
 //! moment (its calls are recorded and followed, [`Module::reconcile_following`]; what the live
 //! version did not read comes from the caches as they are then), and its endings are compared
-//! with the live version's ([`wasmop_core::shadow::compare`]). Nothing the candidate
+//! with the live version's ([`wasmop_core::shadow::compare`]). Desired objects are admitted
+//! as a reconcile admits them before its first write ([`wasmop_core::workflow::admit`]): the
+//! live version's by its workflow, the candidate's by the workflow of the dependents it declares,
+//! so a candidate whose objects the host would refuse once promoted ends with that refusal
+//! (`CapabilityDenied`), a difference in its verdict, and is asked nothing more. Nothing the candidate
 //! returns is applied: no write, no finalizer, no Event, no external call; its outgoing HTTP is
 //! refused ([`Module::without_http`]). Its runs are spawned apart from the live reconcile, a few
 //! at a time, each within the candidate's own limits; its traps and timeouts are counted as
@@ -15,9 +19,13 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::Semaphore;
 use tracing::Instrument;
+use wasmop_core::dependent::PrimaryRef;
+use wasmop_core::record::format::Failure;
 use wasmop_core::record::{Call, Ending};
 use wasmop_core::shadow::{Differed, Tally, compare, short};
+use wasmop_core::workflow::Workflow;
 
+use crate::dependents::{self, workflow_of};
 use crate::metrics::Metrics;
 use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::{DesiredObject, ReconcileError, ReconcileRequest};
@@ -34,31 +42,41 @@ const WAITING: usize = 1024;
 /// A plugin's candidate version, if it has one, and what its shadow runs came to.
 pub struct Shadow {
     plugin: String,
-    candidate: RwLock<Option<Arc<Module>>>,
+    candidate: RwLock<Option<Candidate>>,
     running: Arc<Semaphore>,
     waiting: AtomicUsize,
     tally: Mutex<Tally>,
     metrics: Arc<Metrics>,
 }
 
-/// One export call of the live version in a reconcile: what it was asked.
+/// A candidate version and the workflow of the dependents it declares, which admits its
+/// desired objects as the live version's workflow admits the live ones.
+#[derive(Clone)]
+struct Candidate {
+    module: Arc<Module>,
+    workflow: Arc<Workflow>,
+}
+
+/// One export call of the live version in a reconcile: what it was asked (for `desired`, about
+/// which primary: the candidate's objects are admitted for it).
 enum Asked {
-    Desired(ReconcileRequest),
+    Desired(ReconcileRequest, PrimaryRef),
     Reconcile(ReconcileRequest),
 }
 
 /// One export call of the live version: what it was asked, the import calls it made (with the
-/// answers it got) and how it ended.
+/// answers it got) and how it ended: its ending, then the reconcile's failure when the host
+/// refused what it returned.
 struct Live {
     asked: Asked,
     calls: Vec<Call>,
-    ending: Ending,
+    endings: Vec<Ending>,
 }
 
 /// What the live version was asked in one reconcile, what it read and how each call ended,
 /// kept only while the plugin has a candidate (taken when the reconcile starts).
 pub(crate) struct Observed {
-    candidate: Option<Arc<Module>>,
+    candidate: Option<Candidate>,
     calls: Vec<Live>,
 }
 
@@ -69,16 +87,19 @@ impl Observed {
         self.candidate.is_some()
     }
 
-    /// Keeps the live version's `desired` call, which read through `view`.
+    /// Keeps the live version's `desired` call, which read through `view`, about the primary
+    /// of `admission`, whose workflow admits (or refuses) the objects it returned.
     pub(crate) fn desired(
         &mut self,
         request: &ReconcileRequest,
         result: &Result<Result<Vec<DesiredObject>, ReconcileError>, CallError>,
         view: &dyn CacheReader,
+        (workflow, primary): (&Workflow, &PrimaryRef),
     ) {
         if self.candidate.is_some() {
-            let ending = recorded::ending(result, |objects| recorded::desired(objects));
-            self.calls.push(Live { asked: Asked::Desired(request.clone()), calls: read(view), ending });
+            let endings = admitted(result, workflow, primary);
+            let asked = Asked::Desired(request.clone(), primary.clone());
+            self.calls.push(Live { asked, calls: read(view), endings });
         }
     }
 
@@ -91,10 +112,32 @@ impl Observed {
         view: &dyn CacheReader,
     ) {
         if self.candidate.is_some() {
-            let ending = recorded::ending(result, recorded::reconciled);
-            self.calls.push(Live { asked: Asked::Reconcile(request), calls: read(view), ending });
+            let endings = vec![recorded::ending(result, recorded::reconciled)];
+            self.calls.push(Live { asked: Asked::Reconcile(request), calls: read(view), endings });
         }
     }
+}
+
+/// How a `desired` call ended: its objects (or its error), then, when `workflow` does not admit
+/// them for `primary`, the permanent failure the host ends the reconcile with before writing
+/// anything (`CapabilityDenied: ...`, `InvalidDependent: ...`), as it does for the live version.
+fn admitted(
+    result: &Result<Result<Vec<DesiredObject>, ReconcileError>, CallError>,
+    workflow: &Workflow,
+    primary: &PrimaryRef,
+) -> Vec<Ending> {
+    let mut endings = vec![recorded::ending(result, |objects| recorded::desired(objects))];
+    if let Ok(Ok(objects)) = result
+        && let Some((reason, message)) = dependents::refusal(workflow, primary, objects.clone())
+    {
+        endings.push(Ending::Failed(Failure::Permanent(format!("{reason}: {message}"))));
+    }
+    endings
+}
+
+/// Whether `endings` end the reconcile: the host refused what the call returned.
+fn refused(endings: &[Ending]) -> bool {
+    endings.len() > 1
 }
 
 /// The import calls of the last export call that read through `view`, if it records them.
@@ -118,8 +161,13 @@ impl Shadow {
     /// Makes `candidate` the version shadowed from the next reconcile on (`None`: none). A new
     /// candidate starts a new tally; runs of the one it replaces still in flight are not counted.
     pub fn propose(&self, candidate: Option<Arc<Module>>) {
+        let candidate = candidate.map(|module| {
+            let workflow = workflow_of(module.config()).expect("a loaded module's dependents form a workflow");
+            Candidate { workflow: Arc::new(workflow), module }
+        });
         let mut current = self.candidate.write().expect("never poisoned");
-        if current.as_ref().map(|m| m.digest()) != candidate.as_ref().map(|m| m.digest()) {
+        let digest = |c: &Option<Candidate>| c.as_ref().map(|c| c.module.digest().to_string());
+        if digest(&current) != digest(&candidate) {
             *self.tally.lock().expect("never poisoned") = Tally::default();
         }
         *current = candidate;
@@ -127,7 +175,7 @@ impl Shadow {
 
     /// The candidate version, if any.
     pub fn candidate(&self) -> Option<Arc<Module>> {
-        self.candidate.read().expect("never poisoned").clone()
+        self.candidate.read().expect("never poisoned").as_ref().map(|c| c.module.clone())
     }
 
     /// What the current candidate's shadow runs came to.
@@ -138,13 +186,13 @@ impl Shadow {
     /// Starts observing a reconcile of the live version: the candidate it is compared with is
     /// the one current now.
     pub(crate) fn observe(&self) -> Observed {
-        Observed { candidate: self.candidate(), calls: Vec::new() }
+        Observed { candidate: self.candidate.read().expect("never poisoned").clone(), calls: Vec::new() }
     }
 
     /// Asks the candidate what the live version was asked in `observed`, reading `view`, and
     /// compares: spawned, so the live reconcile never waits for it.
     pub(crate) fn compare(self: &Arc<Self>, observed: Observed, view: Arc<dyn CacheReader>, key: ObjectKey) {
-        let Observed { candidate: Some(candidate), calls } = observed else { return };
+        let Observed { candidate: Some(Candidate { module: candidate, workflow }), calls } = observed else { return };
         if calls.is_empty() {
             return;
         }
@@ -159,7 +207,7 @@ impl Shadow {
             "resource.namespace" = key.namespace.as_deref().unwrap_or(""), "resource.name" = %key.name);
         let task = async move {
             let permit = shadow.running.clone().acquire_owned().await;
-            let ended = run(&candidate, calls, view).await;
+            let ended = run(&candidate, &workflow, calls, view).await;
             drop(permit);
             shadow.waiting.fetch_sub(1, Ordering::AcqRel);
             match ended {
@@ -176,7 +224,7 @@ impl Shadow {
     /// Whether `candidate` is still the candidate: runs of one replaced or dropped meanwhile
     /// are not counted.
     fn current(&self, candidate: &Arc<Module>) -> bool {
-        self.candidate.read().expect("never poisoned").as_ref().is_some_and(|c| Arc::ptr_eq(c, candidate))
+        self.candidate.read().expect("never poisoned").as_ref().is_some_and(|c| Arc::ptr_eq(&c.module, candidate))
     }
 
     fn failed(&self, candidate: &Arc<Module>, reason: &'static str) {
@@ -207,26 +255,35 @@ impl Shadow {
 }
 
 /// Runs the candidate's calls on the live version's requests, following what it read; the live
-/// endings and the candidate's, in order, or the trap that stopped the candidate.
+/// endings and the candidate's, in order, or the trap that stopped the candidate. The
+/// candidate's desired objects are admitted by the `workflow` of the dependents it declares.
 async fn run(
     candidate: &Module,
+    workflow: &Workflow,
     calls: Vec<Live>,
     view: Arc<dyn CacheReader>,
 ) -> Result<(Vec<Ending>, Vec<Ending>), CallError> {
     let (mut live, mut shadowed) = (Vec::new(), Vec::new());
-    for Live { asked, calls, ending } in calls {
-        let candidates = match asked {
-            Asked::Desired(request) => {
+    // Once the host refuses what the candidate desired, its reconcile has ended: it is asked
+    // nothing more.
+    let mut ended = false;
+    for Live { asked, calls, endings } in calls {
+        live.extend(endings);
+        if ended {
+            continue;
+        }
+        let endings = match asked {
+            Asked::Desired(request, primary) => {
                 let result = Ok(candidate.desired_following(view.clone(), &request, calls).await?);
-                recorded::ending(&result, |objects| recorded::desired(objects))
+                admitted(&result, workflow, &primary)
             }
             Asked::Reconcile(request) => {
                 let result = Ok(candidate.reconcile_following(view.clone(), &request, calls).await?);
-                recorded::ending(&result, recorded::reconciled)
+                vec![recorded::ending(&result, recorded::reconciled)]
             }
         };
-        live.push(ending);
-        shadowed.push(candidates);
+        ended = refused(&endings);
+        shadowed.extend(endings);
     }
     Ok((live, shadowed))
 }

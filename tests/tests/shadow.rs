@@ -5,7 +5,8 @@
 //! refused on the status; a candidate that panics or spins leaves the live version's reconciles
 //! untouched; promoting a candidate under a burst of changes loses
 //! none of them. A candidate of the `webpage` plugin that desires other dependents for some
-//! pages counts and logs exactly those as `desired` differences and applies none of them. A
+//! pages counts and logs exactly those as `desired` differences and applies none of them; one
+//! whose desired objects the host would refuse differs in its verdict (`CapabilityDenied`). A
 //! candidate named in the configuration file (`candidates:`) is shadowed beside the plugin file
 //! `wasmop run --config` runs, and one that is another plugin is refused while the live version
 //! runs.
@@ -40,9 +41,22 @@ const PLUGIN: &str = "fixture-swap";
 /// One test at a time: each one's loader would run the others' resources.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The objects of the host's "the candidate differs" log lines, in order.
+/// The objects of the host's "the candidate differs" log lines, with their messages, in order.
 #[derive(Default)]
-struct Differences(Mutex<Vec<String>>);
+struct Differences(Mutex<Vec<(String, String)>>);
+
+impl Differences {
+    /// The objects of the lines so far.
+    fn objects(&self) -> Vec<String> {
+        self.0.lock().expect("never poisoned").iter().map(|(object, _)| object.clone()).collect()
+    }
+
+    /// The messages of the lines about `object` so far.
+    fn about(&self, object: &str) -> Vec<String> {
+        let lines = self.0.lock().expect("never poisoned");
+        lines.iter().filter(|(o, _)| o == object).map(|(_, message)| message.clone()).collect()
+    }
+}
 
 /// The log lines of this process's host that report a difference, captured once per process;
 /// the host's log also goes to the test's output (`WASMOP_TEST_LOG`).
@@ -88,7 +102,7 @@ impl<S: tracing::Subscriber> Layer<S> for Capture {
         let mut fields = Fields::default();
         event.record(&mut fields);
         if fields.message.starts_with("the candidate differs from the live version") {
-            self.0.0.lock().expect("never poisoned").push(fields.object);
+            self.0.0.lock().expect("never poisoned").push((fields.object, fields.message));
         }
     }
 }
@@ -190,7 +204,7 @@ async fn a_candidate_that_differs_for_some_objects_counts_and_logs_exactly_those
     for kind in ["verdict", "desired", "events"] {
         assert_eq!(shadow.differences_of(PLUGIN, kind), 0, "no {kind} difference");
     }
-    let lines: Vec<String> = logged.0.lock().expect("never poisoned").clone();
+    let lines: Vec<String> = logged.objects();
     let ours: Vec<&String> = lines.iter().filter(|o| o.starts_with(&format!("{}/", bed.ns))).collect();
     assert_eq!(ours.len(), odd.len(), "one log line per difference: {ours:?}");
     assert_eq!(ours.into_iter().cloned().collect::<BTreeSet<_>>(), odd);
@@ -418,7 +432,7 @@ async fn a_candidate_that_desires_other_dependents_counts_the_differences_and_ap
 
     // Every difference is a desired one, of an odd page; each odd page differed, no even one.
     let odd: BTreeSet<String> = (1..PAGES).step_by(2).map(|i| format!("{}/page-{i}", bed.ns)).collect();
-    let lines: Vec<String> = logged.0.lock().expect("never poisoned").clone();
+    let lines: Vec<String> = logged.objects();
     let ours: Vec<&String> = lines.iter().filter(|o| o.starts_with(&format!("{}/", bed.ns))).collect();
     assert_eq!(ours.iter().map(|o| o.to_string()).collect::<BTreeSet<_>>(), odd, "{ours:?}");
     assert_eq!(shadow.differences_of(WEBPAGE, "desired"), ours.len() as u64, "one log line per difference");
@@ -449,6 +463,64 @@ async fn a_candidate_that_desires_other_dependents_counts_the_differences_and_ap
     assert_eq!(names, (0..PAGES).map(|i| format!("page-{i}")).collect(), "the live version's Services alone");
     let ingresses: Api<Ingress> = Api::namespaced(bed.client.clone(), &bed.ns);
     assert!(ingresses.list(&Default::default()).await?.items.is_empty(), "no page is exposed");
+    bed.down(&name, WEBPAGE).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_whose_desired_objects_the_host_would_refuse_differs_in_its_verdict_and_writes_nothing()
+-> anyhow::Result<()> {
+    const WEBPAGE: &str = "webpage";
+    let _serial = SERIAL.lock().await;
+    let logged = logged();
+    let bed = Bed::up("shadow-refused", &[("live", WEBPAGE), ("candidate", "fixture-webpage-escape")]).await?;
+    apply_file(&bed.client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let name = format!("shadow-{}", bed.ns);
+    bed.resources.create(&PostParams::default(), &resource(&name, &bed.ns, "live", Some("candidate"), 2000)?).await?;
+    let candidate = digest(&std::fs::read(plugin("fixture-webpage-escape"))?);
+    until("the candidate shadowed", async || Ok(bed.resources.get(&name).await?), |r| shadowing(r, &candidate)).await?;
+
+    // Four WebPages: for page-1 and page-3 the candidate desires its ConfigMap in kube-system,
+    // which the host refuses.
+    const PAGES: usize = 4;
+    let api = pages(&bed.client, &bed.ns);
+    for i in 0..PAGES {
+        let page = serde_json::json!({ "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage",
+            "metadata": { "name": format!("page-{i}") }, "spec": { "html": format!("<h1>{i}</h1>") } });
+        api.create(&PostParams::default(), &serde_json::from_value(page)?).await?;
+    }
+    let all_ready = |pages: &Vec<DynamicObject>| pages.len() == PAGES && pages.iter().all(page_ready);
+    until("every page ready", async || Ok(api.list(&Default::default()).await?.items), all_ready).await?;
+    let odd: BTreeSet<String> = (1..PAGES).step_by(2).map(|i| format!("{}/page-{i}", bed.ns)).collect();
+    let shadow = bed.metrics.shadow();
+    let each_odd_page_differed = || odd.iter().all(|page| !logged.about(page).is_empty());
+    until("each odd page's difference logged", async || Ok(()), |()| each_odd_page_differed()).await?;
+
+    // Only the odd pages differ: in the verdict, the refusal as the host words it, and in the
+    // desired objects; the live version's pages are all ready.
+    let ours: BTreeSet<String> =
+        logged.objects().into_iter().filter(|o| o.starts_with(&format!("{}/", bed.ns))).collect();
+    assert_eq!(ours, odd);
+    for page in &odd {
+        for message in logged.about(page) {
+            assert!(message.contains("CapabilityDenied"), "{page}: {message}");
+            assert!(message.contains("stay in their primary's namespace"), "{page}: {message}");
+        }
+    }
+    assert!(shadow.differences_of(WEBPAGE, "verdict") >= odd.len() as u64);
+    assert_eq!(shadow.differences_of(WEBPAGE, "verdict"), shadow.differences_of(WEBPAGE, "desired"));
+    assert_eq!(shadow.failures_of(WEBPAGE, "PluginPanicked"), 0, "a refusal is a difference, not a failed run");
+    let with_verdict = |r: &DynamicObject| {
+        let last = r.data["status"]["shadow"]["lastDifferences"].as_array().cloned().unwrap_or_default();
+        !last.is_empty()
+            && last.iter().all(|entry| entry["kinds"].as_array().is_some_and(|k| k.contains(&"verdict".into())))
+    };
+    until("the status shows verdict differences", async || Ok(bed.resources.get(&name).await?), with_verdict).await?;
+
+    // Nothing the candidate desired reached kube-system.
+    let elsewhere: Api<ConfigMap> = Api::namespaced(bed.client.clone(), "kube-system");
+    for i in 0..PAGES {
+        assert!(elsewhere.get_opt(&format!("page-{i}-html")).await?.is_none(), "page-{i}-html is not in kube-system");
+    }
     bed.down(&name, WEBPAGE).await
 }
 

@@ -10,7 +10,7 @@ use kube::api::ApiResource;
 use kube::runtime::events::EventType;
 use tracing::Instrument;
 
-use wasmop_core::dependent::{Desired, PrimaryRef};
+use wasmop_core::dependent::PrimaryRef;
 use wasmop_core::finalizer::Finalizers;
 use wasmop_core::status::Report;
 use wasmop_core::workflow::WorkflowError;
@@ -360,7 +360,8 @@ impl Reconciler {
     ) -> Result<Vec<DependentState>, Failure> {
         let request = self.with_outside(&run.key, Self::request(run, object, Vec::new())?);
         let desired = module.desired(view.clone(), &request).await;
-        observed.desired(&request, &desired, view.as_ref());
+        let primary = self.primary(run, object);
+        observed.desired(&request, &desired, view.as_ref(), (dependents.workflow(), &primary.reference));
         let desired = desired.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
         let plugin = module.name().to_string();
         let primary_json = Arc::new(request.object);
@@ -375,17 +376,7 @@ impl Reconciler {
                 })
             }) as futures::future::BoxFuture<'static, bool>
         };
-        let desired = desired
-            .into_iter()
-            .map(|d| match serde_json::from_str(&d.object) {
-                Ok(object) => Ok(Desired { dependent: d.dependent, object, keep: d.keep, key: d.key }),
-                Err(e) => Err(Failure::permanent(
-                    "InvalidDependent",
-                    format!("desired object of dependent {:?} is invalid: {e}", d.dependent),
-                )),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let primary = self.primary(run, object);
+        let desired = dependents::decode_desired(desired).map_err(|e| Failure::permanent("InvalidDependent", e))?;
         let tracked = match &self.external {
             Some((state, _)) => Some(state.ids(&run.key, object).await.map_err(Failure::tracking_read)?),
             None => None,

@@ -38,7 +38,7 @@ use crate::mapping::Links;
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
 pub use crate::own_writes::OwnWrites;
-use crate::runtime::bindings::wasmop::plugin::types::{Mapper, Owners};
+use crate::runtime::bindings::wasmop::plugin::types::{DesiredObject, Mapper, Owners, PluginConfig};
 use crate::scheduler::Priority;
 use crate::source::Sink;
 use crate::wire::{Object, Wire};
@@ -131,6 +131,41 @@ pub struct Primary<'a> {
 /// Evaluates a plugin condition: `(name, dependent object JSON)` to whether it holds.
 pub type PluginCheck<'a> = &'a (dyn Fn(String, Option<String>) -> BoxFuture<'static, bool> + Send + Sync);
 
+/// The workflow of the dependents `config` declares: its dependents on the cluster, then its
+/// external ones, in declaration order. Errors as [`Workflow::new`].
+pub fn workflow_of(config: &PluginConfig) -> Result<Workflow, String> {
+    let specs = config.dependents.iter().map(DependentSpec::from);
+    Workflow::new(specs.chain(config.external_dependents.iter().map(DependentSpec::from)).collect())
+}
+
+/// The plugin's `desired` objects with their JSON decoded; the error says which dependent's
+/// object is not JSON (the reconcile fails with reason `InvalidDependent`).
+pub fn decode_desired(desired: Vec<DesiredObject>) -> Result<Vec<Desired>, String> {
+    desired
+        .into_iter()
+        .map(|d| match serde_json::from_str(&d.object) {
+            Ok(object) => Ok(Desired { dependent: d.dependent, object, keep: d.keep, key: d.key }),
+            Err(e) => Err(format!("desired object of dependent {:?} is invalid: {e}", d.dependent)),
+        })
+        .collect()
+}
+
+/// Why the host would fail a reconcile of `primary` whose plugin, with `workflow`, desired
+/// `desired`, before writing anything: the reason (`InvalidDependent`, `CapabilityDenied`) and
+/// the message; `None` when every object is admitted ([`workflow::admit`]).
+pub fn refusal(
+    workflow: &Workflow,
+    primary: &PrimaryRef,
+    desired: Vec<DesiredObject>,
+) -> Option<(&'static str, String)> {
+    let desired = match decode_desired(desired) {
+        Ok(desired) => desired,
+        Err(message) => return Some(("InvalidDependent", message)),
+    };
+    let refused = workflow::admit::<std::convert::Infallible>(workflow, primary, desired).err()?;
+    Some((refused.reason(), refused.to_string()))
+}
+
 /// The dependents of one plugin.
 pub struct Dependents {
     client: Client,
@@ -159,6 +194,11 @@ impl Dependents {
         let workflow = Workflow::new(specs)?;
         let manager = format!("wasmop-{plugin}");
         Ok(Self { client, sink, metrics, plugin: plugin.to_string(), manager, kinds, workflow, fence })
+    }
+
+    /// The workflow of these dependents.
+    pub fn workflow(&self) -> &Workflow {
+        &self.workflow
     }
 
     /// Runs the workflow for `primary` with the plugin's `desired` objects; returns every

@@ -7,6 +7,8 @@
 //! `fixture-webpage-odd` (the `odd` feature) is a shadow candidate of this plugin: for WebPages
 //! whose name ends in an odd digit, it desires one more key in the ConfigMap and a Service of
 //! another name (`<page>-shadow`, the Ingress pointing at it); the rest is the same.
+//! `fixture-webpage-escape` (the `escape` feature) is another: for those WebPages it desires its
+//! ConfigMap in namespace `kube-system`, which the host refuses (`CapabilityDenied`).
 
 use serde::Deserialize;
 use wasmop_guest::conditions::{self, Condition};
@@ -82,11 +84,13 @@ impl Reconciler for WebPageReconciler {
             data["candidate.html"] = json!(page.spec.html);
             service_name = format!("{name}-shadow");
         }
+        let mut config_map =
+            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": html }, "data": data });
+        if cfg!(feature = "escape") && name.ends_with(['1', '3', '5', '7', '9']) {
+            config_map["metadata"]["namespace"] = json!("kube-system");
+        }
         Ok(vec![
-            Desired::new(
-                "configmap",
-                &json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": html }, "data": data }),
-            ),
+            Desired::new("configmap", &config_map),
             Desired::new(
                 "deployment",
                 &json!({
