@@ -388,29 +388,36 @@ fn page_ready(page: &DynamicObject) -> bool {
         && condition(page, "Ready").is_some_and(|c| c["status"] == "True")
 }
 
+/// A bed for `test` whose `ReconcilerPlugin` runs the webpage plugin with `candidate` (a
+/// plugin file) as its candidate, once shadowed, with `count` WebPages `page-0`... all ready;
+/// the resource's name and the WebPages' API.
+async fn webpages(test: &str, candidate: &str, count: usize) -> anyhow::Result<(Bed, String, Api<DynamicObject>)> {
+    let bed = Bed::up(test, &[("live", "webpage"), ("candidate", candidate)]).await?;
+    apply_file(&bed.client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let name = format!("shadow-{}", bed.ns);
+    bed.resources.create(&PostParams::default(), &resource(&name, &bed.ns, "live", Some("candidate"), 2000)?).await?;
+    let digest = digest(&std::fs::read(plugin(candidate))?);
+    until("the candidate shadowed", async || Ok(bed.resources.get(&name).await?), |r| shadowing(r, &digest)).await?;
+    let api = pages(&bed.client, &bed.ns);
+    for i in 0..count {
+        let page = serde_json::json!({ "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage",
+            "metadata": { "name": format!("page-{i}") }, "spec": { "html": format!("<h1>{i}</h1>") } });
+        api.create(&PostParams::default(), &serde_json::from_value(page)?).await?;
+    }
+    let all_ready = |pages: &Vec<DynamicObject>| pages.len() == count && pages.iter().all(page_ready);
+    until("every page ready", async || Ok(api.list(&Default::default()).await?.items), all_ready).await?;
+    Ok((bed, name, api))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_candidate_that_desires_other_dependents_counts_the_differences_and_applies_none() -> anyhow::Result<()> {
     const WEBPAGE: &str = "webpage";
     let _serial = SERIAL.lock().await;
     let logged = logged();
-    let bed = Bed::up("shadow-dependents", &[("live", WEBPAGE), ("candidate", "fixture-webpage-odd")]).await?;
-    apply_file(&bed.client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
-    let name = format!("shadow-{}", bed.ns);
-    bed.resources.create(&PostParams::default(), &resource(&name, &bed.ns, "live", Some("candidate"), 2000)?).await?;
-    let candidate = digest(&std::fs::read(plugin("fixture-webpage-odd"))?);
-    until("the candidate shadowed", async || Ok(bed.resources.get(&name).await?), |r| shadowing(r, &candidate)).await?;
-
     // Six WebPages: for page-1, -3 and -5 the candidate desires one more ConfigMap key and a
     // Service of another name.
     const PAGES: usize = 6;
-    let api = pages(&bed.client, &bed.ns);
-    for i in 0..PAGES {
-        let page = serde_json::json!({ "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage",
-            "metadata": { "name": format!("page-{i}") }, "spec": { "html": format!("<h1>{i}</h1>") } });
-        api.create(&PostParams::default(), &serde_json::from_value(page)?).await?;
-    }
-    let all_ready = |pages: &Vec<DynamicObject>| pages.len() == PAGES && pages.iter().all(page_ready);
-    until("every page ready", async || Ok(api.list(&Default::default()).await?.items), all_ready).await?;
+    let (bed, name, _) = webpages("shadow-dependents", "fixture-webpage-odd", PAGES).await?;
     // The Deployments' status changes reconcile the pages again: wait until no reconcile and no
     // comparison came for two seconds (a finalizer's pass asks the plugin nothing to compare).
     let (shadow, live) = (bed.metrics.shadow(), bed.loader.host.metrics());
@@ -472,24 +479,10 @@ async fn a_candidate_whose_desired_objects_the_host_would_refuse_differs_in_its_
     const WEBPAGE: &str = "webpage";
     let _serial = SERIAL.lock().await;
     let logged = logged();
-    let bed = Bed::up("shadow-refused", &[("live", WEBPAGE), ("candidate", "fixture-webpage-escape")]).await?;
-    apply_file(&bed.client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
-    let name = format!("shadow-{}", bed.ns);
-    bed.resources.create(&PostParams::default(), &resource(&name, &bed.ns, "live", Some("candidate"), 2000)?).await?;
-    let candidate = digest(&std::fs::read(plugin("fixture-webpage-escape"))?);
-    until("the candidate shadowed", async || Ok(bed.resources.get(&name).await?), |r| shadowing(r, &candidate)).await?;
-
     // Four WebPages: for page-1 and page-3 the candidate desires its ConfigMap in kube-system,
     // which the host refuses.
     const PAGES: usize = 4;
-    let api = pages(&bed.client, &bed.ns);
-    for i in 0..PAGES {
-        let page = serde_json::json!({ "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage",
-            "metadata": { "name": format!("page-{i}") }, "spec": { "html": format!("<h1>{i}</h1>") } });
-        api.create(&PostParams::default(), &serde_json::from_value(page)?).await?;
-    }
-    let all_ready = |pages: &Vec<DynamicObject>| pages.len() == PAGES && pages.iter().all(page_ready);
-    until("every page ready", async || Ok(api.list(&Default::default()).await?.items), all_ready).await?;
+    let (bed, name, _) = webpages("shadow-refused", "fixture-webpage-escape", PAGES).await?;
     let odd: BTreeSet<String> = (1..PAGES).step_by(2).map(|i| format!("{}/page-{i}", bed.ns)).collect();
     let shadow = bed.metrics.shadow();
     let each_odd_page_differed = || odd.iter().all(|page| !logged.about(page).is_empty());
