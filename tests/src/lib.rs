@@ -327,6 +327,34 @@ pub fn with_contract_version(bytes: &[u8], version: &str) -> Vec<u8> {
     patched
 }
 
+/// A compiled plugin's bytes with the names `a` and `b` (of one length, under 128 bytes)
+/// swapped wherever they occur whole, as a binary writes a name (its length, then its bytes):
+/// still a valid component, whose functions so named have each other's type.
+pub fn with_names_swapped(bytes: &[u8], a: &str, b: &str) -> Vec<u8> {
+    assert!(a.len() == b.len() && a.len() < 128, "{a} and {b} have one length, written in a byte");
+    let encoded = |name: &str| [&[name.len() as u8], name.as_bytes()].concat();
+    let (a, b) = (encoded(a), encoded(b));
+    let mut patched = bytes.to_vec();
+    let mut i = 0;
+    let mut swapped = 0;
+    while i + a.len() <= patched.len() {
+        let at = &mut patched[i..i + a.len()];
+        let to = if at == a.as_slice() {
+            &b
+        } else if at == b.as_slice() {
+            &a
+        } else {
+            i += 1;
+            continue;
+        };
+        at.copy_from_slice(to);
+        swapped += 1;
+        i += a.len();
+    }
+    assert!(swapped > 0, "the component names neither");
+    patched
+}
+
 /// The path of a compiled plugin in `plugins/dist`.
 pub fn plugin(name: &str) -> PathBuf {
     let path = workspace_root().join("plugins/dist").join(format!("{name}.wasm"));

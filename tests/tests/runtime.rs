@@ -149,6 +149,57 @@ fn a_plugin_built_against_another_contract_version_is_refused() {
     assert!(err.to_string().contains("wasmop:plugin@9.9.9"), "{err}");
 }
 
+/// Two functions of the reconciler interface with each other's names: the export `check` has
+/// the type of `fetch`. The host checks every function's type at load.
+#[test]
+fn a_plugin_whose_function_has_another_type_is_refused_at_load_naming_it() {
+    let swapped = wasmop_tests::with_names_swapped(&std::fs::read(plugin("webpage")).unwrap(), "check", "fetch");
+    let err = runtime(limits()).unwrap().load_bytes(std::path::Path::new("swapped.wasm"), &swapped).unwrap_err();
+    assert!(matches!(err, LoadError::ExportMismatch { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.starts_with("swapped.wasm does not implement wasmop:plugin/reconciler@"), "{message}");
+    assert!(message.contains("function `check` has another type than the contract's"), "{message}");
+}
+
+#[test]
+fn a_plugin_without_a_function_of_the_contract_is_refused_at_load_naming_it() {
+    let renamed =
+        wasmop_tests::with_names_swapped(&std::fs::read(plugin("webpage")).unwrap(), "fetch-all", "fetch-any");
+    let err = runtime(limits()).unwrap().load_bytes(std::path::Path::new("renamed.wasm"), &renamed).unwrap_err();
+    assert!(matches!(err, LoadError::ExportMismatch { .. }), "{err:?}");
+    assert!(err.to_string().ends_with("it has no function `fetch-all`"), "{err}");
+}
+
+/// Every function of the contract is called on a fresh instance of its own and answers: the
+/// host looks each up by the index it found at load.
+#[tokio::test]
+async fn every_function_of_the_contract_can_be_called() {
+    use wasmop::runtime::bindings::wasmop::plugin::types::{EventKind, ExternalObject};
+    let module = runtime(limits()).unwrap().load(&plugin("webpage")).unwrap();
+    assert_eq!(module.config().primary.kind, "WebPage");
+    let cache = || -> Arc<dyn wasmop::runtime::CacheReader> { Arc::new(EmptyCache) };
+    let page = request(webpage(1));
+    let json = page.object.as_str();
+    let external = ExternalObject { dependent: "d".into(), key: "k".into(), id: None, object: "{}".into() };
+    let error = ReconcileError::Transient("t".into());
+    // What each answers is the plugin's business (the SDK's defaults); that it answers is the
+    // host's: `unwrap` fails on a `CallError`.
+    assert!(module.reconcile(cache(), &page).await.unwrap().is_ok());
+    module.desired(cache(), &page).await.unwrap().unwrap();
+    module.cleanup(cache(), &page).await.unwrap().unwrap();
+    module.check(cache(), "c", json, None).await.unwrap();
+    module.update_error_status(cache(), &page, &error).await.unwrap();
+    let _ = module.map_secondary(cache(), json, None).await.unwrap();
+    let _ = module.secondaries_of(cache(), json).await.unwrap();
+    module.crd().await.unwrap();
+    let _ = module.fetch(cache(), json, &[]).await.unwrap();
+    let _ = module.fetch_all(cache()).await.unwrap();
+    let _ = module.apply_external(cache(), json, &external, None).await.unwrap();
+    let _ = module.delete_external(cache(), json, &external).await.unwrap();
+    let _ = module.map_inbound(cache(), "{}").await.unwrap();
+    module.filter("f", EventKind::Create, json, None).await.unwrap();
+}
+
 /// A cache holding one Secret, `creds` in `ns`, with `keys` data keys.
 struct OneSecret {
     keys: usize,

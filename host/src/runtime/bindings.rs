@@ -10,6 +10,8 @@ wasmtime::component::bindgen!({
     imports: { default: async },
     exports: { default: async },
 });
+// Calls do not go through the generated `PluginPre`/`Plugin`, which type-check every export on
+// every instantiation: `exports.rs` checks them once per module against the same Rust types.
 
 /// The contract version this host implements, as found in the exported interface name.
 pub const CONTRACT_VERSION: &str = "0.6.0";

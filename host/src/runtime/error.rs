@@ -44,6 +44,15 @@ pub enum LoadError {
         /// The version the host implements.
         supported: &'static str,
     },
+    /// The component's reconciler interface lacks a function of the contract, or one has
+    /// another type.
+    #[error("{} does not implement wasmop:plugin/reconciler@{}: {reason}", path.display(), super::bindings::CONTRACT_VERSION)]
+    ExportMismatch {
+        /// The plugin file.
+        path: PathBuf,
+        /// Which function is missing or differs, and how.
+        reason: String,
+    },
     /// The component imports something the host does not provide.
     #[error("{} cannot be linked: {reason}", path.display())]
     LinkFailed {

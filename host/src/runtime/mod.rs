@@ -4,6 +4,7 @@
 mod artifacts;
 pub mod bindings;
 mod error;
+mod exports;
 pub mod http;
 mod limits;
 mod module;
@@ -27,7 +28,7 @@ pub use sandbox::{CacheReader, GetResult, ListResult};
 pub use tap::{Recorder, Tap};
 
 use artifacts::ArtifactCache;
-use bindings::{CONTRACT_VERSION, Plugin, PluginPre, RECONCILER_INTERFACE};
+use bindings::{CONTRACT_VERSION, Plugin, RECONCILER_INTERFACE};
 use sandbox::Sandbox;
 use ticker::Ticker;
 
@@ -207,10 +208,11 @@ impl Runtime {
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::LinkFailed { path: origin.into(), reason: format!("{e:#}") })?;
-        let pre = PluginPre::new(instance_pre)
-            .map_err(|e| LoadError::LinkFailed { path: origin.into(), reason: format!("{e:#}") })?;
+        let exports = exports::Exports::new(&instance_pre)
+            .map_err(|reason| LoadError::ExportMismatch { path: origin.into(), reason })?;
         let call = module::Instances::new(
-            pre,
+            instance_pre,
+            exports,
             backend,
             self.limits,
             self.observer.clone(),

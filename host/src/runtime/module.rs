@@ -6,14 +6,15 @@ use std::time::{Duration, Instant};
 
 use wasmop_core::finalizer::Finalizers;
 use wasmop_core::record::{Call as RecordedCall, Ending, Request};
+use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::bindings::wasmop::plugin::types::{
     CleanupOutcome, DesiredObject, EventKind, ExternalObject, Finalizer, Mapper, ObjectRef, Outcome, PluginConfig,
     PrimaryState, ReconcileError, ReconcileRequest, SecondaryRef, TrackedId,
 };
-use super::bindings::{Plugin, PluginPre};
 use super::error::{CallError, LoadError};
+use super::exports::Exports;
 use super::http::{Hooks, Outbound, Policy, Services};
 use super::limits::Limits;
 use super::recorded;
@@ -35,7 +36,9 @@ pub struct Module {
 
 /// Makes a fresh sandboxed instance per call, within the plugin's limits.
 pub(crate) struct Instances {
-    pre: PluginPre<Sandbox>,
+    pre: InstancePre<Sandbox>,
+    /// The functions a call runs, found and type-checked at load.
+    exports: Exports,
     engine: Engine,
     /// Advances `engine`'s epoch while a call runs.
     ticker: Arc<Ticker>,
@@ -64,13 +67,13 @@ pub(crate) const WARM_INSTANCES: usize = 2;
 /// An instance kept for a later call, in its store.
 struct Warm {
     store: Store<Sandbox>,
-    plugin: Plugin,
+    instance: Instance,
 }
 
 /// One call in progress: its store and the plugin instantiated in it.
 struct Call<'a> {
     store: Store<Sandbox>,
-    plugin: Plugin,
+    instance: Instance,
     report: Report<'a>,
     /// Keeps the epoch advancing until the call ends.
     _running: Running,
@@ -124,7 +127,7 @@ impl Module {
         let described = async {
             let mut call = instances.enter("", "describe", Arc::new(NoCache), None).await?;
             // No runtime here to time a backstop: describe() reads nothing, so it cannot wait.
-            let config = call.plugin.wasmop_plugin_reconciler().call_describe(&mut call.store).await;
+            let config = instances.exports.describe(&mut call.store, call.instance).await;
             instances.leave(call, Ok(config))
         };
         let config = futures::executor::block_on(described)
@@ -204,7 +207,7 @@ impl Module {
         tap: Option<Arc<Tap>>,
     ) -> Result<GuestResult, CallError> {
         let mut call = self.instances.enter(&self.config.name, "reconcile", cache, tap).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_reconcile(&mut call.store, request);
+        let export = self.instances.exports.reconcile(&mut call.store, call.instance, request);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -293,7 +296,7 @@ impl Module {
         tap: Option<Arc<Tap>>,
     ) -> Result<Option<String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "update-error-status", cache, tap).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_update_error_status(&mut call.store, request, error);
+        let export = self.instances.exports.update_error_status(&mut call.store, call.instance, request, error);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -319,7 +322,7 @@ impl Module {
         tap: Option<Arc<Tap>>,
     ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "desired", cache, tap).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_desired(&mut call.store, request);
+        let export = self.instances.exports.desired(&mut call.store, call.instance, request);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -344,7 +347,7 @@ impl Module {
         tap: Option<Arc<Tap>>,
     ) -> Result<Result<CleanupOutcome, ReconcileError>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "cleanup", cache, tap).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_cleanup(&mut call.store, request);
+        let export = self.instances.exports.cleanup(&mut call.store, call.instance, request);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -358,7 +361,7 @@ impl Module {
         dependent: Option<&str>,
     ) -> Result<bool, CallError> {
         let mut call = self.instances.enter(&self.config.name, "check", cache, None).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_check(&mut call.store, name, primary, dependent);
+        let export = self.instances.exports.check(&mut call.store, call.instance, name, primary, dependent);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -378,7 +381,7 @@ impl Module {
         previous: Option<&str>,
     ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "map-secondary", cache, None).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_map_secondary(&mut call.store, secondary, previous);
+        let export = self.instances.exports.map_secondary(&mut call.store, call.instance, secondary, previous);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -387,7 +390,7 @@ impl Module {
     /// the plugin generates one (`wasmop crd --plugin`). It reads nothing.
     pub async fn crd(&self) -> Result<Option<String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "crd", Arc::new(NoCache), None).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_crd(&mut call.store);
+        let export = self.instances.exports.crd(&mut call.store, call.instance);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -400,7 +403,7 @@ impl Module {
         primary: &str,
     ) -> Result<Result<Vec<SecondaryRef>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "secondaries-of", cache, None).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_secondaries_of(&mut call.store, primary);
+        let export = self.instances.exports.secondaries_of(&mut call.store, call.instance, primary);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -417,7 +420,7 @@ impl Module {
         tracked: &[TrackedId],
     ) -> Result<Result<Vec<ExternalObject>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "fetch", cache, None).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_fetch(&mut call.store, primary, tracked);
+        let export = self.instances.exports.fetch(&mut call.store, call.instance, primary, tracked);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -425,7 +428,7 @@ impl Module {
     /// Runs `fetch-all`: the external state of every primary.
     pub async fn fetch_all(&self, cache: Arc<dyn CacheReader>) -> Result<Result<Vec<PrimaryState>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "fetch-all", cache, None).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_fetch_all(&mut call.store);
+        let export = self.instances.exports.fetch_all(&mut call.store, call.instance);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -454,8 +457,7 @@ impl Module {
         tap: Option<Arc<Tap>>,
     ) -> Result<Result<ExternalObject, ReconcileError>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "apply-external", cache, tap).await?;
-        let export =
-            call.plugin.wasmop_plugin_reconciler().call_apply_external(&mut call.store, primary, desired, actual);
+        let export = self.instances.exports.apply_external(&mut call.store, call.instance, primary, desired, actual);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -482,7 +484,7 @@ impl Module {
         tap: Option<Arc<Tap>>,
     ) -> Result<Result<(), ReconcileError>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "delete-external", cache, tap).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_delete_external(&mut call.store, primary, actual);
+        let export = self.instances.exports.delete_external(&mut call.store, call.instance, primary, actual);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -494,7 +496,7 @@ impl Module {
         payload: &str,
     ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "map-inbound", cache, None).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_map_inbound(&mut call.store, payload);
+        let export = self.instances.exports.map_inbound(&mut call.store, call.instance, payload);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -508,7 +510,7 @@ impl Module {
         old: Option<&str>,
     ) -> Result<bool, CallError> {
         let mut call = self.instances.enter(&self.config.name, "filter", Arc::new(NoCache), None).await?;
-        let export = call.plugin.wasmop_plugin_reconciler().call_filter(&mut call.store, name, event, object, old);
+        let export = self.instances.exports.filter(&mut call.store, call.instance, name, event, object, old);
         let result = within(self.limits(), export).await;
         self.instances.leave(call, result)
     }
@@ -540,7 +542,8 @@ where
 impl Instances {
     /// Instances of `pre`; `keep_warm` of them are kept between calls.
     pub(super) fn new(
-        pre: PluginPre<Sandbox>,
+        pre: InstancePre<Sandbox>,
+        exports: Exports,
         backend: &Backend,
         limits: Limits,
         observer: Arc<dyn CallObserver>,
@@ -549,6 +552,7 @@ impl Instances {
     ) -> Self {
         Self {
             pre,
+            exports,
             engine: backend.engine.clone(),
             ticker: backend.ticker.clone(),
             metered: backend.metered,
@@ -587,16 +591,16 @@ impl Instances {
         // A tapped call's clocks are its own: it never takes or leaves a kept instance.
         let kept =
             if self.keep_warm > 0 && tap.is_none() { self.warm.lock().expect("never poisoned").pop() } else { None };
-        if let Some(Warm { mut store, plugin }) = kept {
+        if let Some(Warm { mut store, instance }) = kept {
             store.data_mut().reuse(cache, hooks);
             ready(&mut store);
-            return Ok(Call { store, plugin, report, _running: running });
+            return Ok(Call { store, instance, report, _running: running });
         }
         let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache, hooks, tap));
         store.limiter(|s| &mut s.limiter);
         ready(&mut store);
         match self.pre.instantiate_async(&mut store).await {
-            Ok(plugin) => Ok(Call { store, plugin, report, _running: running }),
+            Ok(instance) => Ok(Call { store, instance, report, _running: running }),
             Err(e) => {
                 let err = match self.classify(&store, e) {
                     CallError::Trapped(msg) => CallError::InstantiateFailed(msg),
@@ -627,7 +631,7 @@ impl Instances {
         {
             let mut warm = self.warm.lock().expect("never poisoned");
             if warm.len() < self.keep_warm {
-                warm.push(Warm { store: call.store, plugin: call.plugin });
+                warm.push(Warm { store: call.store, instance: call.instance });
             }
         }
         result

@@ -3,6 +3,7 @@
 //! (`wasmop:plugin/host`), which read only the host's caches.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::future::{BoxFuture, FutureExt};
 use wasmtime::component::ResourceTable;
@@ -82,11 +83,9 @@ impl CacheReader for NoCache {
 
 /// Store data for one call into a plugin.
 pub(crate) struct Sandbox {
-    wasi: WasiCtx,
+    wasi: Wasi,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
-    pub(crate) stdout: MemoryOutputPipe,
-    pub(crate) stderr: MemoryOutputPipe,
     cache: Arc<dyn CacheReader>,
     http: WasiHttpCtx,
     hooks: Hooks,
@@ -96,29 +95,53 @@ pub(crate) struct Sandbox {
     tap: Option<Arc<Tap>>,
 }
 
+/// A call's WASI: no preopened directories, no environment, no arguments, no sockets. WASI is
+/// linked so that any component loads, but it grants nothing except clocks and randomness;
+/// stdout and stderr are kept in memory. Outgoing HTTP goes only through the sandbox's `hooks`,
+/// which hold it to the plugin's grant.
+///
+/// Its context is made on the call's first use of WASI: a call may use none, and making one
+/// costs two of `wasmtime-wasi`'s default contexts (random generators seeded, clocks and
+/// checks boxed), about a tenth of making a Rust plugin's instance.
+struct Wasi {
+    ctx: Option<WasiCtx>,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+    /// A tapped call's clocks: its tap, and when its store was made (the monotonic clock counts
+    /// from there).
+    clocks: Option<(Arc<Tap>, Instant)>,
+}
+
+impl Wasi {
+    fn ctx(&mut self) -> &mut WasiCtx {
+        let Self { ctx, stdout, stderr, clocks } = self;
+        ctx.get_or_insert_with(|| {
+            let mut wasi = WasiCtx::builder();
+            wasi.stdout(stdout.clone()).stderr(stderr.clone());
+            if let Some((tap, start)) = clocks {
+                wasi.wall_clock(tap::WallClock(tap.clone()))
+                    .monotonic_clock(tap::MonotonicClock { tap: tap.clone(), start: *start });
+            }
+            wasi.build()
+        })
+    }
+}
+
 impl Sandbox {
     /// The store data of one call: `memory_limit` bytes, reads from `cache`, outgoing HTTP
     /// through `hooks` (used only when the plugin is linked with `wasi:http`), every import
     /// call seen by `tap` when there is one (the clocks included).
     pub(crate) fn new(memory_limit: usize, cache: Arc<dyn CacheReader>, hooks: Hooks, tap: Option<Arc<Tap>>) -> Self {
-        let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
-        let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
-        // No preopened directories, no environment, no arguments, no sockets: WASI is linked so
-        // that any component loads, but it grants nothing except clocks and randomness. Outgoing
-        // HTTP goes only through `hooks`, which hold it to the plugin's grant.
-        let mut wasi = WasiCtx::builder();
-        wasi.stdout(stdout.clone()).stderr(stderr.clone());
-        if let Some(tap) = &tap {
-            wasi.wall_clock(tap::WallClock(tap.clone()))
-                .monotonic_clock(tap::MonotonicClock { tap: tap.clone(), start: std::time::Instant::now() });
-        }
-        let wasi = wasi.build();
+        let wasi = Wasi {
+            ctx: None,
+            stdout: MemoryOutputPipe::new(OUTPUT_CAPACITY),
+            stderr: MemoryOutputPipe::new(OUTPUT_CAPACITY),
+            clocks: tap.as_ref().map(|tap| (tap.clone(), Instant::now())),
+        };
         Self {
             wasi,
             table: ResourceTable::new(),
             limiter: MemoryLimiter::new(memory_limit),
-            stdout,
-            stderr,
             cache,
             http: WasiHttpCtx::new(),
             hooks,
@@ -140,25 +163,26 @@ impl Sandbox {
         self.cache = cache;
         self.hooks = hooks;
         self.limiter.exceeded = None;
-        self.earlier_output = (self.stdout.contents().len(), self.stderr.contents().len());
+        self.earlier_output = (self.wasi.stdout.contents().len(), self.wasi.stderr.contents().len());
     }
 
     /// What the current call wrote to stdout and to stderr.
     pub(crate) fn output(&self) -> [(&'static str, bytes::Bytes); 2] {
         let (stdout, stderr) = self.earlier_output;
-        [("stdout", self.stdout.contents().slice(stdout..)), ("stderr", self.stderr.contents().slice(stderr..))]
+        let Wasi { stdout: out, stderr: err, .. } = &self.wasi;
+        [("stdout", out.contents().slice(stdout..)), ("stderr", err.contents().slice(stderr..))]
     }
 
     /// Whether the output buffers are more than half full: an instance kept for later calls
     /// would soon drop what they write.
     pub(crate) fn output_mostly_used(&self) -> bool {
-        self.stdout.contents().len().max(self.stderr.contents().len()) > OUTPUT_CAPACITY / 2
+        self.wasi.stdout.contents().len().max(self.wasi.stderr.contents().len()) > OUTPUT_CAPACITY / 2
     }
 }
 
 impl WasiView for Sandbox {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView { ctx: self.wasi.ctx(), table: &mut self.table }
     }
 }
 
@@ -261,12 +285,12 @@ impl Sandbox {
         answer: impl FnOnce(&T) -> Answer,
         replayed: impl FnOnce(Answer) -> Option<T>,
     ) -> wasmtime::Result<T> {
-        let Some(tap) = self.tap.clone() else { return host(self.wasi.random()) };
+        let Some(tap) = self.tap.clone() else { return host(self.wasi.ctx().random()) };
         let import = import();
         if let Some(recorded) = tap.replayed(&import) {
             return replayed(recorded).ok_or_else(|| wasmtime::Error::msg(tap::unanswered(import.name())));
         }
-        let value = host(self.wasi.random())?;
+        let value = host(self.wasi.ctx().random())?;
         tap.answered(import, answer(&value));
         Ok(value)
     }
@@ -338,5 +362,40 @@ impl std::fmt::Display for Fields<'_> {
             write!(f, "{k}={v}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox(tap: Option<Arc<Tap>>) -> Sandbox {
+        Sandbox::new(1 << 20, Arc::new(NoCache), Hooks::new("reconcile", None, tap.clone()), tap)
+    }
+
+    /// A call that uses no WASI makes no context; the first use makes it, later ones reuse it.
+    #[test]
+    fn the_wasi_context_is_made_on_first_use_only() {
+        let mut sandbox = sandbox(None);
+        assert!(sandbox.wasi.ctx.is_none());
+        assert!(sandbox.output().iter().all(|(_, bytes)| bytes.is_empty()));
+        let first: *const WasiCtx = WasiView::ctx(&mut sandbox).ctx;
+        let again: *const WasiCtx = WasiView::ctx(&mut sandbox).ctx;
+        assert_eq!(first, again);
+    }
+
+    /// A tapped call's clocks and random values still go through its tap when its context is
+    /// made late.
+    #[test]
+    fn a_context_made_late_still_records_a_tapped_calls_clocks_and_randomness() {
+        use wasmtime_wasi::clocks::WasiClocksView;
+        use wasmtime_wasi::p2::bindings::clocks::wall_clock;
+        let tap = Tap::recording();
+        let mut sandbox = sandbox(Some(tap.clone()));
+        random::Host::get_random_u64(&mut sandbox).unwrap();
+        wall_clock::Host::now(&mut sandbox.clocks()).unwrap();
+        let Tap::Record(calls) = &*tap else { unreachable!("a recording tap") };
+        let imports: Vec<_> = calls.lock().unwrap().iter().map(|call| call.import.name()).collect();
+        assert_eq!(imports, ["random-u64", "wall-clock"]);
     }
 }
