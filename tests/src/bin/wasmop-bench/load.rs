@@ -95,7 +95,17 @@ impl Tracker {
         let task = tokio::spawn(async move {
             let mut listed_tx = Some(listed_tx);
             let mut events = std::pin::pin!(events);
-            while let Ok(Some(event)) = events.try_next().await {
+            // A watch error (a dropped connection, a throttled re-list) is passed on and the
+            // watcher starts again after its backoff: the tracker goes on. Ending at the first
+            // error left every later status unseen, and the part waited for them in vain.
+            while let Some(event) = events.next().await {
+                let event = match event {
+                    Err(err) => {
+                        eprintln!("the bench's watch of Greetings failed, and starts again: {err}");
+                        continue;
+                    }
+                    Ok(event) => event,
+                };
                 let object = match event {
                     watcher::Event::Apply(o) | watcher::Event::InitApply(o) => o,
                     watcher::Event::InitDone => {
