@@ -6,7 +6,9 @@
 //! its own. Here the key is the object's [`ObjectKey`] and the value the very `Arc` the watch
 //! decoded and hands on to the subscribers. Events apply as kube's reflector applies them: a
 //! re-list is gathered aside and replaces the objects whole when it is complete, so a read during
-//! it sees the objects as they were.
+//! it sees the objects as they were. Unlike kube's, a re-list keeps the stored copy of each object
+//! it finds unchanged (same UID and resource version) and lets its own copy go: a re-list after a
+//! watch error, or after a sharded replica's ranges shrank, holds its objects once, not twice.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -43,7 +45,9 @@ impl Whole {
             Event::Init => *self.listing() = Some(Objects::new()),
             Event::InitApply(object) => {
                 if let Some(key) = crate::object::key_of(object) {
-                    self.listing().get_or_insert_default().insert(key, object.clone());
+                    let stored = self.objects.read().expect("never poisoned").get(&key).cloned();
+                    let kept = stored.filter(|stored| unchanged(stored, object)).unwrap_or_else(|| object.clone());
+                    self.listing().get_or_insert_default().insert(key, kept);
                 }
             }
             Event::InitDone => {
@@ -102,6 +106,12 @@ impl Whole {
     }
 }
 
+/// Whether `listed` is the version of the object `stored` is: same UID, same resource version.
+fn unchanged(stored: &Object, listed: &Object) -> bool {
+    let (a, b) = (&stored.metadata, &listed.metadata);
+    a.resource_version.is_some() && a.resource_version == b.resource_version && a.uid == b.uid
+}
+
 #[cfg(test)]
 mod tests {
     use kube::api::{ApiResource, GroupVersionKind};
@@ -151,6 +161,24 @@ mod tests {
         assert_eq!(version(&store, "gone"), None);
         assert_eq!(version(&store, "kept").as_deref(), Some("3"));
         assert_eq!(store.keys(), [key("kept", Some("ns"))]);
+    }
+
+    #[test]
+    fn a_relist_keeps_the_stored_copy_of_an_unchanged_object_and_takes_a_changed_one() {
+        let store = Whole::default();
+        let (same, old) = (object("same", Some("ns"), "1"), object("changed", Some("ns"), "1"));
+        store.apply(&Event::Apply(same.clone()));
+        store.apply(&Event::Apply(old.clone()));
+        store.apply(&Event::Init);
+        let (listed_same, listed_changed) = (object("same", Some("ns"), "1"), object("changed", Some("ns"), "2"));
+        store.apply(&Event::InitApply(listed_same.clone()));
+        store.apply(&Event::InitApply(listed_changed.clone()));
+        store.apply(&Event::InitDone);
+        let kept = store.get(&key("same", Some("ns"))).unwrap();
+        assert!(Arc::ptr_eq(&kept, &same), "the stored copy stays");
+        assert_eq!(Arc::strong_count(&listed_same), 1, "the list's copy is not held");
+        assert!(Arc::ptr_eq(&store.get(&key("changed", Some("ns"))).unwrap(), &listed_changed));
+        assert_eq!(Arc::strong_count(&old), 1, "the older version is let go");
     }
 
     #[test]
