@@ -517,10 +517,8 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     while sources.join_next().await.is_some() {}
     drop(sink);
     drop(subscription);
-    if let Some(scheduler) = scheduler
-        && let Err(err) = scheduler.await
-    {
-        tracing::error!(plugin = config.name, %err, "scheduler stopped abnormally");
+    if let Some(scheduler) = scheduler {
+        scheduler.await;
     }
     inlet.detach();
     tracing::info!(plugin = config.name, "controller stopped");
@@ -857,13 +855,21 @@ struct Dispatch {
     inlet: Inlet,
 }
 
+/// A started scheduler, polled by the controller's task.
+type Scheduler = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// The scheduler's parts, until every cache has synced.
 type Unstarted = (scheduler::Inbox<ObjectKey>, Settings, Option<ShardAdmission>, Arc<Reconciler>);
 
 impl Dispatch {
     /// Feeds the primary's events to the scheduler until the watch ends or `shutdown` fires;
     /// starts the scheduler once the primary's and the secondaries' caches are synced and the
-    /// predecessor (`after`) is gone. Returns the scheduler's task, if it started.
+    /// predecessor (`after`) is gone. Returns the scheduler, if it started, to be awaited until
+    /// its runs have finished.
+    ///
+    /// The scheduler (and with it the runs) is polled in this task, beside the primary's
+    /// events, as kube's `Controller` polls its watch and its reconciles in one: a change
+    /// reaches its run without waking another task.
     async fn run(
         mut self,
         subscription: &Subscription,
@@ -872,7 +878,7 @@ impl Dispatch {
         mut after: Option<oneshot::Receiver<()>>,
         reconcile_all: &Notify,
         shutdown: &CancellationToken,
-    ) -> Option<tokio::task::JoinHandle<()>> {
+    ) -> Option<Scheduler> {
         let plugin = self.plugin.clone();
         let mut unstarted = Some(unstarted);
         let mut secondaries_synced = std::pin::pin!(secondaries_synced);
@@ -893,10 +899,16 @@ impl Dispatch {
                 tracing::info!(plugin, "caches synced; reconciling");
                 self.synced.store(true, std::sync::atomic::Ordering::Release);
                 let run = move |run| reconciler.clone().run(run);
-                scheduler = Some(tokio::spawn(scheduler::run_admitted(inbox, scheduler_settings, admission, run)));
+                let started: Scheduler = Box::pin(scheduler::run_admitted(inbox, scheduler_settings, admission, run));
+                scheduler = Some(started);
             }
             let event = tokio::select! {
                 event = events.next() => event,
+                // It ends once stopped (`Settings::stop`); the events go on to a closed handle.
+                () = async { scheduler.as_mut().expect("polled only once started").await }, if scheduler.is_some() => {
+                    scheduler = None;
+                    continue;
+                }
                 results = &mut secondaries_synced, if waiting_for_secondaries => {
                     waiting_for_secondaries = false;
                     if results.iter().any(Result::is_err) {

@@ -45,11 +45,13 @@ use std::future::Future;
 use std::hash::Hash;
 use std::time::Duration;
 
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use futures::FutureExt;
+use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::ratelimit::RateLimit;
@@ -286,6 +288,10 @@ impl<K> Admission<K> for Everyone {
 /// until every [`Handle`] is dropped or [`Settings::stop`] fires, and the runs in flight have
 /// finished (or [`Settings::cancel`] fired and their futures are dropped).
 ///
+/// The runs are polled in the task that awaits this function, as kube's `Controller` polls its
+/// reconciles: a change is handed to no other task on its way to its run. A run that waits
+/// (an API call, or a plugin call yielding at an epoch tick) lets the others go on.
+///
 /// A run whose future panics counts as a retryable failure.
 pub async fn run<K, F, Fut>(inbox: Inbox<K>, settings: Settings, action: F)
 where
@@ -323,8 +329,7 @@ pub async fn run_admitted<K, F, Fut, A>(
     }
     let mut reported = (0, 0);
     let mut state: State<K> = State::new(settings);
-    let mut in_flight: JoinSet<Verdict> = JoinSet::new();
-    let mut keys_in_flight = std::collections::HashMap::new();
+    let mut in_flight: FuturesUnordered<InFlight<K>> = FuturesUnordered::new();
     // The wait for a shared permit survives loop turns, so this scheduler keeps its place in
     // the semaphore's first-come-first-served queue.
     let mut permit_wait: Option<PermitWait> = None;
@@ -332,9 +337,8 @@ pub async fn run_admitted<K, F, Fut, A>(
     let mut inbox_open = true;
     loop {
         if !cancelling && fired(&cancel) {
-            // Dropping the futures happens as the aborted tasks are joined below.
             cancelling = true;
-            in_flight.abort_all();
+            in_flight.clear();
         }
         if !stopping && (cancelling || fired(&stop)) {
             stopping = true;
@@ -380,17 +384,16 @@ pub async fn run_admitted<K, F, Fut, A>(
             if let Some(observer) = &watcher {
                 observer.run_started(waited);
             }
-            let handle = in_flight.spawn(async move {
+            in_flight.push(Box::pin(async move {
                 let started = tokio::time::Instant::now();
-                let verdict = run.await;
+                let verdict = AssertUnwindSafe(run).catch_unwind().await.unwrap_or(Verdict::Failed { retry: true });
                 if let Some(observer) = &watcher {
                     observer.run_finished(started.elapsed(), verdict);
                 }
                 drop(held);
                 drop(guard);
-                verdict
-            });
-            keys_in_flight.insert(handle.id(), key);
+                (key, verdict)
+            }));
         }
         if let Some(observer) = &observer {
             let (adds, retries) = state.counts();
@@ -430,25 +433,7 @@ pub async fn run_admitted<K, F, Fut, A>(
                 permit_wait = None;
                 permit = acquired.ok();
             }
-            Some(joined) = in_flight.join_next_with_id(), if !in_flight.is_empty() => {
-                let (id, verdict) = match joined {
-                    Ok((id, verdict)) => (id, verdict),
-                    // Aborted: the run has no verdict, and its key no state left.
-                    Err(err) if err.is_cancelled() => {
-                        keys_in_flight.remove(&err.id());
-                        continue;
-                    }
-                    Err(err) => {
-                        if let Some(observer) = &observer {
-                            observer.run_finished(Duration::ZERO, Verdict::Failed { retry: true });
-                        }
-                        (err.id(), Verdict::Failed { retry: true })
-                    }
-                };
-                if let Some(key) = keys_in_flight.remove(&id) {
-                    state.finish(key, verdict);
-                }
-            }
+            Some((key, verdict)) = in_flight.next(), if !in_flight.is_empty() => state.finish(key, verdict),
         }
     }
 }
@@ -465,6 +450,9 @@ async fn cancelled(token: &Option<CancellationToken>) {
         None => std::future::pending().await,
     }
 }
+
+/// A run in flight: its key and, once it ends, its verdict.
+type InFlight<K> = Pin<Box<dyn Future<Output = (K, Verdict)> + Send>>;
 
 /// A pending acquisition of a shared permit.
 type PermitWait = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, tokio::sync::AcquireError>> + Send>>;
