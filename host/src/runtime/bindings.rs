@@ -14,7 +14,7 @@ wasmtime::component::bindgen!({
 // every instantiation: `exports.rs` checks them once per module against the same Rust types.
 
 /// The contract version this host implements, as found in the exported interface name.
-pub const CONTRACT_VERSION: &str = "0.6.0";
+pub const CONTRACT_VERSION: &str = "0.7.0";
 
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";
@@ -229,5 +229,6 @@ pub(crate) fn test_config(kind: &str) -> wasmop::plugin::types::PluginConfig {
         polling: None,
         inbound: None,
         external_dependents: Vec::new(),
+        sharding: None,
     }
 }
