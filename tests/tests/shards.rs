@@ -614,11 +614,14 @@ fn ran_on(runs: &[Ran], payload: &str) -> HashMap<String, HashSet<usize>> {
     ran_on
 }
 
-/// The replicas that lead now (`leader_election_master_status` 1), of those not in `gone`.
-async fn leaders(replicas: &[Replica], gone: &[usize]) -> Vec<usize> {
+/// The replicas of the shard group `group` that lead now, of those not in `gone`: their
+/// `leader_election_master_status` for the election's Lease (`<group>-leader`; each member's own
+/// Lease has a gauge too) is 1.
+async fn leaders(replicas: &[Replica], group: &str, gone: &[usize]) -> Vec<usize> {
+    let gauge = format!("leader_election_master_status{{name=\"{group}-leader\"}}");
     let mut leading = Vec::new();
     for (i, replica) in replicas.iter().enumerate() {
-        if !gone.contains(&i) && replica.metric("leader_election_master_status").await == 1.0 {
+        if !gone.contains(&i) && replica.metric(&gauge).await == 1.0 {
             leading.push(i);
         }
     }
@@ -643,7 +646,7 @@ async fn a_plugin_declaring_no_sharding_runs_on_the_leader_alone() -> anyhow::Re
     let ran: HashSet<usize> = first.values().flatten().copied().collect();
     assert_eq!(ran.len(), 1, "the objects ran on replicas {ran:?}, not on one");
     let runner = *ran.iter().next().expect("one");
-    assert_eq!(leaders(&replicas, &[]).await, [runner], "the replica that ran them leads");
+    assert_eq!(leaders(&replicas, &ns, &[]).await, [runner], "the replica that ran them leads");
     for (i, replica) in replicas.iter().enumerate() {
         let owned = replica.metric("wasmop_shard_objects{plugin=\"fixture-shard-leader\"}").await;
         assert_eq!(owned, 0.0, "replica {i} counts {owned} objects of an unsharded plugin as its shard");
@@ -661,7 +664,7 @@ async fn a_plugin_declaring_no_sharding_runs_on_the_leader_alone() -> anyhow::Re
     assert_eq!(ran.len(), 1, "after the kill the objects ran on replicas {ran:?}");
     let successor = *ran.iter().next().expect("one");
     assert_ne!(successor, runner);
-    assert_eq!(leaders(&replicas, &[runner]).await, [successor], "the replica that ran them leads now");
+    assert_eq!(leaders(&replicas, &ns, &[runner]).await, [successor], "the replica that ran them leads now");
     Ok(())
 }
 
