@@ -158,7 +158,7 @@ pub fn predicate(terms: Option<&[types::PredicateTerm]>) -> Result<Option<wasmop
 /// A plugin's settings as its `describe()` states them: the one conversion of the WIT record
 /// into the settings users read and override (`wasmop_core::settings`).
 pub fn settings(config: &types::PluginConfig) -> wasmop_core::settings::Settings {
-    use wasmop_core::settings::{RateLimit, Retry, Settings};
+    use wasmop_core::settings::{RateLimit, Retry, Settings, Sharding};
     Settings {
         label_selector: config.label_selector.clone(),
         field_selector: config.field_selector.clone(),
@@ -179,6 +179,11 @@ pub fn settings(config: &types::PluginConfig) -> wasmop_core::settings::Settings
             .map(|r| RateLimit { max_reconciles: r.max_reconciles, period_ms: r.period_ms }),
         max_concurrent_reconciles: config.max_concurrent_reconciles,
         resync_period_ms: config.resync_period_ms,
+        sharding: config.sharding.map(|sharding| match sharding {
+            types::Sharding::Uid => Sharding::Uid,
+            types::Sharding::Namespace => Sharding::Namespace,
+            types::Sharding::None => Sharding::None,
+        }),
         ..Settings::default()
     }
 }
