@@ -51,7 +51,8 @@ pub struct Settings {
     /// Bound the caches of the primary and the declared watches (not the dependents').
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheBudget>,
-    /// How a host run with `--shards` splits the primaries across replicas.
+    /// How a host run with `--shards` splits the primaries across replicas; a plugin declares
+    /// its own in `describe()` (contract 0.7.0), and an override beats it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sharding: Option<Sharding>,
     /// Which reconciles a host run with `--record DIR` records, and how much it keeps

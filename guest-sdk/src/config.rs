@@ -519,6 +519,7 @@ impl Filters {
 /// | [`max_concurrent_reconciles`](Config::max_concurrent_reconciles) | host's (`--plugin-concurrency`, 8) | `maxConcurrentReconciliations` | `MaxConcurrentReconciles` |
 /// | [`watch`](Config::watch) (repeatable) | none | `InformerEventSource` | `Owns`, `Watches` |
 /// | [`resync_period`](Config::resync_period) | never | - | `SyncPeriod` (every cached object) |
+/// | [`sharding`](Config::sharding) | host's: [`Sharding::Uid`] | - | - (leader election, for [`Sharding::None`]) |
 ///
 /// ```
 /// use std::time::Duration;
@@ -590,6 +591,36 @@ pub struct Config {
     pub inbound: Option<Inbound>,
     /// Objects outside the cluster the reconciles keep in shape.
     pub external_dependents: Vec<ExternalDependent>,
+    /// How a host run with `--shards` splits the primaries across its replicas; the host's
+    /// default ([`Sharding::Uid`]) when absent. See [`Config::sharding`].
+    pub sharding: Option<Sharding>,
+}
+
+/// How a host run with `--shards` splits a plugin's primaries across its replicas: each replica
+/// reconciles its share, and a primary is never reconciled by two replicas at once. Without
+/// `--shards` the host runs every primary itself, whatever this says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Sharding {
+    /// By the primary's UID: the objects spread evenly. The host's default.
+    #[default]
+    Uid,
+    /// By the primary's namespace: a namespace's primaries, and their dependents' watches, stay
+    /// on one replica.
+    Namespace,
+    /// Not sharded: the elected leader alone runs the plugin, on every primary; the other
+    /// replicas stand by and take over when it goes.
+    None,
+}
+
+impl Sharding {
+    fn to_wit(self) -> wit::Sharding {
+        match self {
+            Sharding::Uid => wit::Sharding::Uid,
+            Sharding::Namespace => wit::Sharding::Namespace,
+            Sharding::None => wit::Sharding::None,
+        }
+    }
 }
 
 /// The primary's finalizer (JOSDK's finalizer support), used only when the plugin needs one: it
@@ -648,6 +679,7 @@ impl Config {
             polling: None,
             inbound: None,
             external_dependents: Vec::new(),
+            sharding: None,
         }
     }
 
@@ -971,6 +1003,27 @@ impl Config {
         self
     }
 
+    /// How a host run with `--shards` splits this plugin's primaries across its replicas, instead
+    /// of by UID (the host's default). [`Sharding::None`] runs the plugin on the elected leader
+    /// alone: for a plugin whose reconciles must not run on two replicas at once even for
+    /// different primaries, or that must see every primary. A deploy-time override (`sharding`
+    /// in the host's configuration file or a `ReconcilerPlugin`'s `spec.overrides`) beats it;
+    /// without `--shards` it changes nothing.
+    ///
+    /// Sharded replicas are wasmop's own: JOSDK and controller-runtime run a controller on the
+    /// leader alone (leader election), as [`Sharding::None`] does.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Config, Kind, Sharding};
+    /// let config = Config::new("quota", Kind::cluster("example.com", "v1", "Quota")).sharding(Sharding::None);
+    /// assert_eq!(config.sharding, Some(Sharding::None));
+    /// ```
+    #[must_use]
+    pub fn sharding(mut self, sharding: Sharding) -> Self {
+        self.sharding = Some(sharding);
+        self
+    }
+
     /// The WIT form; `cleanup` says whether the reconciler implements [`Cleaner`](crate::Cleaner).
     pub(crate) fn into_wit(self, cleanup: bool) -> wit::PluginConfig {
         wit::PluginConfig {
@@ -1008,6 +1061,7 @@ impl Config {
             polling: self.polling.map(Polling::into_wit),
             inbound: self.inbound.map(Inbound::into_wit),
             external_dependents: self.external_dependents.into_iter().map(ExternalDependent::into_wit).collect(),
+            sharding: self.sharding.map(Sharding::to_wit),
         }
     }
 }
@@ -1068,6 +1122,7 @@ mod tests {
                 )
                 .watch(Watch::new(Kind::namespaced("", "v1", "Secret")).namespace("shared").cluster("edge").annotated())
                 .resync_period(Duration::from_secs(90))
+                .sharding(Sharding::Namespace)
         }
 
         fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> {
@@ -1101,6 +1156,7 @@ mod tests {
         assert_eq!(config.resync_period_ms, None);
         assert!(matches!(config.finalizer, wit::Finalizer::Derived));
         assert!(!config.cleanup, "no Cleaner: the host needs no finalizer for cleanup");
+        assert_eq!(config.sharding, None, "the host's default");
     }
 
     #[test]
@@ -1127,6 +1183,7 @@ mod tests {
         assert_eq!((limit.max_reconciles, limit.period_ms), (2, 3_500));
         assert_eq!(config.max_concurrent_reconciles, Some(4));
         assert_eq!(config.resync_period_ms, Some(90_000));
+        assert_eq!(config.sharding, Some(wit::Sharding::Namespace));
         let [owned, namespaces, secrets] = &config.watches[..] else { panic!("three watches: {:?}", config.watches) };
         assert_eq!(
             (owned.kind.kind.as_str(), owned.kind.plural.as_deref(), owned.kind.namespaced),
@@ -1192,6 +1249,17 @@ mod tests {
             ),
             "{mappers:?}"
         );
+    }
+
+    #[test]
+    fn every_sharding_goes_through_describe() {
+        let kind = || Kind::namespaced("", "v1", "ConfigMap");
+        let described: Vec<_> = [Sharding::Uid, Sharding::Namespace, Sharding::None]
+            .into_iter()
+            .map(|sharding| Config::new("s", kind()).sharding(sharding).into_wit(false).sharding)
+            .collect();
+        assert_eq!(described, [Some(wit::Sharding::Uid), Some(wit::Sharding::Namespace), Some(wit::Sharding::None)]);
+        assert_eq!(Sharding::default(), Sharding::Uid);
     }
 
     #[test]

@@ -142,7 +142,8 @@ pub mod testing;
 mod wire;
 
 pub use config::{
-    Config, Filters, Finalizer, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry, Watch,
+    Config, Filters, Finalizer, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry,
+    Sharding, Watch,
 };
 pub use context::{Context, Level};
 pub use crd::Crd;

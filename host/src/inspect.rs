@@ -203,7 +203,7 @@ fn condition(condition: &Condition) -> String {
 mod tests {
     use super::*;
     use crate::runtime::bindings::test_config;
-    use crate::runtime::bindings::wasmop::plugin::types::RetryPolicy;
+    use crate::runtime::bindings::wasmop::plugin::types::{RetryPolicy, Sharding};
 
     #[test]
     fn settings_read_as_the_overrides_file_writes_them() {
@@ -224,6 +224,11 @@ mod tests {
         assert_eq!(described["settings"]["resyncPeriodMs"], 60_000);
         assert_eq!(described["settings"]["filters"]["generationAware"], true);
         assert_eq!(described["finalizer"], Value::Null, "no cleanup, no annotation-owned dependent");
+        assert_eq!(described["settings"].get("sharding"), None, "not declared: the host's default");
+        let leader = describe(&PluginConfig { sharding: Some(Sharding::None), ..config.clone() });
+        assert_eq!(leader["settings"]["sharding"], "none");
+        let back: wasmop_core::settings::Settings = serde_json::from_value(leader["settings"].clone()).unwrap();
+        assert_eq!(back.sharding, Some(wasmop_core::settings::Sharding::None));
         let cleaning = describe(&PluginConfig { cleanup: true, ..config });
         assert_eq!(cleaning["finalizer"], "wasmop.dev/p");
         // What `inspect` prints under `settings` is a valid overrides block.

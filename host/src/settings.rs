@@ -237,6 +237,29 @@ mod tests {
     }
 
     #[test]
+    fn the_plugins_sharding_applies_and_an_override_beats_it() {
+        use crate::runtime::bindings::wasmop::plugin::types::Sharding as Declared;
+        use wasmop_core::shard::ShardKey;
+        let declaring = |sharding| PluginConfig { sharding: Some(sharding), ..config() };
+        let plain = Overrides::default();
+        assert_eq!(resolve(&config(), &plain, &defaults()).sharding, Some(ShardKey::Uid), "the host's default");
+        assert_eq!(resolve(&declaring(Declared::Uid), &plain, &defaults()).sharding, Some(ShardKey::Uid));
+        assert_eq!(resolve(&declaring(Declared::Namespace), &plain, &defaults()).sharding, Some(ShardKey::Namespace));
+        assert_eq!(resolve(&declaring(Declared::None), &plain, &defaults()).sharding, None, "the leader alone");
+        let over = |yaml: &str| serde_saphyr::from_str::<HostConfig>(yaml).unwrap().plugins["p"].clone();
+        let by_uid = over("plugins:\n  p:\n    sharding: uid\n");
+        assert_eq!(resolve(&declaring(Declared::None), &by_uid, &defaults()).sharding, Some(ShardKey::Uid));
+        let unsharded = over("plugins:\n  p:\n    sharding: none\n");
+        assert_eq!(resolve(&declaring(Declared::Namespace), &unsharded, &defaults()).sharding, None);
+        let by_ns = over("plugins:\n  p:\n    maxConcurrentReconciles: 2\n");
+        assert_eq!(
+            resolve(&declaring(Declared::Namespace), &by_ns, &defaults()).sharding,
+            Some(ShardKey::Namespace),
+            "an override that says nothing of sharding keeps the plugin's"
+        );
+    }
+
+    #[test]
     fn the_record_setting_comes_from_the_overrides_whole() {
         let yaml = "plugins:\n  p:\n    record: { selector: team=a, sample: 0.5, budgetMiB: 2 }\n";
         let host: HostConfig = serde_saphyr::from_str(yaml).unwrap();

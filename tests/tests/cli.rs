@@ -55,6 +55,25 @@ fn inspect_shows_granted_http_polling_inbound_and_external_dependents() -> anyho
     Ok(())
 }
 
+/// `wasmop inspect` shows the sharding a plugin declares in its own code under `settings:`, in
+/// the overrides file's words; a plugin that declares none has no `sharding` there (the host's
+/// default, by UID).
+#[test]
+fn inspect_shows_the_sharding_a_plugin_declares() -> anyhow::Result<()> {
+    let settings = |name: &str| -> anyhow::Result<serde_json::Value> {
+        let output = Command::new(wasmop_binary()?)
+            .args(["inspect", "--output", "json"])
+            .arg(plugin(name))
+            .env("RUST_LOG", "off")
+            .output()?;
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        Ok(serde_json::from_slice::<serde_json::Value>(&output.stdout)?["settings"].clone())
+    };
+    assert_eq!(settings("fixture-shard-leader")?["sharding"], "none");
+    assert_eq!(settings("fixture-shard")?.get("sharding"), None);
+    Ok(())
+}
+
 #[test]
 fn compiled_plugins_go_to_the_modules_directory_of_wasmop_cache() -> anyhow::Result<()> {
     let cache = workspace_root().join(format!("target/cli-cache-{}", std::process::id()));

@@ -16,6 +16,9 @@
 //!   SIGTERM of a replica hands its objects over within 2 s.
 //! - A replica cut off from the API server starts no run after its renew deadline; the others
 //!   take its objects after its Lease expired; reconnected, it joins again.
+//! - A plugin that declares `sharding: none` in its own code (`fixture-shard-leader`) runs on the
+//!   elected leader alone: every object on that one replica, none overlapping; killed, the next
+//!   leader runs them all. A deploy-time override (`sharding: uid`) beats the declaration.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -66,7 +69,18 @@ impl Replica {
 
     /// A replica talking to the API server as `kubeconfig` says.
     fn start_with(ns: &str, index: usize, kubeconfig: &std::path::Path, args: &[&str]) -> anyhow::Result<Self> {
-        let fixture = plugin("fixture-shard").display().to_string();
+        Self::start_plugin(ns, index, "fixture-shard", kubeconfig, args)
+    }
+
+    /// A replica running the plugin `name` (a build of the fixture) on the objects of `ns`.
+    fn start_plugin(
+        ns: &str,
+        index: usize,
+        name: &str,
+        kubeconfig: &std::path::Path,
+        args: &[&str],
+    ) -> anyhow::Result<Self> {
+        let fixture = plugin(name).display().to_string();
         let mut all = vec!["--namespace", ns, "--plugin", &fixture];
         all.extend(args);
         Self::spawn(ns, index, kubeconfig, &all)
@@ -578,5 +592,107 @@ async fn a_replica_whose_lease_was_changed_by_someone_else_stays_a_member() -> a
         let handovers = replica.metric("wasmop_shard_handovers_total").await;
         assert!(handovers <= 1.0, "replica {i}: {handovers} handovers (at most the second replica's join)");
     }
+    Ok(())
+}
+
+/// Three replicas of the shard group `ns` running `fixture-shard-leader` (it declares
+/// `sharding: none`) with `args`, once they see each other.
+async fn three_of_the_leader_fixture(ns: &str, args: &[&str]) -> anyhow::Result<Vec<Replica>> {
+    let replicas: Vec<Replica> = (0..3)
+        .map(|i| Replica::start_plugin(ns, i, "fixture-shard-leader", kubeconfig(), args))
+        .collect::<Result<_, _>>()?;
+    until_members(&replicas, 3).await?;
+    Ok(replicas)
+}
+
+/// Which replicas ran each object with `payload`.
+fn ran_on(runs: &[Ran], payload: &str) -> HashMap<String, HashSet<usize>> {
+    let mut ran_on: HashMap<String, HashSet<usize>> = HashMap::new();
+    for (replica, uid, _, _, _) in runs.iter().filter(|(_, _, p, _, _)| p == payload) {
+        ran_on.entry(uid.clone()).or_default().insert(*replica);
+    }
+    ran_on
+}
+
+/// The replicas of the shard group `group` that lead now, of those not in `gone`: their
+/// `leader_election_master_status` for the election's Lease (`<group>-leader`; each member's own
+/// Lease has a gauge too) is 1.
+async fn leaders(replicas: &[Replica], group: &str, gone: &[usize]) -> Vec<usize> {
+    let gauge = format!("leader_election_master_status{{name=\"{group}-leader\"}}");
+    let mut leading = Vec::new();
+    for (i, replica) in replicas.iter().enumerate() {
+        if !gone.contains(&i) && replica.metric(&gauge).await == 1.0 {
+            leading.push(i);
+        }
+    }
+    leading
+}
+
+/// `fixture-shard-leader` declares `sharding: none` in its own config, and no deploy-time
+/// setting says otherwise: of three sharded replicas the elected leader alone runs it. Every
+/// object is reconciled, all on one replica, the leader; no run overlaps. Killed, the leader's
+/// successor runs every object, alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_declaring_no_sharding_runs_on_the_leader_alone() -> anyhow::Result<()> {
+    let (api, ns) = set_up("shards-leader").await?;
+    let mut replicas = three_of_the_leader_fixture(&ns, &[]).await?;
+    create(&api, "one").await?;
+    until_reconciled(&replicas, "one").await?;
+
+    let runs = all_runs(&replicas, &HashMap::new())?;
+    assert_no_overlap(&runs);
+    let first = ran_on(&runs, "one");
+    assert_eq!(first.len(), OBJECTS, "every object ran");
+    let ran: HashSet<usize> = first.values().flatten().copied().collect();
+    assert_eq!(ran.len(), 1, "the objects ran on replicas {ran:?}, not on one");
+    let runner = *ran.iter().next().expect("one");
+    assert_eq!(leaders(&replicas, &ns, &[]).await, [runner], "the replica that ran them leads");
+    for (i, replica) in replicas.iter().enumerate() {
+        let owned = replica.metric("wasmop_shard_objects{plugin=\"fixture-shard-leader\"}").await;
+        assert_eq!(owned, 0.0, "replica {i} counts {owned} objects of an unsharded plugin as its shard");
+    }
+
+    // The leader killed, the next one runs every object, alone.
+    replicas[runner].child.kill()?;
+    let killed = now_us();
+    replicas[runner].child.wait()?;
+    change(&api, "two").await?;
+    until_reconciled(&replicas, "two").await?;
+    let runs = all_runs(&replicas, &HashMap::from([(runner, killed)]))?;
+    assert_no_overlap(&runs);
+    let ran: HashSet<usize> = ran_on(&runs, "two").values().flatten().copied().collect();
+    assert_eq!(ran.len(), 1, "after the kill the objects ran on replicas {ran:?}");
+    let successor = *ran.iter().next().expect("one");
+    assert_ne!(successor, runner);
+    assert_eq!(leaders(&replicas, &ns, &[runner]).await, [successor], "the replica that ran them leads now");
+    Ok(())
+}
+
+/// A deploy-time override beats the plugin's own declaration: `fixture-shard-leader` declares
+/// `sharding: none`, the host's configuration file says `sharding: uid`, and the three replicas
+/// split its objects again, each run by exactly one replica, none overlapping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_override_beats_the_sharding_a_plugin_declares() -> anyhow::Result<()> {
+    let (api, ns) = set_up("shards-leader-over").await?;
+    let dir = workspace_root().join(format!("target/{ns}"));
+    std::fs::create_dir_all(&dir)?;
+    let overrides = dir.join("overrides.yaml");
+    std::fs::write(&overrides, "plugins:\n  fixture-shard-leader:\n    sharding: uid\n")?;
+    let replicas = three_of_the_leader_fixture(&ns, &["--config", overrides.to_str().expect("a UTF-8 path")]).await?;
+    create(&api, "one").await?;
+    until_reconciled(&replicas, "one").await?;
+
+    let runs = all_runs(&replicas, &HashMap::new())?;
+    assert_no_overlap(&runs);
+    let first = ran_on(&runs, "one");
+    assert_eq!(first.len(), OBJECTS, "every object ran");
+    let shared: Vec<_> = first.iter().filter(|(_, r)| r.len() > 1).collect();
+    assert!(shared.is_empty(), "run by more than one replica: {shared:?}");
+    let mut per_replica = [0usize; 3];
+    for ran in first.values() {
+        per_replica[*ran.iter().next().expect("one")] += 1;
+    }
+    eprintln!("sharded by the override: objects run per replica {per_replica:?}");
+    assert!(per_replica.iter().all(|n| *n > 0), "every replica runs a share: {per_replica:?}");
     Ok(())
 }

@@ -1,6 +1,6 @@
 /**
  * The component glue: turns a {@link Reconciler} into the object componentize-js exports as
- * `wasmop:plugin/reconciler@0.6.0`, calling the host through the `wasmop:plugin/host@0.6.0`
+ * `wasmop:plugin/reconciler@0.7.0`, calling the host through the `wasmop:plugin/host@0.7.0`
  * imports it is given. A plugin's build generates the entry module that imports the host and
  * calls {@link exportReconciler}; nothing else in the SDK knows about the component, so plugins
  * and their tests run in plain Node.
@@ -46,7 +46,7 @@ import {
   type WitSecondaryRef,
 } from "./wire.js";
 
-/** The `wasmop:plugin/host@0.6.0` imports, as componentize-js provides them. */
+/** The `wasmop:plugin/host@0.7.0` imports, as componentize-js provides them. */
 export interface HostImports {
   log(level: WitLogLevel, message: string, fields: [string, string][]): void;
   get(kind: WitKindRef, namespace: string | undefined, name: string): string | undefined;
@@ -54,7 +54,7 @@ export interface HostImports {
   secondaries(kind: WitKindRef): string[];
 }
 
-/** The `wasmop:plugin/reconciler@0.6.0` export, as componentize-js expects it. */
+/** The `wasmop:plugin/reconciler@0.7.0` export, as componentize-js expects it. */
 export interface ReconcilerExport {
   describe(): WitPluginConfig;
   desired(request: WitReconcileRequest): WitDesiredObject[];
@@ -136,7 +136,7 @@ export function describe<P>(reconciler: Reconciler<P>): WitPluginConfig {
  * @example
  * ```ts
  * // The entry module a plugin's build generates:
- * import * as host from "wasmop:plugin/host@0.6.0";
+ * import * as host from "wasmop:plugin/host@0.7.0";
  * import { exportReconciler } from "@wasmop/guest/component";
  * import plugin from "./plugin.ts";
  * export const reconciler = exportReconciler(plugin, host);

@@ -26,6 +26,14 @@ export const PRIMARY_NAMESPACE_ANNOTATION = "wasmop.dev/primary-namespace";
 export type Mapper = "ControllerOwner" | "AnyOwner" | "Annotations" | "Plugin" | "PrimaryReferences";
 
 /**
+ * How a host run with `--shards` splits the plugin's primaries across its replicas:
+ * - `Uid`: by the primary's UID, the objects spread evenly (the host's default);
+ * - `Namespace`: by the primary's namespace, a namespace's primaries stay on one replica;
+ * - `None`: not sharded, the elected leader alone runs the plugin, on every primary.
+ */
+export type Sharding = "Uid" | "Namespace" | "None";
+
+/**
  * A secondary kind the plugin depends on (JOSDK's `InformerEventSource`, controller-runtime's
  * `Owns` and `Watches`): the host caches its objects and reconciles the primaries its
  * {@link Mapper} finds when one changes.
@@ -236,6 +244,8 @@ export class Config {
   inboundValue: Inbound | undefined = undefined;
   /** Objects outside the cluster the reconciles keep in shape. */
   readonly externalDependents: ExternalDependent[] = [];
+  /** How a sharded host splits the primaries; absent: the host's default (`Uid`). */
+  shardingValue: Sharding | undefined = undefined;
 
   constructor(
     /** Unique plugin name: logs, metrics, the field manager and the derived finalizer. */
@@ -308,6 +318,16 @@ export class Config {
   /** Concurrent reconciles of this plugin; absent: the host default. */
   maxConcurrentReconciles(max: number): this {
     this.maxConcurrent = max;
+    return this;
+  }
+
+  /**
+   * How a host run with `--shards` splits the primaries across its replicas (default `Uid`);
+   * `None` runs the plugin on the elected leader alone. A deploy-time override beats it; without
+   * `--shards` it changes nothing.
+   */
+  sharding(sharding: Sharding): this {
+    this.shardingValue = sharding;
     return this;
   }
 

@@ -1,6 +1,6 @@
 /**
  * The wasmop guest SDK for TypeScript: write a Kubernetes reconciler that the wasmop host runs as
- * a WebAssembly component (`wasmop:plugin@0.6.0`). The same concepts and names as the Rust SDK
+ * a WebAssembly component (`wasmop:plugin@0.7.0`). The same concepts and names as the Rust SDK
  * (`wasmop-guest`), in TypeScript's spelling.
  *
  * A plugin's `plugin.ts` default-exports a {@link Reconciler}; `wasmop-guest build` bundles it
@@ -21,6 +21,7 @@ export {
   type Mapper,
   type RateLimit,
   type Retry,
+  type Sharding,
 } from "./config.js";
 export { Context, type Host, type Level } from "./context.js";
 export { Cleanup, Dependent, DependentState, Desired, type Phase } from "./dependent.js";

@@ -1,12 +1,12 @@
 /**
- * The WIT types of `wasmop:plugin@0.6.0` as componentize-js hands them to JavaScript (records
+ * The WIT types of `wasmop:plugin@0.7.0` as componentize-js hands them to JavaScript (records
  * with camelCase fields, `option` as `undefined`, `u64` as `bigint`, variants as
  * `{ tag, val }`, enums as kebab-case strings), and the conversions between them and the SDK's
  * types. Pure data: nothing here touches the host.
  * @module
  */
 import type { Check } from "./check.js";
-import type { Config, Mapper, Watch } from "./config.js";
+import type { Config, Mapper, Sharding, Watch } from "./config.js";
 import type { Level } from "./context.js";
 import { DependentState, type Cleanup, type Dependent, type Desired, type Phase } from "./dependent.js";
 import { ReconcileError, type ErrorKind } from "./errors.js";
@@ -108,6 +108,7 @@ export interface WitPluginConfig {
   polling: { mode: "per-resource" | "global"; periodMs: bigint } | undefined;
   inbound: { token: WitSecretKey; caching: boolean } | undefined;
   externalDependents: WitExternalDependent[];
+  sharding: "uid" | "namespace" | "none" | undefined;
 }
 export interface WitEvent {
   eventType: "normal" | "warning";
@@ -329,7 +330,12 @@ export function configToWit(config: Config, cleanup: boolean): WitPluginConfig {
     polling: pollingToWit(config.pollingValue),
     inbound: inboundToWit(config.inboundValue),
     externalDependents: config.externalDependents.map(externalDependentToWit),
+    sharding: shardingToWit(config.shardingValue),
   };
+}
+
+function shardingToWit(sharding: Sharding | undefined): WitPluginConfig["sharding"] {
+  return sharding && ({ Uid: "uid", Namespace: "namespace", None: "none" } as const)[sharding];
 }
 
 function eventToWit(event: Event): WitEvent {

@@ -51,6 +51,7 @@ test("describe with the defaults", () => {
     polling: undefined,
     inbound: undefined,
     externalDependents: [],
+    sharding: undefined,
   });
 });
 
@@ -121,7 +122,8 @@ test("describe with every setting", () => {
           .reconcileWhen(Check.fieldEquals("spec.dns", true))
           .notReadyWhenEmpty()
           .trackedIn("Secret"),
-      );
+      )
+      .sharding("None");
   const config = new FakeHost().describe(plugin(everything, { cleanup: () => { throw new Error("unused"); } }));
   assert.deepEqual(config.primary, { group: "example.com", version: "v2", kind: "Policy", plural: "policies", namespaced: false });
   assert.equal(config.labelSelector, "app=web");
@@ -132,6 +134,7 @@ test("describe with every setting", () => {
   assert.equal(config.maxReconcileIntervalMs, 0n);
   assert.deepEqual(config.rateLimit, { maxReconciles: 2, periodMs: 3_500n });
   assert.equal(config.maxConcurrentReconciles, 4);
+  assert.equal(config.sharding, "none");
   assert.deepEqual(
     config.watches.map((w) => w.mapper),
     [
@@ -254,4 +257,11 @@ test("origins parse like the Rust SDK's", () => {
 test("predicates list their plugin names", () => {
   const predicate = Predicate.plugin("a").and(Predicate.generationChanged().or(Predicate.plugin("b")));
   assert.deepEqual(predicate.pluginNames(), ["a", "b"]);
+});
+
+test("every sharding reaches describe in the WIT's spelling", () => {
+  const described = (["Uid", "Namespace", "None"] as const).map(
+    (sharding) => new FakeHost().describe(plugin(() => new Config("s", thing).sharding(sharding))).sharding,
+  );
+  assert.deepEqual(described, ["uid", "namespace", "none"]);
 });

@@ -4,7 +4,8 @@ import dataclasses
 import json
 
 from wasmop import (Check, Cleanup, Config, Dependent, Error, Event, ExternalDependent, Filters, HttpGrant,
-                    Inbound, Kind, Origin, Outcome, Polling, Predicate, RateLimit, Retry, SecretKey, Tracking, Watch)
+                    Inbound, Kind, Origin, Outcome, Polling, Predicate, RateLimit, Retry, SecretKey, Sharding, Tracking,
+                    Watch)
 from wasmop.plugin import Plugin
 
 CONFIG_MAP = Kind.namespaced("", "v1", "ConfigMap").plural("configmaps")
@@ -32,6 +33,7 @@ class Everything:
         .polling(Polling.global_(30)).inbound(Inbound(SecretKey("in", "token")).caching())
         .external_dependent(ExternalDependent("records").depends_on("cm").ready_when(Check.plugin("r"))
                             .reconcile_when(Check.fields_equal("a", "b")).tracked_in(Tracking.SECRET))
+        .sharding(Sharding.NONE)
     )
 
     def reconcile(self, primary, ctx):
@@ -73,6 +75,7 @@ def test_every_field_of_plugin_config_is_set(component):
     assert described.external_dependents == [wit.ExternalDependent(
         "records", ["cm"], wit.Condition_Plugin("r"), wit.Condition_FieldsEqual(wit.FieldPair("a", "b")), True,
         wit.Tracking.SECRET)]
+    assert described.sharding == wit.Sharding.NONE
 
 
 def test_defaults_match_the_rust_sdk(component):
@@ -87,6 +90,9 @@ def test_defaults_match_the_rust_sdk(component):
     assert described.filters == component.wit.EventFilters(True, True, True, False, False)
     assert described.finalizer == component.wit.Finalizer_Derived()
     assert described.watches == [] and described.projection is None and described.retry is None
+    assert described.sharding is None, "the host's default"
+    by_namespace = Config("ns", Kind.namespaced("", "v1", "ConfigMap")).sharding(Sharding.NAMESPACE)
+    assert component.plugin_config(by_namespace, False).sharding == component.wit.Sharding.NAMESPACE
     core = component.plugin_config(Config("core", Kind.namespaced("", "v1", "ConfigMap")), False)
     assert not core.conditions
 

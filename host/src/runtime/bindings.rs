@@ -14,7 +14,7 @@ wasmtime::component::bindgen!({
 // every instantiation: `exports.rs` checks them once per module against the same Rust types.
 
 /// The contract version this host implements, as found in the exported interface name.
-pub const CONTRACT_VERSION: &str = "0.6.0";
+pub const CONTRACT_VERSION: &str = "0.7.0";
 
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";
@@ -158,7 +158,7 @@ pub fn predicate(terms: Option<&[types::PredicateTerm]>) -> Result<Option<wasmop
 /// A plugin's settings as its `describe()` states them: the one conversion of the WIT record
 /// into the settings users read and override (`wasmop_core::settings`).
 pub fn settings(config: &types::PluginConfig) -> wasmop_core::settings::Settings {
-    use wasmop_core::settings::{RateLimit, Retry, Settings};
+    use wasmop_core::settings::{RateLimit, Retry, Settings, Sharding};
     Settings {
         label_selector: config.label_selector.clone(),
         field_selector: config.field_selector.clone(),
@@ -179,6 +179,11 @@ pub fn settings(config: &types::PluginConfig) -> wasmop_core::settings::Settings
             .map(|r| RateLimit { max_reconciles: r.max_reconciles, period_ms: r.period_ms }),
         max_concurrent_reconciles: config.max_concurrent_reconciles,
         resync_period_ms: config.resync_period_ms,
+        sharding: config.sharding.map(|sharding| match sharding {
+            types::Sharding::Uid => Sharding::Uid,
+            types::Sharding::Namespace => Sharding::Namespace,
+            types::Sharding::None => Sharding::None,
+        }),
         ..Settings::default()
     }
 }
@@ -229,5 +234,6 @@ pub(crate) fn test_config(kind: &str) -> wasmop::plugin::types::PluginConfig {
         polling: None,
         inbound: None,
         external_dependents: Vec::new(),
+        sharding: None,
     }
 }

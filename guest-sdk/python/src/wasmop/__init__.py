@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib.util
 
 from . import conditions
-from .config import Config, Filters, RateLimit, Retry
+from .config import Config, Filters, RateLimit, Retry, Sharding
 from .context import Context, Level
 from .dependents import Check, Cleanup, Dependent, DependentState, Desired, Phase
 from .errors import Error
@@ -48,7 +48,7 @@ __all__ = [
     "Dependent", "DependentState", "Desired", "Error", "Event", "EventKind", "EventType", "External",
     "ExternalDependent", "Filters", "HttpGrant", "Inbound", "Kind", "Level", "Mapper", "ObjectMeta", "Origin",
     "Outcome", "Phase", "Polling", "Predicate", "PrimaryRef", "RateLimit", "Resource", "Retry", "SecondaryRef",
-    "SecretKey", "Tracked", "Tracking", "Watch", "conditions", "export",
+    "SecretKey", "Sharding", "Tracked", "Tracking", "Watch", "conditions", "export",
 ]
 
 

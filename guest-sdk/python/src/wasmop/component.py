@@ -14,7 +14,7 @@ from wit_world import exports
 from wit_world.imports import host as wit_host
 from wit_world.imports import types as wit
 
-from .config import Config
+from .config import Config, Sharding
 from .context import Context, HostError, Level
 from .dependents import Check, Cleanup, Dependent, DependentState, Desired, Phase
 from .errors import Error
@@ -157,6 +157,14 @@ def inbound(i: Inbound | None) -> wit.Inbound | None:
     return None if i is None else wit.Inbound(secret_key(i.token), i.caching_)
 
 
+def sharding(s: Sharding | None) -> wit.Sharding | None:
+    """A :class:`Sharding` as a ``sharding``."""
+    if s is None:
+        return None
+    return {Sharding.UID: wit.Sharding.UID, Sharding.NAMESPACE: wit.Sharding.NAMESPACE,
+            Sharding.NONE: wit.Sharding.NONE}[s]
+
+
 def plugin_config(c: Config, cleanup: bool) -> wit.PluginConfig:
     """A :class:`Config` as the ``plugin-config`` ``describe`` returns."""
     f = c.filters_
@@ -193,6 +201,7 @@ def plugin_config(c: Config, cleanup: bool) -> wit.PluginConfig:
         polling=polling(c.polling_),
         inbound=inbound(c.inbound_),
         external_dependents=[external_dependent(d) for d in c.external_dependents],
+        sharding=sharding(c.sharding_),
     )
 
 

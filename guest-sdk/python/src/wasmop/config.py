@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime
+import enum
 from dataclasses import dataclass, field
 
 from .dependents import Dependent
@@ -52,6 +53,17 @@ class RateLimit:
     period: Seconds
 
 
+class Sharding(enum.Enum):
+    """How a host run with ``--shards`` splits the plugin's primaries across its replicas."""
+
+    #: By the primary's UID: the objects spread evenly (the host's default).
+    UID = "uid"
+    #: By the primary's namespace: a namespace's primaries stay on one replica.
+    NAMESPACE = "namespace"
+    #: Not sharded: the elected leader alone runs the plugin, on every primary.
+    NONE = "none"
+
+
 @dataclass
 class Config:
     """The plugin's name, its primary kind, and how the host should schedule it.
@@ -87,6 +99,7 @@ class Config:
     polling_: Polling | None = None
     inbound_: Inbound | None = None
     external_dependents: list[ExternalDependent] = field(default_factory=list)
+    sharding_: Sharding | None = None
 
     def __post_init__(self) -> None:
         if self.conditions is None:
@@ -191,4 +204,11 @@ class Config:
     def external_dependent(self, dependent: ExternalDependent) -> Config:
         """Adds objects outside the cluster the reconciles keep in shape."""
         self.external_dependents.append(dependent)
+        return self
+
+    def sharding(self, sharding: Sharding) -> Config:
+        """How a host run with ``--shards`` splits the primaries across its replicas (default
+        :attr:`Sharding.UID`); :attr:`Sharding.NONE` runs the plugin on the elected leader alone.
+        A deploy-time override beats it; without ``--shards`` it changes nothing."""
+        self.sharding_ = sharding
         return self
