@@ -157,18 +157,22 @@ pub fn decide(record: &LeaseSpec, me: &str, unchanged_since: Instant, now: Insta
 /// The election's side of the fence: what it tells the writes, the schedulers and the metrics.
 /// The shards' membership ([`crate::shards::membership`]) keeps its own.
 pub(crate) struct Leadership {
+    /// The Lease's name, for the logs.
     name: String,
-    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// Told whether this replica holds its Lease, for the metrics.
+    report: Box<dyn Fn(bool) + Send + Sync>,
     until: watch::Sender<Option<Instant>>,
     leading: watch::Sender<bool>,
 }
 
 impl Leadership {
-    pub(crate) fn new(name: &str, identity: &str, metrics: std::sync::Arc<crate::metrics::Metrics>) -> (Self, Fence) {
+    /// The side of replica `identity` holding Lease `name`, telling `report` whether it holds it
+    /// (the election's gauge, or the membership's: each its own).
+    pub(crate) fn new(name: &str, identity: &str, report: impl Fn(bool) + Send + Sync + 'static) -> (Self, Fence) {
         let (until, until_rx) = watch::channel(None);
         let (leading, leading_rx) = watch::channel(false);
         let fence = Fence { until: Some(until_rx), leading: Some(leading_rx), identity: Some(identity.into()) };
-        (Self { name: name.to_string(), metrics, until, leading }, fence)
+        (Self { name: name.to_string(), report: Box::new(report), until, leading }, fence)
     }
 
     pub(crate) fn leading(&self) -> bool {
@@ -189,7 +193,7 @@ impl Leadership {
 
     fn set_leading(&self, leading: bool) {
         self.leading.send_replace(leading);
-        self.metrics.leader(&self.name, leading);
+        (self.report)(leading);
     }
 
     /// Runs for the election's life: closes the gate at each deadline the fence reaches without
@@ -225,7 +229,9 @@ pub fn elect(
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     release: CancellationToken,
 ) -> (Fence, tokio::task::JoinHandle<()>) {
-    let (leadership, fence) = Leadership::new(&settings.name, &settings.identity, metrics);
+    let name = settings.name.clone();
+    let (leadership, fence) =
+        Leadership::new(&settings.name, &settings.identity, move |leading| metrics.leader(&name, leading));
     let task = tokio::spawn(async move {
         let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
         // Whether the lease record names this replica, as far as it knows.
@@ -386,7 +392,8 @@ mod tests {
     }
 
     fn leadership() -> (Leadership, Fence) {
-        Leadership::new("test", "me", crate::metrics::Metrics::new())
+        let metrics = crate::metrics::Metrics::new();
+        Leadership::new("test", "me", move |leading| metrics.leader("test", leading))
     }
 
     #[tokio::test(start_paused = true)]

@@ -650,6 +650,14 @@ async fn a_plugin_declaring_no_sharding_runs_on_the_leader_alone() -> anyhow::Re
     for (i, replica) in replicas.iter().enumerate() {
         let owned = replica.metric("wasmop_shard_objects{plugin=\"fixture-shard-leader\"}").await;
         assert_eq!(owned, 0.0, "replica {i} counts {owned} objects of an unsharded plugin as its shard");
+        // The election gauge is the election's alone: one series, for its Lease; membership
+        // has a gauge of its own.
+        let scraped = replica.scrape().await.unwrap_or_default();
+        let elections: Vec<&str> =
+            scraped.lines().filter(|l| l.starts_with("leader_election_master_status{")).collect();
+        assert_eq!(elections.len(), 1, "replica {i}'s election gauges: {elections:?}");
+        assert!(elections[0].contains(&format!("name=\"{ns}-leader\"")), "{elections:?}");
+        assert_eq!(replica.metric("wasmop_shard_member ").await, 1.0, "replica {i} is a member");
     }
 
     // The leader killed, the next one runs every object, alone.

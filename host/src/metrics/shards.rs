@@ -32,6 +32,7 @@ struct PluginLabels {
 /// The shards' metric families.
 pub struct ShardMetrics {
     owned: Gauge<f64, std::sync::atomic::AtomicU64>,
+    member: Gauge,
     members: Gauge,
     handovers: Counter,
     handover_seconds: Histogram,
@@ -46,6 +47,7 @@ impl ShardMetrics {
     pub(super) fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             owned: Gauge::default(),
+            member: Gauge::default(),
             members: Gauge::default(),
             handovers: Counter::default(),
             handover_seconds: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
@@ -59,6 +61,11 @@ impl ShardMetrics {
             "shard_owned_ratio",
             "The part of the shard key's hash space this replica owns, 0 to 1",
             metrics.owned.clone(),
+        );
+        registry.register(
+            "shard_member",
+            "Whether this replica holds its membership Lease (1), so it may write for what it owns, or not (0)",
+            metrics.member.clone(),
         );
         registry.register(
             "shard_members",
@@ -111,6 +118,11 @@ impl ShardMetrics {
         if handover {
             self.handovers.inc();
         }
+    }
+
+    /// Whether this replica holds its membership Lease.
+    pub fn member(&self, held: bool) {
+        self.member.set(i64::from(held));
     }
 
     /// A view settled `seconds` after the membership changed.

@@ -98,7 +98,8 @@ pub fn join(
     release: CancellationToken,
 ) -> (Shards, Fence, tokio::task::JoinHandle<()>) {
     let name = format!("{}-{:016x}", settings.group, fastrand::u64(..));
-    let (leadership, fence) = Leadership::new(&name, &settings.identity, metrics.clone());
+    let member = metrics.clone();
+    let (leadership, fence) = Leadership::new(&name, &settings.identity, move |held| member.shards().member(held));
     let (share, shards) = Shards::new(Some(metrics.clone()));
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
     let gate = fence.gate().expect("a membership's fence has a gate");
