@@ -1,6 +1,6 @@
 //! Per-key serialized scheduling of reconciles.
 //!
-//! [`run`] runs an action for each triggered key in parallel, while making sure never to run
+//! [`run`] runs an action for each triggered key concurrently, while making sure never to run
 //! equal keys at the same time. It knows nothing of Kubernetes or wasm: keys are any
 //! `Hash + Eq + Clone` value and the action is any future returning a [`Verdict`].
 //!
@@ -348,6 +348,16 @@ pub async fn run_admitted<K, F, Fut, A>(
             permit = None;
             permit_wait = None;
         }
+        // Every trigger already queued is taken before the next run starts, so priorities hold
+        // between them: runs are polled in this task and may end without waiting, and taking one
+        // trigger per turn served a live change behind the background ones queued before it.
+        while inbox_open && !stopping {
+            match inbox.rx.try_recv() {
+                Ok(command) => state.command(command),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => inbox_open = false,
+            }
+        }
         let open = !stopping && gate.as_ref().is_none_or(|gate| *gate.borrow());
         // The stop token is read again before every start: it may fire on another thread.
         while open && !fired(&stop) && in_flight.len() < max_concurrent && state.has_ready() {
@@ -413,8 +423,7 @@ pub async fn run_admitted<K, F, Fut, A>(
             () = cancelled(&stop), if !stopping => {}
             () = cancelled(&cancel), if !cancelling => {}
             command = inbox.rx.recv(), if inbox_open && !stopping => match command {
-                Some(Command::Trigger(key, priority)) => state.trigger(key, priority),
-                Some(Command::Forget(key)) => state.forget(&key),
+                Some(command) => state.command(command),
                 None => inbox_open = false,
             },
             Some(expired) = state.next_expired(), if !stopping => state.expired(expired),
@@ -434,6 +443,16 @@ pub async fn run_admitted<K, F, Fut, A>(
                 permit = acquired.ok();
             }
             Some((key, verdict)) = in_flight.next(), if !in_flight.is_empty() => state.finish(key, verdict),
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash> State<K> {
+    /// Takes a command from a [`Handle`].
+    fn command(&mut self, command: Command<K>) {
+        match command {
+            Command::Trigger(key, priority) => self.trigger(key, priority),
+            Command::Forget(key) => self.forget(&key),
         }
     }
 }

@@ -530,6 +530,31 @@ async fn the_initial_list_does_not_starve_live_changes() {
     assert_eq!(times(&log, "i5"), vec![500]);
 }
 
+/// The runs are polled in the scheduler's task and may end without waiting (a settled object:
+/// nothing to write): every trigger already queued is still taken before the next run starts,
+/// so a live one queued behind many background ones runs first, not among them.
+#[tokio::test(start_paused = true)]
+async fn triggers_already_queued_are_taken_before_the_next_run_starts() {
+    let (handle, inbox) = channel();
+    for i in 0..100 {
+        handle.trigger_with(format!("listed-{i}"), Priority::Background);
+    }
+    handle.trigger("changed".to_string());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let seen = order.clone();
+    let scheduler = tokio::spawn(run(inbox, settings(1, RetryPolicy::default()), move |r: Run<String>| {
+        seen.lock().unwrap().push(r.key);
+        std::future::ready(done())
+    }));
+    while order.lock().unwrap().len() < 101 {
+        sleep(Duration::from_millis(1)).await;
+    }
+    drop(handle);
+    scheduler.await.unwrap();
+    let order = order.lock().unwrap();
+    assert_eq!(order.iter().position(|k| k == "changed"), Some(0), "ran as {:?}", &order[..5]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn background_items_age_so_every_item_runs_under_live_load() {
     let log = Arc::new(Mutex::new(Log::default()));

@@ -84,6 +84,50 @@ impl Drop for Tracker {
     }
 }
 
+/// Follows the watch `events`: tells `listed` once it listed, and takes each awaited status it
+/// shows off `ledger`, notifying `settled` when none is left.
+///
+/// A watch error (a dropped connection, a throttled re-list) is passed on and the watcher starts
+/// again after its backoff: this goes on. Ending at the first error left every later status
+/// unseen, and the part waited for them in vain.
+async fn follow(
+    events: impl futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
+    ledger: Arc<Mutex<Ledger>>,
+    settled: Arc<Notify>,
+    listed: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut listed = Some(listed);
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Err(err) => {
+                eprintln!("the bench's watch of Greetings failed, and starts again: {err}");
+                continue;
+            }
+            Ok(event) => event,
+        };
+        let object = match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => o,
+            watcher::Event::InitDone => {
+                listed.take().map(|tx| tx.send(()));
+                continue;
+            }
+            _ => continue,
+        };
+        let status = &object.data["status"];
+        let current = status["observedGeneration"].as_i64() == object.metadata.generation;
+        let mut ledger = ledger.lock().expect("never poisoned");
+        let done = ledger.awaited.get(&object.name_any()).is_some_and(|a| current && status["message"] == a.message);
+        if done {
+            let awaited = ledger.awaited.remove(&object.name_any()).expect("found above");
+            ledger.latencies.to_status.push(awaited.since.elapsed());
+            if ledger.awaited.is_empty() {
+                settled.notify_waiters();
+            }
+        }
+    }
+}
+
 impl Tracker {
     /// Watches the Greetings of `api`; returns once the watch has listed.
     pub async fn start(api: &Api<DynamicObject>) -> anyhow::Result<Self> {
@@ -91,44 +135,7 @@ impl Tracker {
         let settled = Arc::new(Notify::new());
         let (listed_tx, listed) = tokio::sync::oneshot::channel();
         let events = watcher(api.clone(), watcher::Config::default()).default_backoff();
-        let (seen, notify) = (ledger.clone(), settled.clone());
-        let task = tokio::spawn(async move {
-            let mut listed_tx = Some(listed_tx);
-            let mut events = std::pin::pin!(events);
-            // A watch error (a dropped connection, a throttled re-list) is passed on and the
-            // watcher starts again after its backoff: the tracker goes on. Ending at the first
-            // error left every later status unseen, and the part waited for them in vain.
-            while let Some(event) = events.next().await {
-                let event = match event {
-                    Err(err) => {
-                        eprintln!("the bench's watch of Greetings failed, and starts again: {err}");
-                        continue;
-                    }
-                    Ok(event) => event,
-                };
-                let object = match event {
-                    watcher::Event::Apply(o) | watcher::Event::InitApply(o) => o,
-                    watcher::Event::InitDone => {
-                        listed_tx.take().map(|tx| tx.send(()));
-                        continue;
-                    }
-                    _ => continue,
-                };
-                let status = &object.data["status"];
-                let current = status["observedGeneration"].as_i64() == object.metadata.generation;
-                let mut ledger = seen.lock().expect("never poisoned");
-                let done =
-                    ledger.awaited.get(&object.name_any()).is_some_and(|a| current && status["message"] == a.message);
-                if done {
-                    let awaited = ledger.awaited.remove(&object.name_any()).expect("found above");
-                    ledger.latencies.to_status.push(awaited.since.elapsed());
-                    if ledger.awaited.is_empty() {
-                        notify.notify_waiters();
-                    }
-                }
-            }
-        })
-        .abort_handle();
+        let task = tokio::spawn(follow(events, ledger.clone(), settled.clone(), listed_tx)).abort_handle();
         tokio::time::timeout(Duration::from_secs(60), listed).await.map_err(|_| {
             anyhow::anyhow!("the watch of Greetings did not list within a minute (is the CRD installed?)")
         })??;
@@ -248,5 +255,41 @@ pub async fn delete_all(api: &Api<DynamicObject>, limit: Duration) -> anyhow::Re
         }
         anyhow::ensure!(Instant::now() < until, "Greetings still there {limit:?} after their deletion");
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Greeting `name` at generation 1 whose status shows `value`'s message.
+    fn greeting(name: &str, value: &str) -> DynamicObject {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("wasmop.dev", "v1alpha1", "Greeting"));
+        let mut object = DynamicObject::new(name, &resource).data(json!({
+            "status": { "observedGeneration": 1, "message": message(value) },
+        }));
+        object.metadata.generation = Some(1);
+        object
+    }
+
+    #[tokio::test]
+    async fn a_watch_error_does_not_end_the_tracking() {
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        for name in ["before", "after"] {
+            let awaited = Awaited { message: message("x"), since: Instant::now() };
+            ledger.lock().unwrap().awaited.insert(name.to_string(), awaited);
+        }
+        let events = futures::stream::iter([
+            Ok(watcher::Event::InitDone),
+            Ok(watcher::Event::Apply(greeting("before", "x"))),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(watcher::Event::Apply(greeting("after", "x"))),
+        ]);
+        let (listed_tx, listed) = tokio::sync::oneshot::channel();
+        follow(events, ledger.clone(), Arc::new(Notify::new()), listed_tx).await;
+        listed.await.expect("told once listed");
+        let ledger = ledger.lock().unwrap();
+        assert!(ledger.awaited.is_empty(), "still awaited: {:?}", ledger.awaited.keys().collect::<Vec<_>>());
+        assert_eq!(ledger.latencies.to_status.len(), 2);
     }
 }
