@@ -596,30 +596,18 @@ pub struct Config {
     pub sharding: Option<Sharding>,
 }
 
-/// How a host run with `--shards` splits a plugin's primaries across its replicas: each replica
-/// reconciles its share, and a primary is never reconciled by two replicas at once. Without
-/// `--shards` the host runs every primary itself, whatever this says.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Sharding {
-    /// By the primary's UID: the objects spread evenly. The host's default.
-    #[default]
-    Uid,
-    /// By the primary's namespace: a namespace's primaries, and their dependents' watches, stay
-    /// on one replica.
-    Namespace,
-    /// Not sharded: the elected leader alone runs the plugin, on every primary; the other
-    /// replicas stand by and take over when it goes.
-    None,
-}
+/// How a host run with `--shards` splits a plugin's primaries across its replicas (the host's own
+/// type, `wasmop_core::settings::Sharding`): by UID (the default), by namespace, or not at all
+/// (the elected leader runs every primary). Without `--shards` the host runs every primary
+/// itself, whatever this says.
+pub use wasmop_core::settings::Sharding;
 
-impl Sharding {
-    fn to_wit(self) -> wit::Sharding {
-        match self {
-            Sharding::Uid => wit::Sharding::Uid,
-            Sharding::Namespace => wit::Sharding::Namespace,
-            Sharding::None => wit::Sharding::None,
-        }
+/// `sharding` in the contract's words.
+fn sharding_to_wit(sharding: Sharding) -> wit::Sharding {
+    match sharding {
+        Sharding::Uid => wit::Sharding::Uid,
+        Sharding::Namespace => wit::Sharding::Namespace,
+        Sharding::None => wit::Sharding::None,
     }
 }
 
@@ -1061,7 +1049,7 @@ impl Config {
             polling: self.polling.map(Polling::into_wit),
             inbound: self.inbound.map(Inbound::into_wit),
             external_dependents: self.external_dependents.into_iter().map(ExternalDependent::into_wit).collect(),
-            sharding: self.sharding.map(Sharding::to_wit),
+            sharding: self.sharding.map(sharding_to_wit),
         }
     }
 }
