@@ -605,6 +605,21 @@ async fn three_of_the_leader_fixture(ns: &str, args: &[&str]) -> anyhow::Result<
     Ok(replicas)
 }
 
+/// Creates the objects with payload `one`, waits until they are reconciled and checks that no
+/// runs overlapped and every object ran; returns which replicas ran each.
+async fn created_and_ran(
+    api: &Api<ConfigMap>,
+    replicas: &[Replica],
+) -> anyhow::Result<HashMap<String, HashSet<usize>>> {
+    create(api, "one").await?;
+    until_reconciled(replicas, "one").await?;
+    let runs = all_runs(replicas, &HashMap::new())?;
+    assert_no_overlap(&runs);
+    let first = ran_on(&runs, "one");
+    assert_eq!(first.len(), OBJECTS, "every object ran");
+    Ok(first)
+}
+
 /// Which replicas ran each object with `payload`.
 fn ran_on(runs: &[Ran], payload: &str) -> HashMap<String, HashSet<usize>> {
     let mut ran_on: HashMap<String, HashSet<usize>> = HashMap::new();
@@ -636,13 +651,7 @@ async fn leaders(replicas: &[Replica], group: &str, gone: &[usize]) -> Vec<usize
 async fn a_plugin_declaring_no_sharding_runs_on_the_leader_alone() -> anyhow::Result<()> {
     let (api, ns) = set_up("shards-leader").await?;
     let mut replicas = three_of_the_leader_fixture(&ns, &[]).await?;
-    create(&api, "one").await?;
-    until_reconciled(&replicas, "one").await?;
-
-    let runs = all_runs(&replicas, &HashMap::new())?;
-    assert_no_overlap(&runs);
-    let first = ran_on(&runs, "one");
-    assert_eq!(first.len(), OBJECTS, "every object ran");
+    let first = created_and_ran(&api, &replicas).await?;
     let ran: HashSet<usize> = first.values().flatten().copied().collect();
     assert_eq!(ran.len(), 1, "the objects ran on replicas {ran:?}, not on one");
     let runner = *ran.iter().next().expect("one");
@@ -687,13 +696,7 @@ async fn a_deploy_override_beats_the_sharding_a_plugin_declares() -> anyhow::Res
     let overrides = dir.join("overrides.yaml");
     std::fs::write(&overrides, "plugins:\n  fixture-shard-leader:\n    sharding: uid\n")?;
     let replicas = three_of_the_leader_fixture(&ns, &["--config", overrides.to_str().expect("a UTF-8 path")]).await?;
-    create(&api, "one").await?;
-    until_reconciled(&replicas, "one").await?;
-
-    let runs = all_runs(&replicas, &HashMap::new())?;
-    assert_no_overlap(&runs);
-    let first = ran_on(&runs, "one");
-    assert_eq!(first.len(), OBJECTS, "every object ran");
+    let first = created_and_ran(&api, &replicas).await?;
     let shared: Vec<_> = first.iter().filter(|(_, r)| r.len() > 1).collect();
     assert!(shared.is_empty(), "run by more than one replica: {shared:?}");
     let mut per_replica = [0usize; 3];
