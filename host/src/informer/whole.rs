@@ -45,8 +45,10 @@ impl Whole {
             Event::Init => *self.listing() = Some(Objects::new()),
             Event::InitApply(object) => {
                 if let Some(key) = crate::object::key_of(object) {
-                    let stored = self.objects.read().expect("never poisoned").get(&key).cloned();
-                    let kept = stored.filter(|stored| unchanged(stored, object)).unwrap_or_else(|| object.clone());
+                    let objects = self.objects.read().expect("never poisoned");
+                    let stored = objects.get(&key).filter(|stored| unchanged(stored, object)).cloned();
+                    drop(objects);
+                    let kept = stored.unwrap_or_else(|| object.clone());
                     self.listing().get_or_insert_default().insert(key, kept);
                 }
             }

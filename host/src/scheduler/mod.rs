@@ -447,16 +447,6 @@ pub async fn run_admitted<K, F, Fut, A>(
     }
 }
 
-impl<K: Clone + Eq + Hash> State<K> {
-    /// Takes a command from a [`Handle`].
-    fn command(&mut self, command: Command<K>) {
-        match command {
-            Command::Trigger(key, priority) => self.trigger(key, priority),
-            Command::Forget(key) => self.forget(&key),
-        }
-    }
-}
-
 /// Whether `token` is given and has fired.
 fn fired(token: &Option<CancellationToken>) -> bool {
     token.as_ref().is_some_and(CancellationToken::is_cancelled)

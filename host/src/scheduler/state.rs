@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
 use super::interval::Intervals;
-use super::{Priority, Run, Settings, Verdict};
+use super::{Command, Priority, Run, Settings, Verdict};
 use crate::ratelimit::Window;
 
 /// Why a run happens; decides how a failure counts.
@@ -120,6 +120,14 @@ impl<K: Clone + Eq + Hash> State<K> {
             ready: 0,
             adds: 0,
             retries: 0,
+        }
+    }
+
+    /// Takes a command from a [`super::Handle`].
+    pub(super) fn command(&mut self, command: Command<K>) {
+        match command {
+            Command::Trigger(key, priority) => self.trigger(key, priority),
+            Command::Forget(key) => self.forget(&key),
         }
     }
 
