@@ -3,19 +3,20 @@
 //!
 //! - An object's place is the 64-bit FNV-1a hash of its shard key (its UID, or its namespace),
 //!   the hash the API server's sharded list and watch use (KEP-5866, `shardRange`).
-//! - The hash space is cut into [`BUCKETS`] equal buckets; each bucket goes to the live member
-//!   that scores highest for it (rendezvous hashing), so a member that joins takes about
-//!   `1/n` of the buckets from the others and one that leaves gives only its own away: nothing
-//!   else moves. Every replica computes the same [`Assignment`] from the same members.
+//! - The hash space is cut into [`BUCKETS`] equal buckets. Each member takes exactly its quota
+//!   of them (`BUCKETS / n`, rounded up for some), preferring the buckets it scores highest
+//!   (rendezvous hashing with bounded loads, settled by deferred acceptance): shares are equal,
+//!   and a member that joins takes about `1/n` of the buckets while little else moves. Every
+//!   replica computes the same [`Assignment`] from the same members.
 //! - A member's buckets, merged where adjacent, are its [`Ranges`]; [`Ranges::selector`] writes
 //!   them as the API server's `shardSelector`.
 //! - [`Handover`] decides which of its objects a member may run while ownership moves: only
 //!   those no one else may still run.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, BinaryHeap};
 
-/// How many equal parts the hash space is cut into. 512 keeps each member's share within a few
-/// percent of `1/n` for a handful of members, with selectors of at most ~130 ranges each.
+/// How many equal parts the hash space is cut into. 512 keeps each member's share within
+/// `1/512` of `1/n`, with selectors of at most ~130 ranges each for a handful of members.
 pub const BUCKETS: usize = 512;
 
 /// The hash space's upper bound, exclusive (2^64).
@@ -69,6 +70,19 @@ fn score(member: &str, bucket: usize) -> u64 {
     h ^ (h >> 31)
 }
 
+/// How many buckets each of `members` (sorted) holds: `BUCKETS / n`, and one more for the
+/// first `BUCKETS % n` members in the order of their names' hashes.
+fn quotas(members: &[String]) -> Vec<usize> {
+    let (base, extra) = (BUCKETS / members.len(), BUCKETS % members.len());
+    let mut order: Vec<usize> = (0..members.len()).collect();
+    order.sort_by_key(|&m| (hash(&members[m]), m));
+    let mut quotas = vec![base; members.len()];
+    for &m in &order[..extra] {
+        quotas[m] += 1;
+    }
+    quotas
+}
+
 /// Which member owns each bucket, for one set of live members.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assignment {
@@ -79,19 +93,43 @@ pub struct Assignment {
 
 impl Assignment {
     /// The buckets of `members` (order and repeats do not matter); no buckets without members.
+    ///
+    /// Buckets propose to members in the order of their scores; a member holds at most its
+    /// quota, keeping the buckets it scores highest and turning the others away to their next
+    /// choice (deferred acceptance). The result is the same for any order of proposals.
     pub fn new<'a>(members: impl IntoIterator<Item = &'a str>) -> Self {
         let members: Vec<String> =
             members.into_iter().collect::<BTreeSet<_>>().into_iter().map(str::to_string).collect();
-        let owners = if members.is_empty() {
-            Vec::new()
-        } else {
-            (0..BUCKETS)
-                .map(|b| {
-                    let best = (0..members.len()).max_by_key(|&m| (score(&members[m], b), std::cmp::Reverse(m)));
-                    best.expect("at least one member") as u16
-                })
-                .collect()
-        };
+        if members.is_empty() {
+            return Self { members, owners: Vec::new() };
+        }
+        let quotas = quotas(&members);
+        // Each bucket's members, best first.
+        let preferences: Vec<Vec<u16>> = (0..BUCKETS)
+            .map(|b| {
+                let mut order: Vec<u16> = (0..members.len() as u16).collect();
+                order.sort_by_key(|&m| std::cmp::Reverse((score(&members[usize::from(m)], b), std::cmp::Reverse(m))));
+                order
+            })
+            .collect();
+        let mut next = vec![0usize; BUCKETS];
+        let mut held: Vec<BinaryHeap<std::cmp::Reverse<(u64, usize)>>> = vec![BinaryHeap::new(); members.len()];
+        let mut free: Vec<usize> = (0..BUCKETS).rev().collect();
+        while let Some(b) = free.pop() {
+            let m = usize::from(preferences[b][next[b]]);
+            next[b] += 1;
+            held[m].push(std::cmp::Reverse((score(&members[m], b), b)));
+            if held[m].len() > quotas[m] {
+                let std::cmp::Reverse((_, rejected)) = held[m].pop().expect("over its quota");
+                free.push(rejected);
+            }
+        }
+        let mut owners = vec![0u16; BUCKETS];
+        for (m, buckets) in held.iter().enumerate() {
+            for std::cmp::Reverse((_, b)) in buckets {
+                owners[*b] = m as u16;
+            }
+        }
         Self { members, owners }
     }
 
@@ -282,8 +320,18 @@ mod tests {
         }
         let shares: f64 = ranges.iter().map(Ranges::share).sum();
         assert!((shares - 1.0).abs() < 1e-9);
-        for share in ranges.iter().map(Ranges::share) {
-            assert!((0.28..0.39).contains(&share), "{share}");
+    }
+
+    #[test]
+    fn every_member_holds_an_equal_share() {
+        for n in 1..9 {
+            let members = names(n);
+            let a = assignment(&members);
+            let mut held: Vec<usize> =
+                members.iter().map(|m| (a.ranges(m).share() * BUCKETS as f64) as usize).collect();
+            held.sort();
+            assert_eq!(held.iter().sum::<usize>(), BUCKETS);
+            assert!(held[n - 1] - held[0] <= 1, "{n} members hold {held:?}");
         }
     }
 
@@ -297,35 +345,48 @@ mod tests {
         assert_ne!(assignment(&members).view(), assignment(&members[..3]).view());
     }
 
+    /// The share of the hash space whose owner differs between `a` and `b`.
+    fn moved(a: &Assignment, b: &Assignment) -> f64 {
+        let probes = (0..BUCKETS).map(|b| (b as u128 * WIDTH) as u64);
+        probes.filter(|&p| a.owner(p) != b.owner(p)).count() as f64 / BUCKETS as f64
+    }
+
+    /// 200 sets of `n + 1` member names, as replicas name themselves.
+    fn member_sets(n: usize) -> impl Iterator<Item = Vec<String>> {
+        (0..200)
+            .map(move |set| (0..=n).map(|i| format!("wasmop-{set}-{i}_{:016x}", hash(&format!("{set}/{i}")))).collect())
+    }
+
     #[test]
-    fn a_joining_member_takes_about_its_share_and_nothing_else_moves() {
+    fn a_joining_member_takes_its_share_and_little_else_moves() {
         for n in 1..6 {
-            let members = names(n + 1);
-            let (before, after) = (assignment(&members[..n]), assignment(&members));
-            let newcomer = &members[n];
-            let mut moved = 0;
-            for b in 0..BUCKETS {
-                let probe = (b as u128 * WIDTH) as u64;
-                let (was, is) = (before.owner(probe).unwrap(), after.owner(probe).unwrap());
-                if was != is {
-                    assert_eq!(is, newcomer, "only the newcomer gains");
-                    moved += 1;
-                }
+            let ideal = 1.0 / (n + 1) as f64;
+            let (mut worst, mut total) = (0.0f64, 0.0);
+            for members in member_sets(n) {
+                let (before, after) = (assignment(&members[..n]), assignment(&members));
+                let newcomer = after.ranges(&members[n]).share();
+                assert!((newcomer - ideal).abs() <= 1.0 / BUCKETS as f64, "the newcomer holds {newcomer}");
+                let moved = moved(&before, &after);
+                worst = worst.max(moved / ideal);
+                total += moved / ideal;
             }
-            let share = moved as f64 / BUCKETS as f64;
-            let expected = 1.0 / (n + 1) as f64;
-            assert!((share - expected).abs() < 0.06, "{n} -> {}: {share}", n + 1);
+            // Equal shares cost some extra movement: measured over these sets, 1.00-1.12x the
+            // ideal on average and at worst 1.00-1.27x for 2 to 6 members. Rendezvous hashing
+            // without bounds moved 1.0x on average and at worst 1.13-1.25x (its newcomer's
+            // share), with shares up to 20% off equal.
+            let mean = total / 200.0;
+            assert!(mean <= 1.15 && worst <= 1.3, "{n} -> {}: mean {mean:.3}, worst {worst:.3}", n + 1);
         }
     }
 
     #[test]
-    fn a_leaving_member_gives_away_only_its_own() {
-        let members = names(4);
-        let (before, after) = (assignment(&members), assignment(&members[1..]));
-        for b in 0..BUCKETS {
-            let probe = (b as u128 * WIDTH) as u64;
-            if before.owner(probe) != Some(members[0].as_str()) {
-                assert_eq!(before.owner(probe), after.owner(probe));
+    fn a_leaving_member_moves_little_more_than_its_own() {
+        for n in 2..7 {
+            for members in member_sets(n) {
+                let (before, after) = (assignment(&members), assignment(&members[1..]));
+                let ideal = 1.0 / (n + 1) as f64;
+                let moved = moved(&before, &after);
+                assert!(moved / ideal <= 1.35, "{} -> {n}: {moved:.3}", n + 1);
             }
         }
     }
