@@ -104,11 +104,12 @@ impl Assignment {
             return Self { members, owners: Vec::new() };
         }
         let quotas = quotas(&members);
-        // Each bucket's members, best first.
-        let preferences: Vec<Vec<u16>> = (0..BUCKETS)
+        // Each bucket's members with their scores for it, best first.
+        let preferences: Vec<Vec<(u64, u16)>> = (0..BUCKETS)
             .map(|b| {
-                let mut order: Vec<u16> = (0..members.len() as u16).collect();
-                order.sort_by_key(|&m| std::cmp::Reverse((score(&members[usize::from(m)], b), std::cmp::Reverse(m))));
+                let mut order: Vec<(u64, u16)> =
+                    (0..members.len() as u16).map(|m| (score(&members[usize::from(m)], b), m)).collect();
+                order.sort_by_key(|&(score, m)| std::cmp::Reverse((score, std::cmp::Reverse(m))));
                 order
             })
             .collect();
@@ -116,9 +117,10 @@ impl Assignment {
         let mut held: Vec<BinaryHeap<std::cmp::Reverse<(u64, usize)>>> = vec![BinaryHeap::new(); members.len()];
         let mut free: Vec<usize> = (0..BUCKETS).rev().collect();
         while let Some(b) = free.pop() {
-            let m = usize::from(preferences[b][next[b]]);
+            let (score, m) = preferences[b][next[b]];
+            let m = usize::from(m);
             next[b] += 1;
-            held[m].push(std::cmp::Reverse((score(&members[m], b), b)));
+            held[m].push(std::cmp::Reverse((score, b)));
             if held[m].len() > quotas[m] {
                 let std::cmp::Reverse((_, rejected)) = held[m].pop().expect("over its quota");
                 free.push(rejected);
