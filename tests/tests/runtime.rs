@@ -109,6 +109,24 @@ async fn a_1_gib_allocation_is_stopped_by_the_memory_cap() {
 }
 
 #[tokio::test]
+async fn an_instance_is_kept_for_the_next_call_unless_its_memory_grew_much() {
+    let module = runtime(limits()).unwrap().load(&plugin("fixture-alloc")).unwrap();
+    let allocating = |mib: u32| {
+        let mut object = config_map();
+        object["data"] = serde_json::json!({ "mib": mib.to_string() });
+        request(object)
+    };
+    assert_eq!(module.kept_instances(), 0, "not even the instance describe() ran in");
+    module.reconcile(Arc::new(EmptyCache), &allocating(1)).await.unwrap().unwrap();
+    assert_eq!(module.kept_instances(), 1, "a call that grew its memory by 1 MiB");
+    // The kept instance runs the next call, which grows its memory past the bound.
+    module.reconcile(Arc::new(EmptyCache), &allocating(16)).await.unwrap().unwrap();
+    assert_eq!(module.kept_instances(), 0, "a call that grew its memory by 16 MiB");
+    module.reconcile(Arc::new(EmptyCache), &allocating(1)).await.unwrap().unwrap();
+    assert_eq!(module.kept_instances(), 1, "a fresh instance again");
+}
+
+#[tokio::test]
 async fn a_panic_is_reported_with_its_message() {
     let module = runtime(limits()).unwrap().load(&plugin("fixture-panic")).unwrap();
     let err = module.reconcile(Arc::new(EmptyCache), &request(config_map())).await.unwrap_err();

@@ -47,11 +47,13 @@ pub struct MemoryLimitExceeded {
     pub requested: usize,
 }
 
-/// Enforces [`Limits::memory_bytes`] and remembers whether the cap was hit.
+/// Enforces [`Limits::memory_bytes`], remembers whether the cap was hit and how much the
+/// instance's memories grew after they were made.
 #[derive(Debug)]
 pub(crate) struct MemoryLimiter {
     limit: usize,
     pub(crate) exceeded: Option<MemoryLimitExceeded>,
+    grown: usize,
 }
 
 /// Table elements allowed per instance; far above what compiled Rust needs.
@@ -59,16 +61,26 @@ const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 impl MemoryLimiter {
     pub(crate) fn new(limit: usize) -> Self {
-        Self { limit, exceeded: None }
+        Self { limit, exceeded: None, grown: 0 }
+    }
+
+    /// Bytes the instance's memories grew by since they were made (their initial sizes not
+    /// counted).
+    pub(crate) fn grown(&self) -> usize {
+        self.grown
     }
 }
 
 impl wasmtime::ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.limit {
             let exceeded = MemoryLimitExceeded { limit: self.limit, requested: desired };
             self.exceeded = Some(exceeded);
             return Err(exceeded.into());
+        }
+        // A memory being made asks with `current` 0: that is its initial size, not growth.
+        if current > 0 {
+            self.grown += desired.saturating_sub(current);
         }
         Ok(true)
     }

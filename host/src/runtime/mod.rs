@@ -217,7 +217,6 @@ impl Runtime {
             self.limits,
             self.observer.clone(),
             self.http.clone(),
-            if bytes.len() > module::RUNTIME_MODULE_BYTES { module::WARM_INSTANCES } else { 0 },
         );
         let module = Module::describe(origin, digest.to_string(), call)?;
         if imports_http && module.config().http.is_none() {

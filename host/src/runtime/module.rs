@@ -34,7 +34,8 @@ pub struct Module {
     instances: Instances,
 }
 
-/// Makes a fresh sandboxed instance per call, within the plugin's limits.
+/// Gives each call a sandboxed instance within the plugin's limits: a kept one when there is
+/// one, else a fresh one.
 pub(crate) struct Instances {
     pre: InstancePre<Sandbox>,
     /// The functions a call runs, found and type-checked at load.
@@ -50,19 +51,19 @@ pub(crate) struct Instances {
     http: Arc<Services>,
     /// The plugin's granted outgoing HTTP, once `describe()` declared it.
     outbound: Option<Arc<Outbound>>,
-    /// How many instances are kept between calls, and those kept.
-    keep_warm: usize,
+    /// The instances kept between calls, at most [`WARM_INSTANCES`].
     warm: std::sync::Mutex<Vec<Warm>>,
 }
 
-/// A module larger than this carries a language's runtime (CPython, SpiderMonkey: 12-19 MB),
-/// whose instances are dear to make and to warm up: such a plugin keeps [`WARM_INSTANCES`]
-/// instances between calls. Compiled Rust plugins (0.1-1 MB) get a fresh one every call.
-pub(crate) const RUNTIME_MODULE_BYTES: usize = 4 << 20;
-
-/// The instances a plugin with a language runtime keeps between calls: the calls beyond them
-/// in flight at once get fresh ones, dropped after the call.
+/// The instances a plugin keeps between calls: the calls beyond them in flight at once get
+/// fresh ones, dropped after the call. Making an instance is most of a small call's cost (a
+/// Rust Greeting's), and all of a language runtime's warm-up (CPython, SpiderMonkey).
 pub(crate) const WARM_INSTANCES: usize = 2;
+
+/// An instance whose memories grew by more than this since it was made is dropped after its
+/// call rather than kept, so that one call over a large input does not hold its memory for
+/// good.
+pub(crate) const WARM_GROWTH_BYTES: usize = 8 << 20;
 
 /// An instance kept for a later call, in its store.
 struct Warm {
@@ -173,9 +174,7 @@ impl Module {
         &self.digest
     }
 
-    /// How many instances are kept for later calls now: at most two for a module that carries
-    /// a language runtime (larger than 4 MiB), none for others, which get a fresh instance
-    /// every call.
+    /// How many instances are kept for later calls now: at most two.
     pub fn kept_instances(&self) -> usize {
         self.instances.warm.lock().expect("never poisoned").len()
     }
@@ -540,7 +539,7 @@ where
 }
 
 impl Instances {
-    /// Instances of `pre`; `keep_warm` of them are kept between calls.
+    /// Instances of `pre`.
     pub(super) fn new(
         pre: InstancePre<Sandbox>,
         exports: Exports,
@@ -548,7 +547,6 @@ impl Instances {
         limits: Limits,
         observer: Arc<dyn CallObserver>,
         http: Arc<Services>,
-        keep_warm: usize,
     ) -> Self {
         Self {
             pre,
@@ -560,7 +558,6 @@ impl Instances {
             observer,
             http,
             outbound: None,
-            keep_warm,
             warm: std::sync::Mutex::new(Vec::new()),
         }
     }
@@ -589,8 +586,7 @@ impl Instances {
             }
         };
         // A tapped call's clocks are its own: it never takes or leaves a kept instance.
-        let kept =
-            if self.keep_warm > 0 && tap.is_none() { self.warm.lock().expect("never poisoned").pop() } else { None };
+        let kept = if tap.is_none() { self.warm.lock().expect("never poisoned").pop() } else { None };
         if let Some(Warm { mut store, instance }) = kept {
             store.data_mut().reuse(cache, hooks);
             ready(&mut store);
@@ -614,8 +610,8 @@ impl Instances {
 
     /// Ends `call` with the export's `result`, `Err` when it took its wall-clock backstop. An
     /// instance whose call returned is kept for a later call when the plugin keeps instances
-    /// warm and fewer are kept; one that trapped, ran out of time or filled much of its output
-    /// buffers is dropped.
+    /// warm and fewer are kept; one that trapped, ran out of time, filled much of its output
+    /// buffers or grew its memory by more than [`WARM_GROWTH_BYTES`] is dropped.
     fn leave<R>(&self, call: Call<'_>, result: Result<wasmtime::Result<R>, Elapsed>) -> Result<R, CallError> {
         let result = match result {
             Ok(result) => result.map_err(|e| self.classify(&call.store, e)),
@@ -623,14 +619,14 @@ impl Instances {
         };
         self.report(&call.report, &call.store);
         // The instance `describe()` ran in is not kept: the limits may change after it.
-        if self.keep_warm > 0
-            && result.is_ok()
+        if result.is_ok()
             && !call.report.name.is_empty()
             && !call.store.data().output_mostly_used()
+            && call.store.data().limiter.grown() <= WARM_GROWTH_BYTES
             && !call.store.data().tapped()
         {
             let mut warm = self.warm.lock().expect("never poisoned");
-            if warm.len() < self.keep_warm {
+            if warm.len() < WARM_INSTANCES {
                 warm.push(Warm { store: call.store, instance: call.instance });
             }
         }
