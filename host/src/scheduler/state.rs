@@ -3,6 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
 use std::hash::Hash;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -81,23 +82,27 @@ impl Entry {
 /// What expired: a key's timer, or settled keys' maximum interval.
 pub(super) enum Expired<K> {
     /// The timer of a key with an entry.
-    Timer(K),
+    Timer(Arc<K>),
     /// Settled keys, which have no entry.
     Interval(Vec<K>),
 }
 
 /// Per-key phases, the two ready queues and the timers.
+///
+/// A key with an entry is stored once: the entry's table, the ready queues and the timers
+/// share it (`Arc`), so a key queued at start-up costs its queue a pointer, not a copy of its
+/// names (an `ObjectKey` is two strings).
 pub(super) struct State<K> {
     /// Keys with work queued, running or pending (a retry, a reschedule, a rate limit), or
     /// whose state must outlive a run (failures, a rate limit's window).
-    entries: HashMap<K, Entry>,
+    entries: HashMap<Arc<K>, Entry>,
     /// Settled keys: no entry, only their maximum interval's deadline.
     intervals: Option<Intervals<K>>,
-    live: VecDeque<K>,
-    background: VecDeque<(K, Instant)>,
+    live: VecDeque<Arc<K>>,
+    background: VecDeque<(Arc<K>, Instant)>,
     /// The last run taken was an aged background item: prefer live next.
     served_aged: bool,
-    timers: DelayQueue<K>,
+    timers: DelayQueue<Arc<K>>,
     settings: Settings,
     /// Keys ready to run now (the work queue's depth).
     ready: usize,
@@ -147,7 +152,8 @@ impl<K: Clone + Eq + Hash> State<K> {
         if let Some(intervals) = &mut self.intervals {
             intervals.remove(&key);
         }
-        let entry = self.entries.entry(key.clone()).or_insert_with(Entry::new);
+        let key = self.entry_for(key);
+        let entry = self.entries.get_mut(&key).expect("just made");
         entry.forgotten = false;
         match entry.phase {
             // A continuation waiting for the rate limit stays live, whatever joins it.
@@ -167,6 +173,16 @@ impl<K: Clone + Eq + Hash> State<K> {
                 entry.phase = Phase::Running { rerun: Some(promoted) };
             }
         }
+    }
+
+    /// The shared key of `key`'s entry, made (empty) if it has none.
+    fn entry_for(&mut self, key: K) -> Arc<K> {
+        if let Some((shared, _)) = self.entries.get_key_value(&key) {
+            return shared.clone();
+        }
+        let shared = Arc::new(key);
+        self.entries.insert(shared.clone(), Entry::new());
+        shared
     }
 
     /// Drops every key's pending work: queued keys, timers and retries (the scheduler stops).
@@ -228,7 +244,7 @@ impl<K: Clone + Eq + Hash> State<K> {
                 self.served_aged = false;
                 (self.live.pop_front()?, Priority::Live)
             };
-            let Some(entry) = self.entries.get_mut(&key) else { continue };
+            let Some(entry) = self.entries.get_mut(&*key) else { continue };
             if entry.phase != Phase::Ready(priority) {
                 continue;
             }
@@ -239,13 +255,15 @@ impl<K: Clone + Eq + Hash> State<K> {
             }
             let waited = entry.ready_since.take().map_or(Duration::ZERO, |since| now.duration_since(since));
             let attempt = entry.failures;
+            let key = K::clone(&key);
             return Some((Run { key, attempt, last_attempt: self.settings.retry.is_last(attempt) }, waited));
         }
     }
 
     /// Records the end of a run and plans the next one.
     pub(super) fn finish(&mut self, key: K, verdict: Verdict) {
-        let Some(entry) = self.entries.get_mut(&key) else { return };
+        let Some(shared) = self.entries.get_key_value(&key).map(|(shared, _)| shared.clone()) else { return };
+        let entry = self.entries.get_mut(&key).expect("just found");
         if entry.forgotten {
             self.entries.remove(&key);
             self.shrink();
@@ -292,22 +310,23 @@ impl<K: Clone + Eq + Hash> State<K> {
             let cause = if rerun.is_some() { Cause::Event } else { entry.cause };
             entry.continued = true;
             if continued {
-                self.make_ready(key, cause, Priority::Live);
+                self.make_ready(shared, cause, Priority::Live);
             } else {
-                self.enqueue(key, cause, Priority::Live);
+                self.enqueue(shared, cause, Priority::Live);
             }
         } else if let Some(priority) = rerun {
             // An event arrived during the run: it goes first and replaces any timer.
-            self.make_ready(key, Cause::Event, priority);
+            self.make_ready(shared, Cause::Event, priority);
         } else if self.settled(&key, verdict) {
             // Only the maximum interval is left to wait for: the key keeps its deadline alone.
             self.entries.remove(&key);
+            drop(shared);
             self.shrink();
             if let (Some(intervals), Some((delay, _, _))) = (&mut self.intervals, next) {
                 intervals.insert(key, Instant::now() + delay);
             }
         } else if let Some((delay, cause, priority)) = next {
-            self.set_timer(key, delay, Pending { cause, priority });
+            self.set_timer(shared, delay, Pending { cause, priority });
         }
     }
 
@@ -329,7 +348,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             Expired::Timer(key) => self.timer_fired(key),
             Expired::Interval(keys) => {
                 for key in keys {
-                    self.entries.entry(key.clone()).or_insert_with(Entry::new);
+                    let key = self.entry_for(key);
                     self.make_ready(key, Cause::Timer, Priority::Background);
                 }
             }
@@ -337,8 +356,8 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 
     /// A timer for `key` expired.
-    fn timer_fired(&mut self, key: K) {
-        let Some(entry) = self.entries.get_mut(&key) else { return };
+    fn timer_fired(&mut self, key: Arc<K>) {
+        let Some(entry) = self.entries.get_mut(&*key) else { return };
         let Some((_, pending)) = entry.timer.take() else { return };
         if entry.phase == Phase::Idle {
             self.make_ready(key, pending.cause, pending.priority);
@@ -389,8 +408,8 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 
     /// Queues an idle key, or postpones it while its rate limit is used up.
-    fn make_ready(&mut self, key: K, cause: Cause, priority: Priority) {
-        let Some(entry) = self.entries.get_mut(&key) else { return };
+    fn make_ready(&mut self, key: Arc<K>, cause: Cause, priority: Priority) {
+        let Some(entry) = self.entries.get_mut(&*key) else { return };
         let now = Instant::now();
         if let Some(limit) = &self.settings.rate_limit
             && let Some(at) = entry.window.next_allowed(limit, now)
@@ -402,8 +421,8 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 
     /// Queues an idle key now.
-    fn enqueue(&mut self, key: K, cause: Cause, priority: Priority) {
-        let Some(entry) = self.entries.get_mut(&key) else { return };
+    fn enqueue(&mut self, key: Arc<K>, cause: Cause, priority: Priority) {
+        let Some(entry) = self.entries.get_mut(&*key) else { return };
         if let Some((timer, _)) = entry.timer.take() {
             self.timers.remove(&timer);
         }
@@ -419,8 +438,8 @@ impl<K: Clone + Eq + Hash> State<K> {
         }
     }
 
-    fn set_timer(&mut self, key: K, delay: Duration, pending: Pending) {
-        let Some(entry) = self.entries.get_mut(&key) else { return };
+    fn set_timer(&mut self, key: Arc<K>, delay: Duration, pending: Pending) {
+        let Some(entry) = self.entries.get_mut(&*key) else { return };
         if let Some((old, _)) = entry.timer.take() {
             self.timers.remove(&old);
         }
@@ -460,9 +479,9 @@ mod tests {
 
     /// The bytes the per-key tables and the ready queues have room for.
     fn room(state: &State<String>) -> usize {
-        state.entries.capacity() * std::mem::size_of::<(String, Entry)>()
-            + state.live.capacity() * std::mem::size_of::<String>()
-            + state.background.capacity() * std::mem::size_of::<(String, Instant)>()
+        state.entries.capacity() * std::mem::size_of::<(Arc<String>, Entry)>()
+            + state.live.capacity() * std::mem::size_of::<Arc<String>>()
+            + state.background.capacity() * std::mem::size_of::<(Arc<String>, Instant)>()
     }
 
     #[tokio::test(start_paused = true)]
@@ -481,6 +500,50 @@ mod tests {
         assert_eq!(state.sizes(), (0, 10_000), "every key settled with its deadline");
         // What a settled controller holds between bursts: not room for the whole burst again.
         assert!(room(&state) * 16 < burst, "{} bytes of room after the burst, {burst} during it", room(&state));
+    }
+
+    /// Copies of [`Counted`] keys alive.
+    static COUNTED: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+    /// A key that counts its live copies in [`COUNTED`].
+    #[derive(PartialEq, Eq, Hash)]
+    struct Counted(u32);
+
+    impl Counted {
+        fn new(id: u32) -> Self {
+            COUNTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Self(id)
+        }
+    }
+
+    impl Clone for Counted {
+        fn clone(&self) -> Self {
+            Self::new(self.0)
+        }
+    }
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            COUNTED.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queued_key_is_stored_once_and_a_retried_one_too() {
+        let alive = || COUNTED.load(std::sync::atomic::Ordering::SeqCst);
+        let mut state: State<Counted> = State::new(Settings::default());
+        for id in 0..1_000 {
+            let priority = if id % 2 == 0 { Priority::Live } else { Priority::Background };
+            state.trigger(Counted::new(id), priority);
+            // Triggered again while queued: no second copy either.
+            state.trigger(Counted::new(id), Priority::Live);
+        }
+        assert_eq!(alive(), 1_000, "one copy per queued key (the table and the ready queues share it)");
+        let (run, _) = state.start_next().expect("ready");
+        state.finish(run.key, Verdict::Failed { retry: true });
+        assert_eq!(alive(), 1_000, "a key waiting for its retry keeps one copy, shared with its timer");
+        state.clear();
+        assert_eq!(alive(), 0);
     }
 
     #[tokio::test(start_paused = true)]
