@@ -609,9 +609,9 @@ impl Instances {
     }
 
     /// Ends `call` with the export's `result`, `Err` when it took its wall-clock backstop. An
-    /// instance whose call returned is kept for a later call when the plugin keeps instances
-    /// warm and fewer are kept; one that trapped, ran out of time, filled much of its output
-    /// buffers or grew its memory by more than [`WARM_GROWTH_BYTES`] is dropped.
+    /// instance whose call returned is kept for a later call while fewer than
+    /// [`WARM_INSTANCES`] are kept; one that trapped, ran out of time, filled much of its
+    /// output buffers or grew its memory by more than [`WARM_GROWTH_BYTES`] is dropped.
     fn leave<R>(&self, call: Call<'_>, result: Result<wasmtime::Result<R>, Elapsed>) -> Result<R, CallError> {
         let result = match result {
             Ok(result) => result.map_err(|e| self.classify(&call.store, e)),
