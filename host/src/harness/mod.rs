@@ -103,8 +103,8 @@ impl CacheReader for Reads {
     }
 }
 
-/// A compiled plugin as the loop's plugin side: each export called on a fresh instance, as the
-/// host calls it, on a runtime of its own.
+/// A compiled plugin as the loop's plugin side: each export called as the host calls it (on an
+/// instance kept from an earlier call, or a fresh one), on a runtime of its own.
 pub struct Component<'m> {
     module: &'m Module,
     runtime: tokio::runtime::Runtime,

@@ -562,8 +562,9 @@ impl Instances {
         }
     }
 
-    /// Starts a call of `export` of the plugin `name` (empty while it describes itself): a
-    /// fresh store within the plugin's limits, with the plugin instantiated in it. The call
+    /// Starts a call of `export` of the plugin `name` (empty while it describes itself): a kept
+    /// instance in its store, or a fresh store within the plugin's limits with the plugin
+    /// instantiated in it. The call
     /// yields to the runtime at every epoch tick and traps once it has run for its deadline
     /// ([`limit_running_time`]), so a plugin that spins holds a runtime thread for at most a
     /// tick at a time.
