@@ -262,8 +262,7 @@ impl<K: Clone + Eq + Hash> State<K> {
 
     /// Records the end of a run and plans the next one.
     pub(super) fn finish(&mut self, key: K, verdict: Verdict) {
-        let Some(shared) = self.entries.get_key_value(&key).map(|(shared, _)| shared.clone()) else { return };
-        let entry = self.entries.get_mut(&key).expect("just found");
+        let Some(entry) = self.entries.get_mut(&key) else { return };
         if entry.forgotten {
             self.entries.remove(&key);
             self.shrink();
@@ -309,6 +308,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             // rate limit (which counted the run before it): a chain of them is limited.
             let cause = if rerun.is_some() { Cause::Event } else { entry.cause };
             entry.continued = true;
+            let shared = self.shared(&key);
             if continued {
                 self.make_ready(shared, cause, Priority::Live);
             } else {
@@ -316,18 +316,23 @@ impl<K: Clone + Eq + Hash> State<K> {
             }
         } else if let Some(priority) = rerun {
             // An event arrived during the run: it goes first and replaces any timer.
-            self.make_ready(shared, Cause::Event, priority);
+            self.make_ready(self.shared(&key), Cause::Event, priority);
         } else if self.settled(&key, verdict) {
             // Only the maximum interval is left to wait for: the key keeps its deadline alone.
             self.entries.remove(&key);
-            drop(shared);
             self.shrink();
             if let (Some(intervals), Some((delay, _, _))) = (&mut self.intervals, next) {
                 intervals.insert(key, Instant::now() + delay);
             }
         } else if let Some((delay, cause, priority)) = next {
-            self.set_timer(shared, delay, Pending { cause, priority });
+            self.set_timer(self.shared(&key), delay, Pending { cause, priority });
         }
+    }
+
+    /// The shared copy of `key`, which has an entry; looked up only where a queue or a timer
+    /// takes it, so a run that settles hashes its key once.
+    fn shared(&self, key: &K) -> Arc<K> {
+        self.entries.get_key_value(key).expect("the key has an entry").0.clone()
     }
 
     /// Whether `key`, which just finished with `verdict` and has no run to follow at once, has
