@@ -162,12 +162,23 @@ struct Member {
 
 impl Member {
     async fn run(mut self, release: CancellationToken) {
+        // The deadlines are watched beside the loop, not as one of its branches: the loop waits
+        // on its own renewals, and one that hangs must not keep the gate open past the deadline.
+        let leadership = self.leadership.clone();
+        tokio::select! {
+            () = self.serve(&release) => {}
+            () = leadership.close_at_deadlines() => {}
+        }
+        self.leave().await;
+    }
+
+    /// Watches the Leases, renews this replica's, and decides the view, until `release` fires.
+    async fn serve(&mut self, release: &CancellationToken) {
         let selector = format!("{GROUP_LABEL}={}", self.settings.group);
         let leases = watcher(self.api.clone(), watcher::Config::default().labels(&selector))
             .backoff(crate::informer::watch_backoff());
         tokio::pin!(leases);
         let mut next_renew = Instant::now();
-        let leadership = self.leadership.clone();
         let mut gate = self.gate.clone();
         loop {
             let expiry = self.next_expiry();
@@ -176,8 +187,6 @@ impl Member {
             tokio::select! {
                 biased;
                 () = release.cancelled() => break,
-                // Closes the gate at each deadline reached without a renewal.
-                () = leadership.close_at_deadlines() => {}
                 // Fenced or back: the view changes.
                 changed = gate.changed() => if changed.is_err() { break },
                 event = leases.next() => match event {
@@ -203,7 +212,6 @@ impl Member {
             }
             self.decide();
         }
-        self.leave().await;
     }
 
     /// The view adopted but not yet acknowledged, and what this replica owns in it.
@@ -440,5 +448,108 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::{Context, Poll};
+
+    use bytes::Bytes;
+    use futures::future::BoxFuture;
+    use http::{Request, Response};
+    use http_body_util::{BodyExt, Full};
+    use tokio::sync::{mpsc, oneshot};
+
+    use super::*;
+
+    /// A request to the API server, and the means to answer it (dropped: never answered).
+    type Sent = (http::Method, String, Bytes, oneshot::Sender<Response<Full<Bytes>>>);
+
+    /// An API server inside the test: every request goes to the test, which answers it when it
+    /// likes, or never. No socket, so a test on paused time runs the same way every time.
+    #[derive(Clone)]
+    struct InTest(mpsc::UnboundedSender<Sent>);
+
+    impl tower::Service<Request<kube::client::Body>> for InTest {
+        type Response = Response<Full<Bytes>>;
+        type Error = std::convert::Infallible;
+        type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: Request<kube::client::Body>) -> Self::Future {
+            let sent = self.0.clone();
+            Box::pin(async move {
+                let (head, body) = request.into_parts();
+                let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                let (answer, answered) = oneshot::channel();
+                let target = head.uri.path_and_query().map(ToString::to_string).unwrap_or_default();
+                drop(sent.send((head.method, target, body, answer)));
+                match answered.await {
+                    Ok(response) => Ok(response),
+                    Err(_) => std::future::pending().await,
+                }
+            })
+        }
+    }
+
+    fn json(body: &serde_json::Value) -> Response<Full<Bytes>> {
+        Response::builder()
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .expect("a valid response")
+    }
+
+    /// A replica whose renewal hangs (the API server unreachable, the request unanswered) stops
+    /// starting runs at its renew deadline, not when the hanging renewal times out: the fence's
+    /// gate closes while the membership waits on that renewal.
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_closes_at_the_renew_deadline_while_a_renewal_hangs() {
+        let (sent, mut received) = mpsc::unbounded_channel();
+        let client = Client::new(InTest(sent), "default");
+        let settings = MembershipSettings {
+            namespace: "default".into(),
+            group: "g".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        };
+        let (_shards, fence, _task) = join(client, settings.clone(), Metrics::new(), CancellationToken::new());
+        let mut gate = fence.gate().expect("a gate");
+        // The Leases are listed (none), their watch never answers, the Lease is created, and
+        // every renewal after that hangs.
+        let (created, mut created_at) = watch::channel(None);
+        tokio::spawn(async move {
+            let mut unanswered = Vec::new();
+            while let Some((method, target, body, answer)) = received.recv().await {
+                if method == http::Method::GET && !target.contains("watch=true") {
+                    let list = serde_json::json!({
+                        "apiVersion": "coordination.k8s.io/v1", "kind": "LeaseList",
+                        "metadata": {"resourceVersion": "1"}, "items": [],
+                    });
+                    drop(answer.send(json(&list)));
+                } else if method == http::Method::POST {
+                    let mut lease: serde_json::Value = serde_json::from_slice(&body).expect("a Lease");
+                    lease["metadata"]["resourceVersion"] = "2".into();
+                    created.send_replace(Some(Instant::now()));
+                    drop(answer.send(json(&lease)));
+                } else {
+                    unanswered.push(answer);
+                }
+            }
+        });
+        gate.wait_for(|open| *open).await.expect("the membership runs");
+        let renewed = created_at.wait_for(Option::is_some).await.expect("created").expect("a time");
+        gate.wait_for(|open| !*open).await.expect("the membership runs");
+        let closed = renewed.elapsed();
+        let deadline = settings.renew_deadline;
+        assert!(
+            (deadline - Duration::from_millis(100)..=deadline).contains(&closed),
+            "the gate closed {closed:?} after the last renewal, not at the renew deadline ({deadline:?})"
+        );
     }
 }
