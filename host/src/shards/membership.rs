@@ -524,7 +524,6 @@ mod tests {
         // every renewal after that hangs.
         let (created, mut created_at) = watch::channel(None);
         tokio::spawn(async move {
-            let mut unanswered = Vec::new();
             while let Some((method, target, body, answer)) = received.recv().await {
                 if method == http::Method::GET && !target.contains("watch=true") {
                     let list = serde_json::json!({
@@ -537,9 +536,8 @@ mod tests {
                     lease["metadata"]["resourceVersion"] = "2".into();
                     created.send_replace(Some(Instant::now()));
                     drop(answer.send(json(&lease)));
-                } else {
-                    unanswered.push(answer);
                 }
+                // Anything else is dropped unanswered: its caller waits for ever.
             }
         });
         gate.wait_for(|open| *open).await.expect("the membership runs");
