@@ -310,20 +310,37 @@ async fn a_status_conflict_with_a_concurrent_writer_is_retried_and_the_final_sta
     let writer = {
         let probes = probes.clone();
         tokio::spawn(async move {
+            // How often the object it wrote showed a `Ready` condition failed for a conflict.
+            let mut flipped = 0;
             for n in 0..25 {
                 let patch = json!({ "status": { "external": n } });
                 // The object may not exist for the first few rounds.
-                let _ = probes.patch_status("contested", &PatchParams::default(), &Patch::Merge(&patch)).await;
+                if let Ok(written) =
+                    probes.patch_status("contested", &PatchParams::default(), &Patch::Merge(&patch)).await
+                    && wasmop_tests::condition(&written, "Ready").is_some_and(|c| c["reason"] == "Conflict")
+                {
+                    flipped += 1;
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            flipped
         })
     };
-    writer.await?;
+    let flipped = writer.await?;
     let probe =
         wait_until(&probes, "contested", "reconciled", |p| p.data["status"]["reconciles"].as_i64() >= Some(1)).await?;
     assert!(host.host().metrics().conflicts_of("fixture-probe") >= 1, "the concurrent writer caused a conflict");
     assert_eq!(probe.data["status"]["external"], 24, "the other writer's field is kept");
     assert_eq!(probe.data["status"]["observedGeneration"].as_i64(), probe.metadata.generation);
+    // A conflict that is retried is no failure of the object: no Warning Event, no failure
+    // conditions (they would flip Ready and cost the API server two writes per conflict).
+    let warned: Vec<_> = wasmop_tests::warnings_about(&client, &ns, "contested")
+        .await?
+        .into_iter()
+        .filter_map(|e| e.reason.filter(|r| r == "Conflict"))
+        .collect();
+    assert_eq!(flipped, 0, "Ready showed a retried conflict as a failure");
+    assert!(warned.is_empty(), "retried conflicts were reported as failures: {} Conflict Warning Events", warned.len());
     host.stop().await;
     Ok(())
 }

@@ -101,6 +101,8 @@ struct Failure {
     retry: bool,
     /// The API server could not be reached: no fault of the plugin or the object.
     unreachable: bool,
+    /// The host's write of the primary met a newer version (409): no fault either.
+    conflict: bool,
 }
 
 impl Failure {
@@ -110,7 +112,7 @@ impl Failure {
             ReconcileError::Permanent(_) => ("ReconcileFailed", false),
             ReconcileError::Invalid(_) => ("InvalidResource", false),
         };
-        Self { error, reason, retry, unreachable: false }
+        Self { error, reason, retry, unreachable: false, conflict: false }
     }
 
     /// The call into the plugin failed: a deadline, a memory-limit hit, fuel, a panic or another
@@ -120,13 +122,13 @@ impl Failure {
     }
 
     fn permanent(reason: &'static str, message: String) -> Self {
-        Self { error: ReconcileError::Permanent(message), reason, retry: false, unreachable: false }
+        Self { error: ReconcileError::Permanent(message), reason, retry: false, unreachable: false, conflict: false }
     }
 
     /// Traps (deadline, memory, panic) and host-side failures are transient: the next attempt
     /// gets a fresh sandbox and fresh state.
     fn transient(reason: &'static str, message: String) -> Self {
-        Self { error: ReconcileError::Transient(message), reason, retry: true, unreachable: false }
+        Self { error: ReconcileError::Transient(message), reason, retry: true, unreachable: false, conflict: false }
     }
 
     /// A failed write of the primary; one the API server refuses for what it carries is not
@@ -135,8 +137,9 @@ impl Failure {
         if err.permanent() {
             return Self::permanent("WriteRefused", err.to_string());
         }
-        let reason = if matches!(err, WriteError::Conflict { .. }) { "Conflict" } else { "WriteFailed" };
-        Self { unreachable: err.unreachable(), ..Self::transient(reason, err.to_string()) }
+        let conflict = matches!(err, WriteError::Conflict { .. });
+        let reason = if conflict { "Conflict" } else { "WriteFailed" };
+        Self { unreachable: err.unreachable(), conflict, ..Self::transient(reason, err.to_string()) }
     }
 
     /// A tracking record could not be written: the IDs would be lost, so the run fails.
@@ -252,10 +255,22 @@ impl Reconciler {
             self.shadowed(observed, &run, &object);
             return Verdict::Unreachable;
         }
+        let retrying = retry && !run.last_attempt;
+        if failure.conflict && retrying {
+            if let Some((records, plan)) = recording {
+                records.finish(plan, true, module.digest(), &run.key, steps(&view)).await;
+            }
+            // Someone wrote the object while this run read it: its newer version runs next (at
+            // once if its event came meanwhile). The object is fine, so no Warning Event and no
+            // failure conditions, which would flip `Ready` and cost two writes per conflict;
+            // only a conflict on the last attempt is reported.
+            tracing::info!(object = %run.key, ?elapsed, "changed meanwhile, reconciling its newer version: {message}");
+            self.shadowed(observed, &run, &object);
+            return Verdict::Failed { retry: true };
+        }
         tracing::warn!(object = %run.key, reason, retry, ?elapsed, "reconcile failed: {message}");
         let note = format!("reconcile of {} failed: {message}", run.key);
         self.writer.publish(&object, EventType::Warning, reason, "Reconcile", Some(note)).await;
-        let retrying = retry && !run.last_attempt;
         // The run may have written the primary (its finalizer): patch the latest version.
         let latest = self.primaries.fetch(&run.key).await.ok().flatten().unwrap_or_else(|| object.clone());
         let status = match retrying {
