@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 
+use super::apiserver;
 use super::load::{self, Latencies, Tracker};
 use super::process::{CacheRequests, Controller, Side};
 use super::report::Run;
@@ -47,18 +48,28 @@ struct Phase<'a> {
     started: Instant,
     cpu: f64,
     requests: Option<CacheRequests>,
+    /// The API server, when this controller works alone in the phase, and its write count.
+    alone: Option<(Client, f64)>,
 }
 
 impl<'a> Phase<'a> {
-    fn begin(controller: &'a Controller) -> anyhow::Result<Self> {
+    /// A phase of `controller`; `alone` is the API server's client when no other controller
+    /// works meanwhile, so that its writes can be counted.
+    async fn begin(controller: &'a Controller, alone: Option<&Client>) -> anyhow::Result<Self> {
+        let alone = match alone {
+            Some(client) => Some((client.clone(), apiserver::writes(client).await?)),
+            None => None,
+        };
         let (started, cpu) = (Instant::now(), controller.cpu_seconds()?);
         // Waits for a host just started to serve its metrics, inside the phase's time.
         let requests = controller.cache_requests()?;
-        Ok(Self { controller, started, cpu, requests })
+        Ok(Self { controller, started, cpu, requests, alone })
     }
 
-    fn end(
+    /// The phase's run; `generated` is how many writes the load generator made in it.
+    async fn end(
         self,
+        generated: usize,
         side: Side,
         scenario: &str,
         round: usize,
@@ -66,17 +77,23 @@ impl<'a> Phase<'a> {
         latencies: Latencies,
     ) -> anyhow::Result<Run> {
         let requests = self.controller.cache_requests()?.zip(self.requests).map(|(now, then)| now - then);
+        let elapsed = self.started.elapsed();
+        let writes = match &self.alone {
+            Some((client, before)) => Some(apiserver::writes(client).await? - before - generated as f64),
+            None => None,
+        };
         Ok(Run::new(
             side,
             scenario,
             round,
             changes,
-            self.started.elapsed(),
+            elapsed,
             latencies,
             self.controller.cpu_seconds()? - self.cpu,
             self.controller.peak_memory()?,
         )
-        .with_cache_requests(requests))
+        .with_cache_requests(requests)
+        .with_api_writes(writes))
     }
 }
 
@@ -141,17 +158,21 @@ async fn creates_and_changes(
     (side, round): (Side, usize),
     suffix: &str,
 ) -> anyhow::Result<Vec<Run>> {
-    let phase = Phase::begin(controller)?;
+    // This controller works alone here: the others wait for the paced part.
+    let client = api.clone().into_client();
+    let phase = Phase::begin(controller, Some(&client)).await?;
     load::create(api, tracker, 0..BURST, "v0").await?;
-    let created = phase.end(side, &format!("create 1,000{suffix}"), round, BURST, tracker.settle(SETTLE).await?)?;
+    let settled = tracker.settle(SETTLE).await?;
+    let created = phase.end(BURST, side, &format!("create 1,000{suffix}"), round, BURST, settled).await?;
 
-    let phase = Phase::begin(controller)?;
+    let phase = Phase::begin(controller, Some(&client)).await?;
     let mut latencies = Latencies::default();
     for r in 1..=ROUNDS {
         load::change_all(api, tracker, BURST, &format!("v{r}")).await?;
         latencies.extend(tracker.settle(SETTLE).await?);
     }
-    let changed = phase.end(side, &format!("burst 1,000 x 3{suffix}"), round, BURST * ROUNDS, latencies)?;
+    let scenario = format!("burst 1,000 x 3{suffix}");
+    let changed = phase.end(BURST * ROUNDS, side, &scenario, round, BURST * ROUNDS, latencies).await?;
     Ok(vec![created, changed])
 }
 
@@ -186,13 +207,14 @@ pub async fn paced(warm: Vec<Warm>) -> anyhow::Result<Vec<Run>> {
 /// [`paced`], leaving the controllers running.
 pub async fn paced_side_by_side(warm: &[Warm]) -> anyhow::Result<Vec<Run>> {
     let seconds = super::env_number("BENCH_PACED_SECONDS", 20) as u64;
-    let phases = warm.iter().map(|w| Phase::begin(&w.controller)).collect::<anyhow::Result<Vec<_>>>()?;
+    // Side by side: the API server's count cannot tell the controllers apart.
+    let phases = futures::future::try_join_all(warm.iter().map(|w| Phase::begin(&w.controller, None))).await?;
     let loads = warm.iter().map(|w| load::paced(&w.api, &w.tracker, BURST, PACE, Duration::from_secs(seconds)));
     let changes = futures::future::try_join_all(loads).await?;
     let mut runs = Vec::new();
     for ((w, phase), changes) in warm.iter().zip(phases).zip(changes) {
         let scenario = format!("paced 100/s{}", w.suffix);
-        runs.push(phase.end(w.side, &scenario, w.round, changes, w.tracker.settle(SETTLE).await?)?);
+        runs.push(phase.end(changes, w.side, &scenario, w.round, changes, w.tracker.settle(SETTLE).await?).await?);
     }
     Ok(runs)
 }
@@ -204,9 +226,9 @@ pub async fn many(client: &Client, kubeconfig: &Path, side: Side, round: usize) 
     let tracker = Tracker::start(&api).await?;
     let controller = Controller::start(side, &ns, kubeconfig, &[])?;
     let mut runs = Vec::new();
-    let phase = Phase::begin(&controller)?;
+    let phase = Phase::begin(&controller, Some(client)).await?;
     load::create(&api, &tracker, 0..MANY, "v0").await?;
-    runs.push(phase.end(side, "create 10,000", round, MANY, tracker.settle(SETTLE).await?)?);
+    runs.push(phase.end(MANY, side, "create 10,000", round, MANY, tracker.settle(SETTLE).await?).await?);
     controller.stop().await?;
 
     // One object needs work when the next controller starts; 9,999 only need listing.
@@ -218,13 +240,14 @@ pub async fn many(client: &Client, kubeconfig: &Path, side: Side, round: usize) 
         started: controller.started,
         cpu: 0.0,
         requests: Some(CacheRequests::default()).filter(|_| side != Side::Native),
+        alone: None,
     };
     let latencies = tracker.settle(SETTLE).await?;
     // From the start of the process, not from the change.
     let seen = changed + latencies.to_status.first().copied().unwrap_or_default();
     let startup = seen.saturating_duration_since(controller.started);
     let latencies = Latencies { to_status: vec![startup], writes: latencies.writes };
-    runs.push(phase.end(side, "start with 10,000", round, 1, latencies)?);
+    runs.push(phase.end(1, side, "start with 10,000", round, 1, latencies).await?);
     controller.stop().await?;
     Ok(runs)
 }

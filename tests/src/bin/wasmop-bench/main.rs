@@ -37,6 +37,7 @@ use std::time::Instant;
 
 use wasmop_tests::{client, kubeconfig, workspace_root};
 
+mod apiserver;
 mod cache;
 mod call;
 mod e2e;

@@ -39,6 +39,8 @@ pub struct Run {
     memory: PeakMemory,
     /// What a wasmop host's bounded caches asked the API server during the run.
     cache: Option<CacheRequests>,
+    /// The controller's write requests, by the API server's count (when it worked alone).
+    api_writes: Option<f64>,
 }
 
 /// A run as `report.json` gives it, memory first.
@@ -64,6 +66,9 @@ struct RunJson<'a> {
     cache_lists: Option<f64>,
     /// GETs of evicted objects (none for native).
     cache_refetches: Option<f64>,
+    /// The controller's write requests on the primaries and Events, by the API server's count
+    /// (none when controllers ran side by side).
+    api_writes: Option<f64>,
 }
 
 impl Run {
@@ -94,12 +99,18 @@ impl Run {
             cpu_seconds,
             memory,
             cache: None,
+            api_writes: None,
         }
     }
 
     /// The run with what the host's caches asked the API server during it.
     pub fn with_cache_requests(self, cache: Option<CacheRequests>) -> Self {
         Self { cache, ..self }
+    }
+
+    /// The run with the controller's write requests, by the API server's count.
+    pub fn with_api_writes(self, api_writes: Option<f64>) -> Self {
+        Self { api_writes, ..self }
     }
 
     /// The cache's LIST pages and GETs as a cell: `-` for native.
@@ -147,6 +158,7 @@ impl Run {
             write_max_ms: percentile_ms(&self.writes, 1.0),
             cache_lists: self.cache.map(|c| c.lists),
             cache_refetches: self.cache.map(|c| c.refetches),
+            api_writes: self.api_writes,
         }
     }
 }
@@ -240,15 +252,15 @@ impl Report {
             self.title(seconds)
         );
         md.push_str(
-            "| scenario | side | round | peak anon MiB | peak PSS MiB | peak RSS MiB | CPU s | changes | s | per s | p50 ms | p99 ms | max ms | write p99 ms | write max ms | cache LISTs / GETs |\n",
+            "| scenario | side | round | peak anon MiB | peak PSS MiB | peak RSS MiB | CPU s | changes | s | per s | p50 ms | p99 ms | max ms | write p99 ms | write max ms | API writes | cache LISTs / GETs |\n",
         );
-        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         let mut runs: Vec<&Run> = self.runs.iter().collect();
         runs.sort_by(|a, b| (&a.scenario, a.round, a.side.label()).cmp(&(&b.scenario, b.round, b.side.label())));
         for r in runs {
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} |",
+                "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} |",
                 r.scenario,
                 r.side.label(),
                 r.round,
@@ -264,6 +276,7 @@ impl Report {
                 r.percentile_ms(1.0),
                 percentile_ms(&r.writes, 0.99),
                 percentile_ms(&r.writes, 1.0),
+                r.api_writes.map_or_else(|| "-".to_string(), |w| format!("{w:.0}")),
                 r.cache_cell(),
             );
         }
