@@ -101,9 +101,10 @@ struct Failure {
     retry: bool,
     /// The API server could not be reached: no fault of the plugin or the object.
     unreachable: bool,
-    /// The host's write of the primary met a newer version (409): no fault either.
-    conflict: bool,
 }
+
+/// The reason of a failed write of the primary that met a newer version (409).
+const CONFLICT: &str = "Conflict";
 
 impl Failure {
     fn from_plugin(error: ReconcileError) -> Self {
@@ -112,7 +113,7 @@ impl Failure {
             ReconcileError::Permanent(_) => ("ReconcileFailed", false),
             ReconcileError::Invalid(_) => ("InvalidResource", false),
         };
-        Self { error, reason, retry, unreachable: false, conflict: false }
+        Self { error, reason, retry, unreachable: false }
     }
 
     /// The call into the plugin failed: a deadline, a memory-limit hit, fuel, a panic or another
@@ -122,13 +123,13 @@ impl Failure {
     }
 
     fn permanent(reason: &'static str, message: String) -> Self {
-        Self { error: ReconcileError::Permanent(message), reason, retry: false, unreachable: false, conflict: false }
+        Self { error: ReconcileError::Permanent(message), reason, retry: false, unreachable: false }
     }
 
     /// Traps (deadline, memory, panic) and host-side failures are transient: the next attempt
     /// gets a fresh sandbox and fresh state.
     fn transient(reason: &'static str, message: String) -> Self {
-        Self { error: ReconcileError::Transient(message), reason, retry: true, unreachable: false, conflict: false }
+        Self { error: ReconcileError::Transient(message), reason, retry: true, unreachable: false }
     }
 
     /// A failed write of the primary; one the API server refuses for what it carries is not
@@ -137,9 +138,8 @@ impl Failure {
         if err.permanent() {
             return Self::permanent("WriteRefused", err.to_string());
         }
-        let conflict = matches!(err, WriteError::Conflict { .. });
-        let reason = if conflict { "Conflict" } else { "WriteFailed" };
-        Self { unreachable: err.unreachable(), conflict, ..Self::transient(reason, err.to_string()) }
+        let reason = if matches!(err, WriteError::Conflict { .. }) { CONFLICT } else { "WriteFailed" };
+        Self { unreachable: err.unreachable(), ..Self::transient(reason, err.to_string()) }
     }
 
     /// A tracking record could not be written: the IDs would be lost, so the run fails.
@@ -256,7 +256,7 @@ impl Reconciler {
             return Verdict::Unreachable;
         }
         let retrying = retry && !run.last_attempt;
-        if failure.conflict && retrying {
+        if reason == CONFLICT && retrying {
             if let Some((records, plan)) = recording {
                 records.finish(plan, true, module.digest(), &run.key, steps(&view)).await;
             }

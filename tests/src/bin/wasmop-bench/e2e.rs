@@ -66,10 +66,9 @@ impl<'a> Phase<'a> {
         Ok(Self { controller, started, cpu, requests, alone })
     }
 
-    /// The phase's run; `generated` is how many writes the load generator made in it.
+    /// The phase's run of `changes`, each one write of the load generator.
     async fn end(
         self,
-        generated: usize,
         side: Side,
         scenario: &str,
         round: usize,
@@ -79,7 +78,7 @@ impl<'a> Phase<'a> {
         let requests = self.controller.cache_requests()?.zip(self.requests).map(|(now, then)| now - then);
         let elapsed = self.started.elapsed();
         let writes = match &self.alone {
-            Some((client, before)) => Some(apiserver::writes(client).await? - before - generated as f64),
+            Some((client, before)) => Some(apiserver::writes(client).await? - before - changes as f64),
             None => None,
         };
         Ok(Run::new(
@@ -163,7 +162,7 @@ async fn creates_and_changes(
     let phase = Phase::begin(controller, Some(&client)).await?;
     load::create(api, tracker, 0..BURST, "v0").await?;
     let settled = tracker.settle(SETTLE).await?;
-    let created = phase.end(BURST, side, &format!("create 1,000{suffix}"), round, BURST, settled).await?;
+    let created = phase.end(side, &format!("create 1,000{suffix}"), round, BURST, settled).await?;
 
     let phase = Phase::begin(controller, Some(&client)).await?;
     let mut latencies = Latencies::default();
@@ -172,7 +171,7 @@ async fn creates_and_changes(
         latencies.extend(tracker.settle(SETTLE).await?);
     }
     let scenario = format!("burst 1,000 x 3{suffix}");
-    let changed = phase.end(BURST * ROUNDS, side, &scenario, round, BURST * ROUNDS, latencies).await?;
+    let changed = phase.end(side, &scenario, round, BURST * ROUNDS, latencies).await?;
     Ok(vec![created, changed])
 }
 
@@ -214,7 +213,7 @@ pub async fn paced_side_by_side(warm: &[Warm]) -> anyhow::Result<Vec<Run>> {
     let mut runs = Vec::new();
     for ((w, phase), changes) in warm.iter().zip(phases).zip(changes) {
         let scenario = format!("paced 100/s{}", w.suffix);
-        runs.push(phase.end(changes, w.side, &scenario, w.round, changes, w.tracker.settle(SETTLE).await?).await?);
+        runs.push(phase.end(w.side, &scenario, w.round, changes, w.tracker.settle(SETTLE).await?).await?);
     }
     Ok(runs)
 }
@@ -228,7 +227,7 @@ pub async fn many(client: &Client, kubeconfig: &Path, side: Side, round: usize) 
     let mut runs = Vec::new();
     let phase = Phase::begin(&controller, Some(client)).await?;
     load::create(&api, &tracker, 0..MANY, "v0").await?;
-    runs.push(phase.end(MANY, side, "create 10,000", round, MANY, tracker.settle(SETTLE).await?).await?);
+    runs.push(phase.end(side, "create 10,000", round, MANY, tracker.settle(SETTLE).await?).await?);
     controller.stop().await?;
 
     // One object needs work when the next controller starts; 9,999 only need listing.
@@ -247,7 +246,7 @@ pub async fn many(client: &Client, kubeconfig: &Path, side: Side, round: usize) 
     let seen = changed + latencies.to_status.first().copied().unwrap_or_default();
     let startup = seen.saturating_duration_since(controller.started);
     let latencies = Latencies { to_status: vec![startup], writes: latencies.writes };
-    runs.push(phase.end(1, side, "start with 10,000", round, 1, latencies).await?);
+    runs.push(phase.end(side, "start with 10,000", round, 1, latencies).await?);
     controller.stop().await?;
     Ok(runs)
 }
