@@ -671,8 +671,10 @@ impl Config {
         }
     }
 
-    /// Keeps only these paths of the primaries (besides their metadata and `status`, which the
-    /// host reads) in the host's cache: what `reconcile` is then given.
+    /// The paths of the primaries the plugin reads: the host's cache keeps only these, the
+    /// metadata and the `status` (which the host reads to write only changes), and the plugin is
+    /// given only these and the metadata, in `reconcile` and every other call and read. Name
+    /// `status` (or parts of it) if the plugin reads its own status.
     ///
     /// ```
     /// use wasmop_guest::{Config, Kind};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use serde_json::json;
 use wasmop_tests::{apply_file, client, http_get, kubeconfig, namespace, plugin, until, wasmop_binary, workspace_root};
 
@@ -368,6 +368,52 @@ async fn an_external_dependents_http_is_recorded_and_replays_bit_exact_without_t
         stderr.contains(&format!("the record has `http POST {url}-moved`, the guest called `http POST {url}`")),
         "{stderr}"
     );
+    Ok(())
+}
+
+/// A plugin reads what its projection names of its primaries, though the host's cache keeps
+/// their status too (for its own writes): the greeting plugin projects `spec`, so the primary
+/// its second reconcile is given has no status, while the API server's object has one by then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projected_plugin_is_given_its_primary_without_the_status_it_does_not_read() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
+    let ns = namespace(&client, "record-projection").await?;
+    let config = "plugins:\n  greeting:\n    record: { sample: 1.0 }\n";
+    let recording = Recording::start_plugin("greeting", &ns, Some(config))?;
+    let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
+    let greetings = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "greetings"),
+    );
+    let ada = json!({ "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting", "metadata": { "name": "ada" },
+        "spec": { "name": "Ada" } });
+    greetings.create(&PostParams::default(), &serde_json::from_value(ada)?).await?;
+    let greeted = |g: &DynamicObject| g.data["status"]["message"] == "Hello, Ada!";
+    until("the first status", async || Ok(greetings.get("ada").await?), greeted).await?;
+    let patch = json!({ "spec": { "name": "Bea" } });
+    greetings.patch("ada", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    let objects = |records: &[(String, PathBuf)]| -> anyhow::Result<Vec<serde_json::Value>> {
+        let mut objects = Vec::new();
+        for (text, _) in records {
+            let record: serde_json::Value = serde_json::from_str(text)?;
+            let object = record["steps"][0]["request"]["object"].as_str().unwrap_or_default();
+            objects.push(serde_json::from_str(object)?);
+        }
+        Ok(objects)
+    };
+    let second = until(
+        "the second reconcile's record",
+        async || objects(&recording.of_export("reconcile").await?),
+        |objects| objects.iter().any(|o| o["spec"]["name"] == "Bea"),
+    )
+    .await?;
+    let given = second.iter().find(|o| o["spec"]["name"] == "Bea").expect("awaited");
+    assert_eq!(given["metadata"]["name"], "ada", "{given}");
+    assert!(given.get("status").is_none(), "the plugin does not read the status: {given}");
+    let now = greetings.get("ada").await?;
+    assert!(now.data.get("status").is_some(), "the object has a status: {:?}", now.data);
     Ok(())
 }
 

@@ -64,7 +64,7 @@ impl<G: Guest + ?Sized> Settle<'_, G> {
             uid: primary["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
             key,
         };
-        let primary_json = primary.to_string();
+        let primary_json = self.caches.shaped(&self.spec.primary, primary).to_string();
         let new = new.map(|new| versioned(new, "2"));
         let old = old.map(|old| versioned(old, "1"));
         let object_key = new

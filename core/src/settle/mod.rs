@@ -380,7 +380,7 @@ impl<'g, G: Guest + ?Sized> Settle<'g, G> {
     fn pass(&self, world: &mut World, key: &ObjectKey) -> Pass {
         let kind = &self.spec.primary;
         let primary = world.stored(kind, key).cloned().expect("the primary stays in the store");
-        // The plugin reads the primary as the host's cache holds it.
+        // The plugin reads the primary cut to its projection, as the host gives it.
         let json = self.caches.shaped(kind, &primary).to_string();
         let reference = PrimaryRef {
             kind: kind.clone(),

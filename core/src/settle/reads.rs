@@ -42,16 +42,13 @@ impl Caches {
     pub fn new(spec: &PluginSpec) -> Self {
         let selector = |s: Option<&String>| s.and_then(|s| s.parse::<LabelSelector>().ok());
         let managed = format!("{}={}", crate::dependent::MANAGED_BY_LABEL, spec.name);
-        // The host keeps the primary's status, whatever the plugin reads.
-        let primary_projection = spec.projection.clone().map(|mut paths| {
-            paths.push("status".into());
-            paths
-        });
+        // The host's cache keeps the primary's status too, for its own writes, but the plugin
+        // reads only what its projection names.
         let mut caches = vec![Cached {
             kind: spec.primary.clone(),
             selector: selector(spec.label_selector.as_ref()),
             namespace: None,
-            projection: primary_projection,
+            projection: spec.projection.clone(),
         }];
         caches.extend(spec.watches.iter().map(|w| Cached {
             kind: w.kind.clone(),
@@ -88,8 +85,10 @@ impl Caches {
         self.caches.iter().any(|cached| cached.holds(kind, object))
     }
 
-    /// `object` of `kind` as the host's cache holds it: cut to the projection of the first
-    /// watch that caches it (a secondary given as such: the first watch of its kind).
+    /// `object` of `kind` as the plugin reads it from the host's caches: cut to the projection
+    /// of the first watch that caches it (a secondary given as such: the first watch of its
+    /// kind). The host's cache of primaries keeps their `status` too, which the plugin does not
+    /// read unless its projection names it.
     pub fn shaped(&self, kind: &KindRef, object: &Value) -> Value {
         let cached = self
             .caches

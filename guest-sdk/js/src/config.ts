@@ -261,7 +261,11 @@ export class Config {
     return new Config(name, primary);
   }
 
-  /** Caches only these paths of the primary (plus `status` and the metadata), e.g. `["spec"]`. */
+  /**
+   * The paths of the primary the plugin reads, e.g. `["spec"]`: the host caches only these (plus
+   * `status` and the metadata) and gives the plugin only these and the metadata. Name `status`
+   * (or parts of it) if the plugin reads its own status.
+   */
   project(paths: string[]): this {
     this.projection = [...paths];
     return this;

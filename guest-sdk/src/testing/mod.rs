@@ -343,7 +343,7 @@ impl FakeHost {
     pub fn reconcile_json<R: Reconciler>(&self, json: &str, attempt: u32, last_attempt: bool) -> Run {
         let plugin = Plugin::of::<R>();
         let (ctx, logs) = self.context(&plugin, attempt, last_attempt);
-        // The primary as the host's cache holds it (its projection, if the plugin has one).
+        // The primary as the host gives it: cut to its projection, if the plugin has one.
         let projected = match (plugin.caches.projects_primary(), serde_json::from_str::<Value>(json)) {
             (true, Ok(object)) => Some(plugin.shaped(&plugin.primary, &object).to_string()),
             _ => None,
@@ -1353,8 +1353,8 @@ mod tests {
         assert_eq!(stable.status()["secrets"], json!(["s"]));
     }
 
-    /// Reads its own spec, a projected ConfigMap and a metadata-only Secret, and reports what
-    /// each held.
+    /// Reads its own spec (the status, too, if it is given it), a projected ConfigMap and a
+    /// metadata-only Secret, and reports what each held.
     struct Projected;
 
     impl Reconciler for Projected {
@@ -1371,7 +1371,8 @@ mod tests {
             let config_map: Value = ctx.get(&Kind::of::<ConfigMap>(), Some("ns"), "cm")?.unwrap_or_default();
             let secret: Value = ctx.get(&Kind::namespaced("", "v1", "Secret"), Some("ns"), "s")?.unwrap_or_default();
             Ok(Outcome::done().status(json!({
-                "spec": thing["spec"], "configMap": config_map["data"], "secret": secret.get("data"),
+                "spec": thing["spec"], "status": thing.get("status"), "configMap": config_map["data"],
+                "secret": secret.get("data"),
                 "secretLabels": secret["metadata"]["labels"],
             })))
         }
@@ -1382,10 +1383,13 @@ mod tests {
         let host = FakeHost::new()
             .with(&Kind::of::<ConfigMap>(), &json!({ "metadata": { "name": "cm", "namespace": "ns" }, "data": { "kept": "1", "dropped": "2" } }))
             .with(&Kind::namespaced("", "v1", "Secret"), &json!({ "metadata": { "name": "s", "namespace": "ns", "labels": { "a": "b" } }, "data": { "password": "c2VjcmV0" } }));
-        let thing = json!({ "metadata": { "name": "t", "namespace": "ns" }, "spec": { "wanted": 1, "other": 2 } });
+        let thing = json!({ "metadata": { "name": "t", "namespace": "ns" }, "spec": { "wanted": 1, "other": 2 },
+                            "status": { "phase": "Up" } });
         let run = host.reconcile::<Projected>(&thing);
         let status = run.status().expect("a status");
         assert_eq!(status["spec"], json!({ "wanted": 1 }));
+        // The host keeps the primary's status for its own writes; the plugin does not read it.
+        assert_eq!(status["status"], Value::Null, "the projection does not name the status");
         assert_eq!(status["configMap"], json!({ "kept": "1" }));
         assert_eq!(status["secret"], Value::Null, "no data in a metadata-only watch");
         assert_eq!(status["secretLabels"], json!({ "a": "b" }));

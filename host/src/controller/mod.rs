@@ -35,6 +35,7 @@ use crate::source::filter::EventFilter;
 use crate::source::inbound::{Inlet, Payloads};
 use crate::source::secondary::{Mapping, SecondarySource};
 use crate::source::{Sink, timer};
+use crate::wire::PrimaryReads;
 use crate::writer::Writer;
 use reconcile::Reconciler;
 use references::References;
@@ -429,6 +430,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let references = References {
         module: module.clone(),
         cache: watched.cache.clone(),
+        reads: reconciler.reads.clone(),
         watches: watched.secondaries[..config.watches.len()]
             .iter()
             .filter(|s| matches!(s.watch.mapper, Mapper::PrimaryReferences))
@@ -490,7 +492,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let filter = ChangeFilter::with_predicate(settings.filters.clone(), predicate);
     let dispatch = Dispatch {
         plugin: config.name.clone(),
-        filter: EventFilter::new(&config.name, PRIMARY_WATCH, filter, module.clone()),
+        filter: EventFilter::new(&config.name, PRIMARY_WATCH, filter, module.clone(), reconciler.reads.clone()),
         events: metrics.watch_events(&config.name, PRIMARY_WATCH),
         own: reconciler.own.clone(),
         references,
@@ -633,11 +635,17 @@ async fn watch(
         by_namespace,
     )?);
     let primaries = subscription.cache();
-    let mut kinds = vec![CachedKind { kind: config.primary.clone(), cache: primaries.clone(), links: None }];
+    let mut kinds = vec![CachedKind {
+        kind: config.primary.clone(),
+        cache: primaries.clone(),
+        links: None,
+        reads: PrimaryReads::new(config.projection.as_deref()),
+    }];
     kinds.extend(secondaries.iter().map(|s| CachedKind {
         kind: s.watch.kind.clone(),
         cache: s.subscription.cache(),
         links: Some(s.links.clone()),
+        reads: PrimaryReads::default(),
     }));
     // The dependents' own writes, per dependent watch.
     let records = || Arc::new(OwnWrites::counted_in(metrics.own_write_records(plugin)));
@@ -702,6 +710,7 @@ fn reconciler(
         metrics: metrics.clone(),
         resource,
         primary_kind: (&config.primary).into(),
+        reads: PrimaryReads::new(config.projection.as_deref()),
         conditions: config.conditions,
         primaries: watched.primaries.clone(),
         finalizers: module.get().finalizers(),
@@ -759,7 +768,8 @@ fn spawn_sources(
         let kind = &secondary.watch.kind.kind;
         let Some(predicate) = predicate(&config.name, secondary.watch.predicate.as_deref()) else { continue };
         let filter = predicate.map(|predicate| {
-            EventFilter::new(&config.name, kind, ChangeFilter::watch(Some(predicate)), module.clone())
+            let filter = ChangeFilter::watch(Some(predicate));
+            EventFilter::new(&config.name, kind, filter, module.clone(), PrimaryReads::default())
         });
         let source = SecondarySource {
             plugin: config.name.clone(),
@@ -807,6 +817,7 @@ fn poller(
         module: module.clone(),
         primaries: primaries.clone(),
         reader: cache.clone(),
+        reads: PrimaryReads::new(config.projection.as_deref()),
         sink: sink.clone(),
         period: Duration::from_millis(polling.map_or(DEFAULT_POLLING_PERIOD_MS, |p| p.period_ms)),
         global: polling.is_some_and(|p| matches!(p.mode, PollingMode::Global)),

@@ -29,7 +29,7 @@ use crate::runtime::{CacheReader, CallError, Current, Module};
 use crate::scheduler::{Priority, Run, Verdict};
 use crate::shadow::{Observed, Shadow};
 use crate::source::Sink;
-use crate::wire::Object;
+use crate::wire::{Object, PrimaryReads};
 use crate::writer::{MetadataChanges, WriteError, Writer};
 
 /// Everything a reconcile of one plugin's primaries needs; shared by all its runs.
@@ -43,6 +43,8 @@ pub(crate) struct Reconciler {
     pub(crate) conditions: bool,
     /// The primaries' cache.
     pub(crate) primaries: Cache,
+    /// What the plugin reads of a primary.
+    pub(crate) reads: PrimaryReads,
     /// Everything the plugin may read.
     pub(crate) cache: Arc<WatchedCache>,
     pub(crate) writer: Writer,
@@ -299,11 +301,14 @@ impl Reconciler {
 
     /// The request the plugin's exports get for `object`.
     fn request(
+        &self,
         run: &Run<ObjectKey>,
         object: &Object,
         dependents: Vec<DependentState>,
     ) -> Result<ReconcileRequest, Failure> {
-        let json = serde_json::to_string(object)
+        let json = self
+            .reads
+            .json(object)
             .map_err(|e| Failure::transient("ReconcileFailed", format!("cannot serialize the primary: {e}")))?;
         Ok(ReconcileRequest {
             object: json,
@@ -341,7 +346,7 @@ impl Reconciler {
             None => Vec::new(),
             Some(dependents) => self.reconcile_dependents(module, run, &object, dependents, view, observed).await?,
         };
-        let request = self.with_outside(&run.key, Self::request(run, &object, states)?);
+        let request = self.with_outside(&run.key, self.request(run, &object, states)?);
         let outcome = module.reconcile(view.clone(), &request).await;
         observed.reconciled(request, &outcome, view.as_ref());
         let outcome: Outcome = outcome.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
@@ -373,7 +378,7 @@ impl Reconciler {
         view: &Arc<dyn CacheReader>,
         observed: &mut Observed,
     ) -> Result<Vec<DependentState>, Failure> {
-        let request = self.with_outside(&run.key, Self::request(run, object, Vec::new())?);
+        let request = self.with_outside(&run.key, self.request(run, object, Vec::new())?);
         let desired = module.desired(view.clone(), &request).await;
         let primary = self.primary(run, object);
         observed.desired(&request, &desired, view.as_ref(), (dependents.workflow(), &primary.reference));
@@ -480,7 +485,7 @@ impl Reconciler {
             return Ok(!state.has_dependents());
         }
         let before = state.ids(&run.key, object).await.map_err(Failure::tracking_read)?;
-        let json = Arc::new(Self::request(run, object, Vec::new())?.object);
+        let json = Arc::new(self.request(run, object, Vec::new())?.object);
         let calls = self.external_calls(module, view, &run.key, &json).expect("the plugin has external state");
         let objects = match state.known(&run.key) {
             Known::Objects(objects) => objects.into_iter().filter(|o| state.tracks(o)).collect(),
@@ -517,7 +522,7 @@ impl Reconciler {
         if !self.external_known(&run.key)? {
             return Ok(None);
         }
-        let request = self.with_outside(&run.key, Self::request(run, object, Vec::new())?);
+        let request = self.with_outside(&run.key, self.request(run, object, Vec::new())?);
         let cleaned = module.cleanup(view.clone(), &request).await;
         let CleanupOutcome { keep_finalizer, reschedule_after_ms, events } =
             cleaned.map_err(Failure::trap)?.map_err(Failure::from_plugin)?;
@@ -619,7 +624,7 @@ impl Reconciler {
         view: Arc<dyn CacheReader>,
         error: ReconcileError,
     ) -> Option<serde_json::Value> {
-        let request = Self::request(run, object, Vec::new()).ok()?;
+        let request = self.request(run, object, Vec::new()).ok()?;
         match module.update_error_status(view, &request, &error).await {
             Ok(status) => status
                 .as_deref()

@@ -10,12 +10,14 @@ use crate::mapping::Links;
 use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::{KindRef, SecondaryRef};
 use crate::runtime::{CacheReader, Current};
-use crate::wire::Object;
+use crate::wire::{Object, PrimaryReads};
 
 /// The primary-references watches of one plugin.
 pub(crate) struct References {
     pub(crate) module: Arc<Current>,
     pub(crate) cache: Arc<WatchedCache>,
+    /// What the plugin reads of a primary.
+    pub(crate) reads: PrimaryReads,
     /// Each watch with the primary-references mapper: its kind and links.
     pub(crate) watches: Vec<(KindRef, Arc<RwLock<Links>>)>,
 }
@@ -58,7 +60,7 @@ impl References {
 
     /// Calls `secondaries-of`.
     async fn ask(&self, primary: &Object) -> Result<Vec<SecondaryRef>, String> {
-        let json = serde_json::to_string(primary).map_err(|e| format!("cannot serialize the primary: {e}"))?;
+        let json = self.reads.json(primary).map_err(|e| format!("cannot serialize the primary: {e}"))?;
         let cache = self.cache.clone() as Arc<dyn CacheReader>;
         let call = self.module.get().secondaries_of(cache, &json).await;
         call.map_err(|trap| trap.to_string())?

@@ -49,6 +49,8 @@ pub struct Poller {
     pub primaries: Cache,
     /// What `fetch` may read.
     pub reader: Arc<dyn CacheReader>,
+    /// What the plugin reads of a primary.
+    pub reads: crate::wire::PrimaryReads,
     /// The scheduler.
     pub sink: Arc<dyn Sink>,
     /// How often every primary is polled.
@@ -113,7 +115,7 @@ impl Poller {
             Ok(ids) => {
                 let tracked: Vec<TrackedId> =
                     ids.into_iter().map(|((dependent, key), id)| TrackedId { dependent, key, id }).collect();
-                let json = serde_json::to_string(&*primary).unwrap_or_default();
+                let json = self.reads.json(&primary).unwrap_or_default();
                 match self.module.get().fetch(self.reader.clone(), &json, &tracked).await {
                     Ok(Ok(objects)) => Ok(objects.into_iter().map(from_wit).collect()),
                     Ok(Err(reason)) => Err(format!("fetch failed: {reason}")),

@@ -13,7 +13,7 @@ use crate::mapping::Links;
 use crate::object::ObjectKey;
 use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 use crate::runtime::{CacheReader, GetResult, ListResult};
-use crate::wire::Object;
+use crate::wire::{Object, PrimaryReads};
 use wasmop_core::selector::LabelSelector;
 
 /// One cached kind: the primary or a watched secondary.
@@ -24,6 +24,9 @@ pub struct CachedKind {
     pub cache: Cache,
     /// How the watch relates its objects to primaries; `None` for the primary itself.
     pub links: Option<Arc<RwLock<Links>>>,
+    /// What the plugin reads of its objects: the primary's cache keeps more than the plugin's
+    /// projection; a watch's cache keeps exactly it (the default: all the cache holds).
+    pub reads: PrimaryReads,
 }
 
 /// Everything one plugin may read.
@@ -71,16 +74,19 @@ fn unreadable(err: kube::Error) -> String {
     format!("cannot fetch an evicted object from the API server: {}", crate::api_error::describe(&err))
 }
 
-fn to_json(object: &Object) -> Result<String, String> {
-    serde_json::to_string(object).map_err(|e| format!("cannot serialize cached object: {e}"))
+fn to_json(object: &Object, reads: &PrimaryReads) -> Result<String, String> {
+    reads.json(object).map_err(|e| format!("cannot serialize cached object: {e}"))
 }
 
-/// Serializes objects sorted by namespace and name, each once (watches of one kind may overlap).
-fn sorted_json(mut objects: Vec<Arc<Object>>) -> Result<Vec<String>, String> {
+/// Serializes objects sorted by namespace and name, each once (watches of one kind may overlap),
+/// as the plugin reads those of the cache each came from.
+fn sorted_json(mut objects: Vec<(Arc<Object>, &PrimaryReads)>) -> Result<Vec<String>, String> {
     let mut seen = HashSet::new();
-    objects.retain(|o| seen.insert(o.uid().unwrap_or_default()));
-    objects.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
-    objects.iter().map(|o| to_json(o)).collect()
+    objects.retain(|(o, _)| seen.insert(o.uid().unwrap_or_default()));
+    objects.sort_by(|(a, _), (b, _)| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    objects.iter().map(|(o, reads)| to_json(o, reads)).collect()
 }
 
 impl WatchedCache {
@@ -88,7 +94,7 @@ impl WatchedCache {
         let key = ObjectKey { namespace: namespace.map(String::from), name: name.to_string() };
         for cached in self.matching(kind)? {
             if let Some(found) = cached.cache.fetch(&key).await.map_err(unreadable)? {
-                return to_json(&found).map(Some);
+                return to_json(&found, &cached.reads).map(Some);
             }
         }
         Ok(None)
@@ -98,9 +104,16 @@ impl WatchedCache {
         let selector: LabelSelector = selector.unwrap_or("").parse().map_err(|e| format!("{e}"))?;
         let mut objects = Vec::new();
         for cached in self.matching(kind)? {
-            objects.extend(cached.cache.state_in(namespace).await.map_err(unreadable)?.into_iter().filter(|o| {
-                namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)) && selector.matches(o.labels())
-            }));
+            let state = cached.cache.state_in(namespace).await.map_err(unreadable)?;
+            objects.extend(
+                state
+                    .into_iter()
+                    .filter(|o| {
+                        namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns))
+                            && selector.matches(o.labels())
+                    })
+                    .map(|o| (o, &cached.reads)),
+            );
         }
         sorted_json(objects)
     }
@@ -135,7 +148,7 @@ impl PrimaryView {
             watched = true;
             let keys = links.read().expect("links are never poisoned").secondaries_of(&self.key, self.uid.as_deref());
             for key in &keys {
-                objects.extend(cached.cache.fetch(key).await.map_err(unreadable)?);
+                objects.extend(cached.cache.fetch(key).await.map_err(unreadable)?.map(|o| (o, &cached.reads)));
             }
         }
         if !watched {

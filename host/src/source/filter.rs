@@ -22,7 +22,7 @@ use wasmop_core::filter::{Change, ChangeFilter, Verdict, Version};
 
 use crate::object::ObjectKey;
 use crate::runtime::Current;
-use crate::wire::Object;
+use crate::wire::{Object, PrimaryReads};
 
 /// A watch's change filter, with the plugin to answer its predicate's plugin terms.
 pub struct EventFilter {
@@ -32,6 +32,8 @@ pub struct EventFilter {
     watch: String,
     filter: ChangeFilter,
     module: Arc<Current>,
+    /// What the plugin reads of the watch's objects.
+    reads: PrimaryReads,
     /// The last version of each object, while the predicate asks the plugin: `old` of an update.
     previous: HashMap<ObjectKey, Arc<Object>>,
 }
@@ -51,9 +53,10 @@ impl Observed {
 }
 
 impl EventFilter {
-    /// The filter of `watch` of `plugin`, whose plugin terms `module` answers.
-    pub fn new(plugin: &str, watch: &str, filter: ChangeFilter, module: Arc<Current>) -> Self {
-        Self { plugin: plugin.into(), watch: watch.into(), filter, module, previous: HashMap::new() }
+    /// The filter of `watch` of `plugin`, whose plugin terms `module` answers, given the
+    /// objects as `reads` has it.
+    pub fn new(plugin: &str, watch: &str, filter: ChangeFilter, module: Arc<Current>, reads: PrimaryReads) -> Self {
+        Self { plugin: plugin.into(), watch: watch.into(), filter, module, reads, previous: HashMap::new() }
     }
 
     /// Records `object`, a new version of `key`; decide with [`EventFilter::decide`].
@@ -122,7 +125,8 @@ impl EventFilter {
             .decide(change, |name| {
                 let (module, json) = (&module, &json);
                 async move {
-                    let (object, old) = json.get_or_init(|| serialize(object, old)).as_ref().map_err(Clone::clone)?;
+                    let (object, old) =
+                        json.get_or_init(|| serialize(&self.reads, object, old)).as_ref().map_err(Clone::clone)?;
                     module.filter(name, event, object, old.as_deref()).await.map_err(|err| err.to_string())
                 }
             })
@@ -137,8 +141,8 @@ impl EventFilter {
 }
 
 /// `object` and `old` as the JSON the plugin is given.
-fn serialize(object: &Object, old: Option<&Object>) -> Result<(String, Option<String>), String> {
-    let text = |o: &Object| serde_json::to_string(o).map_err(|e| format!("cannot serialize the object: {e}"));
+fn serialize(reads: &PrimaryReads, object: &Object, old: Option<&Object>) -> Result<(String, Option<String>), String> {
+    let text = |o: &Object| reads.json(o).map_err(|e| format!("cannot serialize the object: {e}"));
     Ok((text(object)?, old.map(text).transpose()?))
 }
 

@@ -27,8 +27,10 @@ use serde::de::Deserializer;
 
 mod meta;
 mod object;
+mod reads;
 
 pub use object::{Data, Object};
+pub use reads::PrimaryReads;
 
 /// An [`Object`] decoded in one pass and trimmed, shared; see the module's documentation.
 #[derive(Debug, Clone, PartialEq)]

@@ -107,7 +107,8 @@ class Config:
 
     def project(self, paths: list[str]) -> Config:
         """The paths of the primary the plugin reads: the host caches those, ``status`` and the
-        metadata only."""
+        metadata only, and gives the plugin those and the metadata only. Name ``status`` (or
+        parts of it) if the plugin reads its own status."""
         self.projection = list(paths)
         return self
 

@@ -16,7 +16,7 @@ use wasmop::controller::ChangeFilter;
 use wasmop::runtime::bindings::wasmop::plugin::types::PredicateTerm;
 use wasmop::runtime::{Current, Limits};
 use wasmop::source::filter::EventFilter;
-use wasmop::wire::Object;
+use wasmop::wire::{Object, PrimaryReads};
 use wasmop_tests::{plugin, runtime};
 
 /// A Tiered of about 1 KB at resourceVersion `version`, labelled `team`.
@@ -71,8 +71,10 @@ pub async fn per_event(events: usize) -> anyhow::Result<(Value, String)> {
         "primary",
         ChangeFilter::with_predicate(filters.clone(), Some(declared)),
         current.clone(),
+        PrimaryReads::default(),
     );
-    let mut host = EventFilter::new(&name, "primary", ChangeFilter::with_predicate(filters, Some(built_in)), current);
+    let built_in = ChangeFilter::with_predicate(filters, Some(built_in));
+    let mut host = EventFilter::new(&name, "primary", built_in, current, PrimaryReads::default());
     let versions = [tiered("100", "x")?, tiered("101", "y")?];
     let object_bytes = serde_json::to_string(&*versions[0])?.len();
     // Warm up: the compiled module, the allocator.
