@@ -104,6 +104,11 @@ pub struct MetadataChanges {
 }
 
 impl MetadataChanges {
+    /// Whether nothing is asked for: no label, no annotation, no finalizers.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty() && self.finalizers.is_none()
+    }
+
     /// The merge patch of the changes that `object` does not already reflect; `None` when
     /// there are none.
     pub fn patch_for(&self, object: &Object) -> Option<Value> {

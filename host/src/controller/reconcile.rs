@@ -559,6 +559,10 @@ impl Reconciler {
 
     /// Patches the primary's metadata; returns the object as it is now.
     async fn write_metadata(&self, object: &Arc<Object>, changes: &MetadataChanges) -> Result<Arc<Object>, WriteError> {
+        // Most runs ask for no change: nothing to track.
+        if changes.is_empty() {
+            return Ok(object.clone());
+        }
         match self.tracked(object, self.writer.patch_metadata(object, changes)).await? {
             Some(written) => Ok(self.remember(object, written)),
             None => Ok(object.clone()),

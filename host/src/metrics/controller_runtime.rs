@@ -125,55 +125,80 @@ impl ControllerRuntime {
         this
     }
 
-    /// The scheduler observer of the controller of plugin `name`.
+    /// The scheduler observer of the controller of plugin `name`. It holds its series, made
+    /// now (as controller-runtime makes a controller's at its start), so that a run's metrics
+    /// look up no labels.
     pub fn controller(&self, name: &str) -> Arc<dyn Observer> {
+        let controller = ControllerLabels { controller: name.to_string() };
+        let queue = QueueLabels { name: name.to_string() };
+        let total =
+            |result| self.reconcile_total.get_or_create(&ResultLabels { controller: name.to_string(), result }).clone();
         Arc::new(ControllerObserver {
-            families: self.clone(),
-            controller: ControllerLabels { controller: name.to_string() },
-            queue: QueueLabels { name: name.to_string() },
+            max_concurrent: self.max_concurrent.get_or_create(&controller).clone(),
+            active_workers: self.active_workers.get_or_create(&controller).clone(),
+            reconcile_time: self.reconcile_time.get_or_create(&controller).clone(),
+            reconcile_errors: self.reconcile_errors.get_or_create(&controller).clone(),
+            success: total(ReconcileResult::success),
+            requeue_after: total(ReconcileResult::requeue_after),
+            requeue: total(ReconcileResult::requeue),
+            error: total(ReconcileResult::error),
+            depth: self.depth.get_or_create(&queue).clone(),
+            adds: self.adds.get_or_create(&queue).clone(),
+            retries: self.retries.get_or_create(&queue).clone(),
+            queue_duration: self.queue_duration.get_or_create(&queue).clone(),
+            work_duration: self.work_duration.get_or_create(&queue).clone(),
         })
     }
 }
 
-/// One controller's share of the families.
+/// One controller's series of the families.
 struct ControllerObserver {
-    families: ControllerRuntime,
-    controller: ControllerLabels,
-    queue: QueueLabels,
+    max_concurrent: Gauge,
+    active_workers: Gauge,
+    reconcile_time: Histogram,
+    reconcile_errors: Counter,
+    /// `controller_runtime_reconcile_total` by result.
+    success: Counter,
+    requeue_after: Counter,
+    requeue: Counter,
+    error: Counter,
+    depth: Gauge,
+    adds: Counter,
+    retries: Counter,
+    queue_duration: Histogram,
+    work_duration: Histogram,
 }
 
 impl Observer for ControllerObserver {
     fn started(&self, max: usize) {
-        self.families.max_concurrent.get_or_create(&self.controller).set(i64::try_from(max).unwrap_or(i64::MAX));
+        self.max_concurrent.set(i64::try_from(max).unwrap_or(i64::MAX));
     }
 
     fn queue(&self, depth: usize, adds: u64, retries: u64, active: usize) {
-        let f = &self.families;
-        f.depth.get_or_create(&self.queue).set(i64::try_from(depth).unwrap_or(i64::MAX));
-        f.adds.get_or_create(&self.queue).inc_by(adds);
-        f.retries.get_or_create(&self.queue).inc_by(retries);
-        f.active_workers.get_or_create(&self.controller).set(i64::try_from(active).unwrap_or(i64::MAX));
+        self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+        self.adds.inc_by(adds);
+        self.retries.inc_by(retries);
+        self.active_workers.set(i64::try_from(active).unwrap_or(i64::MAX));
     }
 
     fn run_started(&self, waited: Duration) {
-        self.families.queue_duration.get_or_create(&self.queue).observe(waited.as_secs_f64());
+        self.queue_duration.observe(waited.as_secs_f64());
     }
 
     fn run_finished(&self, took: Duration, verdict: Verdict) {
-        let f = &self.families;
-        f.reconcile_time.get_or_create(&self.controller).observe(took.as_secs_f64());
-        f.work_duration.get_or_create(&self.queue).observe(took.as_secs_f64());
-        let result = match verdict {
-            Verdict::Done { requeue_after: None } => ReconcileResult::success,
-            Verdict::Done { requeue_after: Some(_) } => ReconcileResult::requeue_after,
+        self.reconcile_time.observe(took.as_secs_f64());
+        self.work_duration.observe(took.as_secs_f64());
+        let total = match verdict {
+            Verdict::Done { requeue_after: None } => &self.success,
+            Verdict::Done { requeue_after: Some(_) } => &self.requeue_after,
             // The host added its finalizer and queued the rest (controller-runtime's `Requeue`).
-            Verdict::Continue => ReconcileResult::requeue,
-            Verdict::Failed { .. } | Verdict::Unreachable => ReconcileResult::error,
+            Verdict::Continue => &self.requeue,
+            Verdict::Failed { .. } | Verdict::Unreachable => {
+                self.reconcile_errors.inc();
+                &self.error
+            }
         };
-        if result == ReconcileResult::error {
-            f.reconcile_errors.get_or_create(&self.controller).inc();
-        }
-        f.reconcile_total.get_or_create(&ResultLabels { controller: self.controller.controller.clone(), result }).inc();
+        total.inc();
     }
 }
 
