@@ -97,9 +97,14 @@ impl Drop for Recording {
     }
 }
 
+/// The objects of custom kind `kind` (`plural`) of `group`/v1 in `ns`.
+fn custom(client: &Client, ns: &str, group: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(group, "v1", kind);
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, plural))
+}
+
 fn swaps(client: &Client, ns: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("test.wasmop.dev", "v1", "Swap");
-    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "swaps"))
+    custom(client, ns, "test.wasmop.dev", "Swap", "swaps")
 }
 
 /// Creates the Swap `name` with `spec.value` `value`, reading the Secret `secret` if given.
@@ -324,12 +329,7 @@ async fn an_external_dependents_http_is_recorded_and_replays_bit_exact_without_t
     let (records, serving) = Records::serving(TOKEN).map_err(anyhow::Error::msg)?;
     let config = "plugins:\n  dnsrecord:\n    record: { sample: 1.0 }\n";
     let recording = Recording::start_plugin("dnsrecord", &ns, Some(config))?;
-    let gvk = GroupVersionKind::gvk("sample.wasmop.dev", "v1", "DnsRecord");
-    let dns = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        &ns,
-        &ApiResource::from_gvk_with_plural(&gvk, "dnsrecords"),
-    );
+    let dns = custom(&client, &ns, "sample.wasmop.dev", "DnsRecord", "dnsrecords");
     let www = json!({ "apiVersion": "sample.wasmop.dev/v1", "kind": "DnsRecord", "metadata": { "name": "www" },
         "spec": { "zone": ns, "name": "www", "type": "A", "value": "10.0.0.1" } });
     dns.create(&PostParams::default(), &serde_json::from_value(www)?).await?;
@@ -381,12 +381,7 @@ async fn a_projected_plugin_is_given_its_primary_without_the_status_it_does_not_
     let ns = namespace(&client, "record-projection").await?;
     let config = "plugins:\n  greeting:\n    record: { sample: 1.0 }\n";
     let recording = Recording::start_plugin("greeting", &ns, Some(config))?;
-    let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
-    let greetings = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        &ns,
-        &ApiResource::from_gvk_with_plural(&gvk, "greetings"),
-    );
+    let greetings = custom(&client, &ns, "example.wasmop.dev", "Greeting", "greetings");
     let ada = json!({ "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting", "metadata": { "name": "ada" },
         "spec": { "name": "Ada" } });
     greetings.create(&PostParams::default(), &serde_json::from_value(ada)?).await?;

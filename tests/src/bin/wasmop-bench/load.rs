@@ -71,6 +71,8 @@ impl Latencies {
 /// Change-to-status latencies, measured by a watch of the namespace's Greetings.
 #[derive(Clone)]
 pub struct Tracker {
+    /// The namespace watched, which names the side in errors.
+    namespace: String,
     ledger: Arc<Mutex<Ledger>>,
     settled: Arc<Notify>,
     task: Arc<tokio::task::AbortHandle>,
@@ -139,7 +141,8 @@ impl Tracker {
         tokio::time::timeout(Duration::from_secs(60), listed).await.map_err(|_| {
             anyhow::anyhow!("the watch of Greetings did not list within a minute (is the CRD installed?)")
         })??;
-        Ok(Self { ledger, settled, task: Arc::new(task) })
+        let namespace = api.namespace().unwrap_or("all namespaces").to_string();
+        Ok(Self { namespace, ledger, settled, task: Arc::new(task) })
     }
 
     /// Records that the Greeting `name` is about to get `spec.name` = `value`; returns when.
@@ -170,7 +173,14 @@ impl Tracker {
         .await;
         let mut ledger = self.ledger.lock().expect("never poisoned");
         if waited.is_err() {
-            anyhow::bail!("{} Greetings still without their status after {limit:?}", ledger.awaited.len());
+            let mut names: Vec<&String> = ledger.awaited.keys().collect();
+            names.sort();
+            names.truncate(5);
+            anyhow::bail!(
+                "{} Greetings of {} still without their status after {limit:?} (among them {names:?})",
+                ledger.awaited.len(),
+                self.namespace
+            );
         }
         Ok(std::mem::take(&mut ledger.latencies))
     }
