@@ -47,6 +47,11 @@ impl WatchedCache {
         Arc::new(Self { kinds })
     }
 
+    /// What the plugin reads of its primaries (the first kind's objects).
+    pub fn primary_reads(&self) -> PrimaryReads {
+        self.kinds.first().map(|primary| primary.reads.clone()).unwrap_or_default()
+    }
+
     /// The view of the reconcile of the primary `key` with `uid`.
     pub fn for_primary(self: &Arc<Self>, key: ObjectKey, uid: Option<String>) -> PrimaryView {
         PrimaryView { cache: self.clone(), key, uid }
