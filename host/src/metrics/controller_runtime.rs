@@ -211,6 +211,15 @@ mod tests {
     fn controller_runtime_names_count_what_the_scheduler_reports() {
         let metrics = Metrics::new();
         let observer = metrics.controller("webpage");
+        // As controller-runtime's, a controller's series exist from its start, at zero.
+        let text = metrics.encode();
+        for line in [
+            "controller_runtime_reconcile_total{controller=\"webpage\",result=\"requeue\"} 0",
+            "controller_runtime_reconcile_errors_total{controller=\"webpage\"} 0",
+            "workqueue_retries_total{name=\"webpage\"} 0",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
         observer.started(4);
         observer.queue(2, 3, 1, 1);
         observer.run_started(Duration::from_millis(5));
