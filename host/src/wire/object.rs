@@ -205,14 +205,32 @@ impl serde::Serialize for Data {
 
 impl serde::Serialize for Object {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let types = usize::from(self.types.is_some()) * 2;
-        let mut map = serializer.serialize_map(Some(types + 1 + self.data.0.len()))?;
-        if let Some(types) = &self.types {
+        Without(self, None).serialize(serializer)
+    }
+}
+
+impl Object {
+    /// The object without its top-level field `field`, to serialize (no copy is made).
+    pub fn without<'a>(&'a self, field: &'a str) -> impl serde::Serialize + 'a {
+        Without(self, Some(field))
+    }
+}
+
+/// An object serialized without one of its top-level fields, if one is named.
+struct Without<'a>(&'a Object, Option<&'a str>);
+
+impl serde::Serialize for Without<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Self(object, skipped) = *self;
+        let fields = || object.data.iter().filter(|(k, _)| Some(*k) != skipped);
+        let types = usize::from(object.types.is_some()) * 2;
+        let mut map = serializer.serialize_map(Some(types + 1 + fields().count()))?;
+        if let Some(types) = &object.types {
             map.serialize_entry("apiVersion", &types.api_version)?;
             map.serialize_entry("kind", &types.kind)?;
         }
-        map.serialize_entry("metadata", &self.metadata)?;
-        for (k, v) in self.data.iter() {
+        map.serialize_entry("metadata", &object.metadata)?;
+        for (k, v) in fields() {
             map.serialize_entry(k, v)?;
         }
         map.end()

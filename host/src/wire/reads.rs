@@ -8,8 +8,6 @@
 
 use std::sync::Arc;
 
-use serde::ser::{SerializeMap, Serializer};
-
 use super::Object;
 
 /// The field the host keeps of every primary, whatever its plugin reads.
@@ -57,32 +55,13 @@ impl PrimaryReads {
     pub fn json(&self, object: &Object) -> serde_json::Result<String> {
         match &self.projection {
             None | Some((_, Status::Whole)) => serde_json::to_string(object),
-            Some((_, Status::Nothing)) => serde_json::to_string(&Without(object, STATUS)),
+            Some((_, Status::Nothing)) => serde_json::to_string(&object.without(STATUS)),
             Some((paths, Status::Parts)) => {
                 let mut cut = object.clone();
                 cut.data.project(paths);
                 serde_json::to_string(&cut)
             }
         }
-    }
-}
-
-/// An object serialized without one of its top-level fields.
-struct Without<'a>(&'a Object, &'a str);
-
-impl serde::Serialize for Without<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let Self(object, skipped) = self;
-        let mut map = serializer.serialize_map(None)?;
-        if let Some(types) = &object.types {
-            map.serialize_entry("apiVersion", &types.api_version)?;
-            map.serialize_entry("kind", &types.kind)?;
-        }
-        map.serialize_entry("metadata", &object.metadata)?;
-        for (k, v) in object.data.iter().filter(|(k, _)| k != skipped) {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
     }
 }
 
