@@ -2,8 +2,9 @@
 //! careful kube-rs author would write it, making the same API requests the wasmop host makes
 //! for the plugin.
 //!
-//! `wasmop-native NAMESPACE [CONCURRENCY] [--finalizer]` (client from `KUBECONFIG`) reconciles
-//! the Greetings (`example.wasmop.dev/v1`) of one namespace with a `kube::runtime::Controller`:
+//! `wasmop-native NAMESPACE [CONCURRENCY] [--finalizer] [--group GROUP]` (client from
+//! `KUBECONFIG`) reconciles the Greetings (`example.wasmop.dev/v1`, or the same resource in
+//! GROUP) of one namespace with a `kube::runtime::Controller`:
 //! - no finalizer: the greeting plugin has no cleanup, so the host adds none (JOSDK's rule);
 //!   with `--finalizer`, the finalizer `wasmop.dev/greeting`, added before the first reconcile
 //!   (kube's `finalizer` helper), as the host adds one for the greeting plugin built with a
@@ -124,16 +125,19 @@ fn main() -> anyhow::Result<()> {
 /// Reconciles the Greetings of the namespace of the command line until killed.
 async fn run() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: wasmop-native NAMESPACE [CONCURRENCY] [--finalizer]";
+    let usage = "usage: wasmop-native NAMESPACE [CONCURRENCY] [--finalizer] [--group GROUP]";
     let namespace = args.next().ok_or_else(|| anyhow::anyhow!(usage))?;
     let concurrency: u16 = args.next().map(|c| c.parse()).transpose()?.unwrap_or(8);
-    let finalizer = match args.next().as_deref() {
-        None => false,
-        Some("--finalizer") => true,
-        Some(other) => anyhow::bail!("unexpected argument {other:?}; {usage}"),
-    };
+    let (mut finalizer, mut group) = (false, "example.wasmop.dev".to_string());
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--finalizer" => finalizer = true,
+            "--group" => group = args.next().ok_or_else(|| anyhow::anyhow!(usage))?,
+            other => anyhow::bail!("unexpected argument {other:?}; {usage}"),
+        }
+    }
     let client = Client::try_default().await?;
-    let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
+    let gvk = GroupVersionKind::gvk(&group, "v1", "Greeting");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "greetings");
     let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
     // Spec changes only, as the host's generation-aware filter; finalizer changes too with one:

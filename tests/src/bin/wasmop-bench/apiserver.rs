@@ -1,22 +1,31 @@
 //! What a controller cost the API server, by the API server's own count
-//! (`apiserver_request_total` on its `/metrics`): the write requests it served on the resources
-//! a scenario touches. Read before and after a phase in which one controller works alone, the
-//! difference less the load generator's own writes is that controller's, whichever side it is.
+//! (`apiserver_request_total` on its `/metrics`): the write requests it served on the Greetings
+//! of the controller's API group (each side reconciles a copy of the resource in a group of its
+//! own, [`super::process::Side::group`]), and on Events if the controller records them. Read
+//! before and after a phase, the difference less the load generator's own writes is that
+//! controller's, even while other controllers work on other groups.
 
 use kube::Client;
 
-/// The resources whose writes are counted: the primaries and both Event APIs.
-pub const RESOURCES: [&str; 2] = ["greetings", "events"];
+/// The counted writes of one controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    /// The API group of its Greetings.
+    pub group: &'static str,
+    /// Whether its Event writes count too: only for a controller that records Events, alone
+    /// among the phase's controllers in doing so (Events have no group of their own).
+    pub events: bool,
+}
 
-/// Write requests (create, update, patch, apply, delete) the API server has served on
-/// [`RESOURCES`] since it started.
-pub async fn writes(client: &Client) -> anyhow::Result<f64> {
+/// Write requests (create, update, patch, apply, delete) the API server has served on the
+/// [`Counted`] resources since it started.
+pub async fn writes(client: &Client, counted: Counted) -> anyhow::Result<f64> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
-    Ok(writes_in(&client.request_text(request).await?))
+    Ok(writes_in(&client.request_text(request).await?, counted))
 }
 
 /// [`writes`] from the text of `/metrics`.
-fn writes_in(metrics: &str) -> f64 {
+fn writes_in(metrics: &str, counted: Counted) -> f64 {
     metrics
         .lines()
         .filter_map(|line| line.strip_prefix("apiserver_request_total{"))
@@ -26,7 +35,12 @@ fn writes_in(metrics: &str) -> f64 {
                 labels.split(',').find_map(|pair| pair.strip_prefix(name)?.strip_prefix("=\"")?.strip_suffix('"'))
             };
             let write = matches!(label("verb"), Some("POST" | "PUT" | "PATCH" | "APPLY" | "DELETE"));
-            write && label("resource").is_some_and(|r| RESOURCES.contains(&r))
+            let ours = match label("resource") {
+                Some("greetings") => label("group") == Some(counted.group),
+                Some("events") => counted.events,
+                _ => false,
+            };
+            write && ours
         })
         .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
         .sum()
@@ -37,15 +51,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_the_writes_on_the_scenarios_resources_only() {
+    fn counts_the_writes_on_the_controllers_resources_only() {
         let metrics = r#"# TYPE apiserver_request_total counter
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="example.wasmop.dev",resource="greetings",scope="resource",subresource="status",verb="PATCH",version="v1"} 3001
 apiserver_request_total{code="409",component="apiserver",dry_run="",group="example.wasmop.dev",resource="greetings",scope="resource",subresource="status",verb="PATCH",version="v1"} 12
 apiserver_request_total{code="201",component="apiserver",dry_run="",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 5
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="example.wasmop.dev",resource="greetings",scope="namespace",subresource="",verb="LIST",version="v1"} 40
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="resource",subresource="",verb="PATCH",version="v1"} 7
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="example.native.dev",resource="greetings",scope="resource",subresource="status",verb="PATCH",version="v1"} 2000
 apiserver_request_totally{resource="greetings",verb="PATCH"} 100
 "#;
-        assert_eq!(writes_in(metrics), 3018.0);
+        let wasmop = Counted { group: "example.wasmop.dev", events: true };
+        assert_eq!(writes_in(metrics, wasmop), 3018.0);
+        assert_eq!(writes_in(metrics, Counted { events: false, ..wasmop }), 3013.0);
+        assert_eq!(writes_in(metrics, Counted { group: "example.native.dev", events: false }), 2000.0);
     }
 }

@@ -1,6 +1,7 @@
 //! The end-to-end parts: the greeting plugin in the wasmop host against `wasmop-native` (the
-//! same reconcile as a kube-rs `Controller`), each its own process in a namespace of its own,
-//! alternating, on one control plane, each with the same number of runtime worker threads
+//! same reconcile as a kube-rs `Controller`), each its own process in a namespace of its own, on
+//! one control plane, side by side (both at once, `burst-10k` one after the other), each with
+//! the same number of runtime worker threads
 //! ([`super::threads`]). Every figure is the controller process's own: its peak memory, anonymous
 //! first, then PSS and RSS ([`super::process`]), its CPU seconds (`/proc/<pid>/stat`), and the
 //! change-to-status latency from the write's start until the load generator's watch shows the
@@ -25,9 +26,9 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 
-use super::apiserver;
+use super::apiserver::{self, Counted};
 use super::load::{self, Latencies, Tracker};
-use super::process::{CacheRequests, Controller, Side};
+use super::process::{self, CacheRequests, Controller, Side};
 use super::report::Run;
 
 /// How long any one wait for statuses may take.
@@ -48,22 +49,22 @@ struct Phase<'a> {
     started: Instant,
     cpu: f64,
     requests: Option<CacheRequests>,
-    /// The API server, when this controller works alone in the phase, and its write count.
-    alone: Option<(Client, f64)>,
+    /// The API server, what of its count of writes is this controller's, and that count.
+    counted: Option<(Client, Counted, f64)>,
 }
 
 impl<'a> Phase<'a> {
-    /// A phase of `controller`; `alone` is the API server's client when no other controller
-    /// works meanwhile, so that its writes can be counted.
-    async fn begin(controller: &'a Controller, alone: Option<&Client>) -> anyhow::Result<Self> {
-        let alone = match alone {
-            Some(client) => Some((client.clone(), apiserver::writes(client).await?)),
+    /// A phase of `controller`; `counted` names its writes in the API server's count (none when
+    /// another controller of the phase writes the same resources).
+    async fn begin(controller: &'a Controller, counted: Option<(&Client, Counted)>) -> anyhow::Result<Self> {
+        let counted = match counted {
+            Some((client, counted)) => Some((client.clone(), counted, apiserver::writes(client, counted).await?)),
             None => None,
         };
         let (started, cpu) = (Instant::now(), controller.cpu_seconds()?);
         // Waits for a host just started to serve its metrics, inside the phase's time.
         let requests = controller.cache_requests()?;
-        Ok(Self { controller, started, cpu, requests, alone })
+        Ok(Self { controller, started, cpu, requests, counted })
     }
 
     /// The phase's run of `changes`, each one write of the load generator.
@@ -77,8 +78,10 @@ impl<'a> Phase<'a> {
     ) -> anyhow::Result<Run> {
         let requests = self.controller.cache_requests()?.zip(self.requests).map(|(now, then)| now - then);
         let elapsed = self.started.elapsed();
-        let writes = match &self.alone {
-            Some((client, before)) => Some(apiserver::writes(client).await? - before - changes as f64),
+        let writes = match &self.counted {
+            Some((client, counted, before)) => {
+                Some(apiserver::writes(client, *counted).await? - before - changes as f64)
+            }
             None => None,
         };
         Ok(Run::new(
@@ -96,14 +99,28 @@ impl<'a> Phase<'a> {
     }
 }
 
-/// Installs the Greeting CRD (idempotent).
+/// Installs the Greeting CRD (idempotent), and its copy in [`process::NATIVE_GROUP`] for
+/// `wasmop-native`; returns once both are served.
 pub async fn install(client: &Client) -> anyhow::Result<()> {
     let crd = wasmop_tests::workspace_root().join("plugins/greeting/crd.yaml");
     wasmop_tests::apply_file(client, &crd, None).await?;
+    let text = std::fs::read_to_string(&crd)?.replace(process::WASMOP_GROUP, process::NATIVE_GROUP);
+    let copy: serde_json::Value = serde_saphyr::from_str(&text)?;
+    wasmop_tests::apply(client, copy, None).await?;
+    for group in [process::WASMOP_GROUP, process::NATIVE_GROUP] {
+        let api = load::greetings(client, "default", group);
+        wasmop_tests::until(
+            &format!("Greetings of {group} to be served"),
+            async || Ok(api.list(&Default::default()).await.is_ok()),
+            |served| *served,
+        )
+        .await?;
+    }
     Ok(())
 }
 
-/// A controller that ran `burst`, kept for `paced`.
+/// A controller on Greetings of its own, its load generator's watch on them: set up for
+/// [`burst`], kept for [`paced`].
 pub struct Warm {
     /// Ends the names of its scenarios.
     suffix: String,
@@ -112,9 +129,29 @@ pub struct Warm {
     api: Api<DynamicObject>,
     tracker: Tracker,
     controller: Controller,
+    /// Its writes in the API server's count, unless another controller writes the same group.
+    counted: Option<Counted>,
 }
 
 impl Warm {
+    /// `side` in a fresh namespace, its controller started with `extra` arguments; `counted`
+    /// when no other controller of its phases writes Greetings of its group.
+    async fn start(
+        client: &Client,
+        kubeconfig: &Path,
+        (side, round): (Side, usize),
+        (prefix, suffix): (&str, &str),
+        extra: &[String],
+        counted: bool,
+    ) -> anyhow::Result<Self> {
+        let ns = wasmop_tests::namespace(client, &format!("{prefix}-{}", side.label().replace(' ', "-"))).await?;
+        let api = load::greetings(client, &ns, side.group());
+        let tracker = Tracker::start(&api).await?;
+        let controller = Controller::start(side, &ns, kubeconfig, extra)?;
+        let counted = counted.then(|| counted_alone(side));
+        Ok(Self { suffix: suffix.into(), side, round, api, tracker, controller, counted })
+    }
+
     /// Which controller.
     pub fn side(&self) -> Side {
         self.side
@@ -129,66 +166,98 @@ impl Warm {
     pub async fn stop(self) -> anyhow::Result<()> {
         self.controller.stop().await
     }
+
+    /// A phase of its controller, counting its writes if they can be told apart.
+    async fn phase(&self) -> anyhow::Result<Phase<'_>> {
+        let client = self.api.clone().into_client();
+        Phase::begin(&self.controller, self.counted.map(|c| (&client, c))).await
+    }
 }
 
-/// `burst` for one side: a fresh namespace and controller, left running for [`paced`]; the
-/// names of its scenarios (and [`paced`]'s) end in `suffix`.
+/// What of the API server's count of writes is `side`'s alone.
+fn counted_alone(side: Side) -> Counted {
+    // wasmop-native records no Events; a wasmop host does (on failures).
+    Counted { group: side.group(), events: side != Side::Native }
+}
+
+/// Whether the API server's count can tell `side`'s writes apart from those of the other
+/// `sides` of its phases: none of them writes Greetings of its group, and not both record
+/// Events (which have no group of their own).
+fn counted(side: Side, sides: &[Side]) -> bool {
+    let ours = counted_alone(side);
+    sides
+        .iter()
+        .filter(|s| **s != side)
+        .map(|s| counted_alone(*s))
+        .all(|theirs| theirs.group != ours.group && !(theirs.events && ours.events))
+}
+
+/// `burst` for `sides` at once, side by side: each in a fresh namespace with a controller of
+/// its own, left running for [`paced`]; the names of its scenarios (and [`paced`]'s) end in
+/// `suffix`. Side by side, a slow moment of the shared control plane falls on every side alike;
+/// one after the other, the same side's bursts took 3.5 to 6.9 s here, by the load generator's
+/// writes alone.
 pub async fn burst(
     client: &Client,
     kubeconfig: &Path,
-    side: Side,
+    sides: &[Side],
     round: usize,
     suffix: &str,
-) -> anyhow::Result<(Vec<Run>, Warm)> {
-    let ns = wasmop_tests::namespace(client, &format!("bench-{}", side.label().replace(' ', "-"))).await?;
-    let api = load::greetings(client, &ns);
-    let tracker = Tracker::start(&api).await?;
-    let controller = Controller::start(side, &ns, kubeconfig, &[])?;
-    let runs = creates_and_changes(&api, &tracker, &controller, (side, round), suffix).await?;
-    Ok((runs, Warm { suffix: suffix.into(), side, round, api, tracker, controller }))
+) -> anyhow::Result<(Vec<Run>, Vec<Warm>)> {
+    let warm =
+        futures::future::try_join_all(sides.iter().map(|side| {
+            Warm::start(client, kubeconfig, (*side, round), ("bench", suffix), &[], counted(*side, sides))
+        }))
+        .await?;
+    let runs = creates_and_changes(&warm).await?;
+    Ok((runs, warm))
 }
 
 /// [`BURST`] Greetings created (`create 1,000`), then each changed [`ROUNDS`] times, a round of
-/// changes at a time (`burst 1,000 x 3`), the scenarios' names ending in `suffix`.
-async fn creates_and_changes(
-    api: &Api<DynamicObject>,
-    tracker: &Tracker,
-    controller: &Controller,
-    (side, round): (Side, usize),
-    suffix: &str,
-) -> anyhow::Result<Vec<Run>> {
-    // This controller works alone here: the others wait for the paced part.
-    let client = api.clone().into_client();
-    let phase = Phase::begin(controller, Some(&client)).await?;
-    load::create(api, tracker, 0..BURST, "v0").await?;
-    let settled = tracker.settle(SETTLE).await?;
-    let created = phase.end(side, &format!("create 1,000{suffix}"), round, BURST, settled).await?;
-
-    let phase = Phase::begin(controller, Some(&client)).await?;
-    let mut latencies = Latencies::default();
-    for r in 1..=ROUNDS {
-        load::change_all(api, tracker, BURST, &format!("v{r}")).await?;
-        latencies.extend(tracker.settle(SETTLE).await?);
-    }
-    let scenario = format!("burst 1,000 x 3{suffix}");
-    let changed = phase.end(side, &scenario, round, BURST * ROUNDS, latencies).await?;
-    Ok(vec![created, changed])
+/// changes at a time (`burst 1,000 x 3`), on every side at once; the scenarios' names end in
+/// each side's suffix. Every side starts each scenario together and runs it at its own pace.
+async fn creates_and_changes(warm: &[Warm]) -> anyhow::Result<Vec<Run>> {
+    let created = futures::future::try_join_all(warm.iter().map(|w| async move {
+        let phase = w.phase().await?;
+        load::create(&w.api, &w.tracker, 0..BURST, "v0").await?;
+        let settled = w.tracker.settle(SETTLE).await?;
+        phase.end(w.side, &format!("create 1,000{}", w.suffix), w.round, BURST, settled).await
+    }))
+    .await?;
+    let changed = futures::future::try_join_all(warm.iter().map(|w| async move {
+        let phase = w.phase().await?;
+        let mut latencies = Latencies::default();
+        for r in 1..=ROUNDS {
+            load::change_all(&w.api, &w.tracker, BURST, &format!("v{r}")).await?;
+            latencies.extend(w.tracker.settle(SETTLE).await?);
+        }
+        let scenario = format!("burst 1,000 x 3{}", w.suffix);
+        phase.end(w.side, &scenario, w.round, BURST * ROUNDS, latencies).await
+    }))
+    .await?;
+    Ok(created.into_iter().chain(changed).collect())
 }
 
-/// `finalizer` for one side: [`burst`]'s creates and changes, both sides holding a finalizer.
-pub async fn finalizer(client: &Client, kubeconfig: &Path, side: Side, round: usize) -> anyhow::Result<Vec<Run>> {
-    let ns = wasmop_tests::namespace(client, &format!("bench-fin-{}", side.label().replace(' ', "-"))).await?;
-    let api = load::greetings(client, &ns);
-    let tracker = Tracker::start(&api).await?;
-    let extra = match side {
-        Side::Native => vec!["--finalizer".to_string()],
-        _ => vec!["--plugin".to_string(), wasmop_tests::plugin("fixture-greeting-cleanup").display().to_string()],
-    };
-    let controller = Controller::start(side, &ns, kubeconfig, &extra)?;
-    let runs = creates_and_changes(&api, &tracker, &controller, (side, round), ", finalizer").await?;
-    // Gone only once the controller removed its finalizer: the namespace is left clean.
-    load::delete_all(&api, SETTLE).await?;
-    controller.stop().await?;
+/// `finalizer` for `sides` at once: [`burst`]'s creates and changes, every side holding a
+/// finalizer.
+pub async fn finalizer(client: &Client, kubeconfig: &Path, sides: &[Side], round: usize) -> anyhow::Result<Vec<Run>> {
+    let warm = futures::future::try_join_all(sides.iter().map(|side| {
+        let extra = match side {
+            Side::Native => vec!["--finalizer".to_string()],
+            _ => vec!["--plugin".to_string(), wasmop_tests::plugin("fixture-greeting-cleanup").display().to_string()],
+        };
+        async move {
+            let counted = counted(*side, sides);
+            Warm::start(client, kubeconfig, (*side, round), ("bench-fin", ", finalizer"), &extra, counted).await
+        }
+    }))
+    .await?;
+    let runs = creates_and_changes(&warm).await?;
+    // Gone only once the controller removed its finalizer: the namespaces are left clean.
+    futures::future::try_join_all(warm.iter().map(|w| load::delete_all(&w.api, SETTLE))).await?;
+    for w in warm {
+        w.stop().await?;
+    }
     Ok(runs)
 }
 
@@ -206,8 +275,7 @@ pub async fn paced(warm: Vec<Warm>) -> anyhow::Result<Vec<Run>> {
 /// [`paced`], leaving the controllers running.
 pub async fn paced_side_by_side(warm: &[Warm]) -> anyhow::Result<Vec<Run>> {
     let seconds = super::env_number("BENCH_PACED_SECONDS", 20) as u64;
-    // Side by side: the API server's count cannot tell the controllers apart.
-    let phases = futures::future::try_join_all(warm.iter().map(|w| Phase::begin(&w.controller, None))).await?;
+    let phases = futures::future::try_join_all(warm.iter().map(Warm::phase)).await?;
     let loads = warm.iter().map(|w| load::paced(&w.api, &w.tracker, BURST, PACE, Duration::from_secs(seconds)));
     let changes = futures::future::try_join_all(loads).await?;
     let mut runs = Vec::new();
@@ -221,11 +289,11 @@ pub async fn paced_side_by_side(warm: &[Warm]) -> anyhow::Result<Vec<Run>> {
 /// `burst-10k` and `startup` for one side.
 pub async fn many(client: &Client, kubeconfig: &Path, side: Side, round: usize) -> anyhow::Result<Vec<Run>> {
     let ns = wasmop_tests::namespace(client, &format!("bench-10k-{}", side.label().replace(' ', "-"))).await?;
-    let api = load::greetings(client, &ns);
+    let api = load::greetings(client, &ns, side.group());
     let tracker = Tracker::start(&api).await?;
     let controller = Controller::start(side, &ns, kubeconfig, &[])?;
     let mut runs = Vec::new();
-    let phase = Phase::begin(&controller, Some(client)).await?;
+    let phase = Phase::begin(&controller, Some((client, counted_alone(side)))).await?;
     load::create(&api, &tracker, 0..MANY, "v0").await?;
     runs.push(phase.end(side, "create 10,000", round, MANY, tracker.settle(SETTLE).await?).await?);
     controller.stop().await?;
@@ -239,7 +307,7 @@ pub async fn many(client: &Client, kubeconfig: &Path, side: Side, round: usize) 
         started: controller.started,
         cpu: 0.0,
         requests: Some(CacheRequests::default()).filter(|_| side != Side::Native),
-        alone: None,
+        counted: None,
     };
     let latencies = tracker.settle(SETTLE).await?;
     // From the start of the process, not from the change.

@@ -92,7 +92,7 @@ async fn measure(
     timed.sort();
 
     let ns = wasmop_tests::namespace(client, &format!("bench-lang-{file}")).await?;
-    let api = load::greetings(client, &ns);
+    let api = load::greetings(client, &ns, Side::Wasmop.group());
     let tracker = Tracker::start(&api).await?;
     let args = ["--plugin".to_string(), path.display().to_string(), "--cache-dir".into(), cache.display().to_string()];
     let controller = Controller::start(Side::Wasmop, &ns, kubeconfig, &args)?;

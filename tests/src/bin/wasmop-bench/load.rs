@@ -22,10 +22,16 @@ pub const LOAD_MANAGER: &str = "bench-load";
 /// Writes in flight when creating or changing many Greetings at once.
 pub const WRITES_IN_FLIGHT: usize = 16;
 
-/// The Greetings of one namespace.
-pub fn greetings(client: &Client, ns: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting");
+/// The Greetings of API group `group` in one namespace.
+pub fn greetings(client: &Client, ns: &str, group: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(group, "v1", "Greeting");
     Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "greetings"))
+}
+
+/// The `apiVersion` of the Greetings at `url`, the resource URL of one of [`greetings`]
+/// (`/apis/GROUP/v1/namespaces/NS/greetings`).
+fn api_version(url: &str) -> String {
+    format!("{}/v1", url.split('/').nth(2).unwrap_or_default())
 }
 
 /// The name of the `i`th Greeting.
@@ -193,10 +199,11 @@ pub async fn create(
     range: std::ops::Range<usize>,
     value: &str,
 ) -> anyhow::Result<()> {
+    let api_version = &api_version(api.resource_url());
     let created = futures::stream::iter(range).map(|i| async move {
         let name = name(i);
         let object: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting",
+            "apiVersion": api_version, "kind": "Greeting",
             "metadata": { "name": name }, "spec": { "name": value },
         }))?;
         let since = tracker.expect(&name, value);
@@ -301,5 +308,10 @@ mod tests {
         let ledger = ledger.lock().unwrap();
         assert!(ledger.awaited.is_empty(), "still awaited: {:?}", ledger.awaited.keys().collect::<Vec<_>>());
         assert_eq!(ledger.latencies.to_status.len(), 2);
+    }
+
+    #[test]
+    fn the_api_version_is_the_group_of_the_url() {
+        assert_eq!(api_version("/apis/example.native.dev/v1/namespaces/ns/greetings"), "example.native.dev/v1");
     }
 }

@@ -3,11 +3,12 @@
 //!
 //! - `call`: per-call overhead of the sandbox ([`call`]);
 //! - `predicate`: per-event cost of a guest predicate against built-in terms ([`predicate`]);
-//! - `burst`: the greeting plugin and `wasmop-native` as processes: 1,000 creates, 1,000 x 3
-//!   changes ([`e2e::burst`]), then 100 changes a second, both at once ([`e2e::paced`]);
+//! - `burst`: the greeting plugin and `wasmop-native` as processes, side by side: 1,000
+//!   creates, 1,000 x 3 changes ([`e2e::burst`]), then 100 changes a second ([`e2e::paced`]);
 //! - `shadow`: the cost of a shadowed candidate: `burst` and `paced` for the greeting plugin alone
 //!   and with itself as its candidate, side by side ([`shadow`]);
-//! - `finalizer`: the same creates and changes with a finalizer on both sides ([`e2e::finalizer`]);
+//! - `finalizer`: the same creates and changes with a finalizer on both sides, side by side
+//!   ([`e2e::finalizer`]);
 //! - `burst-10k`: 10,000 creates, then a restart with 10,000 existing objects, also with bounded
 //!   caches ([`e2e::many`]);
 //! - `reload`: hot reload to the first new-version reconcile ([`reload`]);
@@ -18,8 +19,8 @@
 //! - `scale`: 100,000 small primaries (`BENCH_SCALE_OBJECTS`), one host against three sharded
 //!   hosts: per-host peak memory and CPU, time to reconcile all ([`scale`]).
 //!
-//! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs per side, one side after
-//! the other, each round starting with the next side; `BENCH_SIDES` (e.g. `wasmop`) runs only
+//! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs per side (side by side,
+//! or for `burst-10k` one side after the other, each round starting with the next side); `BENCH_SIDES` (e.g. `wasmop`) runs only
 //! some sides; `BENCH_THREADS` (default: the available parallelism, as `#[tokio::main]` takes
 //! it) sets the runtime worker threads of every controller process, the same on both sides
 //! ([`threads`]), and `BENCH_CONCURRENCY` (default 16) the reconciles each runs at once
@@ -142,13 +143,10 @@ async fn main() -> anyhow::Result<()> {
         }
         for round in 1..=rounds {
             if selected("burst") {
-                let mut warm = Vec::new();
-                for side in in_turn([Side::Native, Side::Wasmop], round) {
-                    let (runs, controller) = e2e::burst(&client, kubeconfig, side, round, "").await?;
-                    println!("burst, {}, round {round}: done after {:.0?}", side.label(), began.elapsed());
-                    report.runs.extend(runs);
-                    warm.push(controller);
-                }
+                let sides: Vec<Side> = in_turn([Side::Native, Side::Wasmop], round).collect();
+                let (runs, warm) = e2e::burst(&client, kubeconfig, &sides, round, "").await?;
+                println!("burst, round {round}: done after {:.0?}", began.elapsed());
+                report.runs.extend(runs);
                 report.runs.extend(e2e::paced(warm).await?);
                 println!("paced, round {round}: done after {:.0?}", began.elapsed());
             }
@@ -159,10 +157,9 @@ async fn main() -> anyhow::Result<()> {
                 shadowed.push(compared);
             }
             if selected("finalizer") {
-                for side in in_turn([Side::Native, Side::Wasmop], round) {
-                    report.runs.extend(e2e::finalizer(&client, kubeconfig, side, round).await?);
-                    println!("finalizer, {}, round {round}: done after {:.0?}", side.label(), began.elapsed());
-                }
+                let sides: Vec<Side> = in_turn([Side::Native, Side::Wasmop], round).collect();
+                report.runs.extend(e2e::finalizer(&client, kubeconfig, &sides, round).await?);
+                println!("finalizer, round {round}: done after {:.0?}", began.elapsed());
             }
             if selected("burst-10k") {
                 for side in in_turn([Side::Native, Side::Wasmop, Side::WasmopBounded], round) {

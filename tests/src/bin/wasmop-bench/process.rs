@@ -44,7 +44,23 @@ impl Side {
             Side::WasmopShadowed => "wasmop shadowed",
         }
     }
+
+    /// The API group of the Greetings it reconciles: the greeting plugin's for the wasmop
+    /// hosts, a copy of the same resource for `wasmop-native`. Side by side, the API server's
+    /// count of writes (by group) then tells the controllers apart.
+    pub fn group(self) -> &'static str {
+        match self {
+            Side::Native => NATIVE_GROUP,
+            Side::Wasmop | Side::WasmopBounded | Side::WasmopShadowed => WASMOP_GROUP,
+        }
+    }
 }
+
+/// The greeting plugin's API group.
+pub const WASMOP_GROUP: &str = "example.wasmop.dev";
+/// The group of `wasmop-native`'s copy of the Greeting resource: as long, so that objects and
+/// events are the same size.
+pub const NATIVE_GROUP: &str = "example.native.dev";
 
 /// The configuration file of [`Side::WasmopShadowed`]: `candidate` shadowed beside the plugin
 /// `plugin`, written under `target/bench/`.
@@ -147,7 +163,7 @@ impl Controller {
         let mut command = match side {
             Side::Native => {
                 let mut c = tokio::process::Command::new(sibling("wasmop-native")?);
-                c.arg(ns).arg(super::concurrency().to_string()).args(extra);
+                c.arg(ns).arg(super::concurrency().to_string()).args(["--group", NATIVE_GROUP]).args(extra);
                 c.env("WASMOP_WORKER_THREADS", super::threads().to_string());
                 c
             }

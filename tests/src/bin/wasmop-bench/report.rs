@@ -39,7 +39,7 @@ pub struct Run {
     memory: PeakMemory,
     /// What a wasmop host's bounded caches asked the API server during the run.
     cache: Option<CacheRequests>,
-    /// The controller's write requests, by the API server's count (when it worked alone).
+    /// The controller's write requests, by the API server's count (when no other controller of its phase wrote Greetings of its group).
     api_writes: Option<f64>,
 }
 
@@ -67,7 +67,7 @@ struct RunJson<'a> {
     /// GETs of evicted objects (none for native).
     cache_refetches: Option<f64>,
     /// The controller's write requests on the primaries and Events, by the API server's count
-    /// (none when controllers ran side by side).
+    /// (none when another controller of its phase wrote Greetings of its group).
     api_writes: Option<f64>,
 }
 
