@@ -1,6 +1,6 @@
 //! The end-to-end parts: the greeting plugin in the wasmop host against `wasmop-native` (the
 //! same reconcile as a kube-rs `Controller`), each its own process in a namespace of its own, on
-//! one control plane, side by side (both at once, `burst-10k` one after the other), each with
+//! one control plane, side by side (at once), each with
 //! the same number of runtime worker threads
 //! ([`super::threads`]). Every figure is the controller process's own: its peak memory, anonymous
 //! first, then PSS and RSS ([`super::process`]), its CPU seconds (`/proc/<pid>/stat`), and the
@@ -126,6 +126,7 @@ pub struct Warm {
     suffix: String,
     side: Side,
     round: usize,
+    ns: String,
     api: Api<DynamicObject>,
     tracker: Tracker,
     controller: Controller,
@@ -149,7 +150,7 @@ impl Warm {
         let tracker = Tracker::start(&api).await?;
         let controller = Controller::start(side, &ns, kubeconfig, extra)?;
         let counted = counted.then(|| counted_alone(side));
-        Ok(Self { suffix: suffix.into(), side, round, api, tracker, controller, counted })
+        Ok(Self { suffix: suffix.into(), side, round, ns, api, tracker, controller, counted })
     }
 
     /// Which controller.
@@ -286,35 +287,42 @@ pub async fn paced_side_by_side(warm: &[Warm]) -> anyhow::Result<Vec<Run>> {
     Ok(runs)
 }
 
-/// `burst-10k` and `startup` for one side.
-pub async fn many(client: &Client, kubeconfig: &Path, side: Side, round: usize) -> anyhow::Result<Vec<Run>> {
-    let ns = wasmop_tests::namespace(client, &format!("bench-10k-{}", side.label().replace(' ', "-"))).await?;
-    let api = load::greetings(client, &ns, side.group());
-    let tracker = Tracker::start(&api).await?;
-    let controller = Controller::start(side, &ns, kubeconfig, &[])?;
-    let mut runs = Vec::new();
-    let phase = Phase::begin(&controller, Some((client, counted_alone(side)))).await?;
-    load::create(&api, &tracker, 0..MANY, "v0").await?;
-    runs.push(phase.end(side, "create 10,000", round, MANY, tracker.settle(SETTLE).await?).await?);
-    controller.stop().await?;
-
-    // One object needs work when the next controller starts; 9,999 only need listing.
-    let changed = Instant::now();
-    load::change(&api, &tracker, &load::name(MANY / 2), "restarted").await?;
-    let controller = Controller::start(side, &ns, kubeconfig, &[])?;
-    let phase = Phase {
-        controller: &controller,
-        started: controller.started,
-        cpu: 0.0,
-        requests: Some(CacheRequests::default()).filter(|_| side != Side::Native),
-        counted: None,
-    };
-    let latencies = tracker.settle(SETTLE).await?;
-    // From the start of the process, not from the change.
-    let seen = changed + latencies.to_status.first().copied().unwrap_or_default();
-    let startup = seen.saturating_duration_since(controller.started);
-    let latencies = Latencies { to_status: vec![startup], writes: latencies.writes };
-    runs.push(phase.end(side, "start with 10,000", round, 1, latencies).await?);
-    controller.stop().await?;
-    Ok(runs)
+/// `burst-10k` and `startup` for `sides` at once, side by side.
+pub async fn many(client: &Client, kubeconfig: &Path, sides: &[Side], round: usize) -> anyhow::Result<Vec<Run>> {
+    let warm =
+        futures::future::try_join_all(sides.iter().map(|side| {
+            Warm::start(client, kubeconfig, (*side, round), ("bench-10k", ""), &[], counted(*side, sides))
+        }))
+        .await?;
+    let created = futures::future::try_join_all(warm.iter().map(|w| async move {
+        let phase = w.phase().await?;
+        load::create(&w.api, &w.tracker, 0..MANY, "v0").await?;
+        phase.end(w.side, "create 10,000", round, MANY, w.tracker.settle(SETTLE).await?).await
+    }))
+    .await?;
+    let restarted = futures::future::try_join_all(warm.into_iter().map(|w| async move {
+        let Warm { side, ns, api, tracker, controller, .. } = w;
+        controller.stop().await?;
+        // One object needs work when the next controller starts; 9,999 only need listing.
+        let changed = Instant::now();
+        load::change(&api, &tracker, &load::name(MANY / 2), "restarted").await?;
+        let controller = Controller::start(side, &ns, kubeconfig, &[])?;
+        let phase = Phase {
+            controller: &controller,
+            started: controller.started,
+            cpu: 0.0,
+            requests: Some(CacheRequests::default()).filter(|_| side != Side::Native),
+            counted: None,
+        };
+        let latencies = tracker.settle(SETTLE).await?;
+        // From the start of the process, not from the change.
+        let seen = changed + latencies.to_status.first().copied().unwrap_or_default();
+        let startup = seen.saturating_duration_since(controller.started);
+        let latencies = Latencies { to_status: vec![startup], writes: latencies.writes };
+        let run = phase.end(side, "start with 10,000", round, 1, latencies).await?;
+        controller.stop().await?;
+        anyhow::Ok(run)
+    }))
+    .await?;
+    Ok(created.into_iter().chain(restarted).collect())
 }

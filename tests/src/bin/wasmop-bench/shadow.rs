@@ -22,7 +22,7 @@ const SUFFIX: &str = ", shadow part";
 
 /// One round: the runs of both hosts, and a line on the shadowed host's comparisons.
 pub async fn shadow(client: &Client, kubeconfig: &Path, round: usize) -> anyhow::Result<(Vec<Run>, String)> {
-    let sides: Vec<Side> = super::in_turn([Side::Wasmop, Side::WasmopShadowed], round).collect();
+    let sides = super::chosen(&[Side::Wasmop, Side::WasmopShadowed]);
     let (mut runs, warm) = e2e::burst(client, kubeconfig, &sides, round, SUFFIX).await?;
     runs.extend(e2e::paced_side_by_side(&warm).await?);
     let mut line = format!("round {round}:");
