@@ -24,6 +24,22 @@ pub async fn writes(client: &Client, counted: Counted) -> anyhow::Result<f64> {
     Ok(writes_in(&client.request_text(request).await?, counted))
 }
 
+/// [`writes`] once the count holds still for a quarter of a second (for up to 5 s): the API
+/// server counts a request when it has answered it, which can be after its watch event showed
+/// a phase's last status.
+pub async fn settled_writes(client: &Client, counted: Counted) -> anyhow::Result<f64> {
+    let mut last = writes(client, counted).await?;
+    for _ in 0..20 {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        let now = writes(client, counted).await?;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    Ok(last)
+}
+
 /// [`writes`] from the text of `/metrics`.
 fn writes_in(metrics: &str, counted: Counted) -> f64 {
     metrics

@@ -78,24 +78,16 @@ impl<'a> Phase<'a> {
     ) -> anyhow::Result<Run> {
         let requests = self.controller.cache_requests()?.zip(self.requests).map(|(now, then)| now - then);
         let elapsed = self.started.elapsed();
+        let (cpu, memory) = (self.controller.cpu_seconds()? - self.cpu, self.controller.peak_memory()?);
         let writes = match &self.counted {
             Some((client, counted, before)) => {
-                Some(apiserver::writes(client, *counted).await? - before - changes as f64)
+                Some(apiserver::settled_writes(client, *counted).await? - before - changes as f64)
             }
             None => None,
         };
-        Ok(Run::new(
-            side,
-            scenario,
-            round,
-            changes,
-            elapsed,
-            latencies,
-            self.controller.cpu_seconds()? - self.cpu,
-            self.controller.peak_memory()?,
-        )
-        .with_cache_requests(requests)
-        .with_api_writes(writes))
+        Ok(Run::new(side, scenario, round, changes, elapsed, latencies, cpu, memory)
+            .with_cache_requests(requests)
+            .with_api_writes(writes))
     }
 }
 
