@@ -223,8 +223,10 @@ impl serde::Serialize for Without<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let Self(object, skipped) = *self;
         let fields = || object.data.iter().filter(|(k, _)| Some(*k) != skipped);
+        // Counted only when a field is skipped: every primary sent to a plugin is serialized.
+        let data = if skipped.is_some() { fields().count() } else { object.data.0.len() };
         let types = usize::from(object.types.is_some()) * 2;
-        let mut map = serializer.serialize_map(Some(types + 1 + fields().count()))?;
+        let mut map = serializer.serialize_map(Some(types + 1 + data))?;
         if let Some(types) = &object.types {
             map.serialize_entry("apiVersion", &types.api_version)?;
             map.serialize_entry("kind", &types.kind)?;
