@@ -12,7 +12,7 @@
  * @module
  */
 import type { Level } from "./context.js";
-import { exportReconciler, type HostImports, type ReconcilerExport } from "./component.js";
+import { describe, exportReconciler, type HostImports, type ReconcilerExport } from "./component.js";
 import type { Phase } from "./dependent.js";
 import { ReconcileError } from "./errors.js";
 import type { External } from "./external.js";
@@ -30,6 +30,112 @@ import {
   type WitReconcileError,
   type WitReconcileRequest,
 } from "./wire.js";
+
+/** A JSON object. */
+type JsonObject = Record<string, unknown>;
+
+/** Fields every object keeps, whatever its projection. */
+const ALWAYS = ["apiVersion", "kind", "metadata"];
+
+/** The label the host puts on a dependent's objects (`wasmop.dev/managed-by=<plugin>`). */
+const MANAGED_BY = "wasmop.dev/managed-by";
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * `object` as a cache with the projection `paths` keeps it, by the host's rule: its
+ * `apiVersion`, `kind` and `metadata` whole and, of its other fields, only those the paths name
+ * (keys joined by dots: `spec.replicas`). A path that names no field is skipped; one that runs
+ * into a value that is not an object keeps nothing of it. `object` is not changed.
+ *
+ * @example
+ * ```ts
+ * project({ metadata: { name: "a" }, spec: { size: 1, image: "x" } }, ["spec.size"]);
+ * // { metadata: { name: "a" }, spec: { size: 1 } }
+ * ```
+ */
+export function project<T extends object>(object: T, paths: readonly string[]): JsonObject {
+  const rest = structuredClone(object) as JsonObject;
+  const kept: JsonObject = {};
+  for (const key of ALWAYS) {
+    if (key in rest) {
+      kept[key] = rest[key];
+      delete rest[key];
+    }
+  }
+  for (const path of paths) take(rest, kept, path.split(".").filter((k) => k !== ""));
+  return kept;
+}
+
+/** Moves the field at `keys` from `source` to the same place in `target`. */
+function take(source: JsonObject, target: JsonObject, keys: string[]): void {
+  const [key, ...rest] = keys;
+  if (key === undefined) return;
+  if (rest.length === 0) {
+    if (!(key in source)) return;
+    const value = source[key];
+    delete source[key];
+    const already = target[key];
+    // Parts of it were kept for narrower paths: the rest joins them.
+    if (isObject(value) && isObject(already)) Object.assign(already, value);
+    else target[key] = value;
+    return;
+  }
+  const inner = source[key];
+  if (!isObject(inner)) return;
+  if (!(key in target)) target[key] = {};
+  const kept = target[key];
+  if (isObject(kept)) take(inner, kept, rest);
+}
+
+/** One of the host's watches for a plugin: what it caches, and what of each object it keeps. */
+interface Cache {
+  kind: WitKindRef;
+  selector: string | undefined;
+  namespace: string | undefined;
+  /** `undefined`: all of it. */
+  projection: string[] | undefined;
+}
+
+/**
+ * The host's caches of the plugin `config` describes, in the order the host reads them: the
+ * primary's, each declared watch's, each dependent's (whole objects).
+ */
+function caches(config: WitPluginConfig): Cache[] {
+  const managed = `${MANAGED_BY}=${config.name}`;
+  return [
+    { kind: config.primary, selector: config.labelSelector, namespace: undefined, projection: config.projection },
+    ...config.watches.map((w) => ({
+      kind: w.kind,
+      selector: w.labelSelector,
+      namespace: w.namespace,
+      projection: w.projection,
+    })),
+    ...config.dependents.map((d) => ({
+      kind: d.kind,
+      selector: d.readOnly ? undefined : managed,
+      namespace: d.namespace,
+      projection: undefined,
+    })),
+  ];
+}
+
+/**
+ * `object` of `kind` as the plugin reads it from the host's caches: cut to the projection of the
+ * first cache that holds it (else of the first of its kind). The host's cache of primaries keeps
+ * their `status` too, which the plugin reads only if its projection names it.
+ */
+function shaped(all: Cache[], kind: WitKindRef, object: JsonObject): JsonObject {
+  const metadata = (object["metadata"] ?? {}) as { namespace?: string; labels?: Record<string, string> };
+  const holds = (c: Cache) =>
+    key(c.kind) === key(kind) &&
+    selectorMatches(c.selector, metadata.labels ?? {}) &&
+    (c.namespace === undefined || c.namespace === metadata.namespace);
+  const cache = all.find(holds) ?? all.find((c) => key(c.kind) === key(kind));
+  return cache?.projection === undefined ? object : project(object, cache.projection);
+}
 
 /** A log line a plugin wrote. */
 export interface LogLine {
@@ -199,9 +305,12 @@ export class FakeHost {
     return this.lines;
   }
 
-  /** The component export of `reconciler` over this host: every WIT function, as the host calls it. */
+  /**
+   * The component export of `reconciler` over this host: every WIT function, as the host calls
+   * it. Its reads see objects cut to the plugin's projections, as the host's caches keep them.
+   */
   component<P>(reconciler: Reconciler<P>): ReconcilerExport {
-    return exportReconciler(reconciler, this.imports());
+    return exportReconciler(reconciler, this.imports(caches(describe(reconciler))));
   }
 
   /** The plugin config as the host receives it from `describe`. */
@@ -214,7 +323,7 @@ export class FakeHost {
     const before = this.lines.length;
     const exported = this.component(reconciler);
     try {
-      const ok = unwrap(() => exported.reconcile(this.request(primary)));
+      const ok = unwrap(() => exported.reconcile(this.request(reconciler, primary)));
       return new Run({ ok }, this.lines.slice(before));
     } catch (error) {
       if (error instanceof ReconcileError) return new Run({ error }, this.lines.slice(before));
@@ -224,13 +333,13 @@ export class FakeHost {
 
   /** The desired objects for `primary`, as the host receives them; throws a {@link ReconcileError}. */
   desired<P>(reconciler: Reconciler<P>, primary: unknown): DesiredObject[] {
-    const desired = unwrap(() => this.component(reconciler).desired(this.request(primary)));
+    const desired = unwrap(() => this.component(reconciler).desired(this.request(reconciler, primary)));
     return desired.map((d) => ({ ...d, object: JSON.parse(d.object) as Record<string, unknown> }));
   }
 
   /** The cleanup of `primary`, as the host receives it; throws a {@link ReconcileError}. */
   cleanup<P>(reconciler: Reconciler<P>, primary: unknown): CleanupResult {
-    const cleanup = unwrap(() => this.component(reconciler).cleanup(this.request(primary)));
+    const cleanup = unwrap(() => this.component(reconciler).cleanup(this.request(reconciler, primary)));
     const ms = cleanup.rescheduleAfterMs;
     return {
       keepFinalizer: cleanup.keepFinalizer,
@@ -239,9 +348,17 @@ export class FakeHost {
     };
   }
 
-  private request(primary: unknown): WitReconcileRequest {
+  /**
+   * The request for `primary`, which the host gives cut to the plugin's projection of it, if it
+   * declares one (the host's cache keeps the status too, for its own writes; the plugin gets it
+   * only if the projection names it).
+   */
+  private request<P>(reconciler: Reconciler<P>, primary: unknown): WitReconcileRequest {
+    const config = describe(reconciler);
+    const object =
+      config.projection !== undefined && isObject(primary) ? shaped(caches(config), config.primary, primary) : primary;
     return {
-      object: JSON.stringify(primary),
+      object: JSON.stringify(object),
       attempt: this.attempt,
       lastAttempt: this.lastAttempt,
       dependents: this.states,
@@ -250,7 +367,9 @@ export class FakeHost {
     };
   }
 
-  private imports(): HostImports {
+  /** The host's imports over this host's objects, cut as `all` (the plugin's caches) keep them. */
+  private imports(all: Cache[]): HostImports {
+    const cut = (kind: WitKindRef, object: JsonObject) => JSON.stringify(shaped(all, kind, object));
     const matches = (object: Record<string, unknown>, namespace: string | undefined, selector: string | undefined) => {
       const metadata = (object["metadata"] ?? {}) as { namespace?: string; labels?: Record<string, string> };
       if (namespace !== undefined && metadata.namespace !== namespace) return false;
@@ -264,11 +383,11 @@ export class FakeHost {
         const found = (this.objects.get(key(kind)) ?? []).find(
           (o) => matches(o, namespace, undefined) && (o["metadata"] as { name?: string } | undefined)?.name === name,
         );
-        return found === undefined ? undefined : JSON.stringify(found);
+        return found === undefined ? undefined : cut(kind, found);
       },
       list: (kind, namespace, selector) =>
-        (this.objects.get(key(kind)) ?? []).filter((o) => matches(o, namespace, selector)).map((o) => JSON.stringify(o)),
-      secondaries: (kind) => (this.secondaryObjects.get(key(kind)) ?? []).map((o) => JSON.stringify(o)),
+        (this.objects.get(key(kind)) ?? []).filter((o) => matches(o, namespace, selector)).map((o) => cut(kind, o)),
+      secondaries: (kind) => (this.secondaryObjects.get(key(kind)) ?? []).map((o) => cut(kind, o)),
     };
   }
 }

@@ -16,8 +16,9 @@ import {
   SecondaryRef,
   type Host,
   type Reconciler,
+  Watch,
 } from "../src/index.js";
-import { FakeHost } from "../src/testing.js";
+import { FakeHost, project } from "../src/testing.js";
 
 const thing = Kind.namespaced("example.com", "v1", "Thing");
 const primary = { metadata: { name: "a", namespace: "ns" }, spec: { size: 2 } };
@@ -246,4 +247,71 @@ test("fetch and applyExternal see the tracked IDs and external objects", () => {
     id: "new",
     object: '{"v":1}',
   });
+});
+
+test("reads see objects cut to the projections, as the host's caches keep them", () => {
+  const maps = Kind.namespaced("", "v1", "ConfigMap");
+  const secrets = Kind.namespaced("", "v1", "Secret");
+  type Obj = { metadata: { labels?: Record<string, string> }; data?: unknown; spec?: unknown; status?: unknown };
+  const projected: Reconciler<Obj> = {
+    config: () =>
+      new Config("projected", thing)
+        .project(["spec.wanted"])
+        .watch(new Watch(maps).project(["data.kept"]))
+        .watch(new Watch(secrets).metadataOnly()),
+    reconcile: (primary, ctx) =>
+      Outcome.done().status({
+        spec: primary.spec,
+        status: primary.status ?? null,
+        configMap: ctx.get<Obj>(maps, "ns", "cm")?.data,
+        listed: ctx.list<Obj>(maps, "ns").map((m) => m.data),
+        owned: ctx.secondaries<Obj>(maps).map((m) => m.data),
+        secret: ctx.get<Obj>(secrets, "ns", "s")?.data ?? null,
+        secretLabels: ctx.get<Obj>(secrets, "ns", "s")?.metadata.labels,
+      }),
+  };
+  const host = new FakeHost()
+    .withObject(maps, { metadata: { name: "cm", namespace: "ns" }, data: { kept: "1", dropped: "2" } })
+    .withSecondary(maps, { metadata: { name: "own", namespace: "ns" }, data: { kept: "3", x: "4" } })
+    .withObject(secrets, { metadata: { name: "s", namespace: "ns", labels: { a: "b" } }, data: { password: "c2VjcmV0" } });
+  const run = host.reconcile(projected, {
+    apiVersion: "example.com/v1",
+    kind: "Thing",
+    metadata: { name: "t", namespace: "ns" },
+    spec: { wanted: 1, other: 2 },
+    status: { phase: "Up" },
+  });
+  assert.deepEqual(run.status, {
+    spec: { wanted: 1 },
+    // The host keeps the primary's status for its own writes; the plugin does not read it.
+    status: null,
+    configMap: { kept: "1" },
+    listed: [{ kept: "1" }],
+    owned: [{ kept: "3" }],
+    secret: null,
+    secretLabels: { a: "b" },
+  });
+});
+
+test("a projection keeps the type, the metadata and the named paths, as the host's", () => {
+  const deployment = {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: "web" },
+    spec: { replicas: 3, template: { spec: { containers: [{ name: "nginx" }] } } },
+    status: { readyReplicas: 2, conditions: [{ type: "Available" }] },
+  };
+  const head = { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "web" } };
+  assert.deepEqual(project(deployment, ["spec.replicas", "status.readyReplicas"]), {
+    ...head,
+    spec: { replicas: 3 },
+    status: { readyReplicas: 2 },
+  });
+  // A wider path after a narrower one keeps the rest too; a path into a missing field keeps its
+  // parent's object, empty; one that runs into a non-object keeps nothing of it.
+  assert.deepEqual(project(deployment, ["spec.replicas", "spec", "spec.replicas.deeper"]).spec, deployment.spec);
+  assert.deepEqual(project(deployment, ["status.missing"]).status, {});
+  assert.deepEqual(project(deployment, ["status.readyReplicas.deeper"]).status, {});
+  assert.deepEqual(project(deployment, []), head);
+  assert.deepEqual(deployment.spec.template.spec.containers, [{ name: "nginx" }], "the object given is not changed");
 });

@@ -15,10 +15,12 @@ host's caches and runs a plugin's handlers through the code the component runs
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .config import Config
 from .context import Context, HostError, Level
 from .dependents import Cleanup, DependentState, Desired, Phase
 from .errors import Error
@@ -81,6 +83,110 @@ def _matches(labels: dict[str, str], selector: str | None) -> bool:
         elif term not in labels:
             return False
     return True
+
+
+#: Fields every object keeps, whatever its projection.
+_ALWAYS = ("apiVersion", "kind", "metadata")
+
+#: The label the host puts on a dependent's objects (``wasmop.dev/managed-by=<plugin>``).
+_MANAGED_BY = "wasmop.dev/managed-by"
+
+
+def project(obj: dict[str, Any], paths: list[str]) -> dict[str, Any]:
+    """``obj`` as a cache with the projection ``paths`` keeps it, by the host's rule: its
+    ``apiVersion``, ``kind`` and ``metadata`` whole and, of its other fields, only those the paths
+    name (keys joined by dots: ``spec.replicas``). A path that names no field is skipped; one that
+    runs into a value that is not an object keeps nothing of it. ``obj`` is not changed.
+
+    >>> project({"metadata": {"name": "a"}, "spec": {"size": 1, "image": "x"}}, ["spec.size"])
+    {'metadata': {'name': 'a'}, 'spec': {'size': 1}}
+    """
+    rest = copy.deepcopy(obj)
+    kept = {key: rest.pop(key) for key in _ALWAYS if key in rest}
+    for path in paths:
+        _take(rest, kept, [key for key in path.split(".") if key])
+    return kept
+
+
+def _take(source: dict[str, Any], target: dict[str, Any], keys: list[str]) -> None:
+    """Moves the field at ``keys`` from ``source`` to the same place in ``target``."""
+    if not keys:
+        return
+    key, rest = keys[0], keys[1:]
+    if not rest:
+        if key in source:
+            value = source.pop(key)
+            if isinstance(value, dict) and isinstance(target.get(key), dict):
+                target[key].update(value)  # parts of it were kept for narrower paths
+            else:
+                target[key] = value
+        return
+    inner = source.get(key)
+    if not isinstance(inner, dict):
+        return
+    kept = target.setdefault(key, {})
+    if isinstance(kept, dict):
+        _take(inner, kept, rest)
+
+
+@dataclass
+class _Cache:
+    """One of the host's watches for a plugin: what it caches and what of each object it keeps
+    (its projection; None: all of it)."""
+
+    kind: Kind
+    selector: str | None
+    namespace: str | None
+    projection: list[str] | None
+
+    def holds(self, kind: Kind, obj: dict[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        return (self.kind.same_type(kind) and _matches(meta.get("labels") or {}, self.selector)
+                and self.namespace in (None, meta.get("namespace")))
+
+
+def _caches(config: Config) -> list[_Cache]:
+    """The host's caches of the plugin ``config`` describes, in the order the host reads them:
+    the primary's, each declared watch's, each dependent's (whole objects)."""
+    managed = f"{_MANAGED_BY}={config.name}"
+    return ([_Cache(config.primary, config.label_selector_, None, config.projection)]
+            + [_Cache(w.kind, w.label_selector_, w.namespace_, w.projection) for w in config.watches]
+            + [_Cache(d.kind, None if d.read_only_ else managed, d.namespace, None) for d in config.dependents])
+
+
+def _shaped(caches: list[_Cache], kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` of ``kind`` as the plugin reads it from the host's caches: cut to the projection
+    of the first cache that holds it (else of the first of its kind). The host's cache of
+    primaries keeps their ``status`` too, which the plugin reads only if its projection names
+    it."""
+    cache = next((c for c in caches if c.holds(kind, obj)), None) or \
+        next((c for c in caches if c.kind.same_type(kind)), None)
+    return obj if cache is None or cache.projection is None else project(obj, cache.projection)
+
+
+@dataclass
+class _Reads:
+    """The host protocol over a :class:`FakeHost` for one plugin: reads come cut to its caches'
+    projections, as the host's caches keep them."""
+
+    host: FakeHost
+    caches: list[_Cache]
+
+    def log(self, level: Level, message: str, fields: list[tuple[str, str]]) -> None:
+        self.host.log(level, message, fields)
+
+    def _cut(self, kind: Kind, text: str) -> str:
+        return json.dumps(_shaped(self.caches, kind, json.loads(text)))
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> str | None:
+        found = self.host.get(kind, namespace, name)
+        return None if found is None else self._cut(kind, found)
+
+    def list(self, kind: Kind, namespace: str | None, label_selector: str | None) -> list[str]:
+        return [self._cut(kind, o) for o in self.host.list(kind, namespace, label_selector)]
+
+    def secondaries(self, kind: Kind) -> list[str]:
+        return [self._cut(kind, o) for o in self.host.secondaries(kind)]
 
 
 @dataclass
@@ -153,22 +259,35 @@ class FakeHost:
 
     # Running handlers.
 
-    def context(self) -> Context:
-        """A context on this host, with its dependent states, attempt and inbound payload."""
-        return Context(self, self.attempt, self.last_attempt, self.states, self.external, self.inbound)
+    def context(self, cls: type | None = None) -> Context:
+        """A context on this host, with its dependent states, attempt and inbound payload; for
+        the plugin class ``cls``, its reads see objects cut to the plugin's projections, as the
+        host's caches keep them."""
+        host = self if cls is None else _Reads(self, _caches(Plugin(cls).config))
+        return Context(host, self.attempt, self.last_attempt, self.states, self.external, self.inbound)
+
+    def _primary(self, cls: type, primary: Any) -> str:
+        """``primary`` as the host gives it to ``cls``'s handlers, as JSON text: cut to the
+        plugin's projection of it, if it declares one (the host's cache keeps the status too, for
+        its own writes; the plugin gets it only if the projection names it)."""
+        config = Plugin(cls).config
+        obj = encode(primary)
+        if config.projection is not None and isinstance(obj, dict):
+            obj = _shaped(_caches(config), config.primary, obj)
+        return json.dumps(obj)
 
     def reconcile(self, cls: type, primary: Any) -> Run:
         """Runs ``reconcile`` on ``primary``; the run has its outcome or its error."""
         start = len(self.logs)
         try:
-            outcome, error = Plugin(cls).reconcile(json.dumps(encode(primary)), self.context()), None
+            outcome, error = Plugin(cls).reconcile(self._primary(cls, primary), self.context(cls)), None
         except Error as e:
             outcome, error = None, e
         return Run(outcome, error, self.logs[start:])
 
     def desired(self, cls: type, primary: Any) -> list[Desired]:
         """Runs ``desired`` on ``primary``; raises its :class:`Error`."""
-        return Plugin(cls).desired(json.dumps(encode(primary)), self.context())
+        return Plugin(cls).desired(self._primary(cls, primary), self.context(cls))
 
     def desired_by_dependent(self, cls: type, primary: Any) -> dict[str, list[dict[str, Any]]]:
         """The desired objects by dependent name, as the host receives them."""
@@ -179,16 +298,16 @@ class FakeHost:
 
     def cleanup(self, cls: type, primary: Any) -> Cleanup:
         """Runs ``cleanup`` on ``primary``; raises its :class:`Error`."""
-        return Plugin(cls).cleanup(json.dumps(encode(primary)), self.context())
+        return Plugin(cls).cleanup(self._primary(cls, primary), self.context(cls))
 
     def error_status(self, cls: type, primary: Any, error: Error) -> dict[str, Any] | None:
         """Runs ``error_status`` on ``primary`` after ``error``."""
-        return Plugin(cls).error_status(json.dumps(encode(primary)), error, self.context())
+        return Plugin(cls).error_status(self._primary(cls, primary), error, self.context(cls))
 
     def check(self, cls: type, name: str, primary: Any, dependent: Any = None) -> bool:
         """Runs ``check``."""
         other = None if dependent is None else json.dumps(encode(dependent))
-        return Plugin(cls).check(name, json.dumps(encode(primary)), other, self.context())
+        return Plugin(cls).check(name, self._primary(cls, primary), other, self.context(cls))
 
     def filter(self, cls: type, name: str, event: EventKind, obj: Any, old: Any = None) -> bool:
         """Runs ``filter``."""
@@ -198,16 +317,16 @@ class FakeHost:
     def map_secondary(self, cls: type, secondary: Any, previous: Any = None) -> list[PrimaryRef]:
         """Runs ``map_secondary``; raises its :class:`Error`."""
         before = None if previous is None else json.dumps(encode(previous))
-        return Plugin(cls).map_secondary(json.dumps(encode(secondary)), before, self.context())
+        return Plugin(cls).map_secondary(json.dumps(encode(secondary)), before, self.context(cls))
 
     def secondaries_of(self, cls: type, primary: Any) -> list[SecondaryRef]:
         """Runs ``secondaries_of``."""
-        return Plugin(cls).secondaries_of(json.dumps(encode(primary)), self.context())
+        return Plugin(cls).secondaries_of(self._primary(cls, primary), self.context(cls))
 
     def fetch(self, cls: type, primary: Any, tracked: Tracked | None = None) -> list[External]:
         """Runs ``fetch``."""
-        return Plugin(cls).fetch(json.dumps(encode(primary)), tracked or Tracked(), self.context())
+        return Plugin(cls).fetch(self._primary(cls, primary), tracked or Tracked(), self.context(cls))
 
     def map_inbound(self, cls: type, payload: Any) -> list[PrimaryRef]:
         """Runs ``map_inbound``."""
-        return Plugin(cls).map_inbound(json.dumps(encode(payload)), self.context())
+        return Plugin(cls).map_inbound(json.dumps(encode(payload)), self.context(cls))
