@@ -343,12 +343,7 @@ impl FakeHost {
     pub fn reconcile_json<R: Reconciler>(&self, json: &str, attempt: u32, last_attempt: bool) -> Run {
         let plugin = Plugin::of::<R>();
         let (ctx, logs) = self.context(&plugin, attempt, last_attempt);
-        // The primary as the host gives it: cut to its projection, if the plugin has one.
-        let projected = match (plugin.caches.projects_primary(), serde_json::from_str::<Value>(json)) {
-            (true, Ok(object)) => Some(plugin.shaped(&plugin.primary, &object).to_string()),
-            _ => None,
-        };
-        let result = crate::run::<R>(projected.as_deref().unwrap_or(json), &ctx);
+        let result = crate::run::<R>(&plugin.primary_json(json.to_owned()), &ctx);
         drop(ctx);
         let logs = logs.take();
         Run {
@@ -437,8 +432,9 @@ impl FakeHost {
         attempt: u32,
         last_attempt: bool,
     ) -> Option<Value> {
-        let (ctx, _logs) = self.context(&Plugin::of::<R>(), attempt, last_attempt);
-        crate::error_status::<R>(json, error, &ctx)
+        let plugin = Plugin::of::<R>();
+        let (ctx, _logs) = self.context(&plugin, attempt, last_attempt);
+        crate::error_status::<R>(&plugin.primary_json(json.to_owned()), error, &ctx)
     }
 
     /// Gives `reconcile` the state of the dependent `name`, as the host does after running the
@@ -474,8 +470,9 @@ impl FakeHost {
     /// assert!(desired.is_empty());
     /// ```
     pub fn desired<R: Reconciler>(&self, primary: &impl Serialize) -> Result<Vec<Desired>, Error> {
-        let json = serde_json::to_string(primary).expect("the primary serializes");
-        let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
+        let plugin = Plugin::of::<R>();
+        let json = plugin.primary_json(serde_json::to_string(primary).expect("the primary serializes"));
+        let (ctx, _logs) = self.context(&plugin, 0, false);
         crate::desired::<R>(&json, &ctx)
     }
 
@@ -499,8 +496,9 @@ impl FakeHost {
     /// assert!(!cleanup.keeps_finalizer());
     /// ```
     pub fn cleanup<R: crate::Cleaner>(&self, primary: &impl Serialize) -> Result<Cleanup, Error> {
-        let json = serde_json::to_string(primary).expect("the primary serializes");
-        let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
+        let plugin = Plugin::of::<R>();
+        let json = plugin.primary_json(serde_json::to_string(primary).expect("the primary serializes"));
+        let (ctx, _logs) = self.context(&plugin, 0, false);
         crate::cleanup::<R>(&json, &ctx)
     }
 
@@ -542,17 +540,19 @@ impl FakeHost {
     /// Calls `R`'s [`Reconciler::secondaries_of`] for `primary`, as the host does for watches
     /// referenced by the primary; its [`Context`] reads this host's objects.
     pub fn secondaries_of<R: Reconciler>(&self, primary: &impl Serialize) -> Result<Vec<crate::SecondaryRef>, String> {
-        let primary = serde_json::to_string(primary).expect("the primary serializes");
-        let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
+        let plugin = Plugin::of::<R>();
+        let primary = plugin.primary_json(serde_json::to_string(primary).expect("the primary serializes"));
+        let (ctx, _logs) = self.context(&plugin, 0, false);
         crate::secondaries_of::<R>(&primary, &ctx)
     }
 
     /// Evaluates `R`'s plugin condition `name` ([`Reconciler::check`]) on `primary` and, for a
     /// ready condition, a `dependent` object, as the host's workflow does.
     pub fn check<R: Reconciler>(&self, name: &str, primary: &impl Serialize, dependent: Option<&Value>) -> bool {
-        let primary = serde_json::to_string(primary).expect("the primary serializes");
+        let plugin = Plugin::of::<R>();
+        let primary = plugin.primary_json(serde_json::to_string(primary).expect("the primary serializes"));
         let dependent = dependent.map(Value::to_string);
-        let (ctx, _logs) = self.context(&Plugin::of::<R>(), 0, false);
+        let (ctx, _logs) = self.context(&plugin, 0, false);
         crate::check::<R>(name, &primary, dependent.as_deref(), &ctx)
     }
 
@@ -618,6 +618,15 @@ impl Plugin {
     /// `object` of `kind` as the host's cache holds it (see [`Caches::shaped`]).
     fn shaped(&self, kind: &Kind, object: &Value) -> Value {
         self.caches.shaped(&kind.to_core(), object)
+    }
+
+    /// The primary `json` as the host gives it to every handler: cut to the plugin's projection
+    /// of it, if it declares one (the host's cache keeps the status too, for its own writes).
+    fn primary_json(&self, json: String) -> String {
+        match (self.caches.projects_primary(), serde_json::from_str::<Value>(&json)) {
+            (true, Ok(object)) => self.shaped(&self.primary, &object).to_string(),
+            _ => json,
+        }
     }
 }
 
@@ -1393,6 +1402,64 @@ mod tests {
         assert_eq!(status["configMap"], json!({ "kept": "1" }));
         assert_eq!(status["secret"], Value::Null, "no data in a metadata-only watch");
         assert_eq!(status["secretLabels"], json!({ "a": "b" }));
+    }
+
+    /// Tells in each handler whether it was given its primary cut to its projection: only
+    /// `spec.wanted`, no status.
+    struct CutPrimary;
+
+    /// Whether `primary` is cut to [`CutPrimary`]'s projection.
+    fn is_cut(primary: &Value) -> bool {
+        primary["spec"] == json!({ "wanted": 1 }) && primary.get("status").is_none()
+    }
+
+    impl Reconciler for CutPrimary {
+        type Primary = Value;
+
+        fn config() -> Config {
+            Config::new("cut", Kind::namespaced("example.com", "v1", "Thing")).project(["spec.wanted"])
+        }
+
+        fn reconcile(thing: Value, _: &Context) -> Result<Outcome, Error> {
+            Ok(Outcome::done().status(json!({ "cut": is_cut(&thing) })))
+        }
+
+        fn error_status(thing: Value, _: &Error, _: &Context) -> Option<impl Serialize> {
+            Some(json!({ "cut": is_cut(&thing) }))
+        }
+
+        fn desired(thing: &Value, _: &Context) -> Result<Vec<Desired>, Error> {
+            Ok(vec![Desired::new("cut", &json!({ "cut": is_cut(thing) }))])
+        }
+
+        fn check(_: &str, thing: &Value, _: Option<&Value>, _: &Context) -> bool {
+            is_cut(thing)
+        }
+
+        fn secondaries_of(thing: &Value, _: &Context) -> Vec<crate::SecondaryRef> {
+            let name = if is_cut(thing) { "cut" } else { "whole" };
+            vec![crate::SecondaryRef::new(Kind::namespaced("", "v1", "ConfigMap"), Some("ns"), name)]
+        }
+    }
+
+    impl crate::Cleaner for CutPrimary {
+        fn cleanup(thing: Value, _: &Context) -> Result<Cleanup, Error> {
+            Ok(if is_cut(&thing) { Cleanup::done() } else { Cleanup::done().keep_finalizer() })
+        }
+    }
+
+    #[test]
+    fn every_handler_gets_the_primary_cut_to_its_projection_as_the_host_gives_it() {
+        let host = FakeHost::new();
+        let thing = json!({ "metadata": { "name": "t", "namespace": "ns" }, "spec": { "wanted": 1, "other": 2 },
+                            "status": { "phase": "Up" } });
+        assert_eq!(host.reconcile::<CutPrimary>(&thing).status(), Some(&json!({ "cut": true })), "reconcile");
+        let error = Error::Transient("x".into());
+        assert_eq!(host.error_status::<CutPrimary>(&thing, &error), Some(json!({ "cut": true })), "error_status");
+        assert_eq!(host.desired::<CutPrimary>(&thing).unwrap()[0].object, json!({ "cut": true }), "desired");
+        assert!(host.check::<CutPrimary>("any", &thing, None), "check");
+        assert_eq!(host.secondaries_of::<CutPrimary>(&thing).unwrap()[0].name, "cut", "secondaries_of");
+        assert!(!host.cleanup::<CutPrimary>(&thing).unwrap().keeps_finalizer(), "cleanup");
     }
 
     #[test]
