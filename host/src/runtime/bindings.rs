@@ -5,7 +5,7 @@ wasmtime::component::bindgen!({
     path: "../wit",
     world: "plugin",
     additional_derives: [serde::Serialize],
-    // Calls run on the runtime's threads as fibers that yield at every epoch tick, and the
+    // Calls run on the runtime's threads as fibers that yield at the epoch ticks, and the
     // cache reads they import may wait on the API server (a bounded cache's evicted object).
     imports: { default: async },
     exports: { default: async },

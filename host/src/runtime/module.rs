@@ -564,10 +564,10 @@ impl Instances {
 
     /// Starts a call of `export` of the plugin `name` (empty while it describes itself): a kept
     /// instance in its store, or a fresh store within the plugin's limits with the plugin
-    /// instantiated in it. The call
-    /// yields to the runtime at every epoch tick and traps once it has run for its deadline
+    /// instantiated in it. A call that runs on yields to the runtime at every epoch tick (the
+    /// first within the ticker's check, 50 ms) and traps once it has run for its deadline
     /// ([`limit_running_time`]), so a plugin that spins holds a runtime thread for at most a
-    /// tick at a time.
+    /// check, then a tick at a time.
     async fn enter<'a>(
         &self,
         name: &'a str,
