@@ -194,7 +194,9 @@ mod tests {
         }
         let turns = ticker.shared.turns.load(SeqCst) - before;
         let checks = (started.elapsed().as_millis() / CHECK_EVERY.as_millis()) as usize;
-        assert!(turns <= checks + 4, "{turns} turns for {checks} checks");
+        // Ticking every tick gives 5 turns a check (58 for 12 before); a loaded machine may see
+        // a call in progress at some looks, each adding a tick.
+        assert!(turns <= 2 * checks, "{turns} turns for {checks} checks");
     }
 
     /// A call that runs on is seen at the next check, and from then on the epoch advances every
@@ -210,7 +212,9 @@ mod tests {
         let turns = ticker.shared.turns.load(SeqCst) - before;
         let ticks = (started.elapsed().as_millis() / EPOCH_TICK.as_millis()) as usize;
         drop(running);
-        assert!(turns + 5 >= ticks, "{turns} turns in {ticks} ticks' time");
+        // Looking only every check would give a fifth of the ticks; a loaded machine's sleeps
+        // run long, so half is asked.
+        assert!(2 * turns >= ticks, "{turns} turns in {ticks} ticks' time");
     }
 
     /// Dropping every handle ends the thread, also while it sleeps.

@@ -36,7 +36,9 @@
 //! - once [`Settings::stop`] fires no run starts: queued keys, timers and retries are dropped;
 //!   runs in flight finish, and then [`run`] returns;
 //! - once [`Settings::cancel`] fires the runs in flight are aborted, and [`run`] returns only
-//!   after their futures have been dropped.
+//!   after their futures have been dropped;
+//! - runs that never wait let other tasks run between them: the task returns to the runtime
+//!   every [`TURN`] while it goes on.
 
 mod interval;
 mod state;
@@ -293,6 +295,10 @@ impl<K> Admission<K> for Everyone {
 /// (an API call, or a plugin call yielding at an epoch tick) lets the others go on.
 ///
 /// A run whose future panics counts as a retryable failure.
+///
+/// Runs that end without waiting (a short plugin call with nothing to write) would keep the
+/// task busy for as long as they come; the task returns to the runtime once it has gone on for
+/// [`TURN`], so tasks woken on its thread meanwhile go on too.
 pub async fn run<K, F, Fut>(inbox: Inbox<K>, settings: Settings, action: F)
 where
     K: Clone + Eq + Hash + Send + 'static,
@@ -335,6 +341,8 @@ pub async fn run_admitted<K, F, Fut, A>(
     let mut permit_wait: Option<PermitWait> = None;
     let mut permit: Option<OwnedSemaphorePermit> = None;
     let mut inbox_open = true;
+    // When this task last returned to the runtime (or a turn began).
+    let mut turn = std::time::Instant::now();
     loop {
         if !cancelling && fired(&cancel) {
             cancelling = true;
@@ -444,8 +452,19 @@ pub async fn run_admitted<K, F, Fut, A>(
             }
             Some((key, verdict)) = in_flight.next(), if !in_flight.is_empty() => state.finish(key, verdict),
         }
+        // At most one yield a turn; after a wait longer than a turn it is one needless poll.
+        if turn.elapsed() >= TURN {
+            tokio::task::yield_now().await;
+            turn = std::time::Instant::now();
+        }
     }
 }
+
+/// The longest the scheduler's task goes on without returning to the runtime. A plugin call
+/// that runs on yields at its epoch ticks (10 ms); most end within microseconds, and many of
+/// them in a row would otherwise hold the thread, keeping a task woken on it (another run's
+/// HTTP response, a watch) waiting.
+pub const TURN: Duration = Duration::from_millis(10);
 
 /// Whether `token` is given and has fired.
 fn fired(token: &Option<CancellationToken>) -> bool {

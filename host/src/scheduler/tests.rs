@@ -822,3 +822,44 @@ async fn with_an_admission_refused_keys_are_dropped_and_deferred_ones_run_once_a
     task.await.unwrap();
     assert_eq!(Arc::strong_count(&in_flight), 1);
 }
+
+/// Runs that end without waiting (a plugin call, nothing to write) do not hold the thread for as
+/// long as they keep coming: the scheduler's task returns to the runtime every [`TURN`], so a
+/// task woken on its thread (a write's HTTP response, a watch) goes on meanwhile. On one thread,
+/// 200 runs of half a millisecond each left no turn to another task before.
+#[tokio::test(flavor = "current_thread")]
+async fn runs_that_never_wait_let_other_tasks_run_between_them() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    let (handle, inbox) = channel();
+    let finished = Arc::new(AtomicUsize::new(0));
+    let counted = finished.clone();
+    let scheduler = tokio::spawn(run(inbox, settings(1, RetryPolicy::default()), move |_: Run<usize>| {
+        let counted = counted.clone();
+        async move {
+            let began = std::time::Instant::now();
+            while began.elapsed() < Duration::from_micros(500) {
+                std::hint::spin_loop();
+            }
+            counted.fetch_add(1, SeqCst);
+            done()
+        }
+    }));
+    for key in 0..200 {
+        handle.trigger(key);
+    }
+    let turns = tokio::spawn(async move {
+        let mut turns = 0;
+        while finished.load(SeqCst) < 200 {
+            turns += 1;
+            tokio::task::yield_now().await;
+        }
+        turns
+    })
+    .await
+    .unwrap();
+    drop(handle);
+    scheduler.await.unwrap();
+    // 100 ms of runs: a turn every 10 ms, less what a slow machine takes.
+    assert!(turns >= 5, "another task had {turns} turns during 200 runs that never waited");
+}
