@@ -263,31 +263,42 @@ class FakeHost:
         """A context on this host, with its dependent states, attempt and inbound payload; for
         the plugin class ``cls``, its reads see objects cut to the plugin's projections, as the
         host's caches keep them."""
-        host = self if cls is None else _Reads(self, _caches(Plugin(cls).config))
+        return self._context(None if cls is None else Plugin(cls))
+
+    def _context(self, plugin: Plugin | None) -> Context:
+        host = self if plugin is None else _Reads(self, _caches(plugin.config))
         return Context(host, self.attempt, self.last_attempt, self.states, self.external, self.inbound)
 
-    def _primary(self, cls: type, primary: Any) -> str:
-        """``primary`` as the host gives it to ``cls``'s handlers, as JSON text: cut to the
-        plugin's projection of it, if it declares one (the host's cache keeps the status too, for
-        its own writes; the plugin gets it only if the projection names it)."""
-        config = Plugin(cls).config
+    @staticmethod
+    def _primary(plugin: Plugin, primary: Any) -> str:
+        """``primary`` as the host gives it to the plugin's handlers, as JSON text: cut to its
+        projection of it, if it declares one (the host's cache keeps the status too, for its own
+        writes; the plugin gets it only if the projection names it)."""
+        config = plugin.config
         obj = encode(primary)
         if config.projection is not None and isinstance(obj, dict):
             obj = _shaped(_caches(config), config.primary, obj)
         return json.dumps(obj)
 
+    def _handler(self, cls: type, primary: Any) -> tuple[Plugin, str, Context]:
+        """The plugin of ``cls``, ``primary`` as the host gives it, and a context for it."""
+        plugin = Plugin(cls)
+        return plugin, self._primary(plugin, primary), self._context(plugin)
+
     def reconcile(self, cls: type, primary: Any) -> Run:
         """Runs ``reconcile`` on ``primary``; the run has its outcome or its error."""
         start = len(self.logs)
+        plugin, given, ctx = self._handler(cls, primary)
         try:
-            outcome, error = Plugin(cls).reconcile(self._primary(cls, primary), self.context(cls)), None
+            outcome, error = plugin.reconcile(given, ctx), None
         except Error as e:
             outcome, error = None, e
         return Run(outcome, error, self.logs[start:])
 
     def desired(self, cls: type, primary: Any) -> list[Desired]:
         """Runs ``desired`` on ``primary``; raises its :class:`Error`."""
-        return Plugin(cls).desired(self._primary(cls, primary), self.context(cls))
+        plugin, given, ctx = self._handler(cls, primary)
+        return plugin.desired(given, ctx)
 
     def desired_by_dependent(self, cls: type, primary: Any) -> dict[str, list[dict[str, Any]]]:
         """The desired objects by dependent name, as the host receives them."""
@@ -298,16 +309,19 @@ class FakeHost:
 
     def cleanup(self, cls: type, primary: Any) -> Cleanup:
         """Runs ``cleanup`` on ``primary``; raises its :class:`Error`."""
-        return Plugin(cls).cleanup(self._primary(cls, primary), self.context(cls))
+        plugin, given, ctx = self._handler(cls, primary)
+        return plugin.cleanup(given, ctx)
 
     def error_status(self, cls: type, primary: Any, error: Error) -> dict[str, Any] | None:
         """Runs ``error_status`` on ``primary`` after ``error``."""
-        return Plugin(cls).error_status(self._primary(cls, primary), error, self.context(cls))
+        plugin, given, ctx = self._handler(cls, primary)
+        return plugin.error_status(given, error, ctx)
 
     def check(self, cls: type, name: str, primary: Any, dependent: Any = None) -> bool:
         """Runs ``check``."""
         other = None if dependent is None else json.dumps(encode(dependent))
-        return Plugin(cls).check(name, self._primary(cls, primary), other, self.context(cls))
+        plugin, given, ctx = self._handler(cls, primary)
+        return plugin.check(name, given, other, ctx)
 
     def filter(self, cls: type, name: str, event: EventKind, obj: Any, old: Any = None) -> bool:
         """Runs ``filter``."""
@@ -317,16 +331,20 @@ class FakeHost:
     def map_secondary(self, cls: type, secondary: Any, previous: Any = None) -> list[PrimaryRef]:
         """Runs ``map_secondary``; raises its :class:`Error`."""
         before = None if previous is None else json.dumps(encode(previous))
-        return Plugin(cls).map_secondary(json.dumps(encode(secondary)), before, self.context(cls))
+        plugin = Plugin(cls)
+        return plugin.map_secondary(json.dumps(encode(secondary)), before, self._context(plugin))
 
     def secondaries_of(self, cls: type, primary: Any) -> list[SecondaryRef]:
         """Runs ``secondaries_of``."""
-        return Plugin(cls).secondaries_of(self._primary(cls, primary), self.context(cls))
+        plugin, given, ctx = self._handler(cls, primary)
+        return plugin.secondaries_of(given, ctx)
 
     def fetch(self, cls: type, primary: Any, tracked: Tracked | None = None) -> list[External]:
         """Runs ``fetch``."""
-        return Plugin(cls).fetch(self._primary(cls, primary), tracked or Tracked(), self.context(cls))
+        plugin, given, ctx = self._handler(cls, primary)
+        return plugin.fetch(given, tracked or Tracked(), ctx)
 
     def map_inbound(self, cls: type, payload: Any) -> list[PrimaryRef]:
         """Runs ``map_inbound``."""
-        return Plugin(cls).map_inbound(json.dumps(encode(payload)), self.context(cls))
+        plugin = Plugin(cls)
+        return plugin.map_inbound(json.dumps(encode(payload)), self._context(plugin))
