@@ -310,20 +310,20 @@ export class FakeHost {
    * it. Its reads see objects cut to the plugin's projections, as the host's caches keep them.
    */
   component<P>(reconciler: Reconciler<P>): ReconcilerExport {
-    return exportReconciler(reconciler, this.imports(caches(describe(reconciler))));
+    return this.bound(reconciler).exported;
   }
 
   /** The plugin config as the host receives it from `describe`. */
   describe<P>(reconciler: Reconciler<P>): WitPluginConfig {
-    return this.component(reconciler).describe();
+    return describe(reconciler);
   }
 
   /** Reconciles `primary` (JSON-encoded as the host would send it). */
   reconcile<P>(reconciler: Reconciler<P>, primary: unknown): Run {
     const before = this.lines.length;
-    const exported = this.component(reconciler);
+    const { exported, request } = this.bound(reconciler);
     try {
-      const ok = unwrap(() => exported.reconcile(this.request(reconciler, primary)));
+      const ok = unwrap(() => exported.reconcile(request(primary)));
       return new Run({ ok }, this.lines.slice(before));
     } catch (error) {
       if (error instanceof ReconcileError) return new Run({ error }, this.lines.slice(before));
@@ -333,13 +333,15 @@ export class FakeHost {
 
   /** The desired objects for `primary`, as the host receives them; throws a {@link ReconcileError}. */
   desired<P>(reconciler: Reconciler<P>, primary: unknown): DesiredObject[] {
-    const desired = unwrap(() => this.component(reconciler).desired(this.request(reconciler, primary)));
+    const { exported, request } = this.bound(reconciler);
+    const desired = unwrap(() => exported.desired(request(primary)));
     return desired.map((d) => ({ ...d, object: JSON.parse(d.object) as Record<string, unknown> }));
   }
 
   /** The cleanup of `primary`, as the host receives it; throws a {@link ReconcileError}. */
   cleanup<P>(reconciler: Reconciler<P>, primary: unknown): CleanupResult {
-    const cleanup = unwrap(() => this.component(reconciler).cleanup(this.request(reconciler, primary)));
+    const { exported, request } = this.bound(reconciler);
+    const cleanup = unwrap(() => exported.cleanup(request(primary)));
     const ms = cleanup.rescheduleAfterMs;
     return {
       keepFinalizer: cleanup.keepFinalizer,
@@ -349,22 +351,27 @@ export class FakeHost {
   }
 
   /**
-   * The request for `primary`, which the host gives cut to the plugin's projection of it, if it
-   * declares one (the host's cache keeps the status too, for its own writes; the plugin gets it
-   * only if the projection names it).
+   * `reconciler`'s export over this host, and the request for a primary, which the host gives
+   * cut to the plugin's projection of it if it declares one (the host's cache keeps the status
+   * too, for its own writes; the plugin gets it only if the projection names it).
    */
-  private request<P>(reconciler: Reconciler<P>, primary: unknown): WitReconcileRequest {
+  private bound<P>(reconciler: Reconciler<P>): {
+    exported: ReconcilerExport;
+    request: (primary: unknown) => WitReconcileRequest;
+  } {
     const config = describe(reconciler);
-    const object =
-      config.projection !== undefined && isObject(primary) ? shaped(caches(config), config.primary, primary) : primary;
-    return {
-      object: JSON.stringify(object),
+    const all = caches(config);
+    const request = (primary: unknown): WitReconcileRequest => ({
+      object: JSON.stringify(
+        config.projection !== undefined && isObject(primary) ? shaped(all, config.primary, primary) : primary,
+      ),
       attempt: this.attempt,
       lastAttempt: this.lastAttempt,
       dependents: this.states,
       external: this.externals.map(externalToWit),
       inbound: undefined,
-    };
+    });
+    return { exported: exportReconciler(reconciler, this.imports(all)), request };
   }
 
   /** The host's imports over this host's objects, cut as `all` (the plugin's caches) keep them. */

@@ -175,18 +175,18 @@ class _Reads:
     def log(self, level: Level, message: str, fields: list[tuple[str, str]]) -> None:
         self.host.log(level, message, fields)
 
-    def _cut(self, kind: Kind, text: str) -> str:
-        return json.dumps(_shaped(self.caches, kind, json.loads(text)))
+    def _cut(self, kind: Kind, obj: dict[str, Any]) -> str:
+        return json.dumps(_shaped(self.caches, kind, obj))
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> str | None:
-        found = self.host.get(kind, namespace, name)
+        found = self.host._found(kind, namespace, name)
         return None if found is None else self._cut(kind, found)
 
     def list(self, kind: Kind, namespace: str | None, label_selector: str | None) -> list[str]:
-        return [self._cut(kind, o) for o in self.host.list(kind, namespace, label_selector)]
+        return [self._cut(kind, o) for o in self.host._listed(kind, namespace, label_selector)]
 
     def secondaries(self, kind: Kind) -> list[str]:
-        return [self._cut(kind, o) for o in self.host.secondaries(kind)]
+        return [self._cut(kind, o) for o in self.host._owned(kind)]
 
 
 @dataclass
@@ -238,24 +238,34 @@ class FakeHost:
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> str | None:
         """The cached object, as JSON text."""
+        found = self._found(kind, namespace, name)
+        return None if found is None else json.dumps(found)
+
+    def list(self, kind: Kind, namespace: str | None, label_selector: str | None) -> list[str]:
+        """The cached objects, as JSON text."""
+        return [json.dumps(o) for o in self._listed(kind, namespace, label_selector)]
+
+    def secondaries(self, kind: Kind) -> list[str]:
+        """The secondaries given with :meth:`with_secondary`, as JSON text."""
+        return [json.dumps(o) for o in self._owned(kind)]
+
+    def _found(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any] | None:
         self._check(kind)
         for k, o in self.objects:
             meta = o.get("metadata", {})
             if k.same_type(kind) and meta.get("name") == name and meta.get("namespace") == namespace:
-                return json.dumps(o)
+                return o
         return None
 
-    def list(self, kind: Kind, namespace: str | None, label_selector: str | None) -> list[str]:
-        """The cached objects, as JSON text."""
+    def _listed(self, kind: Kind, namespace: str | None, label_selector: str | None) -> list[dict[str, Any]]:
         self._check(kind)
-        return [json.dumps(o) for k, o in self.objects
+        return [o for k, o in self.objects
                 if k.same_type(kind) and namespace in (None, o.get("metadata", {}).get("namespace"))
                 and _matches(o.get("metadata", {}).get("labels") or {}, label_selector)]
 
-    def secondaries(self, kind: Kind) -> list[str]:
-        """The secondaries given with :meth:`with_secondary`, as JSON text."""
+    def _owned(self, kind: Kind) -> list[dict[str, Any]]:
         self._check(kind)
-        return [json.dumps(o) for k, o in self.secondary_objects if k.same_type(kind)]
+        return [o for k, o in self.secondary_objects if k.same_type(kind)]
 
     # Running handlers.
 
