@@ -87,7 +87,9 @@ pub fn patch(
         return Ok(None);
     }
     let status = Value::Object(fields);
-    Ok(changes(current.unwrap_or(&Value::Null), &status).then(|| json!({ "status": status })))
+    // Moved into the patch: `json!` would serialize the status into a copy of itself.
+    Ok(changes(current.unwrap_or(&Value::Null), &status)
+        .then(|| Value::Object(Map::from_iter([("status".into(), status)]))))
 }
 
 /// `(type, status, reason, message)` of the host's conditions after `report`.

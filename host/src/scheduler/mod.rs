@@ -426,7 +426,7 @@ pub async fn run_admitted<K, F, Fut, A>(
         if (stopping || !inbox_open) && in_flight.is_empty() {
             return;
         }
-        tokio::select! {
+        let waited = Waited::new(std::pin::pin!(async { tokio::select! {
             // Handled at the top of the loop.
             () = cancelled(&stop), if !stopping => {}
             () = cancelled(&cancel), if !cancelling => {}
@@ -451,9 +451,14 @@ pub async fn run_admitted<K, F, Fut, A>(
                 permit = acquired.ok();
             }
             Some((key, verdict)) = in_flight.next(), if !in_flight.is_empty() => state.finish(key, verdict),
-        }
-        // At most one yield a turn; after a wait longer than a turn it is one needless poll.
-        if turn.elapsed() >= TURN {
+        }}))
+        .await;
+        // A wait returned the task to the runtime: the turn starts over.
+        if waited {
+            turn = std::time::Instant::now();
+        } else if turn.elapsed() >= TURN {
+            #[cfg(test)]
+            YIELDS.with(|y| y.set(y.get() + 1));
             tokio::task::yield_now().await;
             turn = std::time::Instant::now();
         }
@@ -465,6 +470,38 @@ pub async fn run_admitted<K, F, Fut, A>(
 /// them in a row would otherwise hold the thread, keeping a task woken on it (another run's
 /// HTTP response, a watch) waiting.
 pub const TURN: Duration = Duration::from_millis(10);
+
+#[cfg(test)]
+thread_local! {
+    /// How often a scheduler polled on this thread yielded to the runtime.
+    static YIELDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Awaits a future and tells whether it waited (was pending at least once) on the way.
+struct Waited<F> {
+    future: F,
+    waited: bool,
+}
+
+impl<F> Waited<F> {
+    fn new(future: F) -> Self {
+        Self { future, waited: false }
+    }
+}
+
+impl<F: Future<Output = ()> + Unpin> Future for Waited<F> {
+    type Output = bool;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<bool> {
+        match Pin::new(&mut self.future).poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(self.waited),
+            std::task::Poll::Pending => {
+                self.waited = true;
+                std::task::Poll::Pending
+            }
+        }
+    }
+}
 
 /// Whether `token` is given and has fired.
 fn fired(token: &Option<CancellationToken>) -> bool {

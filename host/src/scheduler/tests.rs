@@ -863,3 +863,22 @@ async fn runs_that_never_wait_let_other_tasks_run_between_them() {
     // 100 ms of runs: a turn every 10 ms, less what a slow machine takes.
     assert!(turns >= 5, "another task had {turns} turns during 200 runs that never waited");
 }
+
+/// Runs that wait (as an API call does) return the task to the runtime on their own: the turn
+/// starts over then, and no yield is added, however long the runs take.
+#[tokio::test(flavor = "current_thread")]
+async fn runs_that_wait_are_not_interrupted_by_yields() {
+    let (handle, inbox) = channel();
+    super::YIELDS.with(|y| y.set(0));
+    let scheduler = tokio::spawn(run(inbox, settings(1, RetryPolicy::default()), |_: Run<usize>| async {
+        tokio::time::sleep(Duration::from_millis(12)).await;
+        done()
+    }));
+    for key in 0..10 {
+        handle.trigger(key);
+    }
+    drop(handle);
+    scheduler.await.unwrap();
+    let yields = super::YIELDS.with(|y| y.get());
+    assert_eq!(yields, 0, "the scheduler yielded {yields} times between 10 runs that each waited 12 ms");
+}
