@@ -283,7 +283,24 @@ impl Controller {
         self.child.kill().await?;
         Ok(())
     }
+
+    /// Shuts it down as its pod would be (SIGTERM), so that it leaves its shard group and
+    /// releases its Leases, and waits for it to go; killed after [`SHUTDOWN`]. Killed instead,
+    /// a sharded host's Lease stays until it expires, and the next hosts in its group wait for
+    /// that before they own its share.
+    pub async fn terminate(mut self) -> anyhow::Result<()> {
+        let status = std::process::Command::new("kill").args(["-TERM", &self.pid.to_string()]).status()?;
+        anyhow::ensure!(status.success(), "kill -TERM {} failed: {status}", self.pid);
+        if tokio::time::timeout(SHUTDOWN, self.child.wait()).await.is_err() {
+            self.child.kill().await?;
+            anyhow::bail!("the host did not stop within {SHUTDOWN:?} of SIGTERM");
+        }
+        Ok(())
+    }
 }
+
+/// The longest [`Controller::terminate`] waits for a host to shut down.
+const SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The sum of the metric lines of `text` that start with `prefix`.
 fn sum(text: &str, prefix: &str) -> f64 {

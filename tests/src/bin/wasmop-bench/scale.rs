@@ -61,10 +61,12 @@ async fn run(ns: &str, kubeconfig: &std::path::Path, replicas: usize, objects: u
     }
     let seconds = started.elapsed().as_secs_f64();
     let mut figures = Vec::with_capacity(hosts.len());
-    for host in hosts {
+    for host in &hosts {
         figures.push(Host { memory: host.peak_memory()?, cpu_seconds: host.cpu_seconds()? });
-        host.stop().await?;
     }
+    // All at once, once all are measured, and shut down rather than killed: the next round's
+    // hosts join the same shard group, and must not wait for these hosts' Leases to expire.
+    futures::future::try_join_all(hosts.into_iter().map(Controller::terminate)).await?;
     Ok(Measured { hosts: figures, seconds })
 }
 
