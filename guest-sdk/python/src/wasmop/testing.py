@@ -273,27 +273,30 @@ class FakeHost:
         """A context on this host, with its dependent states, attempt and inbound payload; for
         the plugin class ``cls``, its reads see objects cut to the plugin's projections, as the
         host's caches keep them."""
-        return self._context(None if cls is None else Plugin(cls))
+        return self._context(None if cls is None else _caches(Plugin(cls).config))
 
-    def _context(self, plugin: Plugin | None) -> Context:
-        host = self if plugin is None else _Reads(self, _caches(plugin.config))
+    def _context(self, caches: list[_Cache] | None) -> Context:
+        """A context whose reads go through ``caches`` (a plugin's), or straight to this host."""
+        host = self if caches is None else _Reads(self, caches)
         return Context(host, self.attempt, self.last_attempt, self.states, self.external, self.inbound)
 
     @staticmethod
-    def _primary(plugin: Plugin, primary: Any) -> str:
-        """``primary`` as the host gives it to the plugin's handlers, as JSON text: cut to its
-        projection of it, if it declares one (the host's cache keeps the status too, for its own
-        writes; the plugin gets it only if the projection names it)."""
-        config = plugin.config
+    def _primary(config: Config, caches: list[_Cache], primary: Any) -> str:
+        """``primary`` as the host gives the handlers of the plugin of ``config`` (whose caches
+        are ``caches``), as JSON text: cut to its projection of it, if it declares one (the
+        host's cache keeps the status too, for its own writes; the plugin gets it only if the
+        projection names it)."""
         obj = encode(primary)
         if config.projection is not None and isinstance(obj, dict):
-            obj = _shaped(_caches(config), config.primary, obj)
+            obj = _shaped(caches, config.primary, obj)
         return json.dumps(obj)
 
     def _handler(self, cls: type, primary: Any) -> tuple[Plugin, str, Context]:
-        """The plugin of ``cls``, ``primary`` as the host gives it, and a context for it."""
+        """The plugin of ``cls``, ``primary`` as the host gives it, and a context for it; the
+        plugin's caches are worked out once for both."""
         plugin = Plugin(cls)
-        return plugin, self._primary(plugin, primary), self._context(plugin)
+        caches = _caches(plugin.config)
+        return plugin, self._primary(plugin.config, caches, primary), self._context(caches)
 
     def reconcile(self, cls: type, primary: Any) -> Run:
         """Runs ``reconcile`` on ``primary``; the run has its outcome or its error."""
@@ -342,7 +345,7 @@ class FakeHost:
         """Runs ``map_secondary``; raises its :class:`Error`."""
         before = None if previous is None else json.dumps(encode(previous))
         plugin = Plugin(cls)
-        return plugin.map_secondary(json.dumps(encode(secondary)), before, self._context(plugin))
+        return plugin.map_secondary(json.dumps(encode(secondary)), before, self._context(_caches(plugin.config)))
 
     def secondaries_of(self, cls: type, primary: Any) -> list[SecondaryRef]:
         """Runs ``secondaries_of``."""
@@ -357,4 +360,4 @@ class FakeHost:
     def map_inbound(self, cls: type, payload: Any) -> list[PrimaryRef]:
         """Runs ``map_inbound``."""
         plugin = Plugin(cls)
-        return plugin.map_inbound(json.dumps(encode(payload)), self._context(plugin))
+        return plugin.map_inbound(json.dumps(encode(payload)), self._context(_caches(plugin.config)))
