@@ -9,7 +9,7 @@ TEST_CLUSTER_DIR ?= target/test-cluster
 # Toolchains where their installers put them, for shells that did not read a profile (CI).
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: help run run-dns test bench build image plugins control-plane registry cluster cluster-down lint
+.PHONY: help run run-dns test bench build image layout plugins control-plane registry cluster cluster-down lint
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -24,7 +24,10 @@ test: lint plugins control-plane registry image ## Install what is missing, buil
 	@tests/testbed/run-tests.sh "$(TEST_CLUSTER_DIR)"
 
 bench: plugins control-plane ## wasmop against a native kube-rs controller, report in target/bench/
-	$(CARGO) build --release -p wasmop -p wasmop-tests --bin wasmop --bin wasmop-native --bin wasmop-bench
+	@# The host alone, as `make build` builds it: built with the tests, its dependencies would
+	@# have more features and its functions other names than host/layout gives the linker.
+	$(CARGO) build --release -p wasmop
+	$(CARGO) build --release -p wasmop-tests --bin wasmop-native --bin wasmop-bench
 	target/release/wasmop-bench
 
 build: ## Build the host (release)
@@ -32,6 +35,9 @@ build: ## Build the host (release)
 
 image: ## Build the OCI image (static host, FROM scratch) into target/image/wasmop.tar
 	@deploy/image/build.sh >/dev/null
+
+layout: plugins control-plane ## Profile hosts at work and write the order of the host's functions (host/layout)
+	@tests/testbed/layout.sh
 
 plugins: ## Build every plugin to plugins/dist/<name>.wasm
 	@tests/testbed/build-plugins.sh

@@ -26,8 +26,10 @@
 //! ([`threads`]), and `BENCH_CONCURRENCY` (default 16) the reconciles each runs at once
 //! ([`concurrency`]); for experiments, `BENCH_WASMOP_ARGS` gives the host more flags (not
 //! `--worker-threads` or `--metrics-address`: the bench passes them) and `BENCH_WASMOP_LOG` its
-//! log filter (default `warn`). The runs table counts the LIST pages and GETs the host's bounded
-//! caches made of the API server in each run (from its metrics).
+//! log filter (default `warn`); `BENCH_STOP=term` shuts the hosts down with SIGTERM instead of
+//! killing them (for `make layout`, whose instrumented hosts write their profiles as they exit).
+//! The runs table counts the LIST pages and GETs the host's bounded caches made of the API
+//! server in each run (from its metrics).
 //!
 //! The report goes to `target/bench/report.md` and `report.json` (and stdout); its header gives
 //! the worker threads. Memory leads every table: peak anonymous memory (what the kernel cannot

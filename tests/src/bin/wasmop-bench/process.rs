@@ -278,8 +278,13 @@ impl Controller {
         Ok(Some(text))
     }
 
-    /// Stops it and waits for it to go.
+    /// Stops it and waits for it to go: killed, or with `BENCH_STOP=term` shut down as by
+    /// [`Controller::terminate`] (so that a host built with `-Cprofile-generate` writes its
+    /// profile, for `make layout`).
     pub async fn stop(mut self) -> anyhow::Result<()> {
+        if std::env::var("BENCH_STOP").is_ok_and(|v| v == "term") {
+            return self.terminate().await;
+        }
         self.child.kill().await?;
         Ok(())
     }
