@@ -17,7 +17,12 @@ fn main() {
     let target = env::var("TARGET").unwrap_or_default();
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
     let order = manifest.join("layout").join(format!("{target}.order"));
-    println!("cargo::rerun-if-changed={}", order.display());
+    // Watched only where it exists: a path that does not would rerun this script, and rebuild
+    // the crate, on every build.
+    println!("cargo::rerun-if-changed=build.rs");
+    if order.exists() {
+        println!("cargo::rerun-if-changed={}", order.display());
+    }
     // PROFILE is `release` for `--release` and for profiles that inherit it.
     let release = env::var("PROFILE").is_ok_and(|p| p == "release");
     let off = env::var("WASMOP_LAYOUT").is_ok_and(|v| v == "off");
