@@ -19,14 +19,14 @@ fn main() {
     let order = manifest.join("layout").join(format!("{target}.order"));
     // Watched only where it exists: a path that does not would rerun this script, and rebuild
     // the crate, on every build.
-    println!("cargo::rerun-if-changed=build.rs");
-    if order.exists() {
+    let exists = order.exists();
+    if exists {
         println!("cargo::rerun-if-changed={}", order.display());
     }
     // PROFILE is `release` for `--release` and for profiles that inherit it.
     let release = env::var("PROFILE").is_ok_and(|p| p == "release");
     let off = env::var("WASMOP_LAYOUT").is_ok_and(|v| v == "off");
-    if !release || off || target != "x86_64-unknown-linux-gnu" || !order.exists() {
+    if !release || off || target != "x86_64-unknown-linux-gnu" || !exists {
         return;
     }
     println!("cargo::rustc-link-arg-bin=wasmop=-Wl,--symbol-ordering-file={}", order.display());
