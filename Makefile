@@ -36,7 +36,7 @@ build: ## Build the host (release)
 image: ## Build the OCI image (static host, FROM scratch) into target/image/wasmop.tar
 	@deploy/image/build.sh >/dev/null
 
-layout: plugins control-plane ## Profile hosts at work and write the order of the host's functions (host/layout)
+layout: plugins control-plane image ## Profile hosts at work and write the order of the host's functions (host/layout), for the release build and the image
 	@tests/testbed/layout.sh
 
 plugins: ## Build every plugin to plugins/dist/<name>.wasm

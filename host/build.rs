@@ -4,13 +4,16 @@
 //! touch pages across most of the binary's text, and each page touched is resident in every
 //! replica. Only the linker's placement changes, not the code.
 //!
-//! It applies where the linker is rust-lld, rustc's default on `x86_64-unknown-linux-gnu`.
-//! Set `WASMOP_LAYOUT=off` to link in the compiler's order, e.g. with a linker of your own.
-//! The image's `x86_64-unknown-linux-musl` build has no layout: its symbols are named
-//! otherwise, and `make layout` profiles the gnu build only.
+//! The linker must be lld: rust-lld is rustc's default on `x86_64-unknown-linux-gnu`; on
+//! `x86_64-unknown-linux-musl` (the image) rustc links with the C compiler, which is pointed at
+//! the toolchain's own lld (its `gcc-ld` directory). Each target's file names the functions as
+//! its profile names them: `x86_64-unknown-linux-gnu.order` the `release` profile's,
+//! `x86_64-unknown-linux-musl.order` the `image` profile's. Set `WASMOP_LAYOUT=off` to link in
+//! the compiler's order with the default linker, e.g. with a linker of your own.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn main() {
     println!("cargo::rerun-if-env-changed=WASMOP_LAYOUT");
@@ -23,14 +26,44 @@ fn main() {
     if exists {
         println!("cargo::rerun-if-changed={}", order.display());
     }
-    // PROFILE is `release` for `--release` and for profiles that inherit it.
+    // PROFILE is `release` for `--release` and for profiles that inherit it (`image`).
     let release = env::var("PROFILE").is_ok_and(|p| p == "release");
     let off = env::var("WASMOP_LAYOUT").is_ok_and(|v| v == "off");
-    if !release || off || target != "x86_64-unknown-linux-gnu" || !exists {
+    if !release || off || !exists {
         return;
     }
-    println!("cargo::rustc-link-arg-bin=wasmop=-Wl,--symbol-ordering-file={}", order.display());
+    match target.as_str() {
+        "x86_64-unknown-linux-gnu" => {}
+        "x86_64-unknown-linux-musl" => match gcc_ld() {
+            Some(dir) => {
+                link_arg("-fuse-ld=lld");
+                link_arg(&format!("-B{}", dir.display()));
+            }
+            None => {
+                println!("cargo::warning=no lld in the toolchain (its gcc-ld directory): linked without the layout");
+                return;
+            }
+        },
+        _ => return,
+    }
+    link_arg(&format!("-Wl,--symbol-ordering-file={}", order.display()));
     // Names the file has that this build does not define (another version of a dependency,
     // or a function inlined here) are skipped without a warning.
-    println!("cargo::rustc-link-arg-bin=wasmop=-Wl,--no-warn-symbol-ordering");
+    link_arg("-Wl,--no-warn-symbol-ordering");
+}
+
+/// An argument to the link of the `wasmop` binary.
+fn link_arg(arg: &str) {
+    println!("cargo::rustc-link-arg-bin=wasmop={arg}");
+}
+
+/// The toolchain's directory of lld for a C compiler's `-fuse-ld=lld`
+/// (`<sysroot>/lib/rustlib/<host>/bin/gcc-ld`), where it has one.
+fn gcc_ld() -> Option<PathBuf> {
+    let rustc = env::var("RUSTC").ok()?;
+    let host = env::var("HOST").ok()?;
+    let out = Command::new(rustc).args(["--print", "sysroot"]).output().ok()?;
+    let sysroot = String::from_utf8(out.stdout).ok()?;
+    let dir = Path::new(sysroot.trim()).join("lib/rustlib").join(host).join("bin/gcc-ld");
+    dir.join("ld.lld").exists().then_some(dir)
 }

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Writes a symbol ordering file for lld (`--symbol-ordering-file`): the functions a profile saw
-run, hottest first, named as BINARY defines them.
+run, hottest first, named as the objects the binary is linked from define them.
 
-usage: layout-order.py PROFILE.txt BINARY OUT
+usage: layout-order.py PROFILE.txt OUT OBJECTS...
+
+OBJECTS are the linked binary (when it keeps its symbols) or the archives it was linked from
+(the rlibs of a stripped build).
 
 PROFILE.txt is `llvm-profdata show --all-functions --counts` of the merged profile. A function
 ran when one of its counters is not zero. Names match exactly, but for the `.llvm.N` suffix that
@@ -34,25 +37,31 @@ def ran(profile):
     return counts
 
 
-def defined(binary):
-    """The binary's function symbols, by name without the `.llvm.N` suffix."""
-    out = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
+def defined(objects):
+    """The function symbols of `objects`, each name once, by name without the `.llvm.N` suffix."""
     symbols = collections.defaultdict(list)
-    for line in out.splitlines():
-        fields = line.split()
-        if len(fields) == 3 and fields[1] in "tTwW":
-            symbols[LLVM_SUFFIX.sub("", fields[2])].append(fields[2])
+    for path in objects:
+        # An rlib also holds its metadata, which nm reports as no object: skipped, not fatal.
+        out = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            fields = line.split()
+            if len(fields) == 3 and fields[1] in "tTwW":
+                names = symbols[LLVM_SUFFIX.sub("", fields[2])]
+                if fields[2] not in names:
+                    names.append(fields[2])
+    if not symbols:
+        sys.exit(f"no function symbols in {' '.join(objects)}")
     return symbols
 
 
 def main():
-    profile, binary, out = sys.argv[1:4]
-    counts, symbols = ran(profile), defined(binary)
+    profile, out, objects = sys.argv[1], sys.argv[2], sys.argv[3:]
+    counts, symbols = ran(profile), defined(objects)
     kept = sorted((n for n in counts if n in symbols), key=lambda n: -counts[n])
     order = [s for n in kept for s in symbols[n]]
     with open(out, "w") as f:
         f.writelines(n + "\n" for n in order)
-    print(f"{len(counts)} functions ran; {len(kept)} of them are symbols of {binary} ({len(order)} written)",
+    print(f"{len(counts)} functions ran; {len(kept)} of them are defined in the objects ({len(order)} written)",
           file=sys.stderr)
 
 
