@@ -15,8 +15,8 @@
 //! in every replica; packed, they take 19 KB. Its libc is linked in (Rust's musl reads
 //! `DT_RELR`); the gnu build is not packed, since a glibc before 2.36 could not load it.
 //!
-//! Set `WASMOP_LAYOUT=off` to link in the compiler's order with the default linker, e.g. with a
-//! linker of your own.
+//! Set `WASMOP_LAYOUT=off` to link as rustc does by default (the compiler's order, the default
+//! linker, relocations unpacked), e.g. with a linker of your own.
 
 use std::env;
 use std::path::{Path, PathBuf};
