@@ -71,6 +71,30 @@ fn unpack(dir: &Path) -> anyhow::Result<Unpacked> {
     })
 }
 
+/// The sizes of a binary's relocation sections, from `readelf`.
+#[derive(Debug)]
+struct Relocations {
+    /// `.rela.dyn`: one entry of 24 bytes per relocation.
+    rela: u64,
+    /// `.relr.dyn`: the relative ones packed (`DT_RELR`).
+    relr: u64,
+}
+
+fn relocation_bytes(binary: &Path) -> anyhow::Result<Relocations> {
+    let out = Command::new("readelf").arg("-SW").arg(binary).output()?;
+    anyhow::ensure!(out.status.success(), "readelf -SW {}: {}", binary.display(), String::from_utf8_lossy(&out.stderr));
+    let size = |section: &str| -> anyhow::Result<u64> {
+        // `[ 5] .relr.dyn RELR 0000000000000308 000308 004a10 08 A 0 0 8`: the size follows the
+        // name, type, address and offset.
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(line) = text.lines().find(|l| l.split_whitespace().any(|w| w == section)) else { return Ok(0) };
+        let fields: Vec<&str> = line.split(']').nth(1).unwrap_or_default().split_whitespace().collect();
+        let hex = fields.get(4).ok_or_else(|| anyhow::anyhow!("no size in {line:?}"))?;
+        Ok(u64::from_str_radix(hex, 16)?)
+    };
+    Ok(Relocations { rela: size(".rela.dyn")?, relr: size(".relr.dyn")? })
+}
+
 /// A kubeconfig for the test API server that authenticates with `token`.
 fn token_kubeconfig(token: &str) -> anyhow::Result<serde_json::Value> {
     let admin = Kubeconfig::read_from(kubeconfig())?;
@@ -180,6 +204,11 @@ async fn the_image_runs_from_its_unpacked_root_with_the_manifests_service_accoun
     let image = unpack(&dir)?;
     assert_ne!(image.user.0, 0, "the image runs as a non-root user");
     assert!(image.rootfs.join("wasmop").exists(), "the image holds the host at /wasmop");
+    let relocations = relocation_bytes(&image.entrypoint)?;
+    assert!(
+        relocations.relr > 0 && relocations.rela < 64 * 1024,
+        "the image's host packs its relocations (host/build.rs): {relocations:?}"
+    );
     apply_manifests(&client).await?;
     apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
     apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
