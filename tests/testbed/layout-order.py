@@ -55,6 +55,8 @@ def defined(objects):
 
 
 def main():
+    if len(sys.argv) < 4:
+        sys.exit("usage: layout-order.py PROFILE.txt OUT OBJECTS...")
     profile, out, objects = sys.argv[1], sys.argv[2], sys.argv[3:]
     counts, symbols = ran(profile), defined(objects)
     kept = sorted((n for n in counts if n in symbols), key=lambda n: -counts[n])
