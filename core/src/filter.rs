@@ -1,7 +1,7 @@
 //! Which watch events lead to a reconcile: JOSDK's generation-aware event filtering and
 //! controller-runtime's predicates.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::kind::ObjectKey;
 use crate::predicate::{Changes, EventKind, Predicate, Term};
+use crate::table::{KeyMap, KeySet};
 
 /// Which changes of a primary lead to a reconcile.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -106,7 +107,7 @@ impl Version {
 pub struct ChangeFilter {
     filters: Filters,
     predicate: Option<Predicate>,
-    seen: HashMap<ObjectKey, Seen>,
+    seen: KeyMap<ObjectKey, Seen>,
 }
 
 /// What a new version of an object is, as [`ChangeFilter::observe`] found it.
@@ -197,7 +198,7 @@ impl ChangeFilter {
 
     /// A filter applying `filters` and `predicate`, which replaces the update filtering.
     pub fn with_predicate(filters: Filters, predicate: Option<Predicate>) -> Self {
-        Self { filters, predicate, seen: HashMap::new() }
+        Self { filters, predicate, seen: KeyMap::new() }
     }
 
     /// The filter of a watch: every change passes, unless `predicate` says otherwise.
@@ -318,15 +319,15 @@ impl ChangeFilter {
 
     /// Forgets a deleted object.
     pub fn forget(&mut self, key: &ObjectKey) {
-        self.seen.remove(key);
+        self.seen.swap_remove(key);
     }
 
     /// After a re-list, forgets every object the list did not contain (deleted while the watch
     /// was down) and returns their keys.
-    pub fn retain_listed(&mut self, listed: &std::collections::HashSet<ObjectKey>) -> Vec<ObjectKey> {
+    pub fn retain_listed(&mut self, listed: &KeySet<ObjectKey>) -> Vec<ObjectKey> {
         let gone: Vec<ObjectKey> = self.seen.keys().filter(|k| !listed.contains(*k)).cloned().collect();
         for key in &gone {
-            self.seen.remove(key);
+            self.seen.swap_remove(key);
         }
         gone
     }

@@ -53,6 +53,7 @@ pub mod settle;
 pub mod shadow;
 pub mod shard;
 pub mod status;
+pub mod table;
 pub mod workflow;
 
 pub use kind::{KindRef, ObjectKey};

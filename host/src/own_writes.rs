@@ -16,12 +16,13 @@
 //! [`AWAIT_EVENT`] is forgotten. Should its event come later after all, it counts as someone
 //! else's, which costs one reconcile more, never one less. A write in flight is never forgotten.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
+use wasmop_core::table::KeySet;
 
 use crate::object::{ObjectKey, version_at_least};
 
@@ -200,7 +201,7 @@ impl OwnWrites {
     /// The watch listed its objects again (each listed version went through
     /// [`OwnWrites::consume`]): the records of objects the list no longer has, with no write in
     /// flight, wait for nothing and go.
-    pub fn relisted(&self, listed: &HashSet<ObjectKey>) {
+    pub fn relisted(&self, listed: &KeySet<ObjectKey>) {
         self.writes().retain(|key, entry| entry.in_flight > 0 || listed.contains(key));
     }
 
@@ -371,7 +372,7 @@ mod tests {
         own.begin(&key("listed"));
         own.wrote(&key("listed"), Some("9".into()));
         assert!(!own.consume(&key("listed"), Some("8"), false), "listed at a version before the write");
-        own.relisted(&HashSet::from([key("listed")]));
+        own.relisted(&KeySet::from([key("listed")]));
         assert_eq!(own.len(), 2, "the write in flight stays, and so does the listed one");
         assert!(!own.wrote(&key("b"), Some("7".into())), "the held event would not have reconciled");
         assert!(own.consume(&key("b"), Some("7"), false), "its own event");

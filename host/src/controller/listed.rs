@@ -24,7 +24,7 @@
 //! `Update`), whose entries the caches drop (they keep wasmop's server-side apply entries only),
 //! and a plugin that writes no status leaves no write at all.
 
-use std::collections::HashSet;
+use wasmop_core::table::KeySet;
 
 use crate::object::ObjectKey;
 use crate::scheduler::Priority;
@@ -34,9 +34,9 @@ use crate::wire::Object;
 #[derive(Debug, Default)]
 pub(super) struct Triage {
     /// Primaries with work waiting by the host's own records.
-    waiting: HashSet<ObjectKey>,
+    waiting: KeySet<ObjectKey>,
     /// Primaries whose status records no observed generation, to judge once the list is known.
-    unrecorded: HashSet<ObjectKey>,
+    unrecorded: KeySet<ObjectKey>,
     /// Some listed primary's status records an observed generation.
     records_generations: bool,
 }

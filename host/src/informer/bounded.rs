@@ -13,7 +13,6 @@
 //! [`version_at_least`]), and a list serves cold objects from the watch's recent LIST
 //! ([`Snapshots`]) only when that LIST has their current version, else fetches them alone.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,6 +25,7 @@ use moka::notification::RemovalCause;
 use moka::policy::EvictionPolicy;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use wasmop_core::table::KeyMap;
 
 use super::remote::Remote;
 use super::snapshots::Snapshots;
@@ -205,9 +205,9 @@ const FETCHES: usize = 3;
 /// Every object's tag, and the list in progress.
 #[derive(Default)]
 struct Index {
-    tags: HashMap<ObjectKey, Tag>,
+    tags: KeyMap<ObjectKey, Tag>,
     /// The tags of a list in progress; they replace `tags` when it ends.
-    listing: Option<HashMap<ObjectKey, Tag>>,
+    listing: Option<KeyMap<ObjectKey, Tag>>,
 }
 
 impl Index {
@@ -274,11 +274,11 @@ impl Bounded {
             }
             Event::Delete(object) => {
                 let Some(key) = crate::object::key_of(object) else { return };
-                self.index().tags.remove(&key);
+                self.index().tags.swap_remove(&key);
                 self.pool.remove(&(self.id, key));
                 self.pool.settle();
             }
-            Event::Init => self.index().listing = Some(HashMap::new()),
+            Event::Init => self.index().listing = Some(KeyMap::new()),
             Event::InitApply(object) => {
                 let Some(key) = crate::object::key_of(object) else { return };
                 let mut index = self.index();

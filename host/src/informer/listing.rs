@@ -1,6 +1,6 @@
 //! A (re-)list of a watch in progress, and the changes it found that wait for its end.
 
-use std::collections::HashSet;
+use wasmop_core::table::KeySet;
 
 use crate::object::ObjectKey;
 
@@ -13,7 +13,7 @@ use crate::object::ObjectKey;
 /// list's changes concern are enqueued when the list ends.
 #[derive(Debug, Default)]
 pub struct Listing {
-    listed: HashSet<ObjectKey>,
+    listed: KeySet<ObjectKey>,
     deferred: Vec<ObjectKey>,
 }
 
@@ -29,8 +29,8 @@ impl Listing {
     }
 
     /// Ends the list: the keys it showed, and the deferred primaries, each once.
-    pub fn end(self) -> (HashSet<ObjectKey>, Vec<ObjectKey>) {
-        let mut once = HashSet::new();
+    pub fn end(self) -> (KeySet<ObjectKey>, Vec<ObjectKey>) {
+        let mut once = KeySet::new();
         let deferred = self.deferred.into_iter().filter(|key| once.insert(key.clone())).collect();
         (self.listed, deferred)
     }
@@ -52,7 +52,7 @@ mod tests {
         listing.defer([key("p"), key("q")]);
         listing.defer([key("p")]);
         let (listed, deferred) = listing.end();
-        assert_eq!(listed, HashSet::from([key("a"), key("b")]));
+        assert_eq!(listed, KeySet::from([key("a"), key("b")]));
         assert_eq!(deferred, [key("p"), key("q")]);
     }
 }

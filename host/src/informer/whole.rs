@@ -10,15 +10,15 @@
 //! it finds unchanged (same UID and resource version) and lets its own copy go: a re-list after a
 //! watch error, or after a sharded replica's ranges shrank, holds its objects once, not twice.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use kube::runtime::watcher::Event;
+use wasmop_core::table::KeyMap;
 
 use crate::object::ObjectKey;
 use crate::wire::Object;
 
-type Objects = HashMap<ObjectKey, Arc<Object>>;
+type Objects = KeyMap<ObjectKey, Arc<Object>>;
 
 /// Every object of a watch; cheap to share behind an `Arc`.
 #[derive(Default)]
@@ -39,7 +39,7 @@ impl Whole {
             }
             Event::Delete(object) => {
                 if let Some(key) = crate::object::key_of(object) {
-                    self.objects().remove(&key);
+                    self.objects().swap_remove(&key);
                 }
             }
             Event::Init => *self.listing() = Some(Objects::new()),

@@ -8,20 +8,20 @@
 //! its deadline (36 s of the default 10 h) and a cluster of deadlines costs one pass, not one per
 //! key; never before its deadline.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
+use wasmop_core::table::KeyMap;
 
 /// The fraction of the interval a key may run after its deadline.
 pub(super) const SLACK_DIVISOR: u32 = 1000;
 
 /// Deadlines of settled keys.
 pub(super) struct Intervals<K> {
-    due: HashMap<K, Instant>,
+    due: KeyMap<K, Instant>,
     /// When to look for keys due next.
     wake_at: Option<Instant>,
     sleep: Option<Pin<Box<Sleep>>>,
@@ -31,7 +31,7 @@ pub(super) struct Intervals<K> {
 impl<K: Clone + Eq + Hash> Intervals<K> {
     /// Deadlines for keys of a scheduler whose maximum interval is `max`.
     pub(super) fn new(max: Duration) -> Self {
-        Self { due: HashMap::new(), wake_at: None, sleep: None, slack: max / SLACK_DIVISOR }
+        Self { due: KeyMap::new(), wake_at: None, sleep: None, slack: max / SLACK_DIVISOR }
     }
 
     /// How many keys wait for their maximum interval.
@@ -47,7 +47,7 @@ impl<K: Clone + Eq + Hash> Intervals<K> {
 
     /// `key` has work of its own now: its deadline goes.
     pub(super) fn remove(&mut self, key: &K) {
-        self.due.remove(key);
+        self.due.swap_remove(key);
     }
 
     /// Drops every deadline.
@@ -65,7 +65,7 @@ impl<K: Clone + Eq + Hash> Intervals<K> {
         }
         ready!(sleep.as_mut().poll(cx));
         let now = Instant::now();
-        let due: Vec<K> = self.due.extract_if(|_, deadline| *deadline <= now).map(|(key, _)| key).collect();
+        let due: Vec<K> = self.due.extract_if(.., |_, deadline| *deadline <= now).map(|(key, _)| key).collect();
         self.wake_at = self.due.values().min().map(|earliest| (*earliest).max(now + self.slack));
         Poll::Ready(due)
     }

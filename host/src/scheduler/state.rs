@@ -1,6 +1,6 @@
 //! The scheduler's bookkeeping: a pure state machine advanced by the run loop.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
+use wasmop_core::table::KeyMap;
 
 use super::interval::Intervals;
 use super::{Command, Priority, Run, Settings, Verdict};
@@ -95,7 +96,7 @@ pub(super) enum Expired<K> {
 pub(super) struct State<K> {
     /// Keys with work queued, running or pending (a retry, a reschedule, a rate limit), or
     /// whose state must outlive a run (failures, a rate limit's window).
-    entries: HashMap<Arc<K>, Entry>,
+    entries: KeyMap<Arc<K>, Entry>,
     /// Settled keys: no entry, only their maximum interval's deadline.
     intervals: Option<Intervals<K>>,
     live: VecDeque<Arc<K>>,
@@ -115,7 +116,7 @@ pub(super) struct State<K> {
 impl<K: Clone + Eq + Hash> State<K> {
     pub(super) fn new(settings: Settings) -> Self {
         Self {
-            entries: HashMap::new(),
+            entries: KeyMap::new(),
             intervals: settings.max_interval.map(Intervals::new),
             live: VecDeque::new(),
             background: VecDeque::new(),
@@ -216,7 +217,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             self.ready -= 1;
         }
         // Stale copies may stay in the ready queues; `start_next` skips them.
-        self.entries.remove(key);
+        self.entries.swap_remove(key);
         self.shrink();
     }
 
@@ -264,7 +265,7 @@ impl<K: Clone + Eq + Hash> State<K> {
     pub(super) fn finish(&mut self, key: K, verdict: Verdict) {
         let Some(entry) = self.entries.get_mut(&key) else { return };
         if entry.forgotten {
-            self.entries.remove(&key);
+            self.entries.swap_remove(&key);
             self.shrink();
             return;
         }
@@ -319,7 +320,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             self.make_ready(self.shared(&key), Cause::Event, priority);
         } else if self.settled(&key, verdict) {
             // Only the maximum interval is left to wait for: the key keeps its deadline alone.
-            self.entries.remove(&key);
+            self.entries.swap_remove(&key);
             self.shrink();
             if let (Some(intervals), Some((delay, _, _))) = (&mut self.intervals, next) {
                 intervals.insert(key, Instant::now() + delay);

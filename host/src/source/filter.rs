@@ -14,11 +14,11 @@
 //! event or resync (controller-runtime's predicates cannot fail; a panicking one restarts the
 //! manager, whose initial list reconciles everything again).
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use wasmop_core::filter::{Change, ChangeFilter, Verdict, Version};
+use wasmop_core::table::{KeyMap, KeySet};
 
 use crate::object::ObjectKey;
 use crate::runtime::Current;
@@ -35,7 +35,7 @@ pub struct EventFilter {
     /// What the plugin reads of the watch's objects.
     reads: PrimaryReads,
     /// The last version of each object, while the predicate asks the plugin: `old` of an update.
-    previous: HashMap<ObjectKey, Arc<Object>>,
+    previous: KeyMap<ObjectKey, Arc<Object>>,
 }
 
 /// A new version, observed and not decided yet.
@@ -56,7 +56,7 @@ impl EventFilter {
     /// The filter of `watch` of `plugin`, whose plugin terms `module` answers, given the
     /// objects as `reads` has it.
     pub fn new(plugin: &str, watch: &str, filter: ChangeFilter, module: Arc<Current>, reads: PrimaryReads) -> Self {
-        Self { plugin: plugin.into(), watch: watch.into(), filter, module, reads, previous: HashMap::new() }
+        Self { plugin: plugin.into(), watch: watch.into(), filter, module, reads, previous: KeyMap::new() }
     }
 
     /// Records `object`, a new version of `key`; decide with [`EventFilter::decide`].
@@ -84,7 +84,7 @@ impl EventFilter {
     /// last version `object` (`None`: the one this filter kept, for an object a re-list no
     /// longer shows); forgets it.
     pub async fn deleted(&mut self, key: &ObjectKey, object: Option<&Object>) -> bool {
-        let kept = self.previous.remove(key);
+        let kept = self.previous.swap_remove(key);
         self.filter.forget(key);
         let delete = Change::of(wasmop_core::predicate::EventKind::Delete);
         match object.or(kept.as_deref()) {
@@ -98,14 +98,14 @@ impl EventFilter {
     /// Forgets a deleted object.
     pub fn forget(&mut self, key: &ObjectKey) {
         self.filter.forget(key);
-        self.previous.remove(key);
+        self.previous.swap_remove(key);
     }
 
     /// After a re-list, forgets every object the list did not contain; returns their keys.
-    pub fn retain_listed(&mut self, listed: &HashSet<ObjectKey>) -> Vec<ObjectKey> {
+    pub fn retain_listed(&mut self, listed: &KeySet<ObjectKey>) -> Vec<ObjectKey> {
         let gone = self.filter.retain_listed(listed);
         for key in &gone {
-            self.previous.remove(key);
+            self.previous.swap_remove(key);
         }
         gone
     }

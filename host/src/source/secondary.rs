@@ -2,7 +2,6 @@
 //! (JOSDK's InformerEventSource with its SecondaryToPrimaryMapper), which keeps the watch's
 //! [`Links`] current for the guest's `secondaries` import.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use futures::{Stream, StreamExt};
@@ -10,6 +9,8 @@ use kube::ResourceExt;
 use kube::runtime::watcher;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+
+use wasmop_core::table::KeyMap;
 
 use super::Sink;
 use super::filter::EventFilter;
@@ -58,9 +59,9 @@ pub struct SecondarySource {
 #[derive(Default)]
 struct Seen {
     /// Resource versions, to tell a re-listed unchanged object from a changed one.
-    versions: HashMap<ObjectKey, String>,
+    versions: KeyMap<ObjectKey, String>,
     /// The last version of each object, for the plugin mapper's `previous` argument.
-    objects: HashMap<ObjectKey, Arc<Object>>,
+    objects: KeyMap<ObjectKey, Arc<Object>>,
     /// The list in progress: its keys find objects deleted while the watch was down, and the
     /// primaries its changes concern are enqueued when it ends.
     listing: Option<Listing>,
@@ -221,8 +222,8 @@ impl SecondarySource {
 
     /// Forgets a deleted secondary; returns the primaries it concerned.
     fn deleted(&self, seen: &mut Seen, key: &ObjectKey) -> Vec<ObjectKey> {
-        seen.versions.remove(key);
-        seen.objects.remove(key);
+        seen.versions.swap_remove(key);
+        seen.objects.swap_remove(key);
         self.links.write().expect("links are never poisoned").secondary_deleted(key)
     }
 }
