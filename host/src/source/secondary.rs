@@ -9,7 +9,6 @@ use kube::ResourceExt;
 use kube::runtime::watcher;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-
 use wasmop_core::table::KeyMap;
 
 use super::Sink;
