@@ -10,10 +10,13 @@
 //! its profile names them: `x86_64-unknown-linux-gnu.order` the `release` profile's,
 //! `x86_64-unknown-linux-musl.order` the `image` profile's.
 //!
-//! The image's binary also packs its relocations (`-z pack-relative-relocs`, `DT_RELR`): as a
-//! static PIE it relocates itself at start, and read 1.6 MiB of `.rela.dyn` to do so, resident
-//! in every replica; packed, they take 19 KB. Its libc is linked in (Rust's musl reads
-//! `DT_RELR`); the gnu build is not packed, since a glibc before 2.36 could not load it.
+//! The binary also packs its relocations (`-z pack-relative-relocs`, `DT_RELR`): as a PIE it is
+//! relocated at start, which reads all of `.rela.dyn` (1.6 MiB), resident in every replica;
+//! packed, they take 19 KB. The image (release) is packed, its libc linked in (Rust's musl reads
+//! `DT_RELR`). Every gnu build for this machine (dev builds too, so the tests run a packed host)
+//! is packed where this machine's glibc is 2.36 or later, the first to load `DT_RELR`: such a
+//! binary needs that glibc (lld marks it `GLIBC_ABI_DT_RELR`, so an older one refuses it by
+//! name), as it already needs the glibc it was linked against for its symbols.
 //!
 //! Set `WASMOP_LAYOUT=off` to link as rustc does by default (the compiler's order, the default
 //! linker, relocations unpacked), e.g. with a linker of your own.
@@ -24,7 +27,15 @@ use std::process::Command;
 
 fn main() {
     println!("cargo::rerun-if-env-changed=WASMOP_LAYOUT");
+    if env::var("WASMOP_LAYOUT").is_ok_and(|v| v == "off") {
+        return;
+    }
     let target = env::var("TARGET").unwrap_or_default();
+    // Every gnu build for this machine, the tests' too, so that they run the host as packed.
+    let gnu = target == "x86_64-unknown-linux-gnu";
+    if gnu && env::var("HOST").is_ok_and(|host| host == target) && glibc().is_some_and(|v| v >= (2, 36)) {
+        link_arg("-Wl,-z,pack-relative-relocs");
+    }
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
     let order = manifest.join("layout").join(format!("{target}.order"));
     // Watched only where it exists: a path that does not would rerun this script, and rebuild
@@ -35,12 +46,11 @@ fn main() {
     }
     // PROFILE is `release` for `--release` and for profiles that inherit it (`image`).
     let release = env::var("PROFILE").is_ok_and(|p| p == "release");
-    let off = env::var("WASMOP_LAYOUT").is_ok_and(|v| v == "off");
-    if !release || off || !exists {
+    if !release || !exists {
         return;
     }
     match target.as_str() {
-        "x86_64-unknown-linux-gnu" => {}
+        _ if gnu => {}
         "x86_64-unknown-linux-musl" => match gcc_ld() {
             Some(dir) => {
                 link_arg("-fuse-ld=lld");
@@ -74,4 +84,14 @@ fn gcc_ld() -> Option<PathBuf> {
     let sysroot = String::from_utf8(out.stdout).ok()?;
     let dir = Path::new(sysroot.trim()).join("lib/rustlib").join(host).join("bin/gcc-ld");
     dir.join("ld.lld").exists().then_some(dir)
+}
+
+/// The version of this machine's glibc (`getconf GNU_LIBC_VERSION`, e.g. `glibc 2.36`), which a
+/// binary built here for this machine's target links against: `(major, minor)`; `None` without
+/// glibc.
+fn glibc() -> Option<(u32, u32)> {
+    let out = Command::new("getconf").arg("GNU_LIBC_VERSION").output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let mut parts = text.trim().strip_prefix("glibc ")?.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }

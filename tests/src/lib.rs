@@ -161,6 +161,31 @@ pub fn wasmop_binary() -> anyhow::Result<PathBuf> {
     Ok(binary)
 }
 
+/// The sizes of a binary's relocation sections, from `readelf`.
+#[derive(Debug)]
+pub struct Relocations {
+    /// `.rela.dyn`: one entry of 24 bytes per relocation.
+    pub rela: u64,
+    /// `.relr.dyn`: the relative ones packed (`DT_RELR`).
+    pub relr: u64,
+}
+
+/// Reads them of `binary`.
+pub fn relocation_bytes(binary: &Path) -> anyhow::Result<Relocations> {
+    let out = std::process::Command::new("readelf").arg("-SW").arg(binary).output()?;
+    anyhow::ensure!(out.status.success(), "readelf -SW {}: {}", binary.display(), String::from_utf8_lossy(&out.stderr));
+    let size = |section: &str| -> anyhow::Result<u64> {
+        // `[ 5] .relr.dyn RELR 0000000000000308 000308 004a10 08 A 0 0 8`: the size follows the
+        // name, type, address and offset.
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(line) = text.lines().find(|l| l.split_whitespace().any(|w| w == section)) else { return Ok(0) };
+        let fields: Vec<&str> = line.split(']').nth(1).unwrap_or_default().split_whitespace().collect();
+        let hex = fields.get(4).ok_or_else(|| anyhow::anyhow!("no size in {line:?}"))?;
+        Ok(u64::from_str_radix(hex, 16)?)
+    };
+    Ok(Relocations { rela: size(".rela.dyn")?, relr: size(".relr.dyn")? })
+}
+
 /// A namespace of its own for one test.
 pub async fn namespace(client: &Client, test: &str) -> anyhow::Result<String> {
     static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

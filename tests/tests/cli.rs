@@ -2,7 +2,7 @@
 
 use std::process::{Command, Stdio};
 
-use wasmop_tests::{plugin, wasmop_binary, workspace_root};
+use wasmop_tests::{plugin, relocation_bytes, wasmop_binary, workspace_root};
 
 /// `wasmop inspect` on a plugin, logging at debug level (the engine logs a few lines then).
 fn inspect() -> anyhow::Result<Command> {
@@ -88,5 +88,28 @@ fn compiled_plugins_go_to_the_modules_directory_of_wasmop_cache() -> anyhow::Res
     let stored: Vec<_> = std::fs::read_dir(cache.join("modules"))?.collect();
     assert_eq!(stored.len(), 1, "one compiled artifact in $WASMOP_CACHE/modules: {stored:?}");
     std::fs::remove_dir_all(&cache)?;
+    Ok(())
+}
+
+/// The glibc of this machine, as `getconf GNU_LIBC_VERSION` gives it: `(major, minor)`.
+fn glibc() -> Option<(u32, u32)> {
+    let out = Command::new("getconf").arg("GNU_LIBC_VERSION").output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let mut parts = text.trim().strip_prefix("glibc ")?.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+#[test]
+fn the_host_packs_its_relocations_where_glibc_loads_them() -> anyhow::Result<()> {
+    // The binary every other test runs, so its packed form also loads and serves.
+    let relocations = relocation_bytes(&wasmop_binary()?)?;
+    if glibc().is_some_and(|v| v >= (2, 36)) {
+        assert!(
+            relocations.relr > 0 && relocations.rela < 64 * 1024,
+            "on glibc 2.36 or later the host packs its relocations (host/build.rs): {relocations:?}"
+        );
+    } else {
+        assert_eq!(relocations.relr, 0, "an older glibc cannot load packed relocations: {relocations:?}");
+    }
     Ok(())
 }

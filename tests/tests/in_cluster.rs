@@ -18,7 +18,9 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::config::Kubeconfig;
 use kube::runtime::wait::await_condition;
-use wasmop_tests::{apply, apply_file, client, condition, kubeconfig, namespace, plugin, within, workspace_root};
+use wasmop_tests::{
+    apply, apply_file, client, condition, kubeconfig, namespace, plugin, relocation_bytes, within, workspace_root,
+};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The manifests' namespace and ServiceAccount.
@@ -69,30 +71,6 @@ fn unpack(dir: &Path) -> anyhow::Result<Unpacked> {
         user: (process["user"]["uid"].as_u64().unwrap_or(0), process["user"]["gid"].as_u64().unwrap_or(0)),
         env: env.map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     })
-}
-
-/// The sizes of a binary's relocation sections, from `readelf`.
-#[derive(Debug)]
-struct Relocations {
-    /// `.rela.dyn`: one entry of 24 bytes per relocation.
-    rela: u64,
-    /// `.relr.dyn`: the relative ones packed (`DT_RELR`).
-    relr: u64,
-}
-
-fn relocation_bytes(binary: &Path) -> anyhow::Result<Relocations> {
-    let out = Command::new("readelf").arg("-SW").arg(binary).output()?;
-    anyhow::ensure!(out.status.success(), "readelf -SW {}: {}", binary.display(), String::from_utf8_lossy(&out.stderr));
-    let size = |section: &str| -> anyhow::Result<u64> {
-        // `[ 5] .relr.dyn RELR 0000000000000308 000308 004a10 08 A 0 0 8`: the size follows the
-        // name, type, address and offset.
-        let text = String::from_utf8_lossy(&out.stdout);
-        let Some(line) = text.lines().find(|l| l.split_whitespace().any(|w| w == section)) else { return Ok(0) };
-        let fields: Vec<&str> = line.split(']').nth(1).unwrap_or_default().split_whitespace().collect();
-        let hex = fields.get(4).ok_or_else(|| anyhow::anyhow!("no size in {line:?}"))?;
-        Ok(u64::from_str_radix(hex, 16)?)
-    };
-    Ok(Relocations { rela: size(".rela.dyn")?, relr: size(".relr.dyn")? })
 }
 
 /// A kubeconfig for the test API server that authenticates with `token`.
