@@ -369,7 +369,13 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///   a cache of small blocks (`tcache_max:4096`: blocks up to 4 KiB, a cached object's parts);
 /// - freed pages go back to the system after a second (`dirty_decay_ms:1000`,
 ///   `muzzy_decay_ms:0`), purged by jemalloc's own thread (`background_thread:true`), not by the
-///   thread that frees.
+///   thread that frees;
+/// - blocks over 1 MiB (`oversize_threshold:1048576`, 8 MiB by default) come from jemalloc's
+///   arena for large blocks, which returns them as soon as they are freed: the arrays of the
+///   tables with an entry per object, whose old array a table frees each time it doubles. Kept
+///   for a second, those were most of what a sharded host of part `scale` held beyond its share
+///   (100,000 objects, one round each: 70.3-73.4 MiB anonymous at 8 MiB, 66.8-68.6 at 1 MiB;
+///   the single host 193.2-197.1 and 188.9; CPU within the spread).
 ///
 /// `make bench` (one round each, wasmop only): at 10,000 objects 66.2 MiB anonymous against
 /// 72.4-73.1 with glibc's malloc; at 1,000 11.3-11.7 against 11.1-12.5; CPU within the spread.
@@ -377,8 +383,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// 10% more CPU.
 #[allow(unsafe_code, reason = "the name jemalloc reads its settings from; a constant C string")]
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static JEMALLOC_CONF: &[u8; 86] =
-    b"narenas:1,tcache_max:4096,dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true\0";
+static JEMALLOC_CONF: &[u8; 113] =
+    b"narenas:1,tcache_max:4096,dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true,oversize_threshold:1048576\0";
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
