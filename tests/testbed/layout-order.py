@@ -3,6 +3,7 @@
 run, hottest first, named as the objects the binary is linked from define them.
 
 usage: layout-order.py PROFILE.txt OUT OBJECTS...
+       layout-order.py --rename ORDER OUT OBJECTS...
 
 OBJECTS are the linked binary (when it keeps its symbols) or the archives it was linked from
 (the rlibs of a stripped build).
@@ -54,16 +55,35 @@ def defined(objects):
     return symbols
 
 
+def ordered(order):
+    """The functions of an ORDER written before, in its order, each once, without suffixes."""
+    names = {}
+    with open(order) as lines:
+        for line in lines:
+            names.setdefault(LLVM_SUFFIX.sub("", line.strip()), None)
+    names.pop("", None)
+    return list(names)
+
+
 def main():
-    if len(sys.argv) < 4:
-        sys.exit("usage: layout-order.py PROFILE.txt OUT OBJECTS...")
-    profile, out, objects = sys.argv[1], sys.argv[2], sys.argv[3:]
-    counts, symbols = ran(profile), defined(objects)
-    kept = sorted((n for n in counts if n in symbols), key=lambda n: -counts[n])
+    rename = sys.argv[1:2] == ["--rename"]
+    args = sys.argv[2:] if rename else sys.argv[1:]
+    if len(args) < 3:
+        sys.exit("usage: layout-order.py PROFILE.txt OUT OBJECTS...\n       layout-order.py --rename ORDER OUT OBJECTS...")
+    source, out, objects = args[0], args[1], args[2:]
+    symbols = defined(objects)
+    if rename:
+        names = ordered(source)
+        kept = [n for n in names if n in symbols]
+        counts = names
+    else:
+        counts = ran(source)
+        kept = sorted((n for n in counts if n in symbols), key=lambda n: -counts[n])
     order = [s for n in kept for s in symbols[n]]
     with open(out, "w") as f:
         f.writelines(n + "\n" for n in order)
-    print(f"{len(counts)} functions ran; {len(kept)} of them are defined in the objects ({len(order)} written)",
+    what = "were in the order" if rename else "ran"
+    print(f"{len(counts)} functions {what}; {len(kept)} of them are defined in the objects ({len(order)} written)",
           file=sys.stderr)
 
 

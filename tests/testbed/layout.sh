@@ -18,19 +18,41 @@
 # Uses WASMOP_TEST_KUBECONFIG when set, else the bench starts a local control plane. Run it
 # again after a change of dependencies or of the `release` or `image` profile: their symbols'
 # names change, and the linker skips the names it does not find.
+#
+# `layout.sh --rename [TARGET...]` profiles nothing: it builds the plain host and names the
+# committed order's functions as that build does. An edit of our sources changes the `.llvm.N`
+# suffix of the functions ThinLTO promoted in each codegen unit it touched, not which functions
+# a host runs (see layout-order.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$HOME/.cargo/bin:$PATH"
 log() { echo "layout: $*" >&2; }
 
+rename=false
+if [[ "${1:-}" == --rename ]]; then
+  rename=true
+  shift
+fi
 targets=("$@")
 ((${#targets[@]})) || targets=(x86_64-unknown-linux-gnu x86_64-unknown-linux-musl)
-timeout 300 rustup component add llvm-tools >&2
-sysroot=$(rustc --print sysroot)
-host=$(rustc -vV | sed -n 's/^host: //p')
-profdata="$sysroot/lib/rustlib/$host/bin/llvm-profdata"
-log "building the bench"
-cargo build --locked --release -p wasmop-tests --bin wasmop-bench >&2
+if ! $rename; then
+  timeout 300 rustup component add llvm-tools >&2
+  sysroot=$(rustc --print sysroot)
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  profdata="$sysroot/lib/rustlib/$host/bin/llvm-profdata"
+  log "building the bench"
+  cargo build --locked --release -p wasmop-tests --bin wasmop-bench >&2
+fi
+
+# What the plain build of $1 (its output directory $2) names its functions in: the gnu binary's
+# own symbols; the rlibs the musl binary was linked from, since it is stripped.
+objects() {
+  if [[ "$1" == x86_64-unknown-linux-musl ]]; then
+    printf '%s\n' "target/$2/deps/"*.rlib
+  else
+    echo "target/$2/wasmop"
+  fi
+}
 
 for target in "${targets[@]}"; do
   dir="target/layout-${target##*-}"
@@ -51,6 +73,15 @@ for target in "${targets[@]}"; do
       exit 2
       ;;
   esac
+  if $rename; then
+    log "building the plain host for $target"
+    "${build[@]}" >&2
+    mapfile -t linked < <(objects "$target" "$out")
+    tests/testbed/layout-order.py --rename "host/layout/$target.order" "$dir.order" "${linked[@]}"
+    mv "$dir.order" "host/layout/$target.order"
+    log "renamed host/layout/$target.order"
+    continue
+  fi
   rm -rf "$raw"
   mkdir -p "$raw"
   log "building the instrumented host for $target in $dir, and the plain one"
@@ -75,11 +106,7 @@ for target in "${targets[@]}"; do
   mkdir -p host/layout
   # Named as the plain build names them, whose `.llvm.N` suffixes may differ from the
   # instrumented build's.
-  if [[ "$target" == x86_64-unknown-linux-musl ]]; then
-    objects=("target/$out/deps/"*.rlib)
-  else
-    objects=("target/$out/wasmop")
-  fi
-  tests/testbed/layout-order.py "$dir/host.txt" "host/layout/$target.order" "${objects[@]}"
+  mapfile -t linked < <(objects "$target" "$out")
+  tests/testbed/layout-order.py "$dir/host.txt" "host/layout/$target.order" "${linked[@]}"
   log "wrote host/layout/$target.order"
 done
