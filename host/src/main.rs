@@ -374,7 +374,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///   arena for large blocks, which returns them as soon as they are freed: the arrays of the
 ///   tables with an entry per object, whose old array a table frees each time it doubles. Kept
 ///   for a second, those were most of what a sharded host of part `scale` held beyond its share
-///   (100,000 objects, one round each: 70.3-73.4 MiB anonymous at 8 MiB, 66.8-68.6 at 1 MiB;
+///   (100,000 objects: 70.3-73.4 MiB anonymous at 8 MiB in two rounds, 66.8-68.6 at 1 MiB in one;
 ///   the single host 193.2-197.1 and 188.9; CPU within the spread).
 ///
 /// `make bench` (one round each, wasmop only): at 10,000 objects 66.2 MiB anonymous against
