@@ -73,17 +73,17 @@ def main():
     source, out, objects = args[0], args[1], args[2:]
     symbols = defined(objects)
     if rename:
-        names = ordered(source)
-        kept = [n for n in names if n in symbols]
-        counts = names
+        functions = ordered(source)
+        what = "were in the order"
     else:
         counts = ran(source)
-        kept = sorted((n for n in counts if n in symbols), key=lambda n: -counts[n])
+        functions = sorted(counts, key=lambda n: -counts[n])
+        what = "ran"
+    kept = [n for n in functions if n in symbols]
     order = [s for n in kept for s in symbols[n]]
     with open(out, "w") as f:
         f.writelines(n + "\n" for n in order)
-    what = "were in the order" if rename else "ran"
-    print(f"{len(counts)} functions {what}; {len(kept)} of them are defined in the objects ({len(order)} written)",
+    print(f"{len(functions)} functions {what}; {len(kept)} of them are defined in the objects ({len(order)} written)",
           file=sys.stderr)
 
 
