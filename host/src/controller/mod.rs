@@ -1002,7 +1002,7 @@ impl Dispatch {
                 }
             }
             watcher::Event::Init => {
-                *listing = Listing::default();
+                listing.restart();
                 self.triage = listed::Triage::default();
                 tracing::debug!(plugin = self.plugin, "listing primaries");
             }
@@ -1015,7 +1015,8 @@ impl Dispatch {
                     self.handle.forget(key);
                 }
                 let triage = std::mem::take(&mut self.triage);
-                for key in changed {
+                // A primary deferred before its list started over and not listed again is gone.
+                for key in changed.into_iter().filter(|key| listed.contains(key)) {
                     let priority = triage.priority(&key);
                     self.handle.trigger_with(key, priority);
                 }

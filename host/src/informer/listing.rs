@@ -23,6 +23,13 @@ impl Listing {
         self.listed.insert(key);
     }
 
+    /// The list started over (its watch restarted, or a subscriber that fell behind gets it
+    /// again): what it showed is forgotten, the primaries it deferred are kept. Their changes
+    /// were seen (a filter recorded them), so the list shown again would not defer them anew.
+    pub fn restart(&mut self) {
+        self.listed = KeySet::new();
+    }
+
     /// Primaries to enqueue once the list ends.
     pub fn defer(&mut self, primaries: impl IntoIterator<Item = ObjectKey>) {
         self.deferred.extend(primaries);
@@ -54,5 +61,17 @@ mod tests {
         let (listed, deferred) = listing.end();
         assert_eq!(listed, KeySet::from([key("a"), key("b")]));
         assert_eq!(deferred, [key("p"), key("q")]);
+    }
+
+    #[test]
+    fn a_list_started_over_keeps_its_deferred_primaries() {
+        let mut listing = Listing::default();
+        listing.listed(key("a"));
+        listing.defer([key("a")]);
+        listing.restart();
+        listing.listed(key("b"));
+        let (listed, deferred) = listing.end();
+        assert_eq!(listed, KeySet::from([key("b")]));
+        assert_eq!(deferred, [key("a")]);
     }
 }

@@ -69,6 +69,8 @@ struct SharedWatch {
     /// Set once the first list is complete. (Not `Store::wait_until_ready`: its one-shot wakes
     /// only the last of several concurrent waiters.)
     synced: Arc<AtomicBool>,
+    /// Set while a list is in progress: the store shows it only once it ends.
+    listing: Arc<AtomicBool>,
     events: broadcast::Sender<SharedEvent>,
     task: AbortHandle,
 }
@@ -117,11 +119,17 @@ impl Registry {
         }
         let (events, _) = broadcast::channel(FAN_OUT_CAPACITY);
         let synced = Arc::new(AtomicBool::new(false));
+        let listing = Arc::new(AtomicBool::new(false));
         let (cache, task) = match &shape.pool {
             None => {
                 let (store, stream) = watch(self.client.clone(), resource, namespace, selectors, shape);
                 let cache = Cache::new(store, shape.clone());
-                let deliver = Delivery { cache: cache.clone(), events: events.clone(), synced: synced.clone() };
+                let deliver = Delivery {
+                    cache: cache.clone(),
+                    events: events.clone(),
+                    synced: synced.clone(),
+                    listing: listing.clone(),
+                };
                 // The stream applied each event to the store already.
                 (cache, tokio::spawn(deliver.run(stream, |_| {})))
             }
@@ -129,14 +137,19 @@ impl Registry {
                 let (store, stream) = watch_bounded(self.client.clone(), resource, namespace, selectors, shape, pool);
                 let store = Arc::new(store);
                 let cache = Cache::bounded(store.clone(), shape.clone());
-                let deliver = Delivery { cache: cache.clone(), events: events.clone(), synced: synced.clone() };
+                let deliver = Delivery {
+                    cache: cache.clone(),
+                    events: events.clone(),
+                    synced: synced.clone(),
+                    listing: listing.clone(),
+                };
                 let apply = move |event: &SharedEvent| store.apply(event);
                 (cache, tokio::spawn(deliver.run(stream, apply)))
             }
         };
         tracing::info!(kind = %key.kind, namespace = ?key.namespace, pool = ?key.pool, "watch started");
         self.started.fetch_add(1, Ordering::SeqCst);
-        let watch = Arc::new(SharedWatch { cache, synced, events, task: task.abort_handle() });
+        let watch = Arc::new(SharedWatch { cache, synced, listing, events, task: task.abort_handle() });
         watches.insert(key, Arc::downgrade(&watch));
         Subscription { watch }
     }
@@ -163,6 +176,7 @@ struct Delivery {
     cache: Cache,
     events: broadcast::Sender<SharedEvent>,
     synced: Arc<AtomicBool>,
+    listing: Arc<AtomicBool>,
 }
 
 impl Delivery {
@@ -173,8 +187,15 @@ impl Delivery {
                 Ok(event) => {
                     apply(&event);
                     // Marked before it is sent: a subscriber that reads `false` still gets it.
-                    if matches!(event, watcher::Event::InitDone) {
-                        self.synced.store(true, Ordering::SeqCst);
+                    // A subscriber that fell behind and reads `listing` set will get the
+                    // list's end; read unset, the store already shows the whole list.
+                    match event {
+                        watcher::Event::Init => self.listing.store(true, Ordering::SeqCst),
+                        watcher::Event::InitDone => {
+                            self.listing.store(false, Ordering::SeqCst);
+                            self.synced.store(true, Ordering::SeqCst);
+                        }
+                        _ => {}
                     }
                     // The store applied it: settle the host's writes it delivers.
                     self.cache.observe(&event);
@@ -207,12 +228,67 @@ async fn relist(cache: &Cache) -> Vec<SharedEvent> {
 }
 
 /// The state of one subscriber's event stream.
-struct Fanout {
+struct Fanout<R> {
     receiver: broadcast::Receiver<SharedEvent>,
-    cache: Cache,
+    /// The store's content as a re-list.
+    relist: R,
     pending: std::vec::IntoIter<SharedEvent>,
-    /// Whether this subscriber has seen the start of the current list.
+    /// Whether this subscriber passes on the current list; if not, it skips the list's objects
+    /// and replays the whole store at the list's end.
     listing: bool,
+    /// The watch's: whether a list is in progress.
+    watch_listing: Arc<AtomicBool>,
+}
+
+/// A subscriber's events from `receiver`, a watch's ([`Subscription::events`]): from the
+/// store's content (`relist`) first when the watch is `synced`; `watch_listing` says whether
+/// the watch is in a list.
+fn fan_out<R, F>(
+    receiver: broadcast::Receiver<SharedEvent>,
+    synced: bool,
+    watch_listing: Arc<AtomicBool>,
+    relist: R,
+) -> impl Stream<Item = SharedEvent> + Send + 'static
+where
+    R: Fn() -> F + Send + 'static,
+    F: std::future::Future<Output = Vec<SharedEvent>> + Send,
+{
+    // Joined a synced watch: start from the cache. Joined mid-list: wait for the list to end
+    // (the cache then holds all of it) and replay it whole.
+    let state = Fanout { receiver, relist, pending: Vec::new().into_iter(), listing: synced, watch_listing };
+    futures::stream::unfold((state, synced), |(mut state, mut initial)| async move {
+        if std::mem::take(&mut initial) {
+            state.pending = (state.relist)().await.into_iter();
+        }
+        loop {
+            if let Some(event) = state.pending.next() {
+                return Some((event, (state, false)));
+            }
+            match state.receiver.recv().await {
+                Ok(watcher::Event::Init) => {
+                    state.listing = true;
+                    return Some((watcher::Event::Init, (state, false)));
+                }
+                Ok(watcher::Event::InitApply(_)) if !state.listing => {}
+                Ok(watcher::Event::InitDone) if !state.listing => {
+                    state.listing = true;
+                    state.pending = (state.relist)().await.into_iter();
+                }
+                Ok(event) => return Some((event, (state, false))),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "a subscriber fell behind its watch; resynchronizing from the cache");
+                    // What it missed may be part of a list: the rest of that list is not passed
+                    // on, and the whole store is replayed once it shows the list (now, unless a
+                    // list is in progress).
+                    state.listing = false;
+                    if !state.watch_listing.load(Ordering::SeqCst) {
+                        state.pending = (state.relist)().await.into_iter();
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
 }
 
 impl Subscription {
@@ -223,40 +299,95 @@ impl Subscription {
 
     /// The watch's events from now on. A subscriber that joins a synced watch, or falls too
     /// far behind, first gets the cache's content as a re-list (`Init`, `InitApply`...,
-    /// `InitDone`), so it never misses an object.
+    /// `InitDone`), so it never misses an object; one that joins, or falls behind, while a
+    /// list is in progress gets it once the list ends, whole (the store shows a list only
+    /// then).
     pub fn events(&self) -> impl Stream<Item = SharedEvent> + Send + 'static {
         let receiver = self.watch.events.subscribe();
         let cache = self.watch.cache.clone();
-        // Joined a synced watch: start from the cache. Joined mid-list: wait for the list to
-        // end (the cache then holds all of it) and replay it whole.
         let synced = self.watch.synced.load(Ordering::SeqCst);
-        let state = Fanout { receiver, cache, pending: Vec::new().into_iter(), listing: synced };
-        futures::stream::unfold((state, synced), |(mut state, mut initial)| async move {
-            if std::mem::take(&mut initial) {
-                state.pending = relist(&state.cache).await.into_iter();
-            }
-            loop {
-                if let Some(event) = state.pending.next() {
-                    return Some((event, (state, false)));
-                }
-                match state.receiver.recv().await {
-                    Ok(watcher::Event::Init) => {
-                        state.listing = true;
-                        return Some((watcher::Event::Init, (state, false)));
-                    }
-                    Ok(watcher::Event::InitApply(_)) if !state.listing => {}
-                    Ok(watcher::Event::InitDone) if !state.listing => {
-                        state.listing = true;
-                        state.pending = relist(&state.cache).await.into_iter();
-                    }
-                    Ok(event) => return Some((event, (state, false))),
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::warn!(missed, "a subscriber fell behind its watch; resynchronizing from the cache");
-                        state.pending = relist(&state.cache).await.into_iter();
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
+        fan_out(receiver, synced, self.watch.listing.clone(), move || {
+            let cache = cache.clone();
+            async move { relist(&cache).await }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use super::*;
+
+    fn object(name: &str) -> Arc<Object> {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let mut o = Object::new(name, &resource);
+        o.metadata.namespace = Some("ns".into());
+        o.metadata.resource_version = Some("1".into());
+        Arc::new(o)
+    }
+
+    /// The names of the objects of the last whole list (`Init` to `InitDone`) in `events`.
+    fn last_list(events: &[SharedEvent]) -> Vec<String> {
+        let done = events.iter().rposition(|e| matches!(e, watcher::Event::InitDone)).expect("a list ended");
+        let init = events[..done].iter().rposition(|e| matches!(e, watcher::Event::Init)).expect("a list began");
+        events[init + 1..done]
+            .iter()
+            .map(|e| match e {
+                watcher::Event::InitApply(o) => o.metadata.name.clone().unwrap_or_default(),
+                other => panic!("{other:?} within a list"),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_falls_behind_during_a_list_gets_the_whole_list_at_its_end() {
+        let names = ["a", "b", "c", "d", "e", "f"];
+        let (sender, receiver) = broadcast::channel(2);
+        let listing = Arc::new(AtomicBool::new(true));
+        let store: Vec<SharedEvent> = std::iter::once(watcher::Event::Init)
+            .chain(names.iter().map(|n| watcher::Event::InitApply(object(n))))
+            .chain(std::iter::once(watcher::Event::InitDone))
+            .collect();
+        // As a whole store: it shows the list once it ends, nothing before (the first list).
+        let in_list = listing.clone();
+        let relist = move || {
+            let shown = if in_list.load(Ordering::SeqCst) {
+                vec![watcher::Event::Init, watcher::Event::InitDone]
+            } else {
+                store.clone()
+            };
+            std::future::ready(shown)
+        };
+        let mut events = std::pin::pin!(fan_out(receiver, false, listing.clone(), relist));
+        // The subscriber reads the list's start, then falls behind by more than the channel
+        // holds.
+        sender.send(watcher::Event::Init).unwrap();
+        sender.send(watcher::Event::InitApply(object("a"))).unwrap();
+        let mut seen = vec![events.next().await.unwrap(), events.next().await.unwrap()];
+        for name in &names[1..] {
+            sender.send(watcher::Event::InitApply(object(name))).unwrap();
+        }
+        listing.store(false, Ordering::SeqCst);
+        sender.send(watcher::Event::InitDone).unwrap();
+        drop(sender);
+        while let Some(event) = events.next().await {
+            seen.push(event);
+        }
+        assert_eq!(last_list(&seen), names, "every listed object, after the last list start it was given");
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_falls_behind_between_lists_gets_the_store_at_once() {
+        let (sender, receiver) = broadcast::channel(2);
+        let store = vec![watcher::Event::Init, watcher::Event::InitApply(object("a")), watcher::Event::InitDone];
+        let relist = move || std::future::ready(store.clone());
+        let mut events = std::pin::pin!(fan_out(receiver, false, Arc::new(AtomicBool::new(false)), relist));
+        for name in ["x", "y", "z"] {
+            sender.send(watcher::Event::Apply(object(name))).unwrap();
+        }
+        let first: Vec<SharedEvent> = events.as_mut().take(3).collect().await;
+        assert_eq!(last_list(&first), ["a"]);
     }
 }

@@ -89,7 +89,7 @@ impl SecondarySource {
             let quiet = synced.is_some();
             let affected = match event {
                 watcher::Event::Init => {
-                    seen.listing = Some(Listing::default());
+                    seen.listing.get_or_insert_with(Listing::default).restart();
                     Vec::new()
                 }
                 watcher::Event::InitApply(object) => {
