@@ -19,30 +19,74 @@
 # again after a change of dependencies or of the `release` or `image` profile: their symbols'
 # names change, and the linker skips the names it does not find.
 #
+#   4. (gnu) runs the same parts again on the plain host under layout-touched.c, which stops
+#      once at the entry of each function the order lacks, and appends those the hosts entered:
+#      the standard library's and C code's (built without the instrumentation), and ours that
+#      the instrumented build inlined elsewhere. Placed apart, each would keep 64 KiB of code
+#      resident (the kernel maps a file's pages around a fault 16 at a time); together they
+#      take a few pages. The musl binary is stripped and these functions are in none of the
+#      rlibs that name its order, so the image's order has no such tail.
+#
 # `layout.sh --rename [TARGET...]` profiles nothing: it builds the plain host and names the
 # committed order's functions as that build does. An edit of our sources changes the `.llvm.N`
 # suffix of the functions ThinLTO promoted in each codegen unit it touched, not which functions
 # a host runs (see layout-order.py).
+#
+# `layout.sh --touched` runs only step 4 for the gnu build, on the committed order.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$HOME/.cargo/bin:$PATH"
 log() { echo "layout: $*" >&2; }
 
-rename=false
-if [[ "${1:-}" == --rename ]]; then
-  rename=true
+mode=profile
+if [[ "${1:-}" == --rename || "${1:-}" == --touched ]]; then
+  mode=${1#--}
   shift
 fi
 targets=("$@")
 ((${#targets[@]})) || targets=(x86_64-unknown-linux-gnu x86_64-unknown-linux-musl)
-if ! $rename; then
+[[ $mode == touched ]] && targets=(x86_64-unknown-linux-gnu)
+if [[ $mode == profile ]]; then
   timeout 300 rustup component add llvm-tools >&2
   sysroot=$(rustc --print sysroot)
   host=$(rustc -vV | sed -n 's/^host: //p')
   profdata="$sysroot/lib/rustlib/$host/bin/llvm-profdata"
+fi
+if [[ $mode != rename ]]; then
   log "building the bench"
   cargo build --locked --release -p wasmop-tests --bin wasmop-bench >&2
 fi
+
+# The bench's parts the profile is made of, with the wasmop side only, its hosts shut down with
+# SIGTERM (so that an instrumented one writes its profile), from $1/wasmop-bench (whose hosts
+# are $1/wasmop), written to $2.
+bench_parts() {
+  BENCH_STOP=term BENCH_SIDES=wasmop BENCH_ROUNDS=1 BENCH_PARTS=burst,finalizer,scale \
+    BENCH_SCALE_OBJECTS=10000 "$1/wasmop-bench" > "$2"
+}
+
+# Step 4 for the plain gnu host target/release/wasmop (built), in $1: appends to ORDER ($2) the
+# functions it lacks that the bench's hosts entered.
+touched() {
+  local dir=$PWD/$1 order=$2 plain=$PWD/target/release/wasmop
+  rm -rf "$dir/touched"
+  mkdir -p "$dir/touched"
+  cc -O2 -o "$dir/touched/layout-touched" tests/testbed/layout-touched.c
+  # Every function of the binary the order lacks, by its address in the file.
+  nm --defined-only "$plain" | awk -v order="$order" '
+    BEGIN { while ((getline name < order) > 0) known[name] = 1 }
+    $2 ~ /^[tTwW]$/ && !($3 in known) { print $1, $3 }' > "$dir/touched/candidates"
+  cp target/release/wasmop-bench "$dir/touched/wasmop-bench"
+  printf '#!/bin/sh\nexec "%s" "%s" "%s" "%s" "$@"\n' "$dir/touched/layout-touched" \
+    "$dir/touched/candidates" "$dir/touched/entered" "$plain" > "$dir/touched/wasmop"
+  chmod +x "$dir/touched/wasmop"
+  log "running the bench's wasmop side again, its hosts traced ($(wc -l < "$dir/touched/candidates") candidates)"
+  bench_parts "$dir/touched" "$dir/touched/bench.md"
+  # Once each, in the order the hosts first entered them, after the profile's.
+  awk '!seen[$0]++' "$order" "$dir/touched/entered" > "$dir/touched/order"
+  log "$(($(wc -l < "$dir/touched/order") - $(wc -l < "$order"))) functions entered beyond the order"
+  mv "$dir/touched/order" "$order"
+}
 
 # What the plain build of $1 (its output directory $2) names its functions in: the gnu binary's
 # own symbols; the rlibs the musl binary was linked from, since it is stripped.
@@ -52,6 +96,15 @@ objects() {
   else
     echo "target/$2/wasmop"
   fi
+}
+
+# The bench's plugins compiled into the module cache by the plain host of target/$1: the profile
+# is then of hosts at work, as on every start but a machine's first, not of the compiler (whose
+# code would be laid out among theirs).
+precompile() {
+  for plugin in greeting fixture-greeting-cleanup fixture-shard; do
+    "target/$1/wasmop" inspect "plugins/dist/$plugin.wasm" >/dev/null
+  done
 }
 
 for target in "${targets[@]}"; do
@@ -73,7 +126,7 @@ for target in "${targets[@]}"; do
       exit 2
       ;;
   esac
-  if $rename; then
+  if [[ $mode == rename ]]; then
     log "building the plain host for $target"
     "${build[@]}" >&2
     mapfile -t linked < <(objects "$target" "$out")
@@ -82,24 +135,26 @@ for target in "${targets[@]}"; do
     log "renamed host/layout/$target.order"
     continue
   fi
+  if [[ $mode == touched ]]; then
+    log "building the plain host for $target"
+    "${build[@]}" >&2
+    precompile "$out"
+    touched "$dir" "host/layout/$target.order"
+    log "wrote host/layout/$target.order"
+    continue
+  fi
   rm -rf "$raw"
   mkdir -p "$raw"
   log "building the instrumented host for $target in $dir, and the plain one"
   CARGO_TARGET_DIR=$dir RUSTFLAGS="-Cprofile-generate=$raw" "${build[@]}" >&2
   "${build[@]}" >&2
   cp target/release/wasmop-bench "$dir/$out/wasmop-bench"
-  # The plugins compiled into the module cache by the plain host: the profile is then of hosts
-  # at work, as on every start but a machine's first, not of the compiler (whose code would be
-  # laid out among theirs).
-  for plugin in greeting fixture-greeting-cleanup fixture-shard; do
-    "target/$out/wasmop" inspect "plugins/dist/$plugin.wasm" >/dev/null
-  done
+  precompile "$out"
   # The build scripts compiled with the instrumentation wrote profiles of their own.
   rm -f "$raw"/*
 
   log "running the bench's wasmop side (its hosts: $dir/$out/wasmop) for the profile"
-  BENCH_STOP=term BENCH_SIDES=wasmop BENCH_ROUNDS=1 BENCH_PARTS=burst,finalizer,scale \
-    BENCH_SCALE_OBJECTS=10000 "$dir/$out/wasmop-bench" > "$dir/bench.md"
+  bench_parts "$dir/$out" "$dir/bench.md"
   "$profdata" merge -o "$dir/host.profdata" "$raw"/*.profraw
   "$profdata" show --all-functions --counts "$dir/host.profdata" > "$dir/host.txt"
 
@@ -108,5 +163,8 @@ for target in "${targets[@]}"; do
   # instrumented build's.
   mapfile -t linked < <(objects "$target" "$out")
   tests/testbed/layout-order.py "$dir/host.txt" "host/layout/$target.order" "${linked[@]}"
+  if [[ $target == x86_64-unknown-linux-gnu ]]; then
+    touched "$dir" "host/layout/$target.order"
+  fi
   log "wrote host/layout/$target.order"
 done
