@@ -101,7 +101,8 @@ int main(int argc, char **argv) {
     _exit(127);
   }
   int status;
-  waitpid(program, &status, 0); /* stopped at its exec */
+  waitpid(program, &status, 0); /* stopped at its exec, or gone: it could not be run */
+  if (!WIFSTOPPED(status)) return WIFEXITED(status) ? WEXITSTATUS(status) : 127;
   ptrace(PTRACE_SETOPTIONS, program, 0, PTRACE_O_TRACECLONE | PTRACE_O_EXITKILL);
   signal(SIGTERM, pass_on);
   signal(SIGINT, pass_on);
