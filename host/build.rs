@@ -19,7 +19,9 @@
 //! name), as it already needs the glibc it was linked against for its symbols.
 //!
 //! Set `WASMOP_LAYOUT=off` to link as rustc does by default (the compiler's order, the default
-//! linker, relocations unpacked), e.g. with a linker of your own.
+//! linker, relocations unpacked), e.g. with a linker of your own. Set `WASMOP_LINK_MAP=<file>`
+//! to have the linker write its map there: every function's address, even in the stripped
+//! image, which is where `make layout` finds the image's functions for its tracer.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,12 @@ use std::process::Command;
 
 fn main() {
     println!("cargo::rerun-if-env-changed=WASMOP_LAYOUT");
+    println!("cargo::rerun-if-env-changed=WASMOP_LINK_MAP");
+    if let Ok(map) = env::var("WASMOP_LINK_MAP") {
+        link_arg(&format!("-Wl,-Map={map}"));
+        // The names as the symbol ordering file needs them, not demangled.
+        link_arg("-Wl,--no-demangle");
+    }
     if env::var("WASMOP_LAYOUT").is_ok_and(|v| v == "off") {
         return;
     }

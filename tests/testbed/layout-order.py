@@ -4,6 +4,10 @@ run, hottest first, named as the objects the binary is linked from define them.
 
 usage: layout-order.py PROFILE.txt OUT OBJECTS...
        layout-order.py --rename ORDER OUT OBJECTS...
+       layout-order.py --functions MAP
+
+`--functions` prints the functions of an lld link map (`-Map`), "<address> <name>" a line:
+those of the output section `.text`, where a stripped binary keeps no names.
 
 OBJECTS are the linked binary (when it keeps its symbols) or the archives it was linked from
 (the rlibs of a stripped build).
@@ -65,7 +69,30 @@ def ordered(order):
     return list(names)
 
 
+def text_functions(link_map):
+    """The functions of an lld link map's `.text`: (address, name). Its rows are `VMA LMA Size
+    Align` and then an output section (`.text`), an input section (`file:(section)`) or a
+    symbol of the input section above it."""
+    section = None
+    with open(link_map) as lines:
+        for line in lines:
+            fields = line.split(None, 4)
+            if len(fields) != 5 or not fields[0].isalnum():
+                continue
+            name = fields[4].strip()
+            if ":(" in name:
+                continue
+            if name.startswith("."):
+                section = name
+            elif section == ".text":
+                yield fields[0], name
+
+
 def main():
+    if sys.argv[1:2] == ["--functions"] and len(sys.argv) == 3:
+        for address, name in text_functions(sys.argv[2]):
+            print(address, name)
+        return
     rename = sys.argv[1:2] == ["--rename"]
     args = sys.argv[2:] if rename else sys.argv[1:]
     if len(args) < 3:

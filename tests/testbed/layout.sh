@@ -19,20 +19,21 @@
 # again after a change of dependencies or of the `release` or `image` profile: their symbols'
 # names change, and the linker skips the names it does not find.
 #
-#   4. (gnu) runs the same parts again on the plain host under layout-touched.c, which stops
-#      once at the entry of each function the order lacks, and appends those the hosts entered:
-#      the standard library's and C code's (built without the instrumentation), and ours that
-#      the instrumented build inlined elsewhere. Placed apart, each would keep 64 KiB of code
+#   4. runs the same parts again on the plain host under layout-touched.c, which stops once at
+#      the entry of each function the order lacks, and appends those the hosts entered: the
+#      standard library's and C code's (built without the instrumentation), and ours that the
+#      instrumented build inlined elsewhere. Placed apart, each would keep 64 KiB of code
 #      resident (the kernel maps a file's pages around a fault 16 at a time); together they
-#      take a few pages. The musl binary is stripped and these functions are in none of the
-#      rlibs that name its order, so the image's order has no such tail.
+#      take a few pages. The stripped musl binary's functions are read from the linker's map
+#      (`WASMOP_LINK_MAP`, host/build.rs), and its order is named from the standard library's
+#      rlibs and the C archives too.
 #
 # `layout.sh --rename [TARGET...]` profiles nothing: it builds the plain host and names the
 # committed order's functions as that build does. An edit of our sources changes the `.llvm.N`
 # suffix of the functions ThinLTO promoted in each codegen unit it touched, not which functions
 # a host runs (see layout-order.py).
 #
-# `layout.sh --touched` runs only step 4 for the gnu build, on the committed order.
+# `layout.sh --touched [TARGET...]` runs only step 4, on the committed order.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -45,7 +46,6 @@ if [[ "${1:-}" == --rename || "${1:-}" == --touched ]]; then
 fi
 targets=("$@")
 ((${#targets[@]})) || targets=(x86_64-unknown-linux-gnu x86_64-unknown-linux-musl)
-[[ $mode == touched ]] && targets=(x86_64-unknown-linux-gnu)
 if [[ $mode == profile ]]; then
   timeout 300 rustup component add llvm-tools >&2
   sysroot=$(rustc --print sysroot)
@@ -65,17 +65,16 @@ bench_parts() {
     BENCH_SCALE_OBJECTS=10000 "$1/wasmop-bench" > "$2"
 }
 
-# Step 4 for the plain gnu host target/release/wasmop (built), in $1: appends to ORDER ($2) the
-# functions it lacks that the bench's hosts entered.
+# Step 4 in $1 for the plain host target/$2/wasmop (built; $3 lists its functions, "<address>
+# <name>" a line): appends to ORDER ($4) the functions it lacks that the bench's hosts entered.
 touched() {
-  local dir=$PWD/$1 order=$2 plain=$PWD/target/release/wasmop
+  local dir=$PWD/$1 plain=$PWD/target/$2/wasmop functions=$3 order=$4
   rm -rf "$dir/touched"
   mkdir -p "$dir/touched"
   cc -O2 -o "$dir/touched/layout-touched" tests/testbed/layout-touched.c
   # Every function of the binary the order lacks, by its address in the file.
-  nm --defined-only "$plain" | awk -v order="$order" '
-    BEGIN { while ((getline name < order) > 0) known[name] = 1 }
-    $2 ~ /^[tTwW]$/ && !($3 in known) { print $1, $3 }' > "$dir/touched/candidates"
+  awk -v order="$order" 'BEGIN { while ((getline name < order) > 0) known[name] = 1 }
+    !($2 in known)' "$functions" > "$dir/touched/candidates"
   cp target/release/wasmop-bench "$dir/touched/wasmop-bench"
   printf '#!/bin/sh\nexec "%s" "%s" "%s" "%s" "$@"\n' "$dir/touched/layout-touched" \
     "$dir/touched/candidates" "$dir/touched/entered" "$plain" > "$dir/touched/wasmop"
@@ -88,11 +87,27 @@ touched() {
   mv "$dir/touched/order" "$order"
 }
 
+# The plain host of $1 built (command "${build[@]}", output directory target/$2), and its
+# functions listed to $3 ("<address> <name>" a line): the gnu binary's own symbols; the musl
+# binary's from the linker's map, since it is stripped.
+plain_functions() {
+  if [[ "$1" == x86_64-unknown-linux-musl ]]; then
+    WASMOP_LINK_MAP=$PWD/$3.map "${build[@]}" >&2
+    tests/testbed/layout-order.py --functions "$3.map" > "$3"
+  else
+    "${build[@]}" >&2
+    nm --defined-only "target/$2/wasmop" | awk '$2 ~ /^[tTwW]$/ { print $1, $3 }' > "$3"
+  fi
+}
+
 # What the plain build of $1 (its output directory $2) names its functions in: the gnu binary's
 # own symbols; the rlibs the musl binary was linked from, since it is stripped.
 objects() {
   if [[ "$1" == x86_64-unknown-linux-musl ]]; then
-    printf '%s\n' "target/$2/deps/"*.rlib
+    local lib
+    lib="$(rustc --print sysroot)/lib/rustlib/$1/lib"
+    printf '%s\n' "target/$2/deps/"*.rlib "$lib/"*.rlib "$lib/self-contained/libc.a"
+    find "target/$2/build" -name '*.a'
   else
     echo "target/$2/wasmop"
   fi
@@ -137,9 +152,9 @@ for target in "${targets[@]}"; do
   fi
   if [[ $mode == touched ]]; then
     log "building the plain host for $target"
-    "${build[@]}" >&2
+    plain_functions "$target" "$out" "$dir.functions"
     precompile "$out"
-    touched "$dir" "host/layout/$target.order"
+    touched "$dir" "$out" "$dir.functions" "host/layout/$target.order"
     log "wrote host/layout/$target.order"
     continue
   fi
@@ -163,8 +178,7 @@ for target in "${targets[@]}"; do
   # instrumented build's.
   mapfile -t linked < <(objects "$target" "$out")
   tests/testbed/layout-order.py "$dir/host.txt" "host/layout/$target.order" "${linked[@]}"
-  if [[ $target == x86_64-unknown-linux-gnu ]]; then
-    touched "$dir" "host/layout/$target.order"
-  fi
+  plain_functions "$target" "$out" "$dir.functions"
+  touched "$dir" "$out" "$dir.functions" "host/layout/$target.order"
   log "wrote host/layout/$target.order"
 done
