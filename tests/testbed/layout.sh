@@ -15,10 +15,6 @@
 #   3. merges the profiles (the toolchain's llvm-profdata, rustup component `llvm-tools`) and
 #      writes the functions that ran, hottest first, as the plain build names them: the gnu
 #      binary's own symbols; the rlibs the musl binary was linked from, since it is stripped.
-# Uses WASMOP_TEST_KUBECONFIG when set, else the bench starts a local control plane. Run it
-# again after a change of dependencies or of the `release` or `image` profile: their symbols'
-# names change, and the linker skips the names it does not find.
-#
 #   4. runs the same parts again on the plain host under layout-touched.c, which stops once at
 #      the entry of each function the order lacks, and appends those the hosts entered: the
 #      standard library's and C code's (built without the instrumentation), and ours that the
@@ -27,6 +23,9 @@
 #      take a few pages. The stripped musl binary's functions are read from the linker's map
 #      (`WASMOP_LINK_MAP`, host/build.rs), and its order is named from the standard library's
 #      rlibs and the C archives too.
+# Uses WASMOP_TEST_KUBECONFIG when set, else the bench starts a local control plane. Run it
+# again after a change of dependencies or of the `release` or `image` profile: their symbols'
+# names change, and the linker skips the names it does not find.
 #
 # `layout.sh --rename [TARGET...]` profiles nothing: it builds the plain host and names the
 # committed order's functions as that build does. An edit of our sources changes the `.llvm.N`
