@@ -120,16 +120,18 @@ impl Registry {
         let (events, _) = broadcast::channel(FAN_OUT_CAPACITY);
         let synced = Arc::new(AtomicBool::new(false));
         let listing = Arc::new(AtomicBool::new(false));
+        // What delivers the watch's events to `cache` and the subscribers.
+        let delivery = |cache: &Cache| Delivery {
+            cache: cache.clone(),
+            events: events.clone(),
+            synced: synced.clone(),
+            listing: listing.clone(),
+        };
         let (cache, task) = match &shape.pool {
             None => {
                 let (store, stream) = watch(self.client.clone(), resource, namespace, selectors, shape);
                 let cache = Cache::new(store, shape.clone());
-                let deliver = Delivery {
-                    cache: cache.clone(),
-                    events: events.clone(),
-                    synced: synced.clone(),
-                    listing: listing.clone(),
-                };
+                let deliver = delivery(&cache);
                 // The stream applied each event to the store already.
                 (cache, tokio::spawn(deliver.run(stream, |_| {})))
             }
@@ -137,12 +139,7 @@ impl Registry {
                 let (store, stream) = watch_bounded(self.client.clone(), resource, namespace, selectors, shape, pool);
                 let store = Arc::new(store);
                 let cache = Cache::bounded(store.clone(), shape.clone());
-                let deliver = Delivery {
-                    cache: cache.clone(),
-                    events: events.clone(),
-                    synced: synced.clone(),
-                    listing: listing.clone(),
-                };
+                let deliver = delivery(&cache);
                 let apply = move |event: &SharedEvent| store.apply(event);
                 (cache, tokio::spawn(deliver.run(stream, apply)))
             }
@@ -315,7 +312,6 @@ impl Subscription {
 
 #[cfg(test)]
 mod tests {
-    use futures::StreamExt;
     use kube::api::{ApiResource, GroupVersionKind};
 
     use super::*;
