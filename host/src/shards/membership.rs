@@ -12,7 +12,13 @@
 //!   (annotation [`VIEW_ANNOTATION`]): its acknowledgement. Once every member acknowledged the
 //!   view, the view is settled and each runs all it owns; before that each runs only what it
 //!   owned throughout. No object is run by two replicas at once.
-//! - Leases are watched, so a change is seen within a round trip; expiries are timed.
+//! - Leases are watched, so a change is seen within a round trip; expiries are timed. A watch
+//!   can fall silent without an error (a cut connection; no read timeout), and then every
+//!   other Lease would seem to expire: an expiry counts only once a list of the Leases started
+//!   after it confirmed it (the Lease unchanged). Until then the member keeps its share.
+//! - A replica whose own membership lapsed (its renewals failed past the renew deadline) may
+//!   have missed the others' changes, acknowledgements among them: back, it lists the Leases
+//!   anew and takes no share before that list.
 //! - A replica adopts its first view once it has listed the Leases and half a second (at most a
 //!   retry period) after its own Lease was written, so replicas started together see each
 //!   other first instead of each listing and running every object as the only member.
@@ -20,11 +26,12 @@
 //!   its objects at once instead of after the lease duration. Leases expired for two lease
 //!   durations are deleted by whoever sees them, so dead replicas leave nothing behind.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
@@ -120,7 +127,8 @@ pub fn join(
         first: true,
         assigned: false,
         listing: None,
-        listed: false,
+        listed_at: None,
+        relist: false,
         joined: None,
     };
     let task = tokio::spawn(member.run(release));
@@ -152,10 +160,13 @@ struct Member {
     first: bool,
     /// A view has settled since this replica joined.
     assigned: bool,
-    /// The names of the Leases a list in progress showed.
-    listing: Option<std::collections::HashSet<String>>,
-    /// Whether the Leases have been listed once.
-    listed: bool,
+    /// A list of the Leases in progress: when it started, and the names it showed so far.
+    listing: Option<(Instant, HashSet<String>)>,
+    /// When the last complete list of the Leases started; `None` before the first, and again
+    /// after this replica's membership lapsed, until it listed them anew.
+    listed_at: Option<Instant>,
+    /// Start the Lease watch over (and so list the Leases) at the end of this turn.
+    relist: bool,
     /// When this replica first renewed its Lease.
     joined: Option<Instant>,
 }
@@ -174,10 +185,7 @@ impl Member {
 
     /// Watches the Leases, renews this replica's, and decides the view, until `release` fires.
     async fn serve(&mut self, release: &CancellationToken) {
-        let selector = format!("{GROUP_LABEL}={}", self.settings.group);
-        let leases = watcher(self.api.clone(), watcher::Config::default().labels(&selector))
-            .backoff(crate::informer::watch_backoff());
-        tokio::pin!(leases);
+        let mut leases = self.watch_leases();
         let mut next_renew = Instant::now();
         let mut gate = self.gate.clone();
         loop {
@@ -211,7 +219,19 @@ impl Member {
                 }
             }
             self.decide();
+            if std::mem::take(&mut self.relist) {
+                self.listing = Some((Instant::now(), HashSet::new()));
+                leases = self.watch_leases();
+            }
         }
+    }
+
+    /// A watch of the group's Leases, which starts with a list of them.
+    fn watch_leases(&self) -> BoxStream<'static, Result<watcher::Event<Lease>, watcher::Error>> {
+        let selector = format!("{GROUP_LABEL}={}", self.settings.group);
+        // A consistent list: it confirms expiries, so it must not come from a lagging cache.
+        let config = watcher::Config::default().labels(&selector).list_semantic(watcher::ListSemantic::MostRecent);
+        watcher(self.api.clone(), config).backoff(crate::informer::watch_backoff()).boxed()
     }
 
     /// The view adopted but not yet acknowledged, and what this replica owns in it.
@@ -243,19 +263,19 @@ impl Member {
     /// Takes in a Lease event.
     fn observe(&mut self, event: watcher::Event<Lease>) {
         match event {
-            watcher::Event::Init => self.listing = Some(std::collections::HashSet::new()),
+            watcher::Event::Init => self.listing = Some((Instant::now(), HashSet::new())),
             watcher::Event::InitApply(lease) => {
-                if let Some(listing) = &mut self.listing {
+                if let Some((_, listing)) = &mut self.listing {
                     listing.insert(lease.name_any());
                 }
                 self.apply(&lease);
             }
             watcher::Event::InitDone => {
                 // Leases gone while the watch was down are gone.
-                if let Some(listed) = self.listing.take() {
+                if let Some((started, listed)) = self.listing.take() {
                     self.observed.retain(|name, _| listed.contains(name));
+                    self.listed_at = Some(started);
                 }
-                self.listed = true;
             }
             watcher::Event::Apply(lease) => self.apply(&lease),
             watcher::Event::Delete(lease) => {
@@ -297,10 +317,18 @@ impl Member {
         match attempt {
             Ok(Ok(lease)) => {
                 self.lease = Some(lease);
-                self.joined.get_or_insert(started);
                 if !self.leadership.leading() {
                     tracing::info!(lease = self.name, identity = self.settings.identity, "joined the shards");
+                    if self.joined.is_some() {
+                        // Back after a lapse: what this replica observed of the others while it
+                        // could not renew (their records, their acknowledgements) may be stale,
+                        // its Lease watch cut with the rest. It takes a share again only once
+                        // it listed them anew.
+                        self.listed_at = None;
+                        self.relist = true;
+                    }
                 }
+                self.joined.get_or_insert(started);
                 self.leadership.renewed(started + self.settings.renew_deadline);
             }
             Ok(Err(err)) => tracing::warn!(lease = self.name, %err, "cannot renew the shard membership lease"),
@@ -352,13 +380,14 @@ impl Member {
     /// acknowledged it, and publishes this replica's share.
     fn decide(&mut self) {
         let now = Instant::now();
-        if self.first && !(self.listed && self.first_view_at().is_some_and(|at| now >= at)) {
+        if self.first && !(self.listed_at.is_some() && self.first_view_at().is_some_and(|at| now >= at)) {
             return;
         }
+        self.confirm_expiries(now);
         let me = self.settings.identity.as_str();
-        let member = self.leadership.leading();
+        let member = self.leadership.leading() && self.listed_at.is_some();
         let mut members: Vec<&str> =
-            self.observed.values().filter(|o| o.live(now)).filter_map(|o| o.holder.as_deref()).collect();
+            self.observed.values().filter(|o| self.counts(o, now)).filter_map(|o| o.holder.as_deref()).collect();
         if member {
             members.push(me);
         }
@@ -404,12 +433,38 @@ impl Member {
         self.collect(now);
     }
 
-    /// Deletes the Leases that expired two lease durations ago (their replicas are gone).
+    /// Whether another member's Lease counts in the view: live, or expired by this replica's
+    /// clock but not yet confirmed gone. A watch can fall silent without an error (a cut
+    /// connection, no read timeout), and then every other Lease would seem to expire.
+    fn counts(&self, o: &Observed, now: Instant) -> bool {
+        o.live(now) || o.holder.as_deref().is_some_and(|h| !h.is_empty()) && !self.confirmed_gone(o)
+    }
+
+    /// Whether a list started after `o` expired showed it unchanged.
+    fn confirmed_gone(&self, o: &Observed) -> bool {
+        self.listed_at.is_some_and(|at| at >= o.expiry())
+    }
+
+    /// Lists the Leases anew when one expired since the last list and no list started since.
+    fn confirm_expiries(&mut self, now: Instant) {
+        let since = self.listing.as_ref().map(|(started, _)| *started).or(self.listed_at);
+        let unconfirmed = self
+            .observed
+            .values()
+            .any(|o| o.expiry() <= now && !self.confirmed_gone(o) && since.is_none_or(|at| at < o.expiry()));
+        if unconfirmed && !self.relist {
+            tracing::debug!("a shard member's lease expired by this replica's clock: listing the leases to confirm it");
+            self.relist = true;
+        }
+    }
+
+    /// Deletes the Leases that expired two lease durations ago and were confirmed gone (their
+    /// replicas are gone).
     fn collect(&mut self, now: Instant) {
         let dead: Vec<(String, Option<String>)> = self
             .observed
             .iter()
-            .filter(|(_, o)| now >= o.expiry() + o.duration)
+            .filter(|(_, o)| now >= o.expiry() + o.duration && self.confirmed_gone(o))
             .map(|(name, o)| (name.clone(), o.resource_version.clone()))
             .collect();
         for (name, resource_version) in dead {
@@ -549,5 +604,140 @@ mod tests {
             (deadline - Duration::from_millis(100)..=deadline).contains(&closed),
             "the gate closed {closed:?} after the last renewal, not at the renew deadline ({deadline:?})"
         );
+    }
+
+    /// An API server's answer that it cannot serve the request.
+    fn unavailable() -> Response<Full<Bytes>> {
+        let status = serde_json::json!({
+            "apiVersion": "v1", "kind": "Status", "status": "Failure",
+            "message": "cut off", "reason": "InternalError", "code": 500,
+        });
+        let mut response = json(&status);
+        *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+        response
+    }
+
+    /// The Lease of another member, `holder`, renewed at `second` past a minute, which
+    /// acknowledged `view`.
+    fn other_lease(holder: &str, second: u32, view: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": format!("g-{holder}"), "resourceVersion": format!("{second}"),
+                         "labels": {GROUP_LABEL: "g"}, "annotations": {VIEW_ANNOTATION: view}},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                     "renewTime": format!("2026-11-28T00:00:{second:02}.000000Z")},
+        })
+    }
+
+    /// Replica "me" joined beside two other members, "a" and "b", through an API server that
+    /// answers every list of the Leases (in 300 ms) with both, renewed since the last list, and
+    /// never answers a watch (it fell silent, or was cut with the rest). The first list shows
+    /// both having acknowledged the view of all three, later ones a view without "me" (as the
+    /// others do once "me" was cut off long enough). It answers renewals; while `cut`, it
+    /// fails lists and renewals at once. Returns the replica's shards and fence, and the count
+    /// of lists.
+    fn beside_two_others(cut: Arc<std::sync::atomic::AtomicBool>) -> (Shards, Fence, watch::Receiver<u32>) {
+        let (sent, mut received) = mpsc::unbounded_channel();
+        let client = Client::new(InTest(sent), "default");
+        let settings = MembershipSettings {
+            namespace: "default".into(),
+            group: "g".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        };
+        let (shards, fence, _task) = join(client, settings, Metrics::new(), CancellationToken::new());
+        let (lists, listed) = watch::channel(0_u32);
+        let all_three = Assignment::new(["a", "b", "me"]);
+        let without_me = Assignment::new(["a", "b"]);
+        tokio::spawn(async move {
+            let mut version = 10;
+            while let Some((method, target, body, answer)) = received.recv().await {
+                let answered = !cut.load(std::sync::atomic::Ordering::SeqCst);
+                if method == http::Method::GET && !target.contains("watch=true") && answered {
+                    lists.send_modify(|n| *n += 1);
+                    let second = *lists.borrow();
+                    let view = if second == 1 { all_three.view() } else { without_me.view() };
+                    let list = serde_json::json!({
+                        "apiVersion": "coordination.k8s.io/v1", "kind": "LeaseList",
+                        "metadata": {"resourceVersion": "1"},
+                        "items": [other_lease("a", second, &view), other_lease("b", second, &view)],
+                    });
+                    // A list takes a while: what the replica decides meanwhile shows.
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        drop(answer.send(json(&list)));
+                    });
+                } else if (method == http::Method::POST || method == http::Method::PUT) && answered {
+                    let mut lease: serde_json::Value = serde_json::from_slice(&body).expect("a Lease");
+                    version += 1;
+                    lease["metadata"]["resourceVersion"] = version.to_string().into();
+                    drop(answer.send(json(&lease)));
+                } else if !answered {
+                    drop(answer.send(unavailable()));
+                }
+                // A watch is never answered: its caller waits for ever.
+            }
+        });
+        (shards, fence, listed)
+    }
+
+    /// Whether `share` is a third of the hash space, as it is beside two other members.
+    fn a_third(share: &Share) -> bool {
+        (share.owned.share() - 1.0 / 3.0).abs() < 0.05
+    }
+
+    /// Asserts that the replica owns less than half the hash space for `long`, then a third.
+    async fn keeps_a_third(shards: &Shards, long: Duration) {
+        let until = Instant::now() + long;
+        while Instant::now() < until {
+            let owned = shards.share().owned.share();
+            assert!(owned < 0.5, "it took {owned} of the hash space: it counted the others gone");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(a_third(&shards.share()), "it owns {} of the hash space, not a third", shards.share().owned.share());
+    }
+
+    /// A replica whose Lease watch fell silent, its renewals answered, sees the other members'
+    /// Leases expire by its clock. It must not count them gone on that alone, and run what
+    /// they still own and run: it lists the Leases to confirm it, and finds them renewed.
+    #[tokio::test(start_paused = true)]
+    async fn an_expiry_seen_through_a_silent_watch_is_confirmed_by_a_list_first() {
+        let (shards, _fence, listed) = beside_two_others(Arc::default());
+        shards.subscribe().wait_for(|share| a_third(share)).await.expect("the membership runs");
+        let lists = *listed.borrow();
+        // Three lease durations: their Leases expire by its clock again and again.
+        keeps_a_third(&shards, Duration::from_secs(45)).await;
+        assert!(*listed.borrow() > lists, "it listed the Leases to confirm their expiry");
+    }
+
+    /// A replica cut off from the API server, renewals and Lease watch alike, lapses; the
+    /// others count it gone and acknowledge a view without it. Reconnected before their Leases
+    /// expire by its clock, its renewal can succeed before its Lease watch has listed again: it
+    /// must not take the acknowledgements it saw before the cut for the others' (and run its
+    /// share while they still run it), but list the Leases anew and wait for theirs.
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_back_from_a_cut_runs_nothing_until_the_others_acknowledge_it_again() {
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (shards, fence, listed) = beside_two_others(cut.clone());
+        let mut gate = fence.gate().expect("a gate");
+        let mut shares = shards.subscribe();
+        shares.wait_for(|share| a_third(share)).await.expect("the membership runs");
+
+        cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        gate.wait_for(|open| !*open).await.expect("the membership runs");
+        shares.wait_for(|share| share.owned.is_empty()).await.expect("fenced, it gives up what it owned");
+        let lists = *listed.borrow();
+        cut.store(false, std::sync::atomic::Ordering::SeqCst);
+        gate.wait_for(|open| *open).await.expect("the membership runs");
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            let runnable = shards.share().runnable.share();
+            assert!(runnable == 0.0, "back, it runs {runnable} of the hash space the others have not handed over");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(a_third(&shards.share()), "back, it owns a third again");
+        assert!(*listed.borrow() > lists, "it listed the Leases again");
     }
 }
