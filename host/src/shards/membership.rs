@@ -453,7 +453,7 @@ impl Member {
             .values()
             .any(|o| o.expiry() <= now && !self.confirmed_gone(o) && since.is_none_or(|at| at < o.expiry()));
         if unconfirmed && !self.relist {
-            tracing::debug!("a shard member's lease expired by this replica's clock: listing the leases to confirm it");
+            tracing::info!("a shard member's lease expired by this replica's clock: listing the leases to confirm it");
             self.relist = true;
         }
     }
