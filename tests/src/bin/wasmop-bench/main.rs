@@ -45,6 +45,7 @@ mod cache;
 mod call;
 mod e2e;
 mod languages;
+mod layout;
 mod load;
 mod polling;
 mod predicate;
@@ -107,6 +108,14 @@ async fn main() -> anyhow::Result<()> {
         concurrency()
     );
     let mut report = Report::new(threads());
+    report.layout = layout::Layout::of(&process::sibling("wasmop")?)?;
+    match report.layout {
+        Some(layout) if !layout.current() => println!(
+            "warning: {layout}: an edit renamed the rest, which lie scattered and keep more of the host's code resident; run tests/testbed/layout.sh --rename"
+        ),
+        Some(layout) => println!("layout: {layout}"),
+        None => {}
+    }
     if selected("call") {
         let (json, md) = call::per_call(env_number("BENCH_CALLS", 2000)).await?;
         println!("{md}");

@@ -78,7 +78,7 @@ pub fn budget_mib() -> usize {
 }
 
 /// A binary built next to this one (`target/release/`).
-fn sibling(name: &str) -> anyhow::Result<PathBuf> {
+pub fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let binary = exe.parent().context("the bench lies in a directory")?.join(name);
     anyhow::ensure!(binary.exists(), "{} is missing: `make bench` builds it", binary.display());

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::layout::Layout;
 use super::load::Latencies;
 use super::process::{CacheRequests, PeakMemory, Side};
 
@@ -182,6 +183,8 @@ pub struct Report {
     pub parts: BTreeMap<&'static str, Value>,
     /// Other parts' figures as markdown, in order.
     pub sections: Vec<String>,
+    /// How much of its function order the measured host's build holds.
+    pub layout: Option<Layout>,
 }
 
 /// One ratio of `report.json`: a metric of a side over its base's, over the rounds.
@@ -200,6 +203,7 @@ struct ReportJson<'a> {
     seconds: f64,
     cores: usize,
     worker_threads: usize,
+    layout: Option<Layout>,
     runs: Vec<RunJson<'a>>,
     ratios: BTreeMap<&'static str, Vec<RatioJson<'a>>>,
     parts: &'a BTreeMap<&'static str, Value>,
@@ -212,7 +216,7 @@ type Ratios<'a> = BTreeMap<&'a str, [Option<(f64, f64)>; METRICS.len()]>;
 impl Report {
     /// An empty report of controllers that run `worker_threads` worker threads each.
     pub fn new(worker_threads: usize) -> Self {
-        Self { worker_threads, runs: Vec::new(), parts: BTreeMap::new(), sections: Vec::new() }
+        Self { worker_threads, runs: Vec::new(), parts: BTreeMap::new(), sections: Vec::new(), layout: None }
     }
 
     /// The report's title: how long it ran, on how many cores, with how many threads.
@@ -243,14 +247,11 @@ impl Report {
 
     /// The report as markdown, titled with [`Report::title`] after `seconds`.
     pub fn markdown(&self, seconds: f64) -> String {
-        let mut md = format!(
-            "# {}
-
-## End to end: every run
-
-",
-            self.title(seconds)
-        );
+        let mut md = format!("# {}\n\n", self.title(seconds));
+        if let Some(layout) = self.layout {
+            let _ = writeln!(md, "Layout: {layout}.\n");
+        }
+        md.push_str("## End to end: every run\n\n");
         md.push_str(
             "| scenario | side | round | peak anon MiB | peak PSS MiB | peak RSS MiB | CPU s | changes | s | per s | p50 ms | p99 ms | max ms | write p99 ms | write max ms | API writes | cache LISTs / GETs |\n",
         );
@@ -329,6 +330,7 @@ impl Report {
             seconds,
             cores: super::cores(),
             worker_threads: self.worker_threads,
+            layout: self.layout,
             runs: self.runs.iter().map(Run::json).collect(),
             ratios: BTreeMap::from([
                 ("wasmop", ratios(COMPARED[0])),
