@@ -551,6 +551,19 @@ mod tests {
         }
     }
 
+    /// Replica "me"'s settings in group "g": client-go's lease duration, renew deadline and
+    /// retry period.
+    fn settings() -> MembershipSettings {
+        MembershipSettings {
+            namespace: "default".into(),
+            group: "g".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
     fn json(body: &serde_json::Value) -> Response<Full<Bytes>> {
         Response::builder()
             .header("content-type", "application/json")
@@ -565,14 +578,7 @@ mod tests {
     async fn the_gate_closes_at_the_renew_deadline_while_a_renewal_hangs() {
         let (sent, mut received) = mpsc::unbounded_channel();
         let client = Client::new(InTest(sent), "default");
-        let settings = MembershipSettings {
-            namespace: "default".into(),
-            group: "g".into(),
-            identity: "me".into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        };
+        let settings = settings();
         let (_shards, fence, _task) = join(client, settings.clone(), Metrics::new(), CancellationToken::new());
         let mut gate = fence.gate().expect("a gate");
         // The Leases are listed (none), their watch never answers, the Lease is created, and
@@ -639,14 +645,7 @@ mod tests {
     fn beside_two_others(cut: Arc<std::sync::atomic::AtomicBool>) -> (Shards, Fence, watch::Receiver<u32>) {
         let (sent, mut received) = mpsc::unbounded_channel();
         let client = Client::new(InTest(sent), "default");
-        let settings = MembershipSettings {
-            namespace: "default".into(),
-            group: "g".into(),
-            identity: "me".into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        };
+        let settings = settings();
         let (shards, fence, _task) = join(client, settings, Metrics::new(), CancellationToken::new());
         let (lists, listed) = watch::channel(0_u32);
         let all_three = Assignment::new(["a", "b", "me"]);
