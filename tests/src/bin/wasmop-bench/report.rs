@@ -1,8 +1,8 @@
 //! The bench's report: every end-to-end run, the wasmop/native ratios (and the shadowing host's
 //! over the host alone's) per scenario and metric
 //! (lowest to highest over the rounds), and the other parts' figures; written as markdown and
-//! JSON under `target/bench/` and printed. Its header gives the controllers' worker threads;
-//! every table and run gives memory first: peak anonymous memory, peak PSS, peak RSS.
+//! JSON under `target/bench/` and printed. Its header gives the controllers' worker threads and
+//! the host's layout ([`super::layout`]); every table and run gives memory first: peak anonymous memory, peak PSS, peak RSS.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
