@@ -90,8 +90,13 @@ impl Observed {
         self.changed_at + self.duration
     }
 
+    /// Whether the Lease names a holder.
+    fn held(&self) -> bool {
+        self.holder.as_deref().is_some_and(|h| !h.is_empty())
+    }
+
     fn live(&self, now: Instant) -> bool {
-        self.holder.as_deref().is_some_and(|h| !h.is_empty()) && now < self.expiry()
+        self.held() && now < self.expiry()
     }
 }
 
@@ -437,7 +442,7 @@ impl Member {
     /// clock but not yet confirmed gone. A watch can fall silent without an error (a cut
     /// connection, no read timeout), and then every other Lease would seem to expire.
     fn counts(&self, o: &Observed, now: Instant) -> bool {
-        o.live(now) || o.holder.as_deref().is_some_and(|h| !h.is_empty()) && !self.confirmed_gone(o)
+        o.live(now) || o.held() && !self.confirmed_gone(o)
     }
 
     /// Whether a list started after `o` expired showed it unchanged.
@@ -448,10 +453,9 @@ impl Member {
     /// Lists the Leases anew when one expired since the last list and no list started since.
     fn confirm_expiries(&mut self, now: Instant) {
         let since = self.listing.as_ref().map(|(started, _)| *started).or(self.listed_at);
-        let unconfirmed = self
-            .observed
-            .values()
-            .any(|o| o.expiry() <= now && !self.confirmed_gone(o) && since.is_none_or(|at| at < o.expiry()));
+        let unconfirmed = self.observed.values().any(|o| {
+            o.held() && o.expiry() <= now && !self.confirmed_gone(o) && since.is_none_or(|at| at < o.expiry())
+        });
         if unconfirmed && !self.relist {
             tracing::info!("a shard member's lease expired by this replica's clock: listing the leases to confirm it");
             self.relist = true;
