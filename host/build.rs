@@ -8,7 +8,11 @@
 //! `x86_64-unknown-linux-musl` (the image) rustc links with the C compiler, which is pointed at
 //! the toolchain's own lld (its `gcc-ld` directory). Each target's file names the functions as
 //! its profile names them: `x86_64-unknown-linux-gnu.order` the `release` profile's,
-//! `x86_64-unknown-linux-musl.order` the `image` profile's.
+//! `x86_64-unknown-linux-musl.order` the `image` profile's. Our crates compile as one codegen
+//! unit each there (`Cargo.toml`), so an edit of them keeps their functions' names; the
+//! dependencies' promoted functions (`.llvm.N`) are named by a hash that covers where their
+//! sources lie under `$CARGO_HOME`, and are found only under the `CARGO_HOME` the order was
+//! written with.
 //!
 //! The binary also packs its relocations (`-z pack-relative-relocs`, `DT_RELR`): as a PIE it is
 //! relocated at start, which reads all of `.rela.dyn` (1.6 MiB), resident in every replica;
