@@ -115,7 +115,7 @@ async fn main() -> anyhow::Result<()> {
     });
     match report.layout {
         Some(layout) if !layout.current() => println!(
-            "warning: {layout}: an edit renamed the rest, which lie scattered and keep more of the host's code resident; run tests/testbed/layout.sh --rename"
+            "warning: {layout}: the rest lie scattered and keep more of the host's code resident; an edit renamed them (run tests/testbed/layout.sh --rename), or the host was linked before the order changed (build it: make bench)"
         ),
         Some(layout) => println!("layout: {layout}"),
         None => {}
