@@ -44,16 +44,76 @@ fn message(value: &str) -> String {
     format!("Hello, {value}!")
 }
 
-/// A write awaiting its status: the message it must show and when the write began.
+/// A Greeting awaiting its status: its writes in flight, and of those answered, the highest
+/// generation one of them produced and when that write began.
+///
+/// Writes of one Greeting in flight at once may be applied out of order (kube's client retries
+/// a write the API server throttled, after a later one succeeded), so the Greeting settles on
+/// the generation of the write applied last, not on the value written last.
+#[derive(Debug, Default)]
 struct Awaited {
-    message: String,
-    since: Instant,
+    in_flight: usize,
+    generation: Option<(i64, Instant)>,
 }
 
 #[derive(Default)]
 struct Ledger {
     awaited: HashMap<String, Awaited>,
+    /// Per Greeting, the highest generation a watch event showed reconciled: a status of that
+    /// generation, with the message of its `spec.name`.
+    reconciled: HashMap<String, i64>,
     latencies: Latencies,
+}
+
+impl Ledger {
+    /// A write of the Greeting `name` begins now; returns when.
+    fn expect(&mut self, name: &str) -> Instant {
+        self.awaited.entry(name.to_string()).or_default().in_flight += 1;
+        Instant::now()
+    }
+
+    /// The write of `name` begun at `since` was answered with `generation`; returns whether no
+    /// Greeting awaits its status any more.
+    fn answered(&mut self, name: &str, since: Instant, generation: Option<i64>) -> bool {
+        self.latencies.writes.push(since.elapsed());
+        if let Some(awaited) = self.awaited.get_mut(name) {
+            awaited.in_flight = awaited.in_flight.saturating_sub(1);
+            if let Some(generation) = generation
+                && awaited.generation.is_none_or(|(known, _)| generation > known)
+            {
+                awaited.generation = Some((generation, since));
+            }
+        }
+        self.settle(name)
+    }
+
+    /// A watch event showed `object`; returns whether no Greeting awaits its status any more.
+    fn observed(&mut self, object: &DynamicObject) -> bool {
+        let (Some(generation), status) = (object.metadata.generation, &object.data["status"]) else {
+            return false;
+        };
+        let value = object.data["spec"]["name"].as_str().unwrap_or_default();
+        if status["observedGeneration"].as_i64() != Some(generation) || status["message"] != message(value) {
+            return false;
+        }
+        let name = object.name_any();
+        let reconciled = self.reconciled.entry(name.clone()).or_insert(generation);
+        *reconciled = (*reconciled).max(generation);
+        self.settle(&name)
+    }
+
+    /// Takes `name` off the awaited once its writes are answered and a status of their highest
+    /// generation (or a later one) showed; returns whether none is awaited any more.
+    fn settle(&mut self, name: &str) -> bool {
+        let Some(awaited) = self.awaited.get(name) else { return false };
+        let Some((generation, since)) = awaited.generation else { return false };
+        if awaited.in_flight > 0 || self.reconciled.get(name).is_none_or(|seen| *seen < generation) {
+            return false;
+        }
+        self.awaited.remove(name);
+        self.latencies.to_status.push(since.elapsed());
+        self.awaited.is_empty()
+    }
 }
 
 /// What a phase measured per write.
@@ -122,16 +182,8 @@ async fn follow(
             }
             _ => continue,
         };
-        let status = &object.data["status"];
-        let current = status["observedGeneration"].as_i64() == object.metadata.generation;
-        let mut ledger = ledger.lock().expect("never poisoned");
-        let done = ledger.awaited.get(&object.name_any()).is_some_and(|a| current && status["message"] == a.message);
-        if done {
-            let awaited = ledger.awaited.remove(&object.name_any()).expect("found above");
-            ledger.latencies.to_status.push(awaited.since.elapsed());
-            if ledger.awaited.is_empty() {
-                settled.notify_waiters();
-            }
+        if ledger.lock().expect("never poisoned").observed(&object) {
+            settled.notify_waiters();
         }
     }
 }
@@ -151,17 +203,16 @@ impl Tracker {
         Ok(Self { namespace, ledger, settled, task: Arc::new(task) })
     }
 
-    /// Records that the Greeting `name` is about to get `spec.name` = `value`; returns when.
-    pub fn expect(&self, name: &str, value: &str) -> Instant {
-        let since = Instant::now();
-        let awaited = Awaited { message: message(value), since };
-        self.ledger.lock().expect("never poisoned").awaited.insert(name.to_string(), awaited);
-        since
+    /// Records that a write of the Greeting `name` is about to begin; returns when.
+    pub fn expect(&self, name: &str) -> Instant {
+        self.ledger.lock().expect("never poisoned").expect(name)
     }
 
-    /// Records that a write begun at `since` was answered.
-    fn answered(&self, since: Instant) {
-        self.ledger.lock().expect("never poisoned").latencies.writes.push(since.elapsed());
+    /// Records that the write of `name` begun at `since` was answered with the object `written`.
+    fn answered(&self, name: &str, since: Instant, written: &DynamicObject) {
+        if self.ledger.lock().expect("never poisoned").answered(name, since, written.metadata.generation) {
+            self.settled.notify_waiters();
+        }
     }
 
     /// Waits until every awaited status showed, at most `limit`; returns the latencies measured
@@ -206,9 +257,11 @@ pub async fn create(
             "apiVersion": api_version, "kind": "Greeting",
             "metadata": { "name": name }, "spec": { "name": value },
         }))?;
-        let since = tracker.expect(&name, value);
-        api.create(&PostParams { field_manager: Some(LOAD_MANAGER.into()), ..PostParams::default() }, &object).await?;
-        tracker.answered(since);
+        let since = tracker.expect(&name);
+        let written = api
+            .create(&PostParams { field_manager: Some(LOAD_MANAGER.into()), ..PostParams::default() }, &object)
+            .await?;
+        tracker.answered(&name, since, &written);
         anyhow::Ok(())
     });
     created.buffer_unordered(WRITES_IN_FLIGHT).try_collect::<Vec<_>>().await?;
@@ -217,15 +270,16 @@ pub async fn create(
 
 /// Sets `spec.name` of the Greeting `name` to `value`.
 pub async fn change(api: &Api<DynamicObject>, tracker: &Tracker, name: &str, value: &str) -> anyhow::Result<()> {
-    let since = tracker.expect(name, value);
+    let since = tracker.expect(name);
     let patch = json!({ "spec": { "name": value } });
-    api.patch(
-        name,
-        &PatchParams { field_manager: Some(LOAD_MANAGER.into()), ..PatchParams::default() },
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    tracker.answered(since);
+    let written = api
+        .patch(
+            name,
+            &PatchParams { field_manager: Some(LOAD_MANAGER.into()), ..PatchParams::default() },
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    tracker.answered(name, since, &written);
     Ok(())
 }
 
@@ -279,13 +333,14 @@ pub async fn delete_all(api: &Api<DynamicObject>, limit: Duration) -> anyhow::Re
 mod tests {
     use super::*;
 
-    /// A Greeting `name` at generation 1 whose status shows `value`'s message.
-    fn greeting(name: &str, value: &str) -> DynamicObject {
+    /// A Greeting `name` at `generation` with `spec.name` = `value`, its status reconciled.
+    fn greeting(name: &str, value: &str, generation: i64) -> DynamicObject {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("wasmop.dev", "v1alpha1", "Greeting"));
         let mut object = DynamicObject::new(name, &resource).data(json!({
-            "status": { "observedGeneration": 1, "message": message(value) },
+            "spec": { "name": value },
+            "status": { "observedGeneration": generation, "message": message(value) },
         }));
-        object.metadata.generation = Some(1);
+        object.metadata.generation = Some(generation);
         object
     }
 
@@ -293,14 +348,15 @@ mod tests {
     async fn a_watch_error_does_not_end_the_tracking() {
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         for name in ["before", "after"] {
-            let awaited = Awaited { message: message("x"), since: Instant::now() };
-            ledger.lock().unwrap().awaited.insert(name.to_string(), awaited);
+            let mut ledger = ledger.lock().unwrap();
+            let since = ledger.expect(name);
+            ledger.answered(name, since, Some(1));
         }
         let events = futures::stream::iter([
             Ok(watcher::Event::InitDone),
-            Ok(watcher::Event::Apply(greeting("before", "x"))),
+            Ok(watcher::Event::Apply(greeting("before", "x", 1))),
             Err(watcher::Error::NoResourceVersion),
-            Ok(watcher::Event::Apply(greeting("after", "x"))),
+            Ok(watcher::Event::Apply(greeting("after", "x", 1))),
         ]);
         let (listed_tx, listed) = tokio::sync::oneshot::channel();
         follow(events, ledger.clone(), Arc::new(Notify::new()), listed_tx).await;
@@ -308,6 +364,29 @@ mod tests {
         let ledger = ledger.lock().unwrap();
         assert!(ledger.awaited.is_empty(), "still awaited: {:?}", ledger.awaited.keys().collect::<Vec<_>>());
         assert_eq!(ledger.latencies.to_status.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn writes_of_one_greeting_applied_out_of_order_settle_on_the_last_applied() {
+        // The load changed "g" to "a" and then to "b"; "b" was applied first (generation 5),
+        // "a" last (generation 6: the client retried it); the controller reconciled both.
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        {
+            let mut ledger = ledger.lock().unwrap();
+            let (to_a, to_b) = (ledger.expect("g"), ledger.expect("g"));
+            assert!(!ledger.answered("g", to_b, Some(5)));
+            assert!(!ledger.answered("g", to_a, Some(6)));
+        }
+        let events = futures::stream::iter([
+            Ok(watcher::Event::InitDone),
+            Ok(watcher::Event::Apply(greeting("g", "b", 5))),
+            Ok(watcher::Event::Apply(greeting("g", "a", 6))),
+        ]);
+        let (listed_tx, _listed) = tokio::sync::oneshot::channel();
+        follow(events, ledger.clone(), Arc::new(Notify::new()), listed_tx).await;
+        let ledger = ledger.lock().unwrap();
+        assert!(ledger.awaited.is_empty(), "the status of generation 6 did not settle it");
+        assert_eq!(ledger.latencies.to_status.len(), 1);
     }
 
     #[test]
