@@ -53,14 +53,24 @@ fn message(value: &str) -> String {
 #[derive(Debug, Default)]
 struct Awaited {
     in_flight: usize,
-    generation: Option<(i64, Instant)>,
+    generation: Option<Written>,
+}
+
+/// What an answered write produced: the object (its UID) and its generation, and when the write
+/// began.
+#[derive(Debug, Clone)]
+struct Written {
+    uid: String,
+    generation: i64,
+    since: Instant,
 }
 
 #[derive(Default)]
 struct Ledger {
     awaited: HashMap<String, Awaited>,
-    /// Per Greeting, the highest generation a watch event showed reconciled: a status of that
-    /// generation, with the message of its `spec.name`.
+    /// Per Greeting (by UID: one deleted and created again starts over), the highest generation
+    /// a watch event showed reconciled: a status of that generation, with the message of its
+    /// `spec.name`.
     reconciled: HashMap<String, i64>,
     latencies: Latencies,
 }
@@ -72,16 +82,16 @@ impl Ledger {
         Instant::now()
     }
 
-    /// The write of `name` begun at `since` was answered with `generation`; returns whether no
-    /// Greeting awaits its status any more.
-    fn answered(&mut self, name: &str, since: Instant, generation: Option<i64>) -> bool {
+    /// The write of `name` begun at `since` was answered with the object `written`; returns
+    /// whether no Greeting awaits its status any more.
+    fn answered(&mut self, name: &str, since: Instant, written: &DynamicObject) -> bool {
         self.latencies.writes.push(since.elapsed());
         if let Some(awaited) = self.awaited.get_mut(name) {
             awaited.in_flight = awaited.in_flight.saturating_sub(1);
-            if let Some(generation) = generation
-                && awaited.generation.is_none_or(|(known, _)| generation > known)
+            if let (Some(uid), Some(generation)) = (written.uid(), written.metadata.generation)
+                && awaited.generation.as_ref().is_none_or(|known| known.uid != uid || generation > known.generation)
             {
-                awaited.generation = Some((generation, since));
+                awaited.generation = Some(Written { uid, generation, since });
             }
         }
         self.settle(name)
@@ -96,18 +106,18 @@ impl Ledger {
         if status["observedGeneration"].as_i64() != Some(generation) || status["message"] != message(value) {
             return false;
         }
-        let name = object.name_any();
-        let reconciled = self.reconciled.entry(name.clone()).or_insert(generation);
+        let Some(uid) = object.uid() else { return false };
+        let reconciled = self.reconciled.entry(uid).or_insert(generation);
         *reconciled = (*reconciled).max(generation);
-        self.settle(&name)
+        self.settle(&object.name_any())
     }
 
     /// Takes `name` off the awaited once its writes are answered and a status of their highest
     /// generation (or a later one) showed; returns whether none is awaited any more.
     fn settle(&mut self, name: &str) -> bool {
         let Some(awaited) = self.awaited.get(name) else { return false };
-        let Some((generation, since)) = awaited.generation else { return false };
-        if awaited.in_flight > 0 || self.reconciled.get(name).is_none_or(|seen| *seen < generation) {
+        let Some(Written { uid, generation, since }) = awaited.generation.clone() else { return false };
+        if awaited.in_flight > 0 || self.reconciled.get(&uid).is_none_or(|seen| *seen < generation) {
             return false;
         }
         self.awaited.remove(name);
@@ -210,7 +220,7 @@ impl Tracker {
 
     /// Records that the write of `name` begun at `since` was answered with the object `written`.
     fn answered(&self, name: &str, since: Instant, written: &DynamicObject) {
-        if self.ledger.lock().expect("never poisoned").answered(name, since, written.metadata.generation) {
+        if self.ledger.lock().expect("never poisoned").answered(name, since, written) {
             self.settled.notify_waiters();
         }
     }
@@ -341,6 +351,7 @@ mod tests {
             "status": { "observedGeneration": generation, "message": message(value) },
         }));
         object.metadata.generation = Some(generation);
+        object.metadata.uid = Some(format!("uid-{name}"));
         object
     }
 
@@ -350,7 +361,7 @@ mod tests {
         for name in ["before", "after"] {
             let mut ledger = ledger.lock().unwrap();
             let since = ledger.expect(name);
-            ledger.answered(name, since, Some(1));
+            ledger.answered(name, since, &greeting(name, "x", 1));
         }
         let events = futures::stream::iter([
             Ok(watcher::Event::InitDone),
@@ -374,8 +385,8 @@ mod tests {
         {
             let mut ledger = ledger.lock().unwrap();
             let (to_a, to_b) = (ledger.expect("g"), ledger.expect("g"));
-            assert!(!ledger.answered("g", to_b, Some(5)));
-            assert!(!ledger.answered("g", to_a, Some(6)));
+            assert!(!ledger.answered("g", to_b, &greeting("g", "b", 5)));
+            assert!(!ledger.answered("g", to_a, &greeting("g", "a", 6)));
         }
         let events = futures::stream::iter([
             Ok(watcher::Event::InitDone),
@@ -387,6 +398,17 @@ mod tests {
         let ledger = ledger.lock().unwrap();
         assert!(ledger.awaited.is_empty(), "the status of generation 6 did not settle it");
         assert_eq!(ledger.latencies.to_status.len(), 1);
+    }
+
+    #[test]
+    fn a_greeting_created_again_awaits_its_own_status() {
+        let mut ledger = Ledger::default();
+        assert!(!ledger.observed(&greeting("g", "old", 6)));
+        let mut again = greeting("g", "new", 1);
+        again.metadata.uid = Some("another".into());
+        let since = ledger.expect("g");
+        assert!(!ledger.answered("g", since, &again), "settled by the deleted Greeting's status");
+        assert!(ledger.observed(&again));
     }
 
     #[test]
