@@ -170,14 +170,26 @@ pub struct Relocations {
     pub relr: u64,
 }
 
-/// Reads them of `binary`.
-pub fn relocation_bytes(binary: &Path) -> anyhow::Result<Relocations> {
+/// The section headers of `binary`, as `readelf -SW` lists them.
+fn section_headers(binary: &Path) -> anyhow::Result<String> {
     let out = std::process::Command::new("readelf").arg("-SW").arg(binary).output()?;
     anyhow::ensure!(out.status.success(), "readelf -SW {}: {}", binary.display(), String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The names of `binary`'s sections (`.text`, `.symtab`, ...), from `readelf`.
+pub fn section_names(binary: &Path) -> anyhow::Result<Vec<String>> {
+    let text = section_headers(binary)?;
+    let names = text.lines().filter_map(|line| line.split_once(']')?.1.split_whitespace().next());
+    Ok(names.filter(|name| name.starts_with('.')).map(str::to_string).collect())
+}
+
+/// Reads them of `binary`.
+pub fn relocation_bytes(binary: &Path) -> anyhow::Result<Relocations> {
+    let text = section_headers(binary)?;
     let size = |section: &str| -> anyhow::Result<u64> {
         // `[ 5] .relr.dyn RELR 0000000000000308 000308 004a10 08 A 0 0 8`: the size follows the
         // name, type, address and offset.
-        let text = String::from_utf8_lossy(&out.stdout);
         let Some(line) = text.lines().find(|l| l.split_whitespace().any(|w| w == section)) else { return Ok(0) };
         let fields: Vec<&str> = line.split(']').nth(1).unwrap_or_default().split_whitespace().collect();
         let hex = fields.get(4).ok_or_else(|| anyhow::anyhow!("no size in {line:?}"))?;

@@ -19,7 +19,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::config::Kubeconfig;
 use kube::runtime::wait::await_condition;
 use wasmop_tests::{
-    apply, apply_file, client, condition, kubeconfig, namespace, plugin, relocation_bytes, within, workspace_root,
+    apply, apply_file, client, condition, kubeconfig, namespace, plugin, relocation_bytes, section_names, within,
+    workspace_root,
 };
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -186,6 +187,11 @@ async fn the_image_runs_from_its_unpacked_root_with_the_manifests_service_accoun
     assert!(
         relocations.relr > 0 && relocations.rela < 64 * 1024,
         "the image's host packs its relocations (host/build.rs): {relocations:?}"
+    );
+    let sections = section_names(&image.entrypoint)?;
+    assert!(
+        !sections.iter().any(|s| s == ".symtab" || s.starts_with(".debug")),
+        "the image's host is stripped, without debug info (Cargo.toml, profile image): {sections:?}"
     );
     apply_manifests(&client).await?;
     apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
