@@ -53,12 +53,12 @@ fn message(value: &str) -> String {
 #[derive(Debug, Default)]
 struct Awaited {
     in_flight: usize,
-    generation: Option<Written>,
+    written: Option<Written>,
 }
 
 /// What an answered write produced: the object (its UID) and its generation, and when the write
 /// began.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Written {
     uid: String,
     generation: i64,
@@ -89,9 +89,9 @@ impl Ledger {
         if let Some(awaited) = self.awaited.get_mut(name) {
             awaited.in_flight = awaited.in_flight.saturating_sub(1);
             if let (Some(uid), Some(generation)) = (written.uid(), written.metadata.generation)
-                && awaited.generation.as_ref().is_none_or(|known| known.uid != uid || generation > known.generation)
+                && awaited.written.as_ref().is_none_or(|known| known.uid != uid || generation > known.generation)
             {
-                awaited.generation = Some(Written { uid, generation, since });
+                awaited.written = Some(Written { uid, generation, since });
             }
         }
         self.settle(name)
@@ -116,10 +116,11 @@ impl Ledger {
     /// generation (or a later one) showed; returns whether none is awaited any more.
     fn settle(&mut self, name: &str) -> bool {
         let Some(awaited) = self.awaited.get(name) else { return false };
-        let Some(Written { uid, generation, since }) = awaited.generation.clone() else { return false };
-        if awaited.in_flight > 0 || self.reconciled.get(&uid).is_none_or(|seen| *seen < generation) {
+        let Some(written) = &awaited.written else { return false };
+        if awaited.in_flight > 0 || self.reconciled.get(&written.uid).is_none_or(|seen| *seen < written.generation) {
             return false;
         }
+        let since = written.since;
         self.awaited.remove(name);
         self.latencies.to_status.push(since.elapsed());
         self.awaited.is_empty()
