@@ -4,9 +4,10 @@
 //! - `call`: per-call overhead of the sandbox ([`call`]);
 //! - `predicate`: per-event cost of a guest predicate against built-in terms ([`predicate`]);
 //! - `burst`: the greeting plugin and `wasmop-native` as processes, side by side: 1,000
-//!   creates, 1,000 x 3 changes ([`e2e::burst`]), then 100 changes a second ([`e2e::paced`]);
+//!   creates, 1,000 x 3 changes ([`e2e::burst`]), then 100 changes a second, one side after
+//!   the other ([`e2e::paced`]);
 //! - `shadow`: the cost of a shadowed candidate: `burst` and `paced` for the greeting plugin alone
-//!   and with itself as its candidate, side by side ([`shadow`]);
+//!   and with itself as its candidate ([`shadow`]);
 //! - `finalizer`: the same creates and changes with a finalizer on both sides, side by side
 //!   ([`e2e::finalizer`]);
 //! - `burst-10k`: 10,000 creates, then a restart with 10,000 existing objects, also with bounded
@@ -19,8 +20,12 @@
 //! - `scale`: 100,000 small primaries (`BENCH_SCALE_OBJECTS`), one host against three sharded
 //!   hosts: per-host peak memory and CPU, time to reconcile all ([`scale`]).
 //!
-//! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs (its sides side by side;
-//! in `burst-10k` the bounded host after the other two); `BENCH_SIDES` (e.g. `wasmop`) runs only
+//! `BENCH_SIDES=native,"native twin"` runs a second `wasmop-native` beside the first instead of
+//! wasmop (its own group, [`process::TWIN_GROUP`]): the table `native twin / native` is then
+//! the spread of two identical controllers, the floor under any ratio of the others.
+//! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs (its sides side by side,
+//! or in turn for `paced`, starting in the order of [`in_round_order`]; in `burst-10k` the
+//! bounded host after the other two); `BENCH_SIDES` (e.g. `wasmop`) runs only
 //! some sides; `BENCH_THREADS` (default: the available parallelism, as `#[tokio::main]` takes
 //! it) sets the runtime worker threads of every controller process, the same on both sides
 //! ([`threads`]), and `BENCH_CONCURRENCY` (default 16) the reconciles each runs at once
@@ -83,14 +88,28 @@ fn concurrency() -> usize {
 #[global_allocator]
 static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
 
-/// Whether `BENCH_SIDES` (comma-separated labels; default all) selects `side`.
+/// Whether `BENCH_SIDES` (comma-separated labels; default all but `native twin`) selects `side`.
 fn side_selected(side: Side) -> bool {
-    std::env::var("BENCH_SIDES").map_or(true, |sides| sides.split(',').any(|s| s.trim() == side.label()))
+    match std::env::var("BENCH_SIDES") {
+        Ok(sides) => sides.split(',').any(|s| s.trim() == side.label()),
+        Err(_) => side != Side::NativeTwin,
+    }
 }
 
 /// Those of `sides` that `BENCH_SIDES` selects, to run side by side.
 fn chosen(sides: &[Side]) -> Vec<Side> {
     sides.iter().copied().filter(|s| side_selected(*s)).collect()
+}
+
+/// `sides` in the order in which `round` starts them: as given in odd rounds, reversed in even
+/// ones. Side by side, the side whose requests go out first each time could keep a head start at
+/// the shared API server; alternating spreads it over the sides, and in turn (`paced`), so does
+/// running first.
+fn in_round_order(mut sides: Vec<Side>, round: usize) -> Vec<Side> {
+    if round.is_multiple_of(2) {
+        sides.reverse();
+    }
+    sides
 }
 
 /// Whether `BENCH_PARTS` selects `part`.
@@ -155,7 +174,7 @@ async fn main() -> anyhow::Result<()> {
         }
         for round in 1..=rounds {
             if selected("burst") {
-                let sides = chosen(&[Side::Native, Side::Wasmop]);
+                let sides = in_round_order(chosen(&[Side::Native, Side::Wasmop, Side::NativeTwin]), round);
                 let (runs, warm) = e2e::burst(&client, kubeconfig, &sides, round, "").await?;
                 println!("burst, round {round}: done after {:.0?}", began.elapsed());
                 report.runs.extend(runs);
@@ -169,14 +188,17 @@ async fn main() -> anyhow::Result<()> {
                 shadowed.push(compared);
             }
             if selected("finalizer") {
-                let sides = chosen(&[Side::Native, Side::Wasmop]);
+                let sides = in_round_order(chosen(&[Side::Native, Side::Wasmop, Side::NativeTwin]), round);
                 report.runs.extend(e2e::finalizer(&client, kubeconfig, &sides, round).await?);
                 println!("finalizer, round {round}: done after {:.0?}", began.elapsed());
             }
             if selected("burst-10k") {
                 // The bounded host alone after the pair: side by side with the whole one, the API
                 // server's count could not tell their writes apart (the same group).
-                for sides in [chosen(&[Side::Native, Side::Wasmop]), chosen(&[Side::WasmopBounded])] {
+                for sides in [
+                    in_round_order(chosen(&[Side::Native, Side::Wasmop, Side::NativeTwin]), round),
+                    chosen(&[Side::WasmopBounded]),
+                ] {
                     if !sides.is_empty() {
                         report.runs.extend(e2e::many(&client, kubeconfig, &sides, round).await?);
                     }
@@ -244,4 +266,17 @@ async fn main() -> anyhow::Result<()> {
 /// The cores this process may use (cgroup-aware), for the report's title and [`threads`].
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_alternate_which_side_starts() {
+        let sides = vec![Side::Native, Side::Wasmop];
+        assert_eq!(in_round_order(sides.clone(), 1), [Side::Native, Side::Wasmop]);
+        assert_eq!(in_round_order(sides.clone(), 2), [Side::Wasmop, Side::Native]);
+        assert_eq!(in_round_order(sides, 3), [Side::Native, Side::Wasmop]);
+    }
 }

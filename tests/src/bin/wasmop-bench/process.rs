@@ -25,6 +25,10 @@ const TICKS_PER_SECOND: f64 = 100.0;
 pub enum Side {
     /// `wasmop-native`, the kube-rs controller.
     Native,
+    /// A second `wasmop-native` on Greetings of a group of its own ([`TWIN_GROUP`]): beside
+    /// [`Side::Native`], its ratios to it are the bench's spread for identical controllers.
+    /// Only when `BENCH_SIDES` names it.
+    NativeTwin,
     /// The wasmop host with the greeting plugin, whole caches.
     Wasmop,
     /// The wasmop host with the greeting plugin and bounded caches (`--cache-budget-mib`).
@@ -39,6 +43,7 @@ impl Side {
     pub fn label(self) -> &'static str {
         match self {
             Side::Native => "native",
+            Side::NativeTwin => "native twin",
             Side::Wasmop => "wasmop",
             Side::WasmopBounded => "wasmop bounded",
             Side::WasmopShadowed => "wasmop shadowed",
@@ -51,8 +56,14 @@ impl Side {
     pub fn group(self) -> &'static str {
         match self {
             Side::Native => NATIVE_GROUP,
+            Side::NativeTwin => TWIN_GROUP,
             Side::Wasmop | Side::WasmopBounded | Side::WasmopShadowed => WASMOP_GROUP,
         }
+    }
+
+    /// Whether it is `wasmop-native`.
+    pub fn native(self) -> bool {
+        matches!(self, Side::Native | Side::NativeTwin)
     }
 }
 
@@ -61,6 +72,8 @@ pub const WASMOP_GROUP: &str = "example.wasmop.dev";
 /// The group of `wasmop-native`'s copy of the Greeting resource: as long, so that objects and
 /// events are the same size.
 pub const NATIVE_GROUP: &str = "example.native.dev";
+/// The group of [`Side::NativeTwin`]'s copy, as long again.
+pub const TWIN_GROUP: &str = "example.second.dev";
 
 /// The configuration file of [`Side::WasmopShadowed`]: `candidate` shadowed beside the plugin
 /// `plugin`, written under `target/bench/`.
@@ -161,9 +174,9 @@ impl Controller {
     pub fn start(side: Side, ns: &str, kubeconfig: &Path, extra: &[String]) -> anyhow::Result<Self> {
         let mut metrics = None;
         let mut command = match side {
-            Side::Native => {
+            Side::Native | Side::NativeTwin => {
                 let mut c = tokio::process::Command::new(sibling("wasmop-native")?);
-                c.arg(ns).arg(super::concurrency().to_string()).args(["--group", NATIVE_GROUP]).args(extra);
+                c.arg(ns).arg(super::concurrency().to_string()).args(["--group", side.group()]).args(extra);
                 c.env("WASMOP_WORKER_THREADS", super::threads().to_string());
                 c
             }

@@ -20,10 +20,15 @@ use super::process::{CacheRequests, PeakMemory, Side};
 const METRICS: [&str; 7] =
     ["peak anon MiB", "peak PSS MiB", "peak RSS MiB", "CPU s", "throughput /s", "p50 ms", "p99 ms"];
 
-/// The sides compared, each over its base: the hosts over native, and the host shadowing a
-/// candidate over the host alone (part `shadow`).
-const COMPARED: [(Side, Side); 3] =
-    [(Side::Wasmop, Side::Native), (Side::WasmopBounded, Side::Native), (Side::WasmopShadowed, Side::Wasmop)];
+/// The sides compared, each over its base: the hosts over native, the host shadowing a
+/// candidate over the host alone (part `shadow`), and native's twin over native (the spread of
+/// identical controllers).
+const COMPARED: [(Side, Side); 4] = [
+    (Side::Wasmop, Side::Native),
+    (Side::WasmopBounded, Side::Native),
+    (Side::WasmopShadowed, Side::Wasmop),
+    (Side::NativeTwin, Side::Native),
+];
 
 /// One phase of one controller.
 pub struct Run {
