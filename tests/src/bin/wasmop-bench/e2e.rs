@@ -266,7 +266,7 @@ pub async fn paced(warm: Vec<Warm>) -> anyhow::Result<Vec<Run>> {
 
 /// [`paced`], leaving the controllers running: one side after the other, in `warm`'s order
 /// (which the bench alternates by round). A steady load is what this scenario measures: alone,
-/// either side keeps up with 100 changes a second here (p99 about 0.1 s). Side by side, the two
+/// either side keeps up with 100 changes a second here (p99 0.1-0.9 s). Side by side, the two
 /// loads and their statuses (about 400 writes a second) outran this 2-core control plane: the
 /// load's own writes took up to 2.7 s, every controller's queue grew for the whole 20 s, and the
 /// figures measured how each side's queue order (native's kube-rs scheduler serves the newest
