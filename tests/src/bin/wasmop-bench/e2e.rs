@@ -269,8 +269,9 @@ pub async fn paced(warm: Vec<Warm>) -> anyhow::Result<Vec<Run>> {
 /// either side keeps up with 100 changes a second here (p99 0.1-0.9 s). Side by side, the two
 /// loads and their statuses (about 400 writes a second) outran this 2-core control plane: the
 /// load's own writes took up to 2.7 s, every controller's queue grew for the whole 20 s, and the
-/// figures measured how each side's queue order (native's kube-rs scheduler serves the newest
-/// first and folds the changes that wait, wasmop's serves the oldest first) fares in an overload.
+/// figures measured how each side's queue order (kube-rs's scheduler takes the waiting changes
+/// in a hash set's order and folds those that wait long, wasmop's serves the oldest first) fares
+/// in an overload.
 pub async fn paced_in_turn(warm: &[Warm]) -> anyhow::Result<Vec<Run>> {
     let seconds = super::env_number("BENCH_PACED_SECONDS", 20) as u64;
     let mut runs = Vec::with_capacity(warm.len());
