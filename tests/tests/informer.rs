@@ -1,6 +1,7 @@
 //! Shared watches against the real kube-apiserver: one watch per (kind, namespace, selectors)
 //! however many controllers subscribe, reference-counted, and a late subscriber misses nothing.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -148,5 +149,76 @@ async fn projected_and_metadata_only_watches_cache_only_what_they_declare() -> a
     assert_eq!(meta.labels().get("app").map(String::as_str), Some("web"));
     assert_eq!(meta.types.as_ref().map(|t| t.kind.as_str()), Some("ConfigMap"));
     drop(whole);
+    Ok(())
+}
+
+/// A client that records the query of every request it sends.
+#[derive(Clone)]
+struct Recording {
+    client: Client,
+    queries: Arc<Mutex<Vec<String>>>,
+}
+
+impl tower::Service<http::Request<kube::client::Body>> for Recording {
+    type Response = http::Response<kube::client::Body>;
+    type Error = kube::Error;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        self.queries.lock().expect("not poisoned").push(request.uri().query().unwrap_or_default().to_string());
+        let client = self.client.clone();
+        Box::pin(async move { client.send(request).await })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_of_small_objects_asks_for_larger_pages_after_the_first_and_misses_none() -> anyhow::Result<()> {
+    const OBJECTS: usize = 3_000;
+    let client = client().await?;
+    let ns = namespace(&client, "paging").await?;
+    // About 300 bytes each: kube's pages of 500 would take 6 requests.
+    let api = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+    let creates = futures::stream::iter(0..OBJECTS).map(|i| {
+        let api = api.clone();
+        async move {
+            let map =
+                serde_json::from_value(json!({ "metadata": { "name": format!("m{i:04}") }, "data": { "k": "v" } }))?;
+            api.create(&PostParams::default(), &map).await?;
+            anyhow::Ok(())
+        }
+    });
+    creates.buffer_unordered(32).collect::<Vec<_>>().await.into_iter().collect::<anyhow::Result<()>>()?;
+
+    let queries = Arc::new(Mutex::new(Vec::new()));
+    let recording = Client::new(Recording { client: client.clone(), queries: queries.clone() }, ns.clone());
+    let registry = Registry::new(recording);
+    let subscription =
+        registry.subscribe(&ApiResource::erase::<ConfigMap>(&()), Some(&ns), Selectors::default(), &Shape::default());
+    let mut events = Box::pin(subscription.events());
+    within(WAIT, "the list's end", async {
+        while let Some(event) = events.next().await {
+            if matches!(event, Event::InitDone) {
+                return;
+            }
+        }
+    })
+    .await?;
+    assert_eq!(subscription.cache().state().await?.len(), OBJECTS, "every object listed");
+
+    let limits: Vec<u64> = queries
+        .lock()
+        .expect("not poisoned")
+        .iter()
+        .filter(|query| !query.contains("watch=true"))
+        .filter_map(|query| query.split('&').find_map(|pair| pair.strip_prefix("limit=")).and_then(|l| l.parse().ok()))
+        .collect();
+    // The first page as kube asks, the next four times as large (still under a MiB), then the
+    // rest in one more page: three requests, where kube's pages of 500 would take six.
+    assert_eq!(limits.len(), 3, "the list's pages: {limits:?}");
+    assert_eq!(limits[..2], [500, 2_000], "the list's pages: {limits:?}");
     Ok(())
 }

@@ -20,6 +20,7 @@ mod bounded;
 mod cache;
 mod clusters;
 mod listing;
+mod paging;
 mod pools;
 mod registry;
 mod remote;
@@ -122,13 +123,15 @@ pub struct Selectors<'a> {
     pub fields: Option<&'a str>,
 }
 
-/// The API and watcher configuration of a watch of `resource` in `namespace` with `selectors`.
+/// The API and watcher configuration of a watch of `resource` in `namespace` with `selectors`;
+/// its lists' pages sized by their bytes ([`paging`]).
 fn scope(
     client: Client,
     resource: &ApiResource,
     namespace: Option<&str>,
     selectors: Selectors<'_>,
 ) -> (Api<Wire>, watcher::Config) {
+    let client = paging::paged(client);
     let api: Api<Wire> = match namespace {
         Some(ns) => Api::namespaced_with(client, ns, resource),
         None => Api::all_with(client, resource),
