@@ -40,6 +40,26 @@ pub async fn settled_writes(client: &Client, counted: Counted) -> anyhow::Result
     Ok(last)
 }
 
+/// The API server's own CPU seconds since it started (`process_cpu_seconds_total`) and the
+/// LIST requests it has served on `resource` (pages, each one).
+pub async fn cpu_and_lists(client: &Client, resource: &str) -> anyhow::Result<(f64, f64)> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    Ok(cpu_and_lists_in(&client.request_text(request).await?, resource))
+}
+
+/// [`cpu_and_lists`] from the text of `/metrics`.
+fn cpu_and_lists_in(metrics: &str, resource: &str) -> (f64, f64) {
+    let value = |line: &str| line.rsplit_once(' ').and_then(|(_, v)| v.trim().parse::<f64>().ok());
+    let cpu = metrics.lines().find(|l| l.starts_with("process_cpu_seconds_total ")).and_then(value).unwrap_or(0.0);
+    let resource = format!("resource=\"{resource}\"");
+    let lists = metrics
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{") && l.contains("verb=\"LIST\"") && l.contains(&resource))
+        .filter_map(value)
+        .sum();
+    (cpu, lists)
+}
+
 /// [`writes`] from the text of `/metrics`.
 fn writes_in(metrics: &str, counted: Counted) -> f64 {
     metrics
@@ -81,5 +101,17 @@ apiserver_request_totally{resource="greetings",verb="PATCH"} 100
         assert_eq!(writes_in(metrics, wasmop), 3018.0);
         assert_eq!(writes_in(metrics, Counted { events: false, ..wasmop }), 3013.0);
         assert_eq!(writes_in(metrics, Counted { group: "example.native.dev", events: false }), 2000.0);
+    }
+
+    #[test]
+    fn reads_the_servers_cpu_and_its_lists_of_one_resource() {
+        let metrics = r#"# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 812.5
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} 46
+apiserver_request_total{code="410",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} 1
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="WATCH",version="v1"} 3
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="secrets",scope="namespace",subresource="",verb="LIST",version="v1"} 9
+"#;
+        assert_eq!(cpu_and_lists_in(metrics, "configmaps"), (812.5, 47.0));
     }
 }

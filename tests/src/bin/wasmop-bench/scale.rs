@@ -3,8 +3,10 @@
 //! each object and writes nothing), first by one wasmop host, then by three sharded ones
 //! (`--shards`) at once. Each side starts with every object already created; it is done when
 //! its hosts' reconcile counts add up to the objects. Reported per host: peak anonymous
-//! memory, PSS and RSS, CPU seconds, and the time to reconcile all, with the sharded hosts'
-//! ratios to the single one.
+//! memory, PSS and RSS, CPU seconds, and when its first reconcile ran (a host reconciles once
+//! its caches have synced, so that is its start-up and list); per side the time to reconcile
+//! all, with the sharded hosts' ratios to the single one, and the API server's CPU seconds and
+//! LIST requests on ConfigMaps meanwhile (its own `/metrics`).
 
 use std::time::{Duration, Instant};
 
@@ -29,29 +31,46 @@ const REPLICAS: usize = 3;
 struct Host {
     memory: PeakMemory,
     cpu_seconds: f64,
+    /// Seconds from the start to its first reconcile: started and listed.
+    listed_seconds: f64,
 }
 
-/// One side: its hosts and the time until all objects were reconciled.
+/// One side: its hosts, the time until all objects were reconciled, and what that cost the API
+/// server (its CPU seconds and the LIST requests on ConfigMaps it served meanwhile).
 struct Measured {
     hosts: Vec<Host>,
     seconds: f64,
+    server_cpu_seconds: f64,
+    lists: f64,
 }
 
 /// Starts `replicas` hosts on `ns` (sharded when more than one) and waits until their
 /// reconciles add up to `objects`.
-async fn run(ns: &str, kubeconfig: &std::path::Path, replicas: usize, objects: usize) -> anyhow::Result<Measured> {
+async fn run(
+    client: &Client,
+    ns: &str,
+    kubeconfig: &std::path::Path,
+    replicas: usize,
+    objects: usize,
+) -> anyhow::Result<Measured> {
     let fixture = wasmop_tests::plugin("fixture-shard").display().to_string();
     let mut extra: Vec<String> = vec!["--plugin".into(), fixture];
     if replicas > 1 {
         extra.extend(["--shards", "--shard-group", ns, "--leader-election-namespace", ns].map(String::from));
     }
+    let (cpu_before, lists_before) = super::apiserver::cpu_and_lists(client, "configmaps").await?;
     let started = Instant::now();
     let hosts: Vec<Controller> =
         (0..replicas).map(|_| Controller::start(Side::Wasmop, ns, kubeconfig, &extra)).collect::<Result<_, _>>()?;
+    let mut listed = vec![None; hosts.len()];
     loop {
         let mut reconciled = 0.0;
-        for host in &hosts {
-            reconciled += host.metric("controller_runtime_reconcile_total{controller=\"fixture-shard\"")?;
+        for (host, listed) in hosts.iter().zip(&mut listed) {
+            let runs = host.metric("controller_runtime_reconcile_total{controller=\"fixture-shard\"")?;
+            if runs > 0.0 && listed.is_none() {
+                *listed = Some(started.elapsed().as_secs_f64());
+            }
+            reconciled += runs;
         }
         if reconciled >= objects as f64 {
             break;
@@ -60,14 +79,17 @@ async fn run(ns: &str, kubeconfig: &std::path::Path, replicas: usize, objects: u
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let (cpu_after, lists_after) = super::apiserver::cpu_and_lists(client, "configmaps").await?;
+    let (server_cpu_seconds, lists) = (cpu_after - cpu_before, lists_after - lists_before);
     let mut figures = Vec::with_capacity(hosts.len());
-    for host in &hosts {
-        figures.push(Host { memory: host.peak_memory()?, cpu_seconds: host.cpu_seconds()? });
+    for (host, listed) in hosts.iter().zip(listed) {
+        let listed_seconds = listed.unwrap_or(seconds);
+        figures.push(Host { memory: host.peak_memory()?, cpu_seconds: host.cpu_seconds()?, listed_seconds });
     }
     // All at once, once all are measured, and shut down rather than killed: the next round's
     // hosts join the same shard group, and must not wait for these hosts' Leases to expire.
     futures::future::try_join_all(hosts.into_iter().map(Controller::terminate)).await?;
-    Ok(Measured { hosts: figures, seconds })
+    Ok(Measured { hosts: figures, seconds, server_cpu_seconds, lists })
 }
 
 /// Creates `objects` labelled ConfigMaps in `ns`.
@@ -95,26 +117,43 @@ async fn create(client: &Client, ns: &str, objects: usize) -> anyhow::Result<f64
 fn round_report(round: usize, single: &Measured, sharded: &Measured) -> (String, Value) {
     let one = &single.hosts[0];
     let mut md = format!(
-        "| {round} | single | {:.1} | {:.1} | {:.1} | 1.00 | {:.1} | {:.1} |\n",
-        one.memory.anon_mib, one.memory.pss_mib, one.memory.rss_mib, one.cpu_seconds, single.seconds
+        "| {round} | single | {:.1} | {:.1} | {:.1} | 1.00 | {:.1} | {:.1} | {:.1} |\n",
+        one.memory.anon_mib,
+        one.memory.pss_mib,
+        one.memory.rss_mib,
+        one.cpu_seconds,
+        one.listed_seconds,
+        single.seconds
     );
     for (i, host) in sharded.hosts.iter().enumerate() {
         md.push_str(&format!(
-            "| {round} | sharded {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} |\n",
+            "| {round} | sharded {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} | {:.1} |\n",
             i + 1,
             host.memory.anon_mib,
             host.memory.pss_mib,
             host.memory.rss_mib,
             host.memory.rss_mib / one.memory.rss_mib,
             host.cpu_seconds,
+            host.listed_seconds,
             sharded.seconds
         ));
     }
-    let host_json = |h: &Host| json!({ "anon_mib": h.memory.anon_mib, "pss_mib": h.memory.pss_mib, "rss_mib": h.memory.rss_mib, "cpu_seconds": h.cpu_seconds });
+    let host_json = |h: &Host| {
+        json!({
+            "anon_mib": h.memory.anon_mib, "pss_mib": h.memory.pss_mib, "rss_mib": h.memory.rss_mib,
+            "cpu_seconds": h.cpu_seconds, "listed_seconds": h.listed_seconds,
+        })
+    };
     let json = json!({
         "round": round,
-        "single": { "seconds": single.seconds, "host": host_json(one) },
-        "sharded": { "seconds": sharded.seconds, "hosts": sharded.hosts.iter().map(host_json).collect::<Vec<_>>() },
+        "single": {
+            "seconds": single.seconds, "server_cpu_seconds": single.server_cpu_seconds, "lists": single.lists,
+            "host": host_json(one),
+        },
+        "sharded": {
+            "seconds": sharded.seconds, "server_cpu_seconds": sharded.server_cpu_seconds, "lists": sharded.lists,
+            "hosts": sharded.hosts.iter().map(host_json).collect::<Vec<_>>(),
+        },
     });
     (md, json)
 }
@@ -133,24 +172,31 @@ pub async fn scale(client: &Client, kubeconfig: &std::path::Path, rounds: usize)
          `fixture-shard` on labelled ConfigMaps (the API server filters each sharded host's lists and \
          watches); every object existed before the hosts started. Ratios are to the single host of the \
          same round. Creating the objects took {created:.0} s.\n\n\
-         | round | host | peak anon MiB | peak PSS MiB | peak RSS MiB | x RSS | CPU s | time to all s |\n\
-         |---|---|---|---|---|---|---|---|\n"
+         `first run s` is when a host's first reconcile ran: its start-up and list (a host reconciles once \
+         its caches have synced).\n\n\
+         | round | host | peak anon MiB | peak PSS MiB | peak RSS MiB | x RSS | CPU s | first run s | time to all s |\n\
+         |---|---|---|---|---|---|---|---|---|\n"
     );
     let mut json_rounds = Vec::new();
     let mut summary = Vec::new();
     for round in 1..=rounds {
         let (single, sharded) = if round % 2 == 1 {
-            let single = run(&ns, kubeconfig, 1, objects).await?;
-            (single, run(&ns, kubeconfig, REPLICAS, objects).await?)
+            let single = run(client, &ns, kubeconfig, 1, objects).await?;
+            (single, run(client, &ns, kubeconfig, REPLICAS, objects).await?)
         } else {
-            let sharded = run(&ns, kubeconfig, REPLICAS, objects).await?;
-            (run(&ns, kubeconfig, 1, objects).await?, sharded)
+            let sharded = run(client, &ns, kubeconfig, REPLICAS, objects).await?;
+            (run(client, &ns, kubeconfig, 1, objects).await?, sharded)
         };
         println!("scale, round {round}: one host {:.1} s, {REPLICAS} sharded {:.1} s", single.seconds, sharded.seconds);
         let worst = sharded.hosts.iter().map(|h| h.memory.rss_mib / single.hosts[0].memory.rss_mib).fold(0.0, f64::max);
         summary.push(format!(
-            "round {round}: worst sharded host {worst:.2}x the single host's RSS; all done in {:.2}x its time",
-            sharded.seconds / single.seconds
+            "round {round}: worst sharded host {worst:.2}x the single host's RSS; all done in {:.2}x its time; \
+             the API server used {:.1} CPU s and served {:.0} LIST pages for the three, {:.1} and {:.0} for the one",
+            sharded.seconds / single.seconds,
+            sharded.server_cpu_seconds,
+            sharded.lists,
+            single.server_cpu_seconds,
+            single.lists
         ));
         let (rows, json) = round_report(round, &single, &sharded);
         md.push_str(&rows);
