@@ -26,6 +26,7 @@ mod registry;
 mod remote;
 mod sharded;
 mod snapshots;
+mod tally;
 mod view;
 mod weight;
 mod whole;

@@ -14,15 +14,14 @@
 //! decodes it), so large objects now make pages smaller than kube's and the host's memory
 //! bounded by bytes rather than by objects.
 
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Request, Response};
 use kube::Client;
-use kube::client::Body;
+
+use super::tally::{Tallied, Tally};
 
 /// The bytes a page aims at: kube's 500 objects at 2 KB each.
 pub const TARGET_BYTES: u64 = 1 << 20;
@@ -51,7 +50,7 @@ struct Page {
 /// A watch's client whose lists' pages after the first are sized by [`next_limit`]. One per
 /// watch: a watch lists one page at a time.
 #[derive(Clone)]
-pub struct Paged {
+struct Paged {
     client: Client,
     last: Arc<Mutex<Option<Page>>>,
 }
@@ -62,8 +61,8 @@ pub fn paged(client: Client) -> Client {
     Client::new(Paged { client, last: Arc::default() }, namespace)
 }
 
-impl tower::Service<Request<Body>> for Paged {
-    type Response = Response<Measured>;
+impl tower::Service<Request<kube::client::Body>> for Paged {
+    type Response = Response<Tallied<Measured>>;
     type Error = kube::Error;
     type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
 
@@ -71,7 +70,7 @@ impl tower::Service<Request<Body>> for Paged {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, mut request: Request<Body>) -> Self::Future {
+    fn call(&mut self, mut request: Request<kube::client::Body>) -> Self::Future {
         let last = *self.last.lock().expect("the last page is only copied under its lock");
         let limit = request.uri().query().and_then(|query| sized(query, last));
         if let Some((query, _)) = &limit {
@@ -85,7 +84,8 @@ impl tower::Service<Request<Body>> for Paged {
         Box::pin(async move {
             let response = client.send(request).await?;
             let limit = limit.map(|(_, limit)| limit).filter(|_| response.status().is_success());
-            Ok(response.map(|body| Measured { body, bytes: 0, page: limit.map(|limit| (limit, record)) }))
+            let measured = Measured { bytes: 0, page: limit.map(|limit| (limit, record)) };
+            Ok(response.map(|body| Tallied::new(body, measured)))
         })
     }
 }
@@ -109,43 +109,23 @@ fn sized(query: &str, last: Option<Page>) -> Option<(String, u64)> {
     Some((rebuilt.join("&"), limit))
 }
 
-/// A response body whose bytes are counted; a list page's are recorded as the watch's last
-/// page once it has been read to its end.
-pub struct Measured {
-    body: Body,
+/// A response's bytes; a list page's are recorded as its watch's last page once it has been
+/// read to its end.
+struct Measured {
     bytes: u64,
     page: Option<(u64, Arc<Mutex<Option<Page>>>)>,
 }
 
-impl http_body::Body for Measured {
-    type Data = Bytes;
-    type Error = kube::Error;
+impl Tally for Measured {
+    fn data(&mut self, bytes: u64) {
+        self.bytes += bytes;
+    }
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.body).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => this.bytes += frame.data_ref().map_or(0, |data| data.len() as u64),
-            Poll::Ready(None) => {
-                if let Some((limit, last)) = this.page.take() {
-                    let page = Page { limit, bytes: this.bytes };
-                    *last.lock().expect("the last page is only set under its lock") = Some(page);
-                }
-            }
-            _ => {}
+    fn end(&mut self) {
+        if let Some((limit, last)) = self.page.take() {
+            let page = Page { limit, bytes: self.bytes };
+            *last.lock().expect("the last page is only set under its lock") = Some(page);
         }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
     }
 }
 

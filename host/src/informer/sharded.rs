@@ -11,11 +11,9 @@
 //!   replaces the cache's content (objects lost leave it, objects gained enter it).
 //! - The bytes of its responses and the objects it decoded (kept or dropped) are counted.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use http::{Request, Response};
@@ -25,6 +23,7 @@ use kube::client::Body;
 use kube::runtime::watcher;
 use wasmop_core::shard::{Ranges, ShardKey};
 
+use super::tally::{Tallied, Tally};
 use super::{Decoded, Shape};
 use crate::wire::Wire;
 
@@ -179,7 +178,7 @@ struct SelectorService {
 }
 
 impl tower::Service<Request<Body>> for SelectorService {
-    type Response = Response<Counted>;
+    type Response = Response<Tallied<Counted>>;
     type Error = kube::Error;
     type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
 
@@ -199,7 +198,7 @@ impl tower::Service<Request<Body>> for SelectorService {
         let (client, counters, kind) = (self.client.clone(), self.counters.clone(), self.kind.clone());
         Box::pin(async move {
             let response = client.send(request).await?;
-            Ok(response.map(|body| Counted { body, counters, kind }))
+            Ok(response.map(|body| Tallied::new(body, Counted { counters, kind })))
         })
     }
 }
@@ -216,37 +215,15 @@ fn form_urlencoded(value: &str) -> String {
     encoded
 }
 
-/// A response body whose bytes are counted as they arrive.
+/// What a sharded watch's response tells its counters: its bytes, as they arrive.
 struct Counted {
-    body: Body,
     counters: Arc<dyn ShardCounters>,
     kind: Arc<str>,
 }
 
-impl http_body::Body for Counted {
-    type Data = Bytes;
-    type Error = kube::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.body).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled
-            && let Some(data) = frame.data_ref()
-        {
-            this.counters.bytes(&this.kind, data.len() as u64);
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
+impl Tally for Counted {
+    fn data(&mut self, bytes: u64) {
+        self.counters.bytes(&self.kind, bytes);
     }
 }
 
