@@ -577,14 +577,25 @@ mod tests {
         assert!(listed.unwrap()[0].data.get("data").is_none());
     }
 
+    /// What [`serve_config_maps`] was asked: LIST requests, those without a `limit`, and the
+    /// limits of the others in order.
+    #[derive(Default)]
+    struct Served {
+        lists: AtomicU64,
+        unlimited: AtomicU64,
+        limits: Mutex<Vec<usize>>,
+    }
+
     /// Serves the API of the ConfigMaps `objects` (by name) until the test ends: GETs, and LISTs
-    /// two objects a page when a `limit` asks for pages; counts the LIST requests and those without a `limit`.
+    /// by pages of the `limit` asked, but at most `most` objects a page, when a `limit` asks
+    /// for pages.
     fn serve_config_maps(
         mut requests: tokio::sync::mpsc::UnboundedReceiver<api_double::Request>,
         objects: Arc<Mutex<std::collections::BTreeMap<String, Arc<Object>>>>,
-    ) -> (Arc<AtomicU64>, Arc<AtomicU64>) {
-        let (lists, unlimited) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let counts = (lists.clone(), unlimited.clone());
+        most: usize,
+    ) -> Arc<Served> {
+        let served = Arc::new(Served::default());
+        let counts = served.clone();
         tokio::spawn(async move {
             while let Some(request) = requests.recv().await {
                 let objects = objects.lock().unwrap().clone();
@@ -593,12 +604,14 @@ mod tests {
                     request.answer(&json(&objects[&name]));
                     continue;
                 }
-                lists.fetch_add(1, Ordering::SeqCst);
-                if request.query("limit").is_none() {
-                    unlimited.fetch_add(1, Ordering::SeqCst);
+                served.lists.fetch_add(1, Ordering::SeqCst);
+                let limit: Option<usize> = request.query("limit").map(|l| l.parse().unwrap());
+                match limit {
+                    Some(limit) => served.limits.lock().unwrap().push(limit),
+                    None => _ = served.unlimited.fetch_add(1, Ordering::SeqCst),
                 }
-                // As the API server pages: only when asked to, here two objects a page.
-                let size = if request.query("limit").is_some() { 2 } else { objects.len() };
+                // As the API server pages: only when asked to.
+                let size = limit.map_or(objects.len(), |limit| limit.min(most));
                 let from: usize = request.query("continue").map_or(0, |c| c.parse().unwrap());
                 let page: Vec<_> = objects.values().skip(from).take(size).map(|o| json(o)).collect();
                 let next = if from + size < objects.len() { (from + size).to_string() } else { String::new() };
@@ -623,7 +636,7 @@ mod tests {
         let objects: std::collections::BTreeMap<_, _> =
             ["a", "b", "c"].iter().map(|n| (n.to_string(), object(n, "1", 100))).collect();
         let objects = Arc::new(Mutex::new(objects));
-        let (lists, unlimited) = serve_config_maps(requests, objects.clone());
+        let served = serve_config_maps(requests, objects.clone(), 2);
         let store = store_of(pool(1), client, config_maps(), crate::informer::Shape::default());
         for o in objects.lock().unwrap().values() {
             store.apply(&Event::Apply(o.clone()));
@@ -635,7 +648,7 @@ mod tests {
             assert_eq!(names(&listed), ["a@1", "b@1", "c@1"]);
         }
         assert_eq!(
-            (lists.load(Ordering::SeqCst), unlimited.load(Ordering::SeqCst)),
+            (served.lists.load(Ordering::SeqCst), served.unlimited.load(Ordering::SeqCst)),
             (2, 0),
             "(LIST requests, unpaginated ones) for five lists of 3 objects, 2 a page"
         );
@@ -644,7 +657,27 @@ mod tests {
         objects.lock().unwrap().insert("b".into(), object("b", "2", 100));
         store.apply(&Event::Apply(object("b", "2", 100)));
         assert_eq!(names(&store.state().await.unwrap()), ["a@1", "b@2", "c@1"]);
-        assert_eq!(lists.load(Ordering::SeqCst), 2, "no LIST for one changed object");
+        assert_eq!(served.lists.load(Ordering::SeqCst), 2, "no LIST for one changed object");
+    }
+
+    #[tokio::test]
+    async fn lists_of_evicted_small_objects_ask_for_larger_pages_after_the_first() {
+        let (client, requests) = api_double::start().await;
+        // 3,000 objects of about 150 bytes: kube's pages of 500 would take six requests.
+        let objects: std::collections::BTreeMap<_, _> =
+            (0..3_000).map(|i| format!("m{i:04}")).map(|n| (n.clone(), object(&n, "1", 10))).collect();
+        let objects = Arc::new(Mutex::new(objects));
+        let served = serve_config_maps(requests, objects.clone(), usize::MAX);
+        let store = store_of(pool(1), client, config_maps(), crate::informer::Shape::default());
+        for o in objects.lock().unwrap().values() {
+            store.apply(&Event::Apply(o.clone()));
+        }
+        assert_eq!(store.state().await.unwrap().len(), 3_000, "every object listed");
+        let limits = served.limits.lock().unwrap().clone();
+        // The first page of 500, the next four times as large (far under a MiB), then the rest
+        // in one page of what a MiB holds.
+        assert_eq!(limits.len(), 3, "the limits of the list's pages: {limits:?}");
+        assert_eq!(limits[..2], [500, 2_000], "the limits of the list's pages: {limits:?}");
     }
 
     #[tokio::test]

@@ -48,7 +48,7 @@ struct Page {
 }
 
 /// A watch's client whose lists' pages after the first are sized by [`next_limit`]. One per
-/// watch: a watch lists one page at a time.
+/// watch (a watch lists one page at a time) and one per bounded cache's refetches.
 #[derive(Clone)]
 struct Paged {
     client: Client,

@@ -13,8 +13,9 @@ use super::Shape;
 use crate::object::ObjectKey;
 use crate::wire::{Object, Wire};
 
-/// Objects per LIST page: the API server answers a page at a time, and the host holds one page
-/// of the answer's text at a time.
+/// Objects of a LIST's first page, kube's: the API server answers a page at a time, and the
+/// host holds one page of the answer's text at a time. The pages after it are sized by their
+/// bytes, as the watches' ([`super::paging`]).
 pub const PAGE: u32 = 500;
 
 /// The API a bounded watch refetches from.
@@ -32,7 +33,8 @@ pub struct Remote {
 
 impl Remote {
     /// The API of the objects of `resource` in `namespace` that `list` selects, cut to `shape`;
-    /// every LIST page requested counts in `lists`.
+    /// every LIST page requested counts in `lists`. Lists of several namespaces at once size
+    /// their pages by each other's: objects of one kind and scope.
     pub fn new(
         client: Client,
         resource: ApiResource,
@@ -41,7 +43,7 @@ impl Remote {
         shape: Shape,
         lists: Counter,
     ) -> Self {
-        Self { client, resource, namespace, list, shape, lists }
+        Self { client: super::paging::paged(client), resource, namespace, list, shape, lists }
     }
 
     fn api<K>(&self, namespace: Option<&str>) -> Api<K>
@@ -78,7 +80,7 @@ impl Remote {
     }
 
     /// Every object of the watch's scope, narrowed to `namespace` when the watch spans all of
-    /// them, listed [`PAGE`] objects per request.
+    /// them, listed [`PAGE`] objects in the first request and pages sized by their bytes after.
     pub async fn list(&self, namespace: Option<&str>) -> Result<Vec<Arc<Object>>, kube::Error> {
         let namespace = self.namespace.as_deref().or(namespace);
         let mut params = self.list.clone().limit(PAGE);
