@@ -127,7 +127,7 @@ fn round_report(round: usize, single: &Measured, sharded: &Measured) -> (String,
     );
     for (i, host) in sharded.hosts.iter().enumerate() {
         md.push_str(&format!(
-            "| {round} | sharded {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} | {:.1} |\n",
+            "| {round} | sharded {} | {:.1} | {:.1} | {:.1} | {:.3} | {:.1} | {:.1} | {:.1} |\n",
             i + 1,
             host.memory.anon_mib,
             host.memory.pss_mib,
@@ -190,7 +190,7 @@ pub async fn scale(client: &Client, kubeconfig: &std::path::Path, rounds: usize)
         println!("scale, round {round}: one host {:.1} s, {REPLICAS} sharded {:.1} s", single.seconds, sharded.seconds);
         let worst = sharded.hosts.iter().map(|h| h.memory.rss_mib / single.hosts[0].memory.rss_mib).fold(0.0, f64::max);
         summary.push(format!(
-            "round {round}: worst sharded host {worst:.2}x the single host's RSS; all done in {:.2}x its time; \
+            "round {round}: worst sharded host {worst:.3}x the single host's RSS; all done in {:.2}x its time; \
              the API server used {:.1} CPU s and served {:.0} LIST pages for the three, {:.1} and {:.0} for the one",
             sharded.seconds / single.seconds,
             sharded.server_cpu_seconds,
