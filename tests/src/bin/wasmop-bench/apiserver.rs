@@ -47,6 +47,49 @@ pub async fn cpu_and_lists(client: &Client, resource: &str) -> anyhow::Result<(f
     Ok(cpu_and_lists_in(&client.request_text(request).await?, resource))
 }
 
+/// Has the API server collect its garbage now: Go's `runtime.GC()`, which its
+/// `/debug/pprof/heap?gc=1` runs before it answers (the profile itself is dropped). Go collects
+/// when its heap has grown enough, so without this the garbage of one measured window is
+/// collected, and its CPU counted, in the next.
+pub async fn collect_garbage(client: &Client) -> anyhow::Result<()> {
+    use http_body_util::BodyExt;
+    let request = http::Request::get("/debug/pprof/heap?gc=1").body(kube::client::Body::from(Vec::new()))?;
+    let response = client.send(request).await?;
+    anyhow::ensure!(response.status().is_success(), "the API server's heap profile: {}", response.status());
+    response.into_body().collect().await.map_err(|err| anyhow::anyhow!("the API server's heap profile: {err}"))?;
+    Ok(())
+}
+
+/// The API server's CPU below which it counts as quiet, in cores.
+const QUIET_CORES: f64 = 0.1;
+/// How long [`settle`] watches the API server's CPU at a time.
+const QUIET_OVER: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long [`settle`] waits for quiet at most.
+const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Returns once the API server has collected its garbage ([`collect_garbage`]) and then used
+/// less than [`QUIET_CORES`] of CPU over [`QUIET_OVER`] (or after [`SETTLE_LIMIT`]): a measured
+/// window starts from a settled server, not amid the work an earlier one left it.
+pub async fn settle(client: &Client) -> anyhow::Result<()> {
+    collect_garbage(client).await?;
+    let started = std::time::Instant::now();
+    let (mut before, _) = cpu_and_lists(client, "").await?;
+    while started.elapsed() < SETTLE_LIMIT {
+        tokio::time::sleep(QUIET_OVER).await;
+        let (now, _) = cpu_and_lists(client, "").await?;
+        if quiet(now - before, QUIET_OVER) {
+            return Ok(());
+        }
+        before = now;
+    }
+    Ok(())
+}
+
+/// Whether `cpu` seconds used over `over` make a quiet server.
+fn quiet(cpu: f64, over: std::time::Duration) -> bool {
+    cpu < QUIET_CORES * over.as_secs_f64()
+}
+
 /// [`cpu_and_lists`] from the text of `/metrics`.
 fn cpu_and_lists_in(metrics: &str, resource: &str) -> (f64, f64) {
     let value = |line: &str| line.rsplit_once(' ').and_then(|(_, v)| v.trim().parse::<f64>().ok());
@@ -113,5 +156,13 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="",res
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="secrets",scope="namespace",subresource="",verb="LIST",version="v1"} 9
 "#;
         assert_eq!(cpu_and_lists_in(metrics, "configmaps"), (812.5, 47.0));
+    }
+
+    #[test]
+    fn a_server_is_quiet_below_a_tenth_of_a_core() {
+        let half_a_second = std::time::Duration::from_millis(500);
+        assert!(quiet(0.04, half_a_second));
+        assert!(!quiet(0.05, half_a_second));
+        assert!(!quiet(0.6, half_a_second));
     }
 }

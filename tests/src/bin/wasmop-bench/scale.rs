@@ -1,12 +1,15 @@
 //! Part `scale`: many small primaries (`BENCH_SCALE_OBJECTS`, default 100,000 labelled
 //! ConfigMaps, which the API server shards by itself) reconciled by `fixture-shard` (it reads
-//! each object and writes nothing), first by one wasmop host, then by three sharded ones
+//! each object and writes nothing), by one wasmop host and by three sharded ones
 //! (`--shards`) at once. Each side starts with every object already created; it is done when
 //! its hosts' reconcile counts add up to the objects. Reported per host: peak anonymous
 //! memory, PSS and RSS, CPU seconds, and when its first reconcile ran (a host reconciles once
 //! its caches have synced, so that is its start-up and list); per side the time to reconcile
 //! all, with the sharded hosts' ratios to the single one, and the API server's CPU seconds and
-//! LIST requests on ConfigMaps meanwhile (its own `/metrics`).
+//! LIST requests on ConfigMaps meanwhile (its own `/metrics`). Each side starts once the API
+//! server has settled ([`super::apiserver::settle`]), and its CPU seconds include collecting
+//! the side's garbage, which Go would otherwise leave to the next side's window. The sides'
+//! order alternates by round.
 
 use std::time::{Duration, Instant};
 
@@ -36,7 +39,8 @@ struct Host {
 }
 
 /// One side: its hosts, the time until all objects were reconciled, and what that cost the API
-/// server (its CPU seconds and the LIST requests on ConfigMaps it served meanwhile).
+/// server (its CPU seconds, its garbage collected at the end, and the LIST requests on
+/// ConfigMaps it served meanwhile).
 struct Measured {
     hosts: Vec<Host>,
     seconds: f64,
@@ -58,6 +62,9 @@ async fn run(
     if replicas > 1 {
         extra.extend(["--shards", "--shard-group", ns, "--leader-election-namespace", ns].map(String::from));
     }
+    // The API server's CPU counts from a settled server, and includes collecting this side's
+    // garbage, not an earlier side's.
+    super::apiserver::settle(client).await?;
     let (cpu_before, lists_before) = super::apiserver::cpu_and_lists(client, "configmaps").await?;
     let started = Instant::now();
     let hosts: Vec<Controller> =
@@ -79,6 +86,7 @@ async fn run(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
+    super::apiserver::collect_garbage(client).await?;
     let (cpu_after, lists_after) = super::apiserver::cpu_and_lists(client, "configmaps").await?;
     let (server_cpu_seconds, lists) = (cpu_after - cpu_before, lists_after - lists_before);
     let mut figures = Vec::with_capacity(hosts.len());
