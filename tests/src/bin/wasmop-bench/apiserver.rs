@@ -40,18 +40,44 @@ pub async fn settled_writes(client: &Client, counted: Counted) -> anyhow::Result
     Ok(last)
 }
 
-/// The API server's own CPU seconds since it started (`process_cpu_seconds_total`) and the
-/// LIST requests it has served on `resource` (pages, each one).
-pub async fn cpu_and_lists(client: &Client, resource: &str) -> anyhow::Result<(f64, f64)> {
+/// What the API server has done since it started, of what part `scale` compares.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ServerCounts {
+    /// Its own CPU seconds (`process_cpu_seconds_total`).
+    pub cpu_seconds: f64,
+    /// The LIST requests it served on one resource (pages, each one).
+    pub lists: f64,
+    /// The garbage collections Go started by itself (`go_gc_cycles_automatic_gc_cycles_total`):
+    /// one costs seconds of CPU on a heap of gigabytes, so a window that holds one is dearer
+    /// by it, whoever made the garbage.
+    pub collections: f64,
+}
+
+impl std::ops::Sub for ServerCounts {
+    type Output = Self;
+
+    fn sub(self, before: Self) -> Self {
+        Self {
+            cpu_seconds: self.cpu_seconds - before.cpu_seconds,
+            lists: self.lists - before.lists,
+            collections: self.collections - before.collections,
+        }
+    }
+}
+
+/// The API server's [`ServerCounts`], its LISTs counted on `resource`.
+pub async fn server_counts(client: &Client, resource: &str) -> anyhow::Result<ServerCounts> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
-    Ok(cpu_and_lists_in(&client.request_text(request).await?, resource))
+    Ok(server_counts_in(&client.request_text(request).await?, resource))
 }
 
 /// Has the API server collect its garbage now: Go's `runtime.GC()`, which its
 /// `/debug/pprof/heap?gc=1` runs before it answers (the profile itself is dropped). Go collects
-/// when its heap has grown enough, so without this the garbage of one measured window is
-/// collected, and its CPU counted, in the next.
-pub async fn collect_garbage(client: &Client) -> anyhow::Result<()> {
+/// by itself once its heap has grown by as much as it held after the last collection (a
+/// gigabyte or two here), so a collection falls into whichever measured window crosses that
+/// line, whoever made most of the garbage; collected just before, a window of a few seconds
+/// rarely holds one ([`ServerCounts::collections`] tells).
+async fn collect_garbage(client: &Client) -> anyhow::Result<()> {
     use http_body_util::BodyExt;
     let request = http::Request::get("/debug/pprof/heap?gc=1").body(kube::client::Body::from(Vec::new()))?;
     let response = client.send(request).await?;
@@ -73,10 +99,10 @@ const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 pub async fn settle(client: &Client) -> anyhow::Result<()> {
     collect_garbage(client).await?;
     let started = std::time::Instant::now();
-    let (mut before, _) = cpu_and_lists(client, "").await?;
+    let mut before = server_counts(client, "").await?.cpu_seconds;
     while started.elapsed() < SETTLE_LIMIT {
         tokio::time::sleep(QUIET_OVER).await;
-        let (now, _) = cpu_and_lists(client, "").await?;
+        let now = server_counts(client, "").await?.cpu_seconds;
         if quiet(now - before, QUIET_OVER) {
             return Ok(());
         }
@@ -90,17 +116,24 @@ fn quiet(cpu: f64, over: std::time::Duration) -> bool {
     cpu < QUIET_CORES * over.as_secs_f64()
 }
 
-/// [`cpu_and_lists`] from the text of `/metrics`.
-fn cpu_and_lists_in(metrics: &str, resource: &str) -> (f64, f64) {
+/// [`server_counts`] from the text of `/metrics`.
+fn server_counts_in(metrics: &str, resource: &str) -> ServerCounts {
     let value = |line: &str| line.rsplit_once(' ').and_then(|(_, v)| v.trim().parse::<f64>().ok());
-    let cpu = metrics.lines().find(|l| l.starts_with("process_cpu_seconds_total ")).and_then(value).unwrap_or(0.0);
+    let single = |name: &str| {
+        let prefix = format!("{name} ");
+        metrics.lines().find(|l| l.starts_with(&prefix)).and_then(value).unwrap_or(0.0)
+    };
     let resource = format!("resource=\"{resource}\"");
     let lists = metrics
         .lines()
         .filter(|l| l.starts_with("apiserver_request_total{") && l.contains("verb=\"LIST\"") && l.contains(&resource))
         .filter_map(value)
         .sum();
-    (cpu, lists)
+    ServerCounts {
+        cpu_seconds: single("process_cpu_seconds_total"),
+        lists,
+        collections: single("go_gc_cycles_automatic_gc_cycles_total"),
+    }
 }
 
 /// [`writes`] from the text of `/metrics`.
@@ -147,15 +180,18 @@ apiserver_request_totally{resource="greetings",verb="PATCH"} 100
     }
 
     #[test]
-    fn reads_the_servers_cpu_and_its_lists_of_one_resource() {
+    fn reads_the_servers_cpu_its_lists_of_one_resource_and_its_own_collections() {
         let metrics = r#"# TYPE process_cpu_seconds_total counter
 process_cpu_seconds_total 812.5
+go_gc_cycles_automatic_gc_cycles_total 315
+go_gc_cycles_forced_gc_cycles_total 16
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} 46
 apiserver_request_total{code="410",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} 1
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="WATCH",version="v1"} 3
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="secrets",scope="namespace",subresource="",verb="LIST",version="v1"} 9
 "#;
-        assert_eq!(cpu_and_lists_in(metrics, "configmaps"), (812.5, 47.0));
+        let counts = server_counts_in(metrics, "configmaps");
+        assert_eq!(counts, ServerCounts { cpu_seconds: 812.5, lists: 47.0, collections: 315.0 });
     }
 
     #[test]

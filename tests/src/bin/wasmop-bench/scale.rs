@@ -6,10 +6,10 @@
 //! memory, PSS and RSS, CPU seconds, and when its first reconcile ran (a host reconciles once
 //! its caches have synced, so that is its start-up and list); per side the time to reconcile
 //! all, with the sharded hosts' ratios to the single one, and the API server's CPU seconds and
-//! LIST requests on ConfigMaps meanwhile (its own `/metrics`). Each side starts once the API
-//! server has settled ([`super::apiserver::settle`]), and its CPU seconds include collecting
-//! the side's garbage, which Go would otherwise leave to the next side's window. The sides'
-//! order alternates by round.
+//! LIST requests on ConfigMaps meanwhile (its own `/metrics`), with the garbage collections Go
+//! started in it: one costs the API server seconds of CPU on its heap of gigabytes, whichever
+//! window it falls into. Each side starts once the API server has settled, its garbage just
+//! collected ([`super::apiserver::settle`]). The sides' order alternates by round.
 
 use std::time::{Duration, Instant};
 
@@ -38,14 +38,12 @@ struct Host {
     listed_seconds: f64,
 }
 
-/// One side: its hosts, the time until all objects were reconciled, and what that cost the API
-/// server (its CPU seconds, its garbage collected at the end, and the LIST requests on
-/// ConfigMaps it served meanwhile).
+/// One side: its hosts, the time until all objects were reconciled, and what the API server did
+/// meanwhile (its CPU seconds, its own garbage collections, the LIST requests on ConfigMaps).
 struct Measured {
     hosts: Vec<Host>,
     seconds: f64,
-    server_cpu_seconds: f64,
-    lists: f64,
+    server: super::apiserver::ServerCounts,
 }
 
 /// Starts `replicas` hosts on `ns` (sharded when more than one) and waits until their
@@ -62,10 +60,9 @@ async fn run(
     if replicas > 1 {
         extra.extend(["--shards", "--shard-group", ns, "--leader-election-namespace", ns].map(String::from));
     }
-    // The API server's CPU counts from a settled server, and includes collecting this side's
-    // garbage, not an earlier side's.
+    // From a settled server, its garbage just collected: no earlier side's left to this one.
     super::apiserver::settle(client).await?;
-    let (cpu_before, lists_before) = super::apiserver::cpu_and_lists(client, "configmaps").await?;
+    let before = super::apiserver::server_counts(client, "configmaps").await?;
     let started = Instant::now();
     let hosts: Vec<Controller> =
         (0..replicas).map(|_| Controller::start(Side::Wasmop, ns, kubeconfig, &extra)).collect::<Result<_, _>>()?;
@@ -86,9 +83,7 @@ async fn run(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
-    super::apiserver::collect_garbage(client).await?;
-    let (cpu_after, lists_after) = super::apiserver::cpu_and_lists(client, "configmaps").await?;
-    let (server_cpu_seconds, lists) = (cpu_after - cpu_before, lists_after - lists_before);
+    let server = super::apiserver::server_counts(client, "configmaps").await? - before;
     let mut figures = Vec::with_capacity(hosts.len());
     for (host, listed) in hosts.iter().zip(listed) {
         let listed_seconds = listed.unwrap_or(seconds);
@@ -97,7 +92,7 @@ async fn run(
     // All at once, once all are measured, and shut down rather than killed: the next round's
     // hosts join the same shard group, and must not wait for these hosts' Leases to expire.
     futures::future::try_join_all(hosts.into_iter().map(Controller::terminate)).await?;
-    Ok(Measured { hosts: figures, seconds, server_cpu_seconds, lists })
+    Ok(Measured { hosts: figures, seconds, server })
 }
 
 /// Creates `objects` labelled ConfigMaps in `ns`.
@@ -155,11 +150,13 @@ fn round_report(round: usize, single: &Measured, sharded: &Measured) -> (String,
     let json = json!({
         "round": round,
         "single": {
-            "seconds": single.seconds, "server_cpu_seconds": single.server_cpu_seconds, "lists": single.lists,
+            "seconds": single.seconds, "server_cpu_seconds": single.server.cpu_seconds,
+            "server_collections": single.server.collections, "lists": single.server.lists,
             "host": host_json(one),
         },
         "sharded": {
-            "seconds": sharded.seconds, "server_cpu_seconds": sharded.server_cpu_seconds, "lists": sharded.lists,
+            "seconds": sharded.seconds, "server_cpu_seconds": sharded.server.cpu_seconds,
+            "server_collections": sharded.server.collections, "lists": sharded.server.lists,
             "hosts": sharded.hosts.iter().map(host_json).collect::<Vec<_>>(),
         },
     });
@@ -199,12 +196,15 @@ pub async fn scale(client: &Client, kubeconfig: &std::path::Path, rounds: usize)
         let worst = sharded.hosts.iter().map(|h| h.memory.rss_mib / single.hosts[0].memory.rss_mib).fold(0.0, f64::max);
         summary.push(format!(
             "round {round}: worst sharded host {worst:.3}x the single host's RSS; all done in {:.2}x its time; \
-             the API server used {:.1} CPU s and served {:.0} LIST pages for the three, {:.1} and {:.0} for the one",
+             the API server used {:.1} CPU s ({:.0} garbage collections of its own) and served {:.0} LIST \
+             pages for the three, {:.1} ({:.0}) and {:.0} for the one",
             sharded.seconds / single.seconds,
-            sharded.server_cpu_seconds,
-            sharded.lists,
-            single.server_cpu_seconds,
-            single.lists
+            sharded.server.cpu_seconds,
+            sharded.server.collections,
+            sharded.server.lists,
+            single.server.cpu_seconds,
+            single.server.collections,
+            single.server.lists
         ));
         let (rows, json) = round_report(round, &single, &sharded);
         md.push_str(&rows);
