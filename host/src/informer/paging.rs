@@ -71,8 +71,11 @@ impl tower::Service<Request<kube::client::Body>> for Paged {
     }
 
     fn call(&mut self, mut request: Request<kube::client::Body>) -> Self::Future {
-        let last = *self.last.lock().expect("the last page is only copied under its lock");
-        let limit = request.uri().query().and_then(|query| sized(query, last));
+        // A GET (a bounded cache's refetch) has no query: it takes no lock and measures nothing.
+        let limit = request.uri().query().and_then(|query| {
+            let last = *self.last.lock().expect("the last page is only copied under its lock");
+            sized(query, last)
+        });
         if let Some((query, _)) = &limit {
             let path = request.uri().path();
             match format!("{path}?{query}").parse() {
@@ -118,7 +121,9 @@ struct Measured {
 
 impl Tally for Measured {
     fn data(&mut self, bytes: u64) {
-        self.bytes += bytes;
+        if self.page.is_some() {
+            self.bytes += bytes;
+        }
     }
 
     fn end(&mut self) {

@@ -1,5 +1,6 @@
-//! A response body that reports its bytes as they arrive and its end, for the layers of a
-//! watch's client that measure what the API server sent (`sharded.rs`, `paging.rs`).
+//! A response body that reports its bytes as they arrive and its end, for the client layers
+//! that measure what the API server sent (`sharded.rs`; `paging.rs`, for watches and bounded
+//! caches' lists).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
