@@ -40,8 +40,8 @@ pub struct Record {
     pub plugin: Plugin,
     /// The primary's namespace and name, for people and file names.
     pub primary: PrimaryName,
-    /// Whether Secret data was replaced by markers ([`crate::record::redact`]): a replay of a
-    /// plugin that reads the data itself may then not be bit-exact.
+    /// Whether Secret data or credentials were replaced by markers ([`crate::record::redact`]):
+    /// a replay of a plugin that reads them itself may then not be bit-exact.
     #[serde(default)]
     pub redacted: bool,
     /// Whether answers were dropped to fit the size cap ([`crate::record::budget`]): a replay

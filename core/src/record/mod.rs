@@ -10,7 +10,7 @@
 //! |---|---|
 //! | [`format`](mod@format) | the record: plugin, request, every import call with its answer, ending |
 //! | [`select`] | the `record` setting: which reconciles are recorded (failed, selected, sampled) |
-//! | [`redact`] | no Secret data in a record unless the setting keeps it |
+//! | [`redact`] | no Secret data and no credentials in a record unless the setting keeps them |
 //! | [`budget`] | the size cap of a record (largest answers dropped first) and the directory's budget (oldest deleted first) |
 //! | [`replay`] | the tape a replay answers the guest from, and the first divergent import call |
 //! | [`diff`] | a readable diff of the recorded ending and a replay's |

@@ -1,5 +1,6 @@
-//! Redaction: a record holds no Secret data unless the plugin's settings keep it
-//! ([`crate::record::select::Secrets`]).
+//! Redaction: a record holds no Secret data and no credentials the guest sent or read, unless the
+//! plugin's settings keep them ([`crate::record::select::Secrets`]). Each value replaced becomes
+//! the marker of its length, `<redacted: N bytes>` ([`marker`]).
 //!
 //! - Every Kubernetes Secret (`apiVersion: v1`, `kind: Secret`) anywhere in the record (the
 //!   primary, `get`, `list` and `secondaries` answers, dependents' states, desired objects; also
@@ -22,22 +23,68 @@
 //!   are answered as recorded; a value that appears in an output by coincidence (a Secret's
 //!   `username: postgres` and an object named `postgres`) is replaced there too, and that output
 //!   then does not replay bit-exact.
-//! - The credentials the guest itself put in an outgoing HTTP request (the value of each
-//!   [`CREDENTIAL_HEADERS`] header, after the scrubbing above) become the marker of their length.
-//!   A replay matches such a header by its length ([`crate::record::replay`]), so a plugin that
-//!   sends a token it holds still replays bit-exact. The headers the host adds from Secrets (an
-//!   `http-grant`'s secret headers) never reach a record.
+//! - A response the guest marked as sensitive (its request carries the header
+//!   [`SENSITIVE_RESPONSE`], which the host takes off before the request leaves; the SDKs set it,
+//!   e.g. `wasmop_guest::http::Request::sensitive_response`) keeps its status and headers, and its
+//!   body becomes the marker of its length. What it held is then scrubbed from what the guest
+//!   wrote, as Secret values are: the whole body, and when it is JSON each of its strings, when it
+//!   is a form (`a=1&b=2`) each value, of at least [`MIN_SCRUBBED`] bytes.
+//! - Credentials in the guest's HTTP requests and in the responses it read keep only their
+//!   length (after the scrubbing above):
+//!   - the value of every header, sent or received, whose lower-case name contains one of
+//!     [`CREDENTIAL_WORDS`] (`authorization`, `cookie`, `set-cookie`, `x-api-key`,
+//!     `x-auth-token`, ...);
+//!   - in a `www-authenticate` or `proxy-authenticate` challenge, the schemes and parameter names
+//!     are kept, and the values of [`CHALLENGE_PARAMETERS`] (`realm`, `scope`, `error`,
+//!     `error_description`, ...); every other value (`access_token`, a Digest `nonce`, a
+//!     `Negotiate` token) becomes the marker; a value that does not read as challenges becomes
+//!     the marker whole;
+//!   - in the request's URL, the value of every query parameter whose lower-case name
+//!     (percent-decoded) contains one of [`CREDENTIAL_WORDS`] (`access_token`, `api_key`,
+//!     `X-Amz-Signature`), its length as written in the URL, and the user information before an
+//!     `@` in the authority.
+//!
+//!   A replay matches a request header or a URL by applying the same rule to what the guest
+//!   asks ([`crate::record::replay`]), so a plugin that sends a token of the recorded length
+//!   still replays bit-exact. A replay hands the guest the recorded response, markers included:
+//!   a plugin that reads a redacted response header, or parses a sensitive body, reads the
+//!   marker (`<redacted: N bytes>` as the body's text), and its replay is then not bit-exact if
+//!   what it does depends on it. The headers the host adds from Secrets (an `http-grant`'s secret
+//!   headers) never reach a record.
 //! - [`Record::redacted`] says whether anything was replaced.
+//!
+//! What a redacted record can still hold: a value the guest copied from a response it did not
+//! mark as sensitive, or from a header, into what it wrote (objects, status, logs); the bodies
+//! of responses not marked as sensitive; the bodies of its requests (a `client_secret` it posts
+//! too, unless it is a Secret value the scrubbing finds); Secret values shorter than
+//! [`MIN_SCRUBBED`] bytes where the guest copied them; header names, methods, URL paths and
+//! query parameters not named like credentials; and everything the host handed the guest that
+//! is not a Secret (objects of other kinds, which may hold credentials a cluster keeps outside
+//! Secrets). With `secrets: keep` ([`crate::record::select::Secrets::Keep`]) nothing is
+//! redacted.
 
 use serde_json::{Map, Value};
 
-use super::format::{Import, ReadError, Record};
+use super::format::{Answer, Body, Import, ReadError, Record};
 
 /// The shortest secret value scrubbed from what the guest wrote.
 pub const MIN_SCRUBBED: usize = 8;
 
-/// The request headers whose values are credentials, in lower case.
-pub const CREDENTIAL_HEADERS: [&str; 4] = ["authorization", "proxy-authorization", "cookie", "x-api-key"];
+/// The words that make the name of a header or a query parameter a credential's, when its lower
+/// case contains one of them.
+pub const CREDENTIAL_WORDS: [&str; 10] =
+    ["token", "auth", "key", "secret", "cookie", "password", "passwd", "credential", "signature", "session"];
+
+/// The headers that carry challenges, whose schemes and harmless parameters are kept.
+const CHALLENGE_HEADERS: [&str; 2] = ["www-authenticate", "proxy-authenticate"];
+
+/// The parameters of a challenge whose values are kept; every other value is redacted.
+pub const CHALLENGE_PARAMETERS: [&str; 10] =
+    ["realm", "scope", "error", "error_description", "error_uri", "charset", "algorithm", "qop", "stale", "domain"];
+
+/// The request header by which a plugin marks the response as sensitive (any value): the host
+/// takes it off before the request leaves, and redaction keeps only the length of the body.
+pub const SENSITIVE_RESPONSE: &str = "wasmop-sensitive-response";
 
 /// The annotation in which `kubectl apply` keeps a copy of the whole object.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -58,8 +105,9 @@ fn is_marker(text: &str) -> bool {
 /// its own JSON round trip: the record must then not be written.
 pub fn redact(record: &mut Record) -> Result<usize, ReadError> {
     let malformed = |e: serde_json::Error| ReadError::Malformed(e.to_string());
-    let mut tree = serde_json::to_value(&*record).map_err(malformed)?;
     let mut found = Found::default();
+    hide_sensitive_bodies(record, &mut found);
+    let mut tree = serde_json::to_value(&*record).map_err(malformed)?;
     hide_secrets(&mut tree, false, &mut found);
     found.values.retain(|value| value.len() >= MIN_SCRUBBED);
     found.values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
@@ -74,17 +122,277 @@ pub fn redact(record: &mut Record) -> Result<usize, ReadError> {
     Ok(replaced)
 }
 
-/// Replaces the value of every [`CREDENTIAL_HEADERS`] header of the guest's HTTP requests by the
-/// marker of its length; returns how many it replaced.
+/// Whether a header or query parameter named `name` carries a credential: its lower case
+/// contains one of [`CREDENTIAL_WORDS`].
+pub fn is_credential(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    CREDENTIAL_WORDS.iter().any(|word| name.contains(word))
+}
+
+/// Whether the guest's request `headers` mark the response as sensitive.
+pub fn marks_sensitive(headers: &[(String, String)]) -> bool {
+    headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(SENSITIVE_RESPONSE))
+}
+
+/// Replaces the body of every response the guest marked as sensitive by the marker of its
+/// length, keeping what it held in `found` to scrub from the outputs.
+fn hide_sensitive_bodies(record: &mut Record, found: &mut Found) {
+    for call in record.steps.iter_mut().flat_map(|step| &mut step.calls) {
+        let (Import::Http { headers, .. }, Answer::Http(Ok(response))) = (&call.import, &mut call.answer) else {
+            continue;
+        };
+        let body = response.body.bytes();
+        if !marks_sensitive(headers) || body.is_empty() || std::str::from_utf8(body).is_ok_and(is_marker) {
+            continue;
+        }
+        if let Ok(text) = std::str::from_utf8(body) {
+            found.values.push(text.to_owned());
+            match serde_json::from_str::<Value>(text) {
+                Ok(json) => strings(&json, &mut found.values),
+                Err(_) => found.values.extend(form_values(text).map(str::to_owned)),
+            }
+        }
+        response.body = Body::Text(marker(body.len()));
+        found.replaced += 1;
+    }
+}
+
+/// Every string in `value`, pushed onto `strings`.
+fn strings(value: &Value, strings_found: &mut Vec<String>) {
+    match value {
+        Value::String(text) => strings_found.push(text.clone()),
+        Value::Array(items) => items.iter().for_each(|item| strings(item, strings_found)),
+        Value::Object(object) => object.values().for_each(|field| strings(field, strings_found)),
+        _ => {}
+    }
+}
+
+/// The values of `text` read as a form, `a=1&b=2`: `1`, `2`.
+fn form_values(text: &str) -> impl Iterator<Item = &str> {
+    text.split('&').filter_map(|pair| pair.split_once('=')).map(|(_, value)| value)
+}
+
+/// Replaces the credentials in the guest's HTTP requests and the responses it read (see the
+/// module's rule); returns how many it replaced.
 fn hide_credentials(record: &mut Record) -> usize {
-    let headers = record.steps.iter_mut().flat_map(|step| &mut step.calls).filter_map(|call| match &mut call.import {
-        Import::Http { headers, .. } => Some(headers),
-        _ => None,
-    });
-    let credentials = headers
-        .flatten()
-        .filter(|(name, value)| CREDENTIAL_HEADERS.contains(&name.to_ascii_lowercase().as_str()) && !is_marker(value));
-    credentials.map(|(_, value)| *value = marker(value.len())).count()
+    let mut replaced = 0;
+    for call in record.steps.iter_mut().flat_map(|step| &mut step.calls) {
+        let Import::Http { url, headers, .. } = &mut call.import else { continue };
+        let (hidden, in_url) = hide_url(url);
+        *url = hidden;
+        replaced += in_url + headers.iter_mut().map(|(name, value)| hide_header(name, value)).sum::<usize>();
+        if let Answer::Http(Ok(response)) = &mut call.answer {
+            replaced += response.headers.iter_mut().map(|(name, value)| hide_header(name, value)).sum::<usize>();
+        }
+    }
+    replaced
+}
+
+/// Replaces the credentials in the header `name: value`; returns how many it replaced.
+fn hide_header(name: &str, value: &mut String) -> usize {
+    if CHALLENGE_HEADERS.iter().any(|challenge| name.eq_ignore_ascii_case(challenge)) {
+        let (hidden, replaced) = hide_challenges(value);
+        *value = hidden;
+        replaced
+    } else if is_credential(name) && !is_marker(value) {
+        *value = marker(value.len());
+        1
+    } else {
+        0
+    }
+}
+
+/// `url` with the user information of its authority and the values of its credential query
+/// parameters replaced by their markers, and how many were replaced. A replay compares a
+/// recorded URL with this of the guest's.
+pub fn hide_url(url: &str) -> (String, usize) {
+    let mut replaced = 0;
+    let (url, fragment) = url.split_once('#').map_or((url, None), |(url, fragment)| (url, Some(fragment)));
+    let (base, query) = url.split_once('?').map_or((url, None), |(base, query)| (base, Some(query)));
+    let mut hidden = String::with_capacity(url.len());
+    let authority_at = base.find("://").map_or(0, |at| at + 3);
+    let authority_len = base[authority_at..].find('/').unwrap_or(base.len() - authority_at);
+    match base[authority_at..authority_at + authority_len].rsplit_once('@') {
+        Some((user, _)) if !user.is_empty() && !is_marker(user) => {
+            hidden.push_str(&base[..authority_at]);
+            hidden.push_str(&marker(user.len()));
+            hidden.push_str(&base[authority_at + user.len()..]);
+            replaced += 1;
+        }
+        _ => hidden.push_str(base),
+    }
+    if let Some(query) = query {
+        hidden.push('?');
+        for (i, pair) in query.split('&').enumerate() {
+            if i > 0 {
+                hidden.push('&');
+            }
+            match pair.split_once('=') {
+                Some((name, value))
+                    if !value.is_empty() && !is_marker(value) && is_credential(&percent_decoded(name)) =>
+                {
+                    hidden.push_str(name);
+                    hidden.push('=');
+                    hidden.push_str(&marker(value.len()));
+                    replaced += 1;
+                }
+                _ => hidden.push_str(pair),
+            }
+        }
+    }
+    if let Some(fragment) = fragment {
+        hidden.push('#');
+        hidden.push_str(fragment);
+    }
+    (hidden, replaced)
+}
+
+/// `text` with its `%XX` escapes decoded (lossily, as UTF-8).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped =
+            bytes.get(i + 1..i + 3).and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+        match (bytes[i], escaped) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
+}
+
+/// The value of a challenge header with every parameter value but those of
+/// [`CHALLENGE_PARAMETERS`], and every `token68` (a `Negotiate` token), replaced by its marker,
+/// and how many were replaced; the whole value's marker when it does not read as challenges.
+fn hide_challenges(value: &str) -> (String, usize) {
+    match challenges(value) {
+        Some(hidden) => hidden,
+        None if is_marker(value) => (value.to_owned(), 0),
+        None => (marker(value.len()), 1),
+    }
+}
+
+/// Where a challenge header's reader is (RFC 9110, section 11.6.1).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Challenge {
+    /// At the start of the value or after a comma: a scheme or a parameter.
+    Item,
+    /// After a scheme: a `token68`, a parameter or a comma.
+    Scheme,
+    /// After a parameter or a `token68`: a comma.
+    Done,
+}
+
+/// [`hide_challenges`] when `value` reads as challenges.
+fn challenges(value: &str) -> Option<(String, usize)> {
+    let bytes = value.as_bytes();
+    let word = |from: usize, allowed: fn(u8) -> bool| from + bytes[from..].iter().take_while(|b| allowed(**b)).count();
+    let spaces = |from: usize| word(from, |b| b == b' ' || b == b'\t');
+    let mut hidden = String::with_capacity(value.len());
+    let (mut replaced, mut at, mut state) = (0, 0, Challenge::Item);
+    // Writes `text`, a value of the parameter `name` (`None`: a token68), or its marker.
+    let mut write = |hidden: &mut String, name: Option<&str>, text: &str| {
+        let kept = name.is_some_and(|name| CHALLENGE_PARAMETERS.contains(&name.to_ascii_lowercase().as_str()));
+        if kept || text.is_empty() || is_marker(text) {
+            hidden.push_str(text);
+        } else {
+            hidden.push_str(&marker(text.len()));
+            replaced += 1;
+        }
+    };
+    while at < bytes.len() {
+        let blank = spaces(at);
+        if blank > at {
+            hidden.push_str(&value[at..blank]);
+            at = blank;
+            continue;
+        }
+        if bytes[at] == b',' {
+            hidden.push(',');
+            (at, state) = (at + 1, Challenge::Item);
+            continue;
+        }
+        if state == Challenge::Scheme
+            && let Some(end) = marker_at(value, at)
+        {
+            hidden.push_str(&value[at..end]);
+            (at, state) = (end, Challenge::Done);
+            continue;
+        }
+        let end = word(at, is_token68);
+        if end == at || state == Challenge::Done {
+            return None;
+        }
+        let name = &value[at..end];
+        let equals = spaces(end);
+        let parameter = (bytes.get(equals) == Some(&b'='))
+            .then(|| spaces(equals + 1))
+            .filter(|&start| bytes.get(start).is_some_and(|b| !matches!(b, b'=' | b',')));
+        if let Some(start) = parameter {
+            hidden.push_str(&value[at..start]);
+            at = if bytes[start] == b'"' {
+                let close = quoted_end(bytes, start)?;
+                hidden.push('"');
+                write(&mut hidden, Some(name), &value[start + 1..close]);
+                hidden.push('"');
+                close + 1
+            } else {
+                let end = marker_at(value, start).unwrap_or_else(|| word(start, is_tchar));
+                if end == start {
+                    return None;
+                }
+                write(&mut hidden, Some(name), &value[start..end]);
+                end
+            };
+            state = Challenge::Done;
+        } else if state == Challenge::Scheme {
+            let end = word(end, |b| b == b'=');
+            write(&mut hidden, None, &value[at..end]);
+            (at, state) = (end, Challenge::Done);
+        } else {
+            hidden.push_str(name);
+            (at, state) = (end, Challenge::Scheme);
+        }
+    }
+    Some((hidden, replaced))
+}
+
+/// The end of the marker that starts at `at` in `text`, if one does.
+fn marker_at(text: &str, at: usize) -> Option<usize> {
+    let rest = text.get(at..)?;
+    let end = rest.find('>')? + 1;
+    is_marker(&rest[..end]).then_some(at + end)
+}
+
+/// The index of the closing quote of the quoted string that opens at `open`.
+fn quoted_end(bytes: &[u8], open: usize) -> Option<usize> {
+    let mut at = open + 1;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'\\' => at += 2,
+            b'"' => return Some(at),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// Whether `byte` may be in an HTTP token (`tchar`).
+fn is_tchar(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
+}
+
+/// Whether `byte` may be in a token or a `token68` (which also allows `/`).
+fn is_token68(byte: u8) -> bool {
+    is_tchar(byte) || byte == b'/'
 }
 
 /// What redaction found and did.
@@ -255,7 +563,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::record::format::{Answer, Call, Ending, Import};
+    use crate::record::format::{Answer, Body, Call, Ending, HttpResponse, Import, Outcome};
     use crate::record::sample::{self, GENERATED, GENERATED_BASE64, PASSWORD, PASSWORD_BASE64, TOKEN};
 
     fn text(record: &Record) -> String {
@@ -403,6 +711,152 @@ mod tests {
         let again = record.clone();
         assert_eq!(redact(&mut record), Ok(0), "a marker is not redacted again");
         assert_eq!(record, again);
+    }
+
+    /// A call of `method url` with the guest's `headers`, answered 200 with `response` headers
+    /// and `body`.
+    fn exchange(url: &str, headers: &[(&str, &str)], response: &[(&str, &str)], body: &str) -> Call {
+        let pairs = |pairs: &[(&str, &str)]| pairs.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
+        let import =
+            Import::Http { method: "GET".into(), url: url.into(), headers: pairs(headers), body: Body::default() };
+        let response = HttpResponse { status: 200, headers: pairs(response), body: Body::Text(body.into()) };
+        Call { import, answer: Answer::Http(Ok(response)) }
+    }
+
+    /// `record` with one step whose calls are `calls`, its ending `status`.
+    fn with_calls(calls: Vec<Call>, status: &str) -> Record {
+        let mut record = sample::record();
+        record.steps.remove(0);
+        record.steps[0].calls = calls;
+        record.steps[0].ending = Ending::Reconciled(Outcome { status: Some(status.into()), ..Outcome::default() });
+        record
+    }
+
+    fn response(record: &Record, call: usize) -> &HttpResponse {
+        let Answer::Http(Ok(response)) = &record.steps[0].calls[call].answer else { panic!("a response") };
+        response
+    }
+
+    #[test]
+    fn credential_response_headers_keep_only_their_length_and_other_headers_stay() {
+        let headers = [
+            ("Set-Cookie", "sid=31d4d96e407aad42; Secure; HttpOnly"),
+            ("X-Subject-Token", "gAAAAABk-token"),
+            ("x-api-key-expires", "2026-12-01"),
+            ("x-vault-secret-id", "7f3c"),
+            ("content-type", "application/json"),
+            ("etag", "\"7\""),
+        ];
+        let mut record = with_calls(vec![exchange("https://api.example.com/v1", &[], &headers, "{}")], "{}");
+        assert_eq!(redact(&mut record), Ok(4));
+        let values: Vec<&str> = response(&record, 0).headers.iter().map(|(_, v)| v.as_str()).collect();
+        assert_eq!(values, [marker(38).as_str(), &marker(14), &marker(10), &marker(4), "application/json", "\"7\""]);
+        assert_eq!(response(&record, 0).headers[0].0, "Set-Cookie", "names are kept");
+        let again = record.clone();
+        assert_eq!(redact(&mut record), Ok(0), "a marker is not redacted again");
+        assert_eq!(record, again);
+    }
+
+    #[test]
+    fn a_challenge_keeps_its_scheme_and_harmless_parameters_and_loses_tokens() {
+        let challenges = [
+            (
+                r#"Bearer realm="api", error="invalid_token", error_description="The access token expired""#,
+                r#"Bearer realm="api", error="invalid_token", error_description="The access token expired""#,
+            ),
+            (
+                r#"Bearer realm="api", access_token="abc123", scope="read write""#,
+                r#"Bearer realm="api", access_token="<redacted: 6 bytes>", scope="read write""#,
+            ),
+            ("Negotiate oRswGaADCgEAoxIEEAEAAABDh+CIwTbjqQAAAAA=", "Negotiate <redacted: 40 bytes>"),
+            (
+                r#"Digest realm="x", nonce=dcd98b, opaque="5ccc", Basic realm="simple", charset=UTF-8"#,
+                r#"Digest realm="x", nonce=<redacted: 6 bytes>, opaque="<redacted: 4 bytes>", Basic realm="simple", charset=UTF-8"#,
+            ),
+            (r#"Bearer realm="unterminated"#, "<redacted: 26 bytes>"),
+        ];
+        for (name, (challenge, redacted)) in ["www-authenticate", "Proxy-Authenticate"].iter().cycle().zip(challenges) {
+            let call = exchange("https://api.example.com/v1", &[], &[(name, challenge)], "{}");
+            let mut record = with_calls(vec![call], "{}");
+            redact(&mut record).unwrap();
+            assert_eq!(response(&record, 0).headers[0].1, redacted, "{name}: {challenge}");
+            assert_eq!(record.redacted, challenge != redacted, "{challenge}");
+            assert_eq!(redact(&mut record), Ok(0), "a marker is not redacted again: {redacted}");
+        }
+    }
+
+    #[test]
+    fn a_challenge_that_does_not_read_as_one_becomes_its_marker_whole() {
+        for odd in ["=", "Bearer =", "Bearer a b", r#"Bearer x="a\""#, "Bearer é", "a=b c", "Basic realm=\"x\" t0k3n"]
+        {
+            let (hidden, replaced) = hide_challenges(odd);
+            assert_eq!((hidden, replaced), (marker(odd.len()), 1), "{odd}");
+        }
+        assert_eq!(hide_challenges(""), (String::new(), 0));
+        assert_eq!(hide_challenges("Basic , Bearer"), ("Basic , Bearer".into(), 0));
+    }
+
+    #[test]
+    fn credential_query_parameters_and_user_information_keep_only_their_length() {
+        let urls = [
+            (
+                "https://api.example.com/v1/things?page=2&access_token=abc123&API_KEY=k&q=x#top",
+                "https://api.example.com/v1/things?page=2&access_token=<redacted: 6 bytes>&API_KEY=<redacted: 1 bytes>&q=x#top",
+            ),
+            (
+                "https://api.example.com/x?api%5Fkey=12&flag&sessionId=",
+                "https://api.example.com/x?api%5Fkey=<redacted: 2 bytes>&flag&sessionId=",
+            ),
+            (
+                "https://user:pw@api.example.com/x?Signature=ab%2Fc",
+                "https://<redacted: 7 bytes>@api.example.com/x?Signature=<redacted: 6 bytes>",
+            ),
+            ("https://api.example.com/v1/keys/7?page=2", "https://api.example.com/v1/keys/7?page=2"),
+        ];
+        for (url, redacted) in urls {
+            let mut record = with_calls(vec![exchange(url, &[], &[], "{}")], "{}");
+            redact(&mut record).unwrap();
+            let Import::Http { url: recorded, .. } = &record.steps[0].calls[0].import else { panic!("http") };
+            assert_eq!(recorded, redacted);
+            assert_eq!(record.redacted, url != redacted, "{url}");
+            let again = record.clone();
+            assert_eq!(redact(&mut record), Ok(0), "a marker is not redacted again");
+            assert_eq!(record, again);
+        }
+    }
+
+    #[test]
+    fn request_headers_named_like_credentials_keep_only_their_length() {
+        let headers =
+            [("X-Auth-Token", "t0ken"), ("x-client-secret", "s"), ("accept", "*/*"), (SENSITIVE_RESPONSE, "1")];
+        let mut record = with_calls(vec![exchange("https://api.example.com/v1", &headers, &[], "{}")], "{}");
+        assert_eq!(redact(&mut record), Ok(3), "two headers and the marked body");
+        let Import::Http { headers, .. } = &record.steps[0].calls[0].import else { panic!("http") };
+        let values: Vec<&str> = headers.iter().map(|(_, v)| v.as_str()).collect();
+        assert_eq!(values, [marker(5).as_str(), &marker(1), "*/*", "1"], "the mark stays, for replays to match");
+    }
+
+    #[test]
+    fn a_response_marked_sensitive_keeps_only_its_length_and_its_values_are_scrubbed_from_outputs() {
+        const ISSUED: &str = "eyJhbGciOiJIUzI1NiJ9.issued-token";
+        let body = format!(r#"{{"access_token":"{ISSUED}","expires_in":3600,"kind":"Bearer"}}"#);
+        let marked = exchange("https://auth.example.com/token", &[(SENSITIVE_RESPONSE, "1")], &[], &body);
+        let open = exchange("https://api.example.com/v1", &[], &[], r#"{"kind":"Bearer"}"#);
+        let log = sample::log(&format!("got {ISSUED}"));
+        let status = json!({ "token": ISSUED, "kind": "Bearer" }).to_string();
+        let mut record = with_calls(vec![marked, open.clone(), log], &status);
+        redact(&mut record).unwrap();
+        assert!(record.redacted);
+        assert_eq!(response(&record, 0).body, Body::Text(marker(body.len())));
+        assert_eq!(record.steps[0].calls[1], open, "an unmarked response is kept");
+        let Import::Log { message, .. } = &record.steps[0].calls[2].import else { panic!("a log") };
+        assert_eq!(message, &format!("got {}", marker(ISSUED.len())));
+        let Ending::Reconciled(outcome) = &record.steps[0].ending else { panic!("reconciled") };
+        assert_eq!(
+            outcome.status.as_deref(),
+            Some(json!({ "token": marker(ISSUED.len()), "kind": "Bearer" }).to_string().as_str())
+        );
+        assert!(!text(&record).contains(ISSUED));
     }
 
     #[test]

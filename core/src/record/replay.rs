@@ -15,9 +15,11 @@
 //!   ([`crate::record::diff`]), not as bytes.
 //!
 //! A call matches the recorded one when it has the same import and arguments, with one
-//! allowance: a credential header of an HTTP request that redaction replaced by its marker
-//! ([`crate::record::redact`]) matches any value of the length the marker gives. Outgoing HTTP
-//! is answered from the tape like any read: a replay opens no connection.
+//! allowance: a credential that redaction replaced by its marker in an HTTP request
+//! ([`crate::record::redact`]: a header's value, a query parameter's value, the user information
+//! of the URL) matches any value of the length the marker gives. Outgoing HTTP is answered from
+//! the tape like any read: a replay opens no connection. A response the guest marked as
+//! sensitive is answered with the recorded status and headers and the marker as its body.
 //!
 //! A call whose answer was truncated to fit the size cap cannot be replayed: the replay stops
 //! there with [`ReplayError::Truncated`].
@@ -27,7 +29,7 @@
 //! live call's reads; what the live version did not read (or a log) is left to the host.
 
 use super::format::{Answer, Call, Ending, Import, Step};
-use super::redact::marker;
+use super::redact::{hide_url, marker};
 
 /// How strictly a tape holds the guest to the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,14 +125,16 @@ impl std::fmt::Display for ReplayError {
 impl std::error::Error for ReplayError {}
 
 /// Whether the guest's call `asked` is the `recorded` one: the same, or an HTTP request whose
-/// redacted credential headers have the lengths their markers give.
+/// redacted credentials (headers, query parameters, user information) have the lengths their
+/// markers give.
 fn matches(recorded: &Import, asked: &Import) -> bool {
     match (recorded, asked) {
         (Import::Http { method, url, headers, body }, Import::Http { method: m, url: u, headers: h, body: b }) => {
             let same_header = |((name, value), (n, v)): (&(String, String), &(String, String))| {
                 name == n && (value == v || *value == marker(v.len()))
             };
-            (method, url, body) == (m, u, b) && headers.len() == h.len() && headers.iter().zip(h).all(same_header)
+            let same_url = url == u || *url == hide_url(u).0;
+            (method, body) == (m, b) && same_url && headers.len() == h.len() && headers.iter().zip(h).all(same_header)
         }
         _ => recorded == asked,
     }
@@ -402,6 +406,64 @@ mod tests {
         let mut unredacted = sample::record();
         unredacted.steps[1].calls = vec![sample::http("POST", sent("t0ken"))];
         assert!(Tape::exact(1, &unredacted.steps[1]).answer(&asked("other")).is_err(), "only markers match by length");
+    }
+
+    /// The record of one GET of `url` with the guest's `headers`, answered with `body`, redacted.
+    fn redacted_exchange(url: &str, headers: &[(&str, &str)], body: &str) -> crate::record::Record {
+        let mut record = sample::record();
+        record.steps.remove(0);
+        let mut call = sample::http("GET", headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect());
+        let Import::Http { url: recorded, .. } = &mut call.import else { panic!("http") };
+        *recorded = url.to_owned();
+        let Answer::Http(Ok(response)) = &mut call.answer else { panic!("a response") };
+        response.body = crate::record::format::Body::Text(body.to_owned());
+        record.steps[0].calls = vec![call];
+        crate::record::redact::redact(&mut record).unwrap();
+        record
+    }
+
+    /// The guest's GET of `url` with `headers`.
+    fn asked(url: &str, headers: &[(&str, &str)]) -> Import {
+        let mut call = sample::http("GET", headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect());
+        let Import::Http { url: asked, .. } = &mut call.import else { panic!("http") };
+        *asked = url.to_owned();
+        call.import
+    }
+
+    #[test]
+    fn a_redacted_query_parameter_matches_a_value_of_its_length_only() {
+        let url = |token: &str, page: u8| format!("https://api.example.com/v1?page={page}&access_token={token}");
+        let record = redacted_exchange(&url("t0ken", 1), &[], "{}");
+        let step = &record.steps[0];
+        let answer = |url: String| Tape::exact(0, step).answer(&asked(&url, &[])).map(|_| ());
+        assert_eq!(answer(url("t0ken", 1)), Ok(()));
+        assert_eq!(answer(url("other", 1)), Ok(()), "the same length");
+        assert!(answer(url("longer", 1)).is_err());
+        assert!(answer(url("t0ken", 2)).is_err(), "other parameters as recorded");
+        let user = redacted_exchange("https://me:pw@api.example.com/v1", &[], "{}");
+        let answer = |url: &str| Tape::exact(0, &user.steps[0]).answer(&asked(url, &[])).map(|_| ());
+        assert_eq!(answer("https://me:pw@api.example.com/v1"), Ok(()));
+        assert!(answer("https://me:pw@api.example.com/v2").is_err());
+        let mut unredacted = sample::record();
+        unredacted.steps[1].calls = vec![sample::http("GET", vec![])];
+        let Import::Http { url, .. } = &mut unredacted.steps[1].calls[0].import else { panic!("http") };
+        *url = "https://api.example.com/v1?token=t0ken".into();
+        let other = asked("https://api.example.com/v1?token=other", &[]);
+        assert!(Tape::exact(1, &unredacted.steps[1]).answer(&other).is_err(), "only markers match by length");
+    }
+
+    #[test]
+    fn a_sensitive_response_replays_as_the_marker_of_its_length() {
+        use crate::record::redact::SENSITIVE_RESPONSE;
+        let body = r#"{"access_token":"eyJhbGciOiJIUzI1NiJ9"}"#;
+        let record = redacted_exchange("https://auth.example.com/token", &[(SENSITIVE_RESPONSE, "1")], body);
+        let step = &record.steps[0];
+        let answer =
+            Tape::exact(0, step).answer(&asked("https://auth.example.com/token", &[(SENSITIVE_RESPONSE, "1")]));
+        let Ok(Answer::Http(Ok(response))) = answer else { panic!("{answer:?}") };
+        assert_eq!(response.body.bytes(), marker(body.len()).as_bytes());
+        let unmarked = Tape::exact(0, step).answer(&asked("https://auth.example.com/token", &[]));
+        assert!(unmarked.is_err(), "the mark is part of the request");
     }
 
     #[test]
