@@ -36,6 +36,80 @@ impl SecretKey {
     }
 }
 
+/// Why [`Origin::try_parse`] refused a URL. Its message names the URL and what is wrong, e.g.
+/// `origin "https://host:99999": port 99999 is not a port number (1 to 65535)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OriginError {
+    /// No `scheme://`.
+    NoScheme {
+        /// The URL.
+        url: String,
+    },
+    /// A scheme other than `http` and `https`.
+    Scheme {
+        /// The URL.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// User information (`user:password@`) before the host.
+    UserInfo {
+        /// The URL.
+        url: String,
+    },
+    /// No host.
+    NoHost {
+        /// The URL.
+        url: String,
+    },
+    /// A `[` that opens an IPv6 address without its `]`, or text after it other than `:port`.
+    Ipv6 {
+        /// The URL.
+        url: String,
+    },
+    /// A host with characters no host name or IP address has.
+    Host {
+        /// The URL.
+        url: String,
+        /// The host.
+        host: String,
+    },
+    /// A port that is not a number from 1 to 65535.
+    Port {
+        /// The URL.
+        url: String,
+        /// The port as written.
+        port: String,
+    },
+}
+
+impl std::fmt::Display for OriginError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OriginError::NoScheme { url } => write!(f, "origin {url:?}: it has no scheme; write https://{url}"),
+            OriginError::Scheme { url, scheme } => {
+                write!(f, "origin {url:?}: the scheme is {scheme:?}; only http and https are allowed")
+            }
+            OriginError::UserInfo { url } => write!(
+                f,
+                "origin {url:?}: user information (`user@`) has no place in an origin; send credentials with a secret header"
+            ),
+            OriginError::NoHost { url } => write!(f, "origin {url:?}: it names no host"),
+            OriginError::Ipv6 { url } => {
+                write!(f, "origin {url:?}: an IPv6 address is written [address] or [address]:port")
+            }
+            OriginError::Host { url, host } => {
+                write!(f, "origin {url:?}: the host {host:?} is not a host name or IP address")
+            }
+            OriginError::Port { url, port } => {
+                write!(f, "origin {url:?}: port {port} is not a port number (1 to 65535)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for OriginError {}
+
 /// An origin the plugin may call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Origin {
@@ -50,22 +124,72 @@ pub struct Origin {
 }
 
 impl Origin {
-    /// The origin of `url` (`https://api.example.com`, `http://127.0.0.1:8080`); a URL without
-    /// a scheme or host gives an origin the host refuses at load, naming it.
+    /// The origin of `url` (`https://api.example.com`, `http://127.0.0.1:8080`,
+    /// `http://[::1]:8080`); a path, query or fragment is ignored: the grant is the whole
+    /// origin. Scheme and host are taken in lower case.
+    ///
+    /// # Panics
+    ///
+    /// When [`Origin::try_parse`] refuses `url` (no or another scheme than `http` and `https`,
+    /// user information, no host, a port that is not 1 to 65535), with its message: called in
+    /// [`Reconciler::config`](crate::Reconciler::config), the plugin then fails to load, and the
+    /// host's log names the URL and what is wrong.
     pub fn parse(url: &str) -> Self {
-        let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        let (host, port) = match authority.strip_prefix('[') {
-            Some(v6) => match v6.split_once("]:") {
-                Some((host, port)) => (host, port.parse().ok()),
-                None => (v6.trim_end_matches(']'), None),
-            },
+        Self::try_parse(url).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// The origin of `url`, as [`Origin::parse`] reads it, or why it cannot be granted.
+    ///
+    /// ```
+    /// use wasmop_guest::Origin;
+    ///
+    /// assert_eq!(Origin::try_parse("https://api.example.com:8443/v1").unwrap().port, Some(8443));
+    /// assert!(Origin::try_parse("https://api.example.com:99999").is_err());
+    /// assert!(Origin::try_parse("https://user:password@api.example.com").is_err());
+    /// ```
+    pub fn try_parse(url: &str) -> Result<Self, OriginError> {
+        let owned = || url.to_owned();
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| OriginError::NoScheme { url: owned() })?;
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return Err(OriginError::Scheme { url: owned(), scheme });
+        }
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if authority.contains('@') {
+            return Err(OriginError::UserInfo { url: owned() });
+        }
+        let (host, port, v6) = match authority.strip_prefix('[') {
+            Some(v6) => {
+                let (host, after) = v6.split_once(']').ok_or_else(|| OriginError::Ipv6 { url: owned() })?;
+                let port = match after {
+                    "" => None,
+                    after => Some(after.strip_prefix(':').ok_or_else(|| OriginError::Ipv6 { url: owned() })?),
+                };
+                (host, port, true)
+            }
             None => match authority.rsplit_once(':') {
-                Some((host, port)) => (host, port.parse().ok()),
-                None => (authority, None),
+                Some((host, port)) => (host, Some(port), false),
+                None => (authority, None, false),
             },
         };
-        Self { scheme: scheme.to_owned(), host: host.to_owned(), port, secret_headers: Vec::new() }
+        if host.is_empty() {
+            return Err(OriginError::NoHost { url: owned() });
+        }
+        let allowed = |c: char| match v6 {
+            true => c.is_ascii_hexdigit() || c == ':' || c == '.',
+            false => c.is_alphanumeric() || "-._~%".contains(c),
+        };
+        if !host.chars().all(allowed) {
+            return Err(OriginError::Host { url: owned(), host: host.to_owned() });
+        }
+        let port = match port.filter(|port| !port.is_empty()) {
+            None => None,
+            Some(port) => match port.parse::<u16>() {
+                Ok(number) if number > 0 => Some(number),
+                _ => return Err(OriginError::Port { url: owned(), port: port.to_owned() }),
+            },
+        };
+        Ok(Self { scheme, host: host.to_lowercase(), port, secret_headers: Vec::new() })
     }
 
     /// Adds `header` with the value of `secret`, after `prefix` (e.g. `Bearer `), to every
@@ -198,5 +322,69 @@ impl Inbound {
 
     pub(crate) fn into_wit(self) -> wit::Inbound {
         wit::Inbound { token: self.token.into_wit(), caching: self.caching }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(url: &str) -> (String, String, Option<u16>) {
+        let origin = Origin::try_parse(url).unwrap_or_else(|e| panic!("{url}: {e:?}"));
+        (origin.scheme, origin.host, origin.port)
+    }
+
+    fn refused(url: &str) -> String {
+        match Origin::try_parse(url) {
+            Ok(origin) => panic!("{url} was taken as {origin:?}"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    /// The Python SDK's cases (`Origin.parse`), and the TypeScript SDK's.
+    #[test]
+    fn origins_parse_as_the_other_sdks_parse_them() {
+        let origin = |scheme: &str, host: &str, port| (scheme.to_owned(), host.to_owned(), port);
+        assert_eq!(parts("https://api.example.com:8443/v1"), origin("https", "api.example.com", Some(8443)));
+        assert_eq!(parts("http://127.0.0.1:18053/zones"), origin("http", "127.0.0.1", Some(18053)));
+        assert_eq!(parts("http://127.0.0.1:18053"), origin("http", "127.0.0.1", Some(18053)));
+        assert_eq!(parts("https://example.com/path?q#f"), origin("https", "example.com", None));
+        assert_eq!(parts("http://[::1]:8080/x"), origin("http", "::1", Some(8080)));
+        assert_eq!(parts("http://[::1]"), origin("http", "::1", None));
+        assert_eq!(parts("HTTPS://API.Example.com:"), origin("https", "api.example.com", None));
+    }
+
+    #[test]
+    fn an_origin_that_cannot_be_granted_is_refused_naming_why() {
+        let cases = [
+            ("https://host:99999", "port 99999 is not a port number (1 to 65535)"),
+            ("https://host:0", "port 0 is not a port number (1 to 65535)"),
+            ("https://host:https", "port https is not a port number (1 to 65535)"),
+            (
+                "https://user:pw@host",
+                "user information (`user@`) has no place in an origin; send credentials with a secret header",
+            ),
+            (
+                "https://@host",
+                "user information (`user@`) has no place in an origin; send credentials with a secret header",
+            ),
+            ("https://", "it names no host"),
+            ("https://:8080/x", "it names no host"),
+            ("https://[::1", "an IPv6 address is written [address] or [address]:port"),
+            ("https://[::1]x", "an IPv6 address is written [address] or [address]:port"),
+            ("https://exa mple.com", "the host \"exa mple.com\" is not a host name or IP address"),
+            ("ftp://host", "the scheme is \"ftp\"; only http and https are allowed"),
+            ("api.example.com", "it has no scheme; write https://api.example.com"),
+            ("", "it has no scheme; write https://"),
+        ];
+        for (url, why) in cases {
+            assert_eq!(refused(url), format!("origin {url:?}: {why}"));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "origin \"https://host:99999\": port 99999 is not a port number (1 to 65535)")]
+    fn parse_panics_at_describe_on_an_origin_it_refuses() {
+        let _ = Origin::parse("https://host:99999");
     }
 }

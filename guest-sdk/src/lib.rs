@@ -149,7 +149,7 @@ pub use context::{Context, Level};
 pub use crd::Crd;
 pub use dependent::{Cleanup, Dependent, DependentState, Desired};
 pub use external::{External, ExternalDependent, Polling, Tracked, Tracking};
-pub use grant::{HttpGrant, Inbound, Origin, SecretKey};
+pub use grant::{HttpGrant, Inbound, Origin, OriginError, SecretKey};
 pub use kind::Kind;
 pub use outcome::{Error, Event, EventType, Outcome};
 pub use predicate::{EventKind, Predicate};
