@@ -18,9 +18,14 @@
 //!
 //! Natively (unit tests) there is no `wasi:http`: `send` fails with an error saying so; test
 //! the external client behind a trait, or through the host.
+//!
+//! A recorded call (`wasmop run --record`) keeps each request and the response the plugin read,
+//! without the values of headers and query parameters named like credentials; mark responses
+//! that carry credentials themselves with [`Request::sensitive_response`].
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+pub use wasmop_core::record::redact::SENSITIVE_RESPONSE;
 
 /// A failed request: refused by the host, a connection or protocol failure, a timeout, or a
 /// body that does not decode.
@@ -93,6 +98,22 @@ impl Request {
     pub fn json(mut self, body: &impl Serialize) -> Self {
         self.body = Some(serde_json::to_vec(body).unwrap_or_default());
         self.header("content-type", "application/json")
+    }
+
+    /// Marks the response as sensitive: a record of the call (`wasmop run --record`) keeps its
+    /// status and headers and only the length of its body, and scrubs what the body held from
+    /// what the plugin writes (logs, status, objects, later requests). Mark the responses that
+    /// carry credentials: a token endpoint's, a secret store's. The mark is the request header
+    /// [`SENSITIVE_RESPONSE`], which the host takes off before the request leaves.
+    ///
+    /// A replay from a record hands the plugin `<redacted: N bytes>` as the body, so a plugin
+    /// that parses it replays as it handles a body it cannot parse.
+    #[must_use]
+    pub fn sensitive_response(self) -> Self {
+        if self.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(SENSITIVE_RESPONSE)) {
+            return self;
+        }
+        self.header(SENSITIVE_RESPONSE, "1")
     }
 
     /// Sends the request and reads the whole response.
@@ -248,6 +269,14 @@ mod tests {
         assert_eq!(split("https://api.example.com").unwrap(), ("https", "api.example.com", "/"));
         assert!(split("api.example.com/x").is_err());
         assert!(split("http:///x").is_err());
+    }
+
+    #[test]
+    fn a_request_marked_sensitive_carries_the_mark_once() {
+        let request = Request::post("https://auth.example.com/token").sensitive_response().sensitive_response();
+        assert_eq!(request.headers, [(SENSITIVE_RESPONSE.to_owned(), "1".to_owned())]);
+        assert_eq!(SENSITIVE_RESPONSE, wasmop_core::record::redact::SENSITIVE_RESPONSE, "the host's name for it");
+        assert!(Request::get("https://api.example.com/").headers.is_empty(), "unmarked by default");
     }
 
     #[test]
