@@ -164,9 +164,14 @@ export type WitEventKind = EventKind;
 
 const U64_MAX = 2n ** 64n - 1n;
 
-/** Milliseconds as a `u64`: rounded, negative as 0, too large (or infinite) as the largest `u64`. */
+/**
+ * Milliseconds as a `u64`: rounded, too large (or infinite) as the largest `u64`. A negative
+ * duration or one that is not a number is refused with a `RangeError`, as the Python SDK refuses
+ * it: in `config()` the plugin then fails to load, in an outcome the call fails (transient).
+ */
 export function millis(ms: number): bigint {
-  if (Number.isNaN(ms) || ms <= 0) return 0n;
+  if (Number.isNaN(ms)) throw new RangeError(`a duration must be a number of milliseconds, got ${ms}`);
+  if (ms < 0) throw new RangeError(`a duration cannot be negative, got ${ms}`);
   if (!Number.isFinite(ms)) return U64_MAX;
   const value = BigInt(Math.round(ms));
   return value > U64_MAX ? U64_MAX : value;

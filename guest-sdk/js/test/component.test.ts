@@ -55,6 +55,13 @@ test("an outcome crosses with its status as JSON, milliseconds as u64, labels an
   });
 });
 
+test("a negative reschedule fails the reconcile, as the Python SDK fails it", () => {
+  const exported = new FakeHost().component(plugin({ reconcile: () => Outcome.done().rescheduleAfter(-1) }));
+  assert.throws(() => exported.reconcile(request()), { tag: "transient", val: "RangeError: a duration cannot be negative, got -1" });
+  const cleaning = new FakeHost().component(plugin({ cleanup: () => Cleanup.done().rescheduleAfter(-2) }));
+  assert.throws(() => cleaning.cleanup(request()), { tag: "transient", val: "RangeError: a duration cannot be negative, got -2" });
+});
+
 test("errors are thrown as the WIT's reconcile-error, never as an Error (which would trap)", () => {
   const failing = (error: unknown) => () => {
     throw error;

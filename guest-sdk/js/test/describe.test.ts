@@ -229,12 +229,32 @@ test("describe with every setting", () => {
 
 test("retry and filters fill in their defaults, and durations saturate", () => {
   const config = new FakeHost().describe(
-    plugin(() => new Config("d", thing).retry({}).filters({ onUpdate: false }).resyncPeriod(Infinity).maxReconcileInterval(-5)),
+    plugin(() => new Config("d", thing).retry({}).filters({ onUpdate: false }).resyncPeriod(Infinity).maxReconcileInterval(0)),
   );
   assert.deepEqual(config.retry, { maxAttempts: 5, initialIntervalMs: 2_000n, multiplier: 1.5, maxIntervalMs: 300_000n, jitter: 0 });
   assert.deepEqual(config.filters, { onCreate: true, onUpdate: false, onDelete: true, onAnnotationChange: false, onLabelChange: false });
   assert.equal(config.resyncPeriodMs, 2n ** 64n - 1n);
   assert.equal(config.maxReconcileIntervalMs, 0n);
+});
+
+test("negative durations are refused, as the Python SDK refuses them", () => {
+  const refused = (config: () => Config, got: string) =>
+    assert.throws(() => new FakeHost().describe(plugin(config)), {
+      name: "RangeError",
+      message: `a duration cannot be negative, got ${got}`,
+    });
+  refused(() => new Config("d", thing).maxReconcileInterval(-5), "-5");
+  refused(() => new Config("d", thing).resyncPeriod(-1), "-1");
+  refused(() => new Config("d", thing).retry({ initialIntervalMs: -0.5 }), "-0.5");
+  refused(() => new Config("d", thing).rateLimit({ maxReconciles: 1, periodMs: -1_000 }), "-1000");
+  refused(() => new Config("d", thing).polling(Polling.perResource(-Infinity)), "-Infinity");
+  refused(() => new Config("d", thing).http(new HttpGrant().origin(Origin.parse("https://a.example")).timeout(-1)), "-1");
+  assert.throws(() => new FakeHost().describe(plugin(() => new Config("d", thing).maxReconcileInterval(Number.NaN))), {
+    name: "RangeError",
+    message: "a duration must be a number of milliseconds, got NaN",
+  });
+  const zero = new FakeHost().describe(plugin(() => new Config("d", thing).maxReconcileInterval(-0)));
+  assert.equal(zero.maxReconcileIntervalMs, 0n, "-0 is zero");
 });
 
 test("a disabled finalizer and per-resource polling", () => {
