@@ -1,11 +1,14 @@
 //! The `wasi:http` hooks of one call: every outgoing request goes through the plugin's grant
 //! for the export that runs, and through the call's tap when it is recorded or replayed
-//! ([`super::tape`]).
+//! ([`super::tape`]). The guest's mark of a sensitive response (the request header
+//! [`SENSITIVE_RESPONSE`]) is recorded with the request and never sent.
 
 use std::pin::Pin;
 use std::sync::Arc;
 
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use wasmop_core::record::redact::SENSITIVE_RESPONSE;
 
 use super::outbound::{Outbound, Sent};
 use super::policy::{HTTP_EXPORTS, Refusal};
@@ -65,9 +68,69 @@ impl WasiHttpHooks for Hooks {
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Box<dyn Future<Output = Result<Sent, Error>> + Send> {
         let (export, outbound) = (self.export, self.outbound.clone());
-        match self.tap.clone() {
-            Some(tap) => Box::new(tape::tapped(tap, request, move |request| Self::send(export, outbound, request))),
-            None => Box::new(Self::send(export, outbound, request)),
+        dispatch(self.tap.clone(), request, move |request| Self::send(export, outbound, request))
+    }
+}
+
+/// Sends `request` with `send`, through `tap` when the call is tapped: recorded as the guest
+/// wrote it, the mark of a sensitive response ([`SENSITIVE_RESPONSE`]) included, so that a
+/// replay matches it and redaction knows the body; sent without the mark.
+fn dispatch<F>(
+    tap: Option<Arc<Tap>>,
+    request: http::Request<WasiBody>,
+    send: F,
+) -> Box<dyn Future<Output = Result<Sent, Error>> + Send>
+where
+    F: FnOnce(http::Request<WasiBody>) -> Sending + Send + 'static,
+{
+    let send = move |mut request: http::Request<WasiBody>| {
+        request.headers_mut().remove(SENSITIVE_RESPONSE);
+        send(request)
+    };
+    match tap {
+        Some(tap) => Box::new(tape::tapped(tap, request, send)),
+        None => Box::new(send(request)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use wasmop_core::record::redact::SENSITIVE_RESPONSE;
+    use wasmop_core::record::{Answer, Import};
+
+    use super::*;
+
+    /// A GET the guest marked as sensitive.
+    fn marked() -> http::Request<WasiBody> {
+        http::Request::get("https://auth.example.com/token")
+            .header(SENSITIVE_RESPONSE, "1")
+            .header("accept", "application/json")
+            .body(Full::new(Bytes::new()).map_err(|never| match never {}).boxed_unsync())
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_marked_request_leaves_without_its_mark_and_is_recorded_with_it() {
+        for tap in [None, Some(Tap::recording())] {
+            let sent = Arc::new(Mutex::new(Vec::new()));
+            let seen = sent.clone();
+            let send = move |request: http::Request<WasiBody>| -> Sending {
+                let names = request.headers().keys().map(ToString::to_string).collect::<Vec<_>>();
+                seen.lock().unwrap().push(names);
+                Box::pin(std::future::ready(Err(Error::ConnectionRefused)))
+            };
+            let result = Box::into_pin(dispatch(tap.clone(), marked(), send)).await;
+            assert!(matches!(result, Err(Error::ConnectionRefused)));
+            assert_eq!(*sent.lock().unwrap(), [vec!["accept".to_string()]], "what left, tapped: {}", tap.is_some());
+            let Some(tap) = tap else { continue };
+            let calls = tap.take_calls();
+            let Import::Http { headers, .. } = &calls[0].import else { panic!("{calls:?}") };
+            assert_eq!(headers[0], (SENSITIVE_RESPONSE.to_string(), "1".to_string()), "the record keeps the mark");
+            assert!(matches!(calls[0].answer, Answer::Http(Err(_))));
         }
     }
 }
