@@ -59,6 +59,16 @@ pub struct Settings {
     /// ([`crate::record::select`]); taken whole, not merged field by field.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record: Option<crate::record::select::Recording>,
+    /// Secrets the host may read for the plugin (its `http` grant's secret headers, its inbound
+    /// token) whatever the plugin's own identity may read. The operator's word only: taken from
+    /// the overrides, never from a plugin's `describe()` ([`Settings::over`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_secrets: Option<Vec<AllowedSecret>>,
+    /// Plain `http://host:port` origins of the plugin's `http` grant that its secret headers may
+    /// be sent to unencrypted (a service on the node, a test); every other origin with secret
+    /// headers must be `https`. The operator's word only, as `allowed_secrets`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_plain_http_secrets: Option<Vec<String>>,
 }
 
 /// How the primaries are split across sharded replicas.
@@ -155,6 +165,18 @@ pub struct ServiceAccount {
     pub name: String,
 }
 
+/// A Secret the operator lets the host read for a plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AllowedSecret {
+    /// Its namespace; absent: the host's `--namespace`, else `default` (where a plugin's Secret
+    /// that names no namespace is read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+}
+
 impl ServiceAccount {
     /// The user name the API server knows it by.
     pub fn user(&self) -> String {
@@ -164,7 +186,9 @@ impl ServiceAccount {
 
 impl Settings {
     /// These settings laid over `lower`: what these say wins; the retry policy and the limits
-    /// merge field by field.
+    /// merge field by field. What only the operator may say (`allowed_secrets`,
+    /// `allow_plain_http_secrets`) is taken from these settings alone: `lower` is a plugin's own
+    /// word.
     pub fn over(&self, lower: &Settings) -> Settings {
         fn pick<T: Clone>(high: &Option<T>, low: &Option<T>) -> Option<T> {
             high.clone().or_else(|| low.clone())
@@ -209,6 +233,8 @@ impl Settings {
             },
             sharding: self.sharding.or(lower.sharding),
             record: pick(&self.record, &lower.record),
+            allowed_secrets: self.allowed_secrets.clone(),
+            allow_plain_http_secrets: self.allow_plain_http_secrets.clone(),
         }
     }
 }
@@ -294,6 +320,26 @@ mod tests {
         assert_eq!(merged.label_selector.as_deref(), Some("app=a"));
         let retry = merged.retry.unwrap();
         assert_eq!((retry.max_attempts, retry.initial_interval_ms), (Some(2), Some(100)));
+    }
+
+    #[test]
+    fn what_only_the_operator_may_say_never_comes_from_the_lower_settings() {
+        let plugin = Settings {
+            allowed_secrets: Some(vec![AllowedSecret { namespace: None, name: "registry".into() }]),
+            allow_plain_http_secrets: Some(vec!["http://10.0.0.1:80".into()]),
+            ..Settings::default()
+        };
+        let merged = Settings::default().over(&plugin);
+        assert_eq!((merged.allowed_secrets, merged.allow_plain_http_secrets), (None, None));
+        let yaml_like = serde_json::json!({
+            "allowedSecrets": [{ "name": "dns-api-token" }, { "namespace": "ops", "name": "hook" }],
+            "allowPlainHttpSecrets": ["http://127.0.0.1:18053"],
+        });
+        let operator: Settings = serde_json::from_value(yaml_like.clone()).unwrap();
+        assert_eq!(serde_json::to_value(operator.over(&plugin)).unwrap(), yaml_like);
+        let keyed = serde_json::json!({ "allowedSecrets": [{ "name": "s", "key": "token" }] });
+        let err = serde_json::from_value::<Settings>(keyed).unwrap_err();
+        assert!(err.to_string().contains("unknown field `key`"), "{err}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use wasmop_core::settings::{Limits as LimitSettings, ServiceAccount, Settings};
+pub use wasmop_core::settings::{AllowedSecret, Limits as LimitSettings, ServiceAccount, Settings};
 
 use crate::ratelimit::RateLimit;
 use crate::retry::RetryPolicy;
