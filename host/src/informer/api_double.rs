@@ -1,8 +1,9 @@
-//! A loopback HTTP server standing in for the API server in unit tests of the bounded caches:
-//! every request is handed to the test, which decides what and when it answers, so a test can
-//! order a GET's answer against a watch event. It speaks HTTP/1.1 with keep-alive, as kube's
-//! client does; the rules of the answers (a metadata-only `Accept` gets metadata only, a LIST
-//! pages by `limit` and `continue`) are the test's, written as the API server's.
+//! A loopback HTTP server standing in for the API server in unit tests of the bounded caches and
+//! the Secret reader: every request is handed to the test, which decides what and when it
+//! answers, so a test can order a GET's answer against a watch event. It speaks HTTP/1.1 with
+//! keep-alive, as kube's client does; the rules of the answers (a metadata-only `Accept` gets
+//! metadata only, a LIST pages by `limit` and `continue`) are the test's, written as the API
+//! server's.
 
 use kube::Client;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -12,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 pub struct Request {
     /// The request line and headers, as sent.
     pub head: String,
-    reply: oneshot::Sender<String>,
+    reply: oneshot::Sender<(u16, String)>,
 }
 
 impl Request {
@@ -42,12 +43,24 @@ impl Request {
 
     /// Answers `200 OK` with the JSON `body`.
     pub fn answer(self, body: &serde_json::Value) {
-        drop(self.reply.send(body.to_string()));
+        self.answer_status(200, body);
+    }
+
+    /// Answers with status `code` and the JSON `body` (a `Status` for an error, as the API
+    /// server's).
+    pub fn answer_status(self, code: u16, body: &serde_json::Value) {
+        drop(self.reply.send((code, body.to_string())));
     }
 }
 
 /// Starts the double; returns a client of it and the requests as they arrive.
 pub async fn start() -> (Client, mpsc::UnboundedReceiver<Request>) {
+    let (client, requests, _) = start_at().await;
+    (client, requests)
+}
+
+/// Like [`start`], with the double's URL, to make other clients of it.
+pub async fn start_at() -> (Client, mpsc::UnboundedReceiver<Request>, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (requests, received) = mpsc::unbounded_channel();
@@ -69,9 +82,9 @@ pub async fn start() -> (Client, mpsc::UnboundedReceiver<Request>) {
                     if requests.send(Request { head, reply }).is_err() {
                         return;
                     }
-                    let Ok(body) = answer.await else { return };
+                    let Ok((code, body)) = answer.await else { return };
                     let response = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        "HTTP/1.1 {code} Answered\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
                         body.len()
                     );
                     if socket.write_all(response.as_bytes()).await.is_err() {
@@ -82,5 +95,5 @@ pub async fn start() -> (Client, mpsc::UnboundedReceiver<Request>) {
         }
     });
     let client = Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
-    (client, received)
+    (client, received, url)
 }

@@ -15,7 +15,7 @@ use crate::runtime::bindings::wasmop::plugin::types::KindRef;
 use crate::wire::{Object, Wire};
 
 #[cfg(test)]
-mod api_double;
+pub(crate) mod api_double;
 mod bounded;
 mod cache;
 mod clusters;

@@ -1,15 +1,24 @@
 //! Values the host reads from Kubernetes Secrets on a plugin's behalf (the headers of its granted
-//! outgoing HTTP), so that tokens never sit in a module. The plugin names a key of a Secret; the
-//! host reads it with its own client, keeps it briefly ([`CACHE_TTL`]) and never hands it to
-//! the plugin.
+//! outgoing HTTP, the token of its inbound events), so that tokens never sit in a module. The
+//! plugin names a key of a Secret; the host reads it, keeps it briefly ([`CACHE_TTL`]) and never
+//! hands it to the plugin.
+//!
+//! A plugin has only the Secrets it may read ([`access`]): those its own identity (the
+//! ServiceAccount it is impersonated as) may `get`, read as that identity, and those the operator
+//! allows it (`allowedSecrets` in its overrides), read as the host. A plugin that names another
+//! is refused at load, and its reader ([`PluginSecrets`]) refuses such a read too. The host's
+//! own reads (the registry credentials the operator names) go through [`KubeSecrets`] directly.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+pub mod access;
+mod plugin;
+mod read;
+
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
-use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
+
+pub use plugin::PluginSecrets;
+pub use read::{Identity, KubeSecrets};
 
 /// How long a Secret read from the API server is used before it is read again: a rotated token
 /// is picked up within this time.
@@ -60,6 +69,26 @@ pub enum SecretError {
         /// The key asked for.
         key: String,
     },
+    /// The identity the read was made as may not get the Secret (403).
+    #[error("{identity} may not read Secret {namespace}/{name}")]
+    Forbidden {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Who asked.
+        identity: Identity,
+    },
+    /// The plugin may not have the Secret read for it ([`access`]): no request is made.
+    #[error("plugin {plugin:?} may not read Secret {namespace}/{name}")]
+    NotAllowed {
+        /// The plugin.
+        plugin: String,
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
     /// The API server refused or failed the read.
     #[error("cannot read Secret {namespace}/{name}: {source}")]
     Api {
@@ -91,71 +120,6 @@ pub struct NoSecrets;
 impl SecretReader for NoSecrets {
     fn read<'a>(&'a self, key: &'a SecretKey) -> BoxFuture<'a, Result<String, SecretError>> {
         futures::future::ready(Err(SecretError::NoCluster { name: key.name.clone() })).boxed()
-    }
-}
-
-/// A Secret's data, decoded.
-type Data = Arc<BTreeMap<String, Vec<u8>>>;
-
-/// Reads Secrets from the API server with the host's client, keeping each for [`CACHE_TTL`].
-pub struct KubeSecrets {
-    client: kube::Client,
-    namespace: String,
-    cache: moka::sync::Cache<(String, String), Data>,
-}
-
-impl KubeSecrets {
-    /// Reads with `client`; Secrets that name no namespace are looked up in `namespace` (the
-    /// host's `--namespace`), else in [`DEFAULT_NAMESPACE`].
-    pub fn new(client: kube::Client, namespace: Option<String>) -> Self {
-        Self {
-            client,
-            namespace: namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()),
-            cache: moka::sync::Cache::builder().max_capacity(1024).time_to_live(CACHE_TTL).build(),
-        }
-    }
-
-    async fn data(&self, namespace: &str, name: &str) -> Result<Data, SecretError> {
-        let slot = (namespace.to_string(), name.to_string());
-        if let Some(data) = self.cache.get(&slot) {
-            return Ok(data);
-        }
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        let secret = api.get_opt(name).await.map_err(|source| SecretError::Api {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            source,
-        })?;
-        let secret =
-            secret.ok_or_else(|| SecretError::NotFound { namespace: namespace.to_string(), name: name.to_string() })?;
-        let mut data: BTreeMap<String, Vec<u8>> =
-            secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
-        // `stringData` is write-only, but a Secret created by a client that kept it is honoured.
-        for (k, v) in secret.string_data.unwrap_or_default() {
-            data.entry(k).or_insert_with(|| v.into_bytes());
-        }
-        let data = Arc::new(data);
-        self.cache.insert(slot, data.clone());
-        Ok(data)
-    }
-}
-
-impl SecretReader for KubeSecrets {
-    fn read<'a>(&'a self, key: &'a SecretKey) -> BoxFuture<'a, Result<String, SecretError>> {
-        async move {
-            let namespace = key.namespace.as_deref().unwrap_or(&self.namespace);
-            let data = self.data(namespace, &key.name).await?;
-            let at = || (namespace.to_string(), key.name.clone(), key.key.clone());
-            let bytes = data.get(&key.key).ok_or_else(|| {
-                let (namespace, name, key) = at();
-                SecretError::MissingKey { namespace, name, key }
-            })?;
-            String::from_utf8(bytes.clone()).map_err(|_| {
-                let (namespace, name, key) = at();
-                SecretError::NotText { namespace, name, key }
-            })
-        }
-        .boxed()
     }
 }
 
