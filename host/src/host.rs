@@ -21,7 +21,8 @@ use crate::controller::{self, Controller, Handover};
 use crate::informer::{Clusters, ImpersonationError, UnknownCluster};
 use crate::metrics::Metrics;
 use crate::runtime::{Current, LoadError, Module, Runtime};
-use crate::secrets::SecretReader;
+use crate::secrets::access::{self, AccessError, SelfReview};
+use crate::secrets::{KubeSecrets, PluginSecrets, SecretReader};
 use crate::settings::{Defaults, HostConfig, Overrides, resolve};
 use crate::shadow::Shadow;
 use crate::source::inbound::Inlet;
@@ -92,6 +93,21 @@ pub enum HostError {
     /// A candidate was given while no live version of it runs.
     #[error("{0} runs no live version for the candidate to shadow")]
     NothingToShadow(String),
+    /// A plugin names a Secret it may not have read for it, or would send one over plain http
+    /// ([`crate::secrets::access`]).
+    #[error(transparent)]
+    SecretAccess(#[from] AccessError),
+    /// A plugin names a Secret only its ServiceAccount's rights could give it, and was started
+    /// without asking the API server about them ([`Host::start`]).
+    #[error(
+        "plugin {plugin:?} refused: whether its ServiceAccount may get Secret {secret} must be asked of the API server, which Host::install does"
+    )]
+    SecretUnreviewed {
+        /// The plugin.
+        plugin: String,
+        /// The Secret, `namespace/name`.
+        secret: String,
+    },
     /// A plugin watches a cluster the host was not given.
     #[error("plugin {plugin:?} refused: {source}")]
     UnknownCluster {
@@ -241,8 +257,9 @@ pub struct Host {
     changing: tokio::sync::Mutex<()>,
     /// The plugins given at start are loaded (see [`Host::loaded`]).
     loaded: AtomicBool,
-    /// Reads the Secrets plugins name (their HTTP headers, their inbound tokens).
-    secrets: Arc<dyn SecretReader>,
+    /// Reads Secrets as the host: those the operator names, and those the operator allowed a
+    /// plugin (each plugin's reader, [`PluginSecrets`], shares its cache, keyed by identity).
+    secrets: Arc<KubeSecrets>,
     /// Each running plugin's candidate version, if any, by plugin name.
     shadows: Mutex<HashMap<String, Arc<Shadow>>>,
 }
@@ -251,12 +268,9 @@ impl Host {
     /// A host with no plugins yet, loading modules with `runtime` and counting into `metrics`.
     pub fn new(clusters: Clusters, runtime: Arc<Runtime>, metrics: Arc<Metrics>, settings: HostSettings) -> Self {
         let global = Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1)));
-        // The plugins' secret headers are read with the local cluster's client.
-        let secrets: Arc<dyn SecretReader> = Arc::new(crate::secrets::KubeSecrets::new(
-            clusters.local().client().clone(),
-            settings.defaults.namespace.clone(),
-        ));
-        runtime.read_secrets_with(secrets.clone());
+        // Secrets are read from the local cluster; each plugin gets its reader when it starts.
+        let secrets =
+            Arc::new(KubeSecrets::new(clusters.local().client().clone(), settings.defaults.namespace.clone()));
         let counted = metrics.clone();
         let pools =
             crate::informer::Pools::new(settings.cache, Arc::new(move |pool, budget| counted.pool(pool, budget)));
@@ -294,12 +308,22 @@ impl Host {
     }
 
     /// Starts the controller of an already loaded `module`, owned by its file, with the
-    /// configuration file's overrides. Must be called within a tokio runtime.
+    /// configuration file's overrides. Must be called within a tokio runtime. It asks the API
+    /// server nothing: a plugin naming a Secret that only its ServiceAccount's rights could give
+    /// it is refused ([`HostError::SecretUnreviewed`]); [`Host::install`] asks.
     pub fn start(&self, module: Arc<Module>) -> Result<(), HostError> {
         self.check(&module)?;
         let overrides = self.settings.config.plugins.get(module.name()).cloned().unwrap_or_default();
         let owner = module.path().display().to_string();
-        let running = self.spawn(module.clone(), owner, overrides, None)?;
+        let (plan, own) = self.secret_plan(&module, &overrides)?;
+        if let Some(named) = plan.to_review.first() {
+            return Err(HostError::SecretUnreviewed {
+                plugin: module.name().to_string(),
+                secret: named.secret.to_string(),
+            });
+        }
+        let secrets = self.plugin_secrets(&module, plan, own.map(|(_, reader)| reader));
+        let running = self.spawn(module.clone(), owner, overrides, None, secrets)?;
         self.controllers.lock().expect("never poisoned").insert(module.name().to_string(), running);
         Ok(())
     }
@@ -380,10 +404,53 @@ impl Host {
         shadows.entry(name.to_string()).or_insert_with(|| Shadow::new(name, self.metrics.clone())).clone()
     }
 
+    /// What `module` may have read for it under `overrides` without asking the API server
+    /// ([`access::plan`]), and a client and reader as its ServiceAccount, if it has one.
+    fn secret_plan(
+        &self,
+        module: &Module,
+        overrides: &Overrides,
+    ) -> Result<(access::Plan, Option<(kube::Client, KubeSecrets)>), HostError> {
+        let plan = access::plan(module.config(), overrides, self.secrets.namespace())?;
+        let Some(account) = &overrides.service_account else { return Ok((plan, None)) };
+        // Only a plugin that names Secrets needs a reader of its own.
+        if plan.to_review.is_empty() {
+            return Ok((plan, None));
+        }
+        let client = self
+            .clusters
+            .impersonating(&account.user())
+            .map_err(|source| HostError::Impersonation { plugin: module.name().to_string(), source })?;
+        let reader = self.secrets.as_user(&account.user(), client.clone());
+        Ok((plan, Some((client, reader))))
+    }
+
+    /// The reader of the Secrets `module` may have read for it: those `plan` allows as the host,
+    /// any other as its ServiceAccount (`own`).
+    fn plugin_secrets(&self, module: &Module, plan: access::Plan, own: Option<KubeSecrets>) -> PluginSecrets {
+        PluginSecrets::new(module.name(), plan.allowed, self.secrets.clone(), own)
+    }
+
+    /// Checks the Secrets `module` names ([`crate::secrets::access`]), asking the API server as
+    /// its ServiceAccount about those only the account's rights could give it, and makes its
+    /// reader.
+    async fn checked_secrets(&self, module: &Module, overrides: &Overrides) -> Result<PluginSecrets, HostError> {
+        let (plan, own) = self.secret_plan(module, overrides)?;
+        let own = match (own, &overrides.service_account) {
+            (Some((client, reader)), Some(account)) => {
+                access::review(module.name(), &plan, account, &SelfReview(client)).await?;
+                Some(reader)
+            }
+            _ => None,
+        };
+        Ok(self.plugin_secrets(module, plan, own))
+    }
+
     /// Runs `module` for `owner`: see [`Host::install`].
     async fn put(&self, owner: &str, module: Arc<Module>, overrides: Overrides) -> Result<Installed, HostError> {
         let _changing = self.changing.lock().await;
         self.check_clusters(&module)?;
+        let secrets = self.checked_secrets(&module, &overrides).await?;
         let name = module.name().to_string();
         let installed = |change| Installed { name: name.clone(), digest: module.digest().to_string(), change };
         let previous = {
@@ -391,7 +458,7 @@ impl Host {
             controllers.get(&name).map(|r| (r.owner.clone(), r.module.get(), r.overrides == overrides))
         };
         let Some((running_owner, running, same_overrides)) = previous else {
-            let running = self.spawn(module.clone(), owner.to_string(), overrides, None)?;
+            let running = self.spawn(module.clone(), owner.to_string(), overrides, None, secrets)?;
             self.controllers.lock().expect("never poisoned").insert(name.clone(), running);
             tracing::info!(plugin = name, digest = module.digest(), owner, "plugin started");
             return Ok(installed(Change::Started));
@@ -403,6 +470,7 @@ impl Host {
             return Ok(installed(Change::Unchanged));
         }
         if same_overrides && same_configuration(&running, &module) {
+            self.runtime.read_secrets_for(&name, Arc::new(secrets));
             let controllers = self.controllers.lock().expect("never poisoned");
             controllers[&name].module.replace(module.clone());
             // Level-based: every primary is reconciled by the new version, live changes first.
@@ -414,8 +482,8 @@ impl Host {
         // the old one has stopped: one object is never reconciled by both.
         let (handover, after) = oneshot::channel();
         let (subscribed, successor_subscribed) = oneshot::channel();
-        let successor =
-            self.spawn(module.clone(), owner.to_string(), overrides, Some(Handover { subscribed, after }))?;
+        let taking_over = Some(Handover { subscribed, after });
+        let successor = self.spawn(module.clone(), owner.to_string(), overrides, taking_over, secrets)?;
         // Bounded: a successor that cannot reach the API server must not hold the install up.
         if tokio::time::timeout(HANDOVER_SUBSCRIBE, successor_subscribed).await.is_err() {
             tracing::warn!(
@@ -440,13 +508,14 @@ impl Host {
         Ok(installed(Change::Restarted))
     }
 
-    /// Spawns the controller of `module`.
+    /// Spawns the controller of `module`, whose Secrets `secrets` reads from then on.
     fn spawn(
         &self,
         module: Arc<Module>,
         owner: String,
         overrides: Overrides,
         handover: Option<Handover>,
+        secrets: PluginSecrets,
     ) -> Result<Running, HostError> {
         let resolved = resolve(module.config(), &overrides, &self.settings.defaults);
         // Refused whether or not this host records: the setting is wrong either way.
@@ -462,6 +531,9 @@ impl Host {
                     .map_err(|source| HostError::Impersonation { plugin: module.name().to_string(), source })?,
             ),
         };
+        // Past the last refusal: from here on the plugin (and, for a restart, the version it
+        // replaces) reads its Secrets under these overrides.
+        self.runtime.read_secrets_for(module.name(), Arc::new(secrets));
         tracing::info!(plugin = module.name(), digest = module.digest(), path = %module.path().display(),
             limits = ?module.limits(), ?resolved, "plugin loaded");
         let stop = CancellationToken::new();
@@ -562,6 +634,7 @@ impl Host {
         if let Err(err) = running.task.await {
             tracing::error!(plugin = name, %err, "a controller stopped abnormally");
         }
+        self.runtime.forget_secrets_of(name);
         tracing::info!(plugin = name, "plugin unloaded");
         true
     }
@@ -582,10 +655,17 @@ impl Host {
         controllers.get(name).map(|r| (r.module.get(), r.inlet.clone()))
     }
 
-    /// Reads the Secrets plugins name, with the local cluster's client; Secrets that name no
-    /// namespace are read in the host's (`--namespace`), else in `default`.
-    pub fn secrets(&self) -> &Arc<dyn SecretReader> {
-        &self.secrets
+    /// Reads Secrets as the host, with the local cluster's client: for what the operator names
+    /// (registry credentials), never for what a plugin names ([`Host::secrets_of`]). Secrets that
+    /// name no namespace are read in the host's (`--namespace`), else in `default`.
+    pub fn secrets(&self) -> &dyn SecretReader {
+        self.secrets.as_ref()
+    }
+
+    /// Reads the Secrets plugin `name` may have read for it ([`crate::secrets::access`]); one
+    /// that reads nothing when it does not run.
+    pub fn secrets_of(&self, name: &str) -> Arc<dyn SecretReader> {
+        self.runtime.secrets_of(name)
     }
 
     /// The clusters the host watches.

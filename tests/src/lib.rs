@@ -440,6 +440,17 @@ pub fn settings(namespace: &str, config: HostConfig) -> HostSettings {
     }
 }
 
+/// `config` with the operator's allowances for `plugin` added (what its own code cannot give it):
+/// it may have the Secrets `secrets` (names in the host's namespace) read for it, and send secret
+/// headers to the plain-http `origins` (`http://host:port`).
+pub fn allowing(mut config: HostConfig, plugin: &str, secrets: &[&str], origins: &[&str]) -> HostConfig {
+    let overrides = config.plugins.entry(plugin.to_string()).or_default();
+    let allowed = secrets.iter().map(|name| wasmop::settings::AllowedSecret { namespace: None, name: (*name).into() });
+    overrides.allowed_secrets = Some(allowed.collect());
+    overrides.allow_plain_http_secrets = Some(origins.iter().map(|origin| (*origin).to_string()).collect());
+    config
+}
+
 /// A host on `namespace` without plugins (install them with [`Host::install`]), whose calls are
 /// timed into its metrics; its log goes to the test's captured output.
 pub fn bare_host(client: &Client, namespace: &str) -> anyhow::Result<Arc<Host>> {
@@ -460,6 +471,16 @@ impl RunningHost {
     /// Loads `plugins` (names in `plugins/dist`) and runs them against `namespace`.
     pub fn start(client: &Client, namespace: &str, plugins: &[&str], limits: Limits) -> anyhow::Result<Self> {
         Self::start_on(Clusters::new(client.clone()), namespace, plugins, limits, HostConfig::default())
+    }
+
+    /// Like [`RunningHost::start`] with the configuration file `config` (see [`allowing`]).
+    pub fn start_with_config(
+        client: &Client,
+        namespace: &str,
+        plugins: &[&str],
+        config: HostConfig,
+    ) -> anyhow::Result<Self> {
+        Self::start_on(Clusters::new(client.clone()), namespace, plugins, Limits::default(), config)
     }
 
     /// Like [`RunningHost::start`] with deployment-time overrides given as YAML.

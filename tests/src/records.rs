@@ -25,6 +25,9 @@ use serde::{Deserialize, Serialize};
 
 /// The address the `dnsrecord` sample's HTTP grant names.
 pub const ADDRESS: &str = "127.0.0.1:18053";
+/// The same as the origin the grant names: plain HTTP, which the operator must allow the
+/// sample's token to go to (`allowPlainHttpSecrets`, see [`crate::allowing`]).
+pub const ORIGIN: &str = "http://127.0.0.1:18053";
 
 /// One record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

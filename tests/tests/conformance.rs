@@ -15,10 +15,10 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wasmop::metrics::Outcome;
-use wasmop::runtime::Limits;
+use wasmop::settings::HostConfig;
 use wasmop_conformance::{KindSpec, Scenario};
-use wasmop_tests::records::{Record, Records};
-use wasmop_tests::{RunningHost, apply_file, client, namespace, until, within, workspace_root};
+use wasmop_tests::records::{self, Record, Records};
+use wasmop_tests::{RunningHost, allowing, apply_file, client, namespace, until, within, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The records service's token, in each scenario's Secret `dns-api-token`.
@@ -80,7 +80,9 @@ async fn run(client: &Client, file: &str) -> anyhow::Result<Vec<String>> {
     if let Some(status) = &scenario.status {
         in_ns.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": status }))).await?;
     }
-    let host = RunningHost::start(client, &ns, &["fixture-conform"], Limits::default())?;
+    // The operator lets it send the records service's token there over plain HTTP.
+    let allowed = allowing(HostConfig::default(), "conform", &["dns-api-token"], &[records::ORIGIN]);
+    let host = RunningHost::start_with_config(client, &ns, &["fixture-conform"], allowed)?;
     let failures = within(WAIT, &format!("scenario {file} to settle"), async {
         let mut last = Vec::new();
         for _ in 0..600 {

@@ -8,11 +8,17 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use wasmop::runtime::Limits;
-use wasmop_tests::records::Records;
-use wasmop_tests::{RunningHost, apply_file, client, namespace, wait_until, within, workspace_root};
+use wasmop::settings::HostConfig;
+use wasmop_tests::records::{self, Records};
+use wasmop_tests::{RunningHost, allowing, apply_file, client, namespace, wait_until, within, workspace_root};
 
 const TOKEN: &str = "s3cret-dns-token";
+
+/// The sample's configuration (`plugins/dnsrecord/wasmop.yaml`): the operator allows it its
+/// Secrets, and its token over plain HTTP to the local records service.
+fn sample_config() -> anyhow::Result<HostConfig> {
+    Ok(HostConfig::read(&workspace_root().join("plugins/dnsrecord/wasmop.yaml"))?)
+}
 /// The sample's polling period.
 const PERIOD: Duration = Duration::from_secs(2);
 
@@ -47,7 +53,7 @@ fn ready(object: &DynamicObject) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_duplicates_it() -> anyhow::Result<()> {
     let (client, ns, api, records) = setup("dns-track").await?;
-    let host = RunningHost::start(&client, &ns, &["dnsrecord"], Limits::default())?;
+    let host = RunningHost::start_with_config(&client, &ns, &["dnsrecord"], sample_config()?)?;
     create(&api, &ns, "www", "10.0.0.1").await?;
     let www = wait_until(&api, "www", "the record served", |o| ready(o) && o.data["status"]["id"].is_string()).await?;
     let id = www.data["status"]["id"].as_str().expect("an id").to_owned();
@@ -62,7 +68,7 @@ async fn a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_dupl
     host.stop().await;
 
     // A new host finds the record by its tracked ID: the change updates it in place.
-    let host = RunningHost::start(&client, &ns, &["dnsrecord"], Limits::default())?;
+    let host = RunningHost::start_with_config(&client, &ns, &["dnsrecord"], sample_config()?)?;
     let patch = json!({ "spec": { "value": "10.0.0.2" } });
     api.patch("www", &PatchParams::default(), &Patch::Merge(&patch)).await?;
     wait_until(&api, "www", "the change served", |o| {
@@ -79,7 +85,7 @@ async fn a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_dupl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_changed_out_of_band_is_put_back_within_a_polling_period_and_a_second() -> anyhow::Result<()> {
     let (client, ns, api, records) = setup("dns-drift").await?;
-    let host = RunningHost::start(&client, &ns, &["dnsrecord"], Limits::default())?;
+    let host = RunningHost::start_with_config(&client, &ns, &["dnsrecord"], sample_config()?)?;
     create(&api, &ns, "api", "10.0.1.1").await?;
     wait_until(&api, "api", "the record served", ready).await?;
     assert!(records.set_value(&ns, "api", "6.6.6.6"), "the record exists");
@@ -99,7 +105,7 @@ async fn a_record_changed_out_of_band_is_put_back_within_a_polling_period_and_a_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_record_deletes_it_in_the_service_then_releases_the_finalizer() -> anyhow::Result<()> {
     let (client, ns, api, records) = setup("dns-delete").await?;
-    let host = RunningHost::start(&client, &ns, &["dnsrecord"], Limits::default())?;
+    let host = RunningHost::start_with_config(&client, &ns, &["dnsrecord"], sample_config()?)?;
     create(&api, &ns, "old", "10.0.2.1").await?;
     wait_until(&api, "old", "the record served", ready).await?;
     assert_eq!(records.zone(&ns).len(), 1);
@@ -119,7 +125,7 @@ async fn deleting_a_record_deletes_it_in_the_service_then_releases_the_finalizer
 async fn a_slow_service_degrades_the_record_and_retries_while_other_plugins_go_on() -> anyhow::Result<()> {
     let (client, ns, api, records) = setup("dns-slow").await?;
     apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
-    let host = RunningHost::start(&client, &ns, &["dnsrecord", "greeting"], Limits::default())?;
+    let host = RunningHost::start_with_config(&client, &ns, &["dnsrecord", "greeting"], sample_config()?)?;
     create(&api, &ns, "mail", "10.0.3.1").await?;
     wait_until(&api, "mail", "the record served", ready).await?;
     // Every answer now comes after the plugin's 2 s timeout.
@@ -166,7 +172,8 @@ async fn global_polling_reconciles_only_the_primaries_whose_state_changed() -> a
     };
     records.insert(&ns, record("a", "1"));
     records.insert(&ns, record("b", "1"));
-    let host = RunningHost::start(&client, &ns, &["fixture-global"], Limits::default())?;
+    let allowed = allowing(HostConfig::default(), "global", &["dns-api-token"], &[records::ORIGIN]);
+    let host = RunningHost::start_with_config(&client, &ns, &["fixture-global"], allowed)?;
     create(&api, &ns, "a", "ignored").await?;
     create(&api, &ns, "b", "ignored").await?;
     let value = |v: &'static str| {

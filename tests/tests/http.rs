@@ -74,7 +74,7 @@ fn primary(url: &str) -> String {
 async fn load(namespace: &str) -> anyhow::Result<(Module, Arc<Metrics>)> {
     let metrics = Metrics::new();
     let runtime = observed_runtime(limits(), Some(metrics.clone()))?;
-    runtime.read_secrets_with(Arc::new(KubeSecrets::new(client().await?, Some(namespace.to_string()))));
+    runtime.read_secrets_for(PLUGIN, Arc::new(KubeSecrets::new(client().await?, Some(namespace.to_string()))));
     Ok((runtime.load(&plugin(PLUGIN))?, metrics))
 }
 

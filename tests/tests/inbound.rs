@@ -22,7 +22,7 @@ use wasmop::host::Host;
 use wasmop::inbound::Endpoint;
 use wasmop::inbound::tls::TlsFiles;
 use wasmop::metrics::Metrics;
-use wasmop::settings::HostConfig;
+use wasmop::settings::{HostConfig, Settings};
 use wasmop_tests::{
     ResourceHost, apply_file, bare_host, client, kubeconfig, module_map, namespace, plugin, reconciler_plugin,
     settings, until, wasmop_binary, workspace_root,
@@ -32,6 +32,13 @@ const PLUGIN: &str = "fixture-inbound";
 const RECONCILES: &str = "fixture.wasmop.dev/reconciles";
 const PAYLOAD: &str = "fixture.wasmop.dev/inbound";
 const TOKEN: &str = "s3cret-token";
+/// The operator's word that the plugin may have its token Secret read for it.
+const ALLOWED: &str = "allowedSecrets: [{ name: inbound-token }]";
+
+/// The overrides that allow the plugin its token Secret.
+fn allowed() -> anyhow::Result<Settings> {
+    Ok(serde_saphyr::from_str(ALLOWED)?)
+}
 
 /// The plugin's token Secret (its value ends in a newline, as `echo` writes it) and ConfigMaps
 /// `names` labelled for the plugin, in `ns`.
@@ -145,7 +152,7 @@ async fn an_authenticated_event_reconciles_exactly_the_mapped_primaries_and_refu
     let maps = seed(&client, &ns, &["a", "b", "c", "z"]).await?;
     let host = bare_host(&client, &ns)?;
     let file = plugin(PLUGIN);
-    host.install(&file.display().to_string(), &file, std::fs::read(&file)?, None).await?;
+    host.install(&file.display().to_string(), &file, std::fs::read(&file)?, Some(allowed()?)).await?;
     host.loaded();
     let events = Events::start(host.clone()).await?;
     for name in ["a", "b", "c", "z"] {
@@ -259,10 +266,13 @@ async fn wasmop_run_serves_inbound_events_over_tls() -> anyhow::Result<()> {
     assert!(stderr.contains("key.pem holds no PEM certificate"), "{stderr}");
 
     let port = free_port()?;
+    std::fs::write(dir.join("config.yaml"), format!("plugins:\n  {PLUGIN}:\n    {ALLOWED}\n"))?;
     let _host = Running(
         Command::new(wasmop_binary()?)
             .args(["run", "--plugin"])
             .arg(plugin(PLUGIN))
+            .arg("--config")
+            .arg(dir.join("config.yaml"))
             .args(["--namespace", &ns, "--events-addr", &format!("127.0.0.1:{port}"), "--events-tls-cert"])
             .arg(&files.cert)
             .arg("--events-tls-key")
@@ -321,7 +331,9 @@ async fn a_plugin_installed_by_a_reconciler_plugin_takes_events_while_it_runs_ac
     maps_of_modules.create(&PostParams::default(), &module_map(&v1)).await?;
     let resources: Api<DynamicObject> = Api::all_with(client.clone(), &wasmop::loader::resource::resource());
     let name = format!("inbound-{ns}");
-    resources.create(&PostParams::default(), &reconciler_plugin(&name, &ns)?).await?;
+    let mut resource = reconciler_plugin(&name, &ns)?;
+    resource.data["spec"]["overrides"]["allowedSecrets"] = json!([{ "name": "inbound-token" }]);
+    resources.create(&PostParams::default(), &resource).await?;
     reconciled(&maps, "a", 1, &Value::Null).await?;
     let accepted = |note: &'static str| {
         let body = json_bytes(&event(note));

@@ -327,7 +327,9 @@ async fn an_external_dependents_http_is_recorded_and_replays_bit_exact_without_t
         .create(&PostParams::default(), &serde_json::from_value(token)?)
         .await?;
     let (records, serving) = Records::serving(TOKEN).map_err(anyhow::Error::msg)?;
-    let config = "plugins:\n  dnsrecord:\n    record: { sample: 1.0 }\n";
+    let config = "plugins:\n  dnsrecord:\n    record: { sample: 1.0 }\n    \
+                  allowedSecrets: [{ name: dns-api-token }, { name: dns-webhook-token }]\n    \
+                  allowPlainHttpSecrets: [\"http://127.0.0.1:18053\"]\n";
     let recording = Recording::start_plugin("dnsrecord", &ns, Some(config))?;
     let dns = custom(&client, &ns, "sample.wasmop.dev", "DnsRecord", "dnsrecords");
     let www = json!({ "apiVersion": "sample.wasmop.dev/v1", "kind": "DnsRecord", "metadata": { "name": "www" },

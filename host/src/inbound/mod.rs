@@ -247,7 +247,7 @@ async fn accept(host: &Host, name: &str, headers: &HeaderMap, body: Body) -> Res
     let inbound = module.config().inbound.as_ref().ok_or(Rejection::NotInbound)?;
     let token = &inbound.token;
     let secret = SecretKey { namespace: token.namespace.clone(), name: token.name.clone(), key: token.key.clone() };
-    auth::check(headers, &secret, host.secrets().as_ref()).await?;
+    auth::check(headers, &secret, host.secrets_of(name).as_ref()).await?;
     if host.fence().gate().is_some_and(|leading| !*leading.borrow()) {
         return Err(Rejection::NotLeading);
     }

@@ -146,10 +146,22 @@ impl Runtime {
         })
     }
 
-    /// Reads the Secrets of the plugins' secret headers ([`http`]) with `secrets` from now on;
-    /// until then a request with a secret header fails, saying no cluster is connected.
-    pub fn read_secrets_with(&self, secrets: Arc<dyn crate::secrets::SecretReader>) {
-        self.http.read_secrets_with(secrets);
+    /// Reads the Secrets of plugin `plugin` (its secret headers, [`http`]) with `secrets` from
+    /// now on; until then its requests with a secret header fail, saying no cluster is connected.
+    /// The host gives each plugin a reader of only the Secrets it may read
+    /// ([`crate::secrets::access`]).
+    pub fn read_secrets_for(&self, plugin: &str, secrets: Arc<dyn crate::secrets::SecretReader>) {
+        self.http.read_secrets_for(plugin, Some(secrets));
+    }
+
+    /// Forgets plugin `plugin`'s reader of Secrets (it stopped).
+    pub fn forget_secrets_of(&self, plugin: &str) {
+        self.http.read_secrets_for(plugin, None);
+    }
+
+    /// Plugin `plugin`'s reader of Secrets; one that reads nothing when it has none.
+    pub fn secrets_of(&self, plugin: &str) -> Arc<dyn crate::secrets::SecretReader> {
+        self.http.secrets(plugin)
     }
 
     /// The limits of plugins that set none.

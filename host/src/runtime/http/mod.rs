@@ -2,8 +2,9 @@
 //! only to the origins their `http-grant` names, only in the exports that exist for it
 //! ([`HTTP_EXPORTS`]); every other request is refused before a socket is opened. The host adds
 //! the secret headers from Kubernetes Secrets ([`crate::secrets`]) and holds each request to the
-//! grant's connect and total timeouts, response-size cap and concurrency. A recorded call's
-//! requests are recorded with their responses, and a replayed call's are answered from its
+//! grant's connect and total timeouts, response-size cap and concurrency. Each plugin's Secrets
+//! are read by the reader the host gave it ([`super::Runtime::read_secrets_for`]). A recorded
+//! call's requests are recorded with their responses, and a replayed call's are answered from its
 //! record ([`tape`]).
 
 mod body;
@@ -12,6 +13,7 @@ mod outbound;
 mod policy;
 mod tape;
 
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 pub use body::Code;
@@ -26,26 +28,35 @@ pub use policy::{
 use super::CallObserver;
 use crate::secrets::{NoSecrets, SecretReader};
 
-/// What every plugin's outgoing HTTP shares: where Secrets are read and where requests are
-/// counted.
+/// What every plugin's outgoing HTTP shares: where each plugin's Secrets are read and where
+/// requests are counted.
 pub(crate) struct Services {
-    secrets: RwLock<Arc<dyn SecretReader>>,
+    /// Each plugin's reader, by plugin name.
+    secrets: RwLock<HashMap<String, Arc<dyn SecretReader>>>,
     observer: Arc<dyn CallObserver>,
 }
 
 impl Services {
-    /// No Secrets until [`Services::read_secrets_with`]; requests reported to `observer`.
+    /// No plugin reads Secrets until [`Services::read_secrets_for`] names it; requests reported
+    /// to `observer`.
     pub(crate) fn new(observer: Arc<dyn CallObserver>) -> Self {
-        Self { secrets: RwLock::new(Arc::new(NoSecrets)), observer }
+        Self { secrets: RwLock::new(HashMap::new()), observer }
     }
 
-    /// Reads secret headers with `secrets` from now on.
-    pub(crate) fn read_secrets_with(&self, secrets: Arc<dyn SecretReader>) {
-        *self.secrets.write().expect("never poisoned") = secrets;
+    /// Reads the secret headers of plugin `plugin` with `secrets` from now on; `None`: with
+    /// nothing.
+    pub(crate) fn read_secrets_for(&self, plugin: &str, secrets: Option<Arc<dyn SecretReader>>) {
+        let mut readers = self.secrets.write().expect("never poisoned");
+        match secrets {
+            Some(secrets) => readers.insert(plugin.to_string(), secrets),
+            None => readers.remove(plugin),
+        };
     }
 
-    fn secrets(&self) -> Arc<dyn SecretReader> {
-        self.secrets.read().expect("never poisoned").clone()
+    /// Plugin `plugin`'s reader; one that reads nothing when it has none.
+    pub(crate) fn secrets(&self, plugin: &str) -> Arc<dyn SecretReader> {
+        let readers = self.secrets.read().expect("never poisoned");
+        readers.get(plugin).cloned().unwrap_or_else(|| Arc::new(NoSecrets))
     }
 }
 

@@ -127,7 +127,7 @@ impl Admitted {
         if origin.secret_headers.is_empty() {
             return Ok(());
         }
-        let secrets = self.outbound.services.secrets();
+        let secrets = self.outbound.services.secrets(&self.outbound.plugin);
         for header in &origin.secret_headers {
             let value = secrets
                 .read(&header.secret)

@@ -14,9 +14,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use wasmop::runtime::Limits;
-use wasmop_tests::records::Records;
-use wasmop_tests::{RunningHost, apply_file, namespace, workspace_root};
+use wasmop::settings::HostConfig;
+use wasmop_tests::records::{self, Records};
+use wasmop_tests::{RunningHost, allowing, apply_file, namespace, workspace_root};
 
 use super::load::WRITES_IN_FLIGHT;
 
@@ -104,7 +104,9 @@ pub async fn polling(client: &Client, n: usize) -> anyhow::Result<(Value, String
     let gvk = GroupVersionKind::gvk("sample.wasmop.dev", "v1", "DnsRecord");
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "dnsrecords"));
-    let host = RunningHost::start(client, &ns, &["dnsrecord"], Limits::default())?;
+    let secrets = ["dns-api-token", "dns-webhook-token"];
+    let allowed = allowing(HostConfig::default(), "dnsrecord", &secrets, &[records::ORIGIN]);
+    let host = RunningHost::start_with_config(client, &ns, &["dnsrecord"], allowed)?;
     let created = futures::stream::iter(0..n).map(|i| {
         let api = api.clone();
         async move {
