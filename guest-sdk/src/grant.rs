@@ -8,6 +8,8 @@ use crate::bindings::wasmop::plugin::types as wit;
 use crate::wire::millis;
 
 /// A key of a Kubernetes Secret the host reads for the plugin; the plugin never sees the value.
+/// Naming one is not enough: the host loads the plugin only if its ServiceAccount may get the
+/// Secret or the operator allows it (`allowedSecrets` in the plugin's overrides).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SecretKey {
     /// The Secret's name.
@@ -193,7 +195,8 @@ impl Origin {
     }
 
     /// Adds `header` with the value of `secret`, after `prefix` (e.g. `Bearer `), to every
-    /// request to this origin.
+    /// request to this origin. On a plain `http` origin the operator must allow it
+    /// (`allowPlainHttpSecrets` in the plugin's overrides), or the host refuses the plugin.
     #[must_use]
     pub fn secret_header(mut self, header: impl Into<String>, secret: SecretKey, prefix: Option<&str>) -> Self {
         self.secret_headers.push((header.into(), secret, prefix.map(str::to_owned)));
