@@ -189,7 +189,7 @@ pub struct HostSettings {
     /// Reconciles in flight across all plugins.
     pub max_concurrent_reconciles: usize,
     /// Leader election: runs start and writes go out only while this replica leads.
-    pub fence: crate::leader::Fence,
+    pub fence: crate::fence::Fence,
     /// The process's shutdown: once it stops, no controller starts a run.
     pub shutdown: crate::shutdown::Shutdown,
     /// The host's budget for bounded caches; `None`: only plugins with a budget of their own
@@ -674,7 +674,7 @@ impl Host {
     }
 
     /// Whether this replica leads, and may write.
-    pub fn fence(&self) -> &crate::leader::Fence {
+    pub fn fence(&self) -> &crate::fence::Fence {
         &self.settings.fence
     }
 

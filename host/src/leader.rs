@@ -32,6 +32,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::fence::{Fence, Terms};
+
 /// Where and how to elect.
 #[derive(Debug, Clone)]
 pub struct LeaseSettings {
@@ -47,77 +49,6 @@ pub struct LeaseSettings {
     pub renew_deadline: Duration,
     /// How often to try to acquire or renew.
     pub retry_period: Duration,
-}
-
-/// Whether this replica may reconcile and write now; cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Fence {
-    /// `Some(until)` while leading: writes are allowed until then. `None` for a host without
-    /// leader election.
-    until: Option<watch::Receiver<Option<Instant>>>,
-    leading: Option<watch::Receiver<bool>>,
-    /// The replica's identity in the lease, while electing.
-    identity: Option<std::sync::Arc<str>>,
-}
-
-/// A write that was not sent, or was abandoned before its answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Unanswered {
-    /// This replica does not lead (or could not renew its lease in time).
-    #[error("not the leader: the request was not sent, or abandoned at the fence's deadline")]
-    Fenced,
-    /// The API server did not answer within [`REQUEST_TIMEOUT`].
-    #[error("no answer from the API server within {REQUEST_TIMEOUT:?}: the request was abandoned")]
-    TimedOut,
-}
-
-/// How long a write waits for its answer at most, fenced or not: the API server's own default
-/// request timeout (`--request-timeout`, 60 s) ends a healthy server's slow request by then, so a
-/// longer wait can only be a connection that stalled, and the run retries instead of hanging.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-
-impl Fence {
-    /// No leader election: always allowed.
-    pub fn unfenced() -> Self {
-        Self { until: None, leading: None, identity: None }
-    }
-
-    /// This replica's identity in the lease (it reports its Events as this instance); `None`
-    /// without leader election.
-    pub fn identity(&self) -> Option<&str> {
-        self.identity.as_deref()
-    }
-
-    /// Sends `request` if the fence is open and waits for its answer until the fence's current
-    /// deadline at most, or until the fence closes (the lease lost or given up); then the
-    /// request is dropped (its connection closed), so nothing this replica sent can still be
-    /// waiting to reach the API server once another may lead. With or without leader election,
-    /// an answer that has not come within [`REQUEST_TIMEOUT`] is not waited for either.
-    pub async fn write<T>(&self, request: impl Future<Output = T>) -> Result<T, Unanswered> {
-        let timeout = Instant::now() + REQUEST_TIMEOUT;
-        let Some(until) = &self.until else {
-            return tokio::time::timeout_at(timeout, request).await.map_err(|_| Unanswered::TimedOut);
-        };
-        let mut closing = until.clone();
-        let deadline =
-            (*closing.borrow_and_update()).filter(|until| Instant::now() < *until).ok_or(Unanswered::Fenced)?;
-        let closed = async {
-            let _ = closing.wait_for(Option::is_none).await;
-        };
-        tokio::select! {
-            answer = request => Ok(answer),
-            () = tokio::time::sleep_until(deadline.min(timeout)) => {
-                Err(if deadline <= timeout { Unanswered::Fenced } else { Unanswered::TimedOut })
-            }
-            () = closed => Err(Unanswered::Fenced),
-        }
-    }
-
-    /// Open while this replica leads: schedulers start runs only then. `None` without leader
-    /// election.
-    pub fn gate(&self) -> Option<watch::Receiver<bool>> {
-        self.leading.clone()
-    }
 }
 
 /// A fresh identity for this process: `base` (the pod's name, or the host's) and a random
@@ -161,7 +92,7 @@ pub(crate) struct Leadership {
     name: String,
     /// Told whether this replica holds its Lease, for the metrics.
     report: Box<dyn Fn(bool) + Send + Sync>,
-    until: watch::Sender<Option<Instant>>,
+    terms: Terms,
     leading: watch::Sender<bool>,
 }
 
@@ -169,25 +100,28 @@ impl Leadership {
     /// The side of replica `identity` holding Lease `name`, telling `report` whether it holds it
     /// (the election's gauge, or the membership's: each its own).
     pub(crate) fn new(name: &str, identity: &str, report: impl Fn(bool) + Send + Sync + 'static) -> (Self, Fence) {
-        let (until, until_rx) = watch::channel(None);
+        let (terms, terms_rx) = Terms::new();
         let (leading, leading_rx) = watch::channel(false);
-        let fence = Fence { until: Some(until_rx), leading: Some(leading_rx), identity: Some(identity.into()) };
-        (Self { name: name.to_string(), report: Box::new(report), until, leading }, fence)
+        let fence = Fence::elected(terms_rx, leading_rx, identity);
+        (Self { name: name.to_string(), report: Box::new(report), terms, leading }, fence)
     }
 
     pub(crate) fn leading(&self) -> bool {
         *self.leading.borrow()
     }
 
-    /// Renewed (or acquired): writes may go on until `until`.
+    /// Renewed (or acquired) by a request sent before `until` minus the renew deadline: writes
+    /// may go on until `until`, in the same term when the last one had not lapsed, in a new one
+    /// otherwise. An answer that came after `until` opens nothing.
     pub(crate) fn renewed(&self, until: Instant) {
-        self.until.send_replace(Some(until));
-        self.set_leading(true);
+        if self.terms.renewed(until) {
+            self.set_leading(true);
+        }
     }
 
     /// Someone else holds the lease, or this replica stops: no more writes or runs.
     pub(crate) fn close(&self) {
-        self.until.send_replace(None);
+        self.terms.close();
         self.set_leading(false);
     }
 
@@ -200,13 +134,13 @@ impl Leadership {
     /// a renewal, so the schedulers stop starting runs the moment writes would be refused, not
     /// at the next try.
     pub(crate) async fn close_at_deadlines(&self) {
-        let mut until = self.until.subscribe();
+        let mut until = self.terms.subscribe();
         loop {
-            let deadline = *until.borrow_and_update();
+            let deadline = until.borrow_and_update().map(|term| term.until);
             if let Some(deadline) = deadline {
                 tokio::select! {
                     () = tokio::time::sleep_until(deadline) => {
-                        if self.leading() {
+                        if self.leading() && self.terms.until().is_some_and(|u| u <= Instant::now()) {
                             tracing::warn!(lease = self.name, "could not renew the lease in time: stopped writing");
                             self.set_leading(false);
                         }
@@ -350,6 +284,7 @@ async fn give_up(api: &Api<Lease>, settings: &LeaseSettings) -> Result<(), kube:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fence::{REQUEST_TIMEOUT, Unanswered};
 
     fn record(holder: Option<&str>, seconds: Option<i32>) -> LeaseSpec {
         LeaseSpec {
@@ -459,11 +394,11 @@ mod tests {
         let gate = fence.gate().unwrap();
         let started = Instant::now();
         leadership.renewed(started + Duration::from_secs(2));
-        assert!(*gate.borrow());
-        let mut closed = gate.clone();
+        assert!(gate.is_open());
+        let mut leading = leadership.leading.subscribe();
         tokio::select! {
             () = leadership.close_at_deadlines() => unreachable!("runs while the election does"),
-            closed = closed.wait_for(|open| !open) => { closed.unwrap(); }
+            closed = leading.wait_for(|open| !open) => { closed.unwrap(); }
         }
         assert_eq!(started.elapsed(), Duration::from_secs(2));
         // A renewal before the deadline moves it.
@@ -473,12 +408,12 @@ mod tests {
             leadership.renewed(Instant::now() + Duration::from_secs(2));
             std::future::pending::<()>().await
         };
-        let mut closed = gate.clone();
+        let mut leading = leadership.leading.subscribe();
         let at = Instant::now();
         tokio::select! {
             () = leadership.close_at_deadlines() => unreachable!(),
             () = renew => unreachable!(),
-            closed = closed.wait_for(|open| !open) => { closed.unwrap(); }
+            closed = leading.wait_for(|open| !open) => { closed.unwrap(); }
         }
         assert_eq!(at.elapsed(), Duration::from_secs(3));
     }

@@ -10,6 +10,7 @@ pub mod api_error;
 pub mod controller;
 pub mod dependents;
 pub mod external;
+pub mod fence;
 pub mod harness;
 pub mod host;
 pub mod inbound;

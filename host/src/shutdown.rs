@@ -4,7 +4,7 @@
 //! 2. the reconciles in flight finish within `--shutdown-timeout`; then [`Shutdown::cancel`]
 //!    drops those still running, with their requests;
 //! 3. only then is the lease released (`main.rs`), and releasing closes the fence, which
-//!    abandons any write still waiting ([`crate::leader::Fence::write`]): no write of this
+//!    abandons any write still waiting ([`crate::fence::Fence::write`]): no write of this
 //!    replica can happen once a standby may lead.
 //!
 //! A controller stopped on its own (a hot reload, a plugin removed) is not affected: it finishes

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use wasmop_core::status::Report;
 
-use crate::leader::Unanswered;
+use crate::fence::Unanswered;
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
 use crate::wire::{Object, Wire};
@@ -42,7 +42,7 @@ pub enum WriteError {
         #[source]
         source: Box<kube::Error>,
     },
-    /// The API server did not answer in time ([`crate::leader::REQUEST_TIMEOUT`]); the run
+    /// The API server did not answer in time ([`crate::fence::REQUEST_TIMEOUT`]); the run
     /// repeats soon.
     #[error("{what} {key}: no answer from the API server in time; will retry")]
     TimedOut {
@@ -159,7 +159,7 @@ pub struct Writer {
     params: PatchParams,
     plugin: String,
     metrics: Arc<Metrics>,
-    fence: crate::leader::Fence,
+    fence: crate::fence::Fence,
 }
 
 /// Maximum length of an Event note accepted by the API server.
@@ -175,7 +175,7 @@ impl Writer {
         resource: ApiResource,
         plugin: &str,
         metrics: Arc<Metrics>,
-        fence: crate::leader::Fence,
+        fence: crate::fence::Fence,
     ) -> Self {
         let manager = format!("wasmop-{plugin}");
         let instance = fence.identity().map(str::to_string);

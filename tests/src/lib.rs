@@ -434,7 +434,7 @@ pub fn settings(namespace: &str, config: HostConfig) -> HostSettings {
         config,
         defaults: Defaults { namespace: Some(namespace.to_string()), max_concurrent_reconciles: 4, record_dir: None },
         max_concurrent_reconciles: 16,
-        fence: wasmop::leader::Fence::unfenced(),
+        fence: wasmop::fence::Fence::unfenced(),
         shutdown: wasmop::shutdown::Shutdown::default(),
         cache: None,
     }

@@ -301,7 +301,7 @@ pub struct Controller {
     pub unserved: Unserved,
     /// Whether this replica leads (or, sharded, is a live member): runs start and writes go
     /// out only then.
-    pub fence: crate::leader::Fence,
+    pub fence: crate::fence::Fence,
     /// The replica's shards, for a sharded plugin: its primary watch holds only the objects
     /// this replica owns (and so do its dependents' watches when sharded by namespace), and a
     /// run starts only while this replica may run the object.
@@ -665,7 +665,7 @@ fn reconciler(
     events: Client,
     metrics: &Arc<Metrics>,
     runs_sink: Arc<dyn Sink>,
-    fence: &crate::leader::Fence,
+    fence: &crate::fence::Fence,
     outside: Outside,
     records: Option<Arc<crate::record::Records>>,
 ) -> Option<Arc<Reconciler>> {
@@ -808,7 +808,7 @@ fn poller(
     cache: &Arc<WatchedCache>,
     primaries: &informer::Cache,
     sink: &Arc<dyn Sink>,
-    fence: &crate::leader::Fence,
+    fence: &crate::fence::Fence,
 ) -> Poller {
     let polling = config.polling.as_ref();
     let concurrency = config.http.as_ref().and_then(|h| h.max_concurrent).unwrap_or(DEFAULT_FETCH_CONCURRENCY);

@@ -33,7 +33,7 @@ use wasmop_core::workflow::{self, Driver, State, Workflow, WorkflowError};
 
 use crate::external::{ExternalCalls, Known};
 use crate::informer::Cache;
-use crate::leader::Unanswered;
+use crate::fence::Unanswered;
 use crate::mapping::Links;
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;
@@ -175,7 +175,7 @@ pub struct Dependents {
     manager: String,
     kinds: Vec<DependentKind>,
     workflow: Workflow,
-    fence: crate::leader::Fence,
+    fence: crate::fence::Fence,
 }
 
 impl Dependents {
@@ -189,7 +189,7 @@ impl Dependents {
         kinds: Vec<DependentKind>,
         metrics: Arc<Metrics>,
         sink: Arc<dyn Sink>,
-        fence: crate::leader::Fence,
+        fence: crate::fence::Fence,
     ) -> Result<Self, String> {
         let workflow = Workflow::new(specs)?;
         let manager = format!("wasmop-{plugin}");

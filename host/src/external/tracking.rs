@@ -19,7 +19,7 @@ use crate::wire::Object;
 pub struct TrackingRecords {
     /// `None` in unit tests: nothing is read or written.
     client: Option<Client>,
-    fence: crate::leader::Fence,
+    fence: crate::fence::Fence,
     /// Where the records of cluster-scoped primaries live.
     namespace: String,
 }
@@ -27,14 +27,14 @@ pub struct TrackingRecords {
 impl TrackingRecords {
     /// Records written with `client` behind `fence`; those of cluster-scoped primaries in
     /// `namespace`.
-    pub fn new(client: Client, fence: crate::leader::Fence, namespace: String) -> Self {
+    pub fn new(client: Client, fence: crate::fence::Fence, namespace: String) -> Self {
         Self { client: Some(client), fence, namespace }
     }
 
     /// Records that are never read or written, for unit tests.
     #[cfg(test)]
     pub(crate) fn detached() -> Self {
-        Self { client: None, fence: crate::leader::Fence::unfenced(), namespace: "default".into() }
+        Self { client: None, fence: crate::fence::Fence::unfenced(), namespace: "default".into() }
     }
 
     fn namespace<'a>(&'a self, primary: &'a Object) -> &'a str {
@@ -143,7 +143,7 @@ pub enum TrackingError {
     Api(#[from] kube::Error),
     /// Not sent (this replica does not lead), or abandoned.
     #[error("tracking record: {0}")]
-    Unanswered(#[from] crate::leader::Unanswered),
+    Unanswered(#[from] crate::fence::Unanswered),
 }
 
 impl TrackingError {

@@ -248,7 +248,7 @@ async fn accept(host: &Host, name: &str, headers: &HeaderMap, body: Body) -> Res
     let token = &inbound.token;
     let secret = SecretKey { namespace: token.namespace.clone(), name: token.name.clone(), key: token.key.clone() };
     auth::check(headers, &secret, host.secrets_of(name).as_ref()).await?;
-    if host.fence().gate().is_some_and(|leading| !*leading.borrow()) {
+    if host.fence().gate().is_some_and(|gate| !gate.is_open()) {
         return Err(Rejection::NotLeading);
     }
     let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());

@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 use super::fetch::{FetchError, FetchPolicy, ModuleSpec};
 use super::oci::Credentials;
 use crate::host::{Host, HostError};
-use crate::leader::Unanswered;
+use crate::fence::Unanswered;
 use crate::secrets::{SecretError, SecretKey};
 use crate::settings::Overrides;
 

@@ -124,8 +124,9 @@ pub struct Settings {
     pub aging: Duration,
     /// Told about the queue and the runs, for metrics.
     pub observer: Option<Arc<dyn Observer>>,
-    /// Runs start only while this is open (leader election); triggers queue meanwhile.
-    pub gate: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Runs start only while this is open (leader election), each under the ticket of the term
+    /// it was admitted in; triggers queue meanwhile.
+    pub gate: Option<crate::fence::Gate>,
     /// Stops taking work once cancelled: no run starts any more (queued keys, timers and
     /// retries are dropped, triggers no longer read), runs in flight go on, and [`run`] returns
     /// once they have finished. `None`: [`run`] returns when every [`Handle`] is dropped.
@@ -366,9 +367,16 @@ pub async fn run_admitted<K, F, Fut, A>(
                 Err(mpsc::error::TryRecvError::Disconnected) => inbox_open = false,
             }
         }
-        let open = !stopping && gate.as_ref().is_none_or(|gate| *gate.borrow());
         // The stop token is read again before every start: it may fire on another thread.
-        while open && !fired(&stop) && in_flight.len() < max_concurrent && state.has_ready() {
+        while !stopping && !fired(&stop) && in_flight.len() < max_concurrent && state.has_ready() {
+            // The gate is asked before every start: it checks the term's deadline by the clock.
+            let ticket = match &gate {
+                Some(gate) => match gate.admit() {
+                    Some(ticket) => Some(ticket),
+                    None => break,
+                },
+                None => None,
+            };
             if let Some(semaphore) = &global
                 && permit.is_none()
             {
@@ -397,6 +405,12 @@ pub async fn run_admitted<K, F, Fut, A>(
             };
             let held = permit.take();
             let run = action(next);
+            let run = async move {
+                match ticket {
+                    Some(ticket) => ticket.scope(run).await,
+                    None => run.await,
+                }
+            };
             tracing::debug!("run started");
             let watcher = observer.clone();
             if let Some(observer) = &watcher {

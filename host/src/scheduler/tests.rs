@@ -882,3 +882,35 @@ async fn runs_that_wait_are_not_interrupted_by_yields() {
     let yields = super::YIELDS.with(|y| y.get());
     assert_eq!(yields, 0, "the scheduler yielded {yields} times between 10 runs that each waited 12 ms");
 }
+
+/// A replica continued after a stop (SIGSTOP) past its lease's deadline: the flag the timer task
+/// clears is still up when the scheduler takes its queued keys, and no run may start. Once a
+/// renewal opens a new term, the runs start, each under that term's ticket.
+#[tokio::test(start_paused = true)]
+async fn no_run_starts_past_the_fences_deadline_and_each_runs_under_its_ticket() {
+    use crate::fence::tests_support::{fence, lead};
+    let (terms, leading, fence) = fence();
+    lead(&terms, &leading, Duration::from_secs(10));
+    // Stopped and continued 11 s later: the deadline passed, the flag is still up.
+    tokio::time::advance(Duration::from_secs(11)).await;
+    assert!(*leading.borrow());
+    let settings = Settings { gate: fence.gate(), ..settings(4, RetryPolicy::default()) };
+    let (handle, inbox) = channel();
+    let tickets = Arc::new(Mutex::new(Vec::new()));
+    let seen = tickets.clone();
+    tokio::spawn(run(inbox, settings, move |_: Run<&'static str>| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().unwrap().push(crate::fence::Ticket::current().map(|t| t.open()));
+            done()
+        }
+    }));
+    for key in ["a", "b", "c"] {
+        handle.trigger(key);
+    }
+    sleep(Duration::from_secs(1)).await;
+    assert!(tickets.lock().unwrap().is_empty(), "runs started past the deadline: {:?}", tickets.lock().unwrap());
+    lead(&terms, &leading, Duration::from_secs(10));
+    sleep(Duration::from_millis(10)).await;
+    assert_eq!(*tickets.lock().unwrap(), vec![Some(true); 3], "each run has an open ticket");
+}

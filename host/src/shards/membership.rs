@@ -37,13 +37,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions, ResourceExt};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wasmop_core::shard::{Assignment, Handover, Ranges};
 
 use super::{Shards, Share};
-use crate::leader::{Fence, Leadership};
+use crate::fence::Fence;
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 
 /// The label that marks the Leases of one shard group.
@@ -149,7 +149,7 @@ struct Member {
     metrics: Arc<Metrics>,
     leadership: Arc<Leadership>,
     /// Open while this replica's own Lease is renewed in time.
-    gate: watch::Receiver<bool>,
+    gate: crate::fence::Gate,
     share: super::Publisher,
     shards: Shards,
     /// This replica's Lease as last written.
@@ -518,7 +518,7 @@ mod tests {
     use futures::future::BoxFuture;
     use http::{Request, Response};
     use http_body_util::{BodyExt, Full};
-    use tokio::sync::{mpsc, oneshot};
+    use tokio::sync::{mpsc, oneshot, watch};
 
     use super::*;
 
@@ -605,9 +605,9 @@ mod tests {
                 // Anything else is dropped unanswered: its caller waits for ever.
             }
         });
-        gate.wait_for(|open| *open).await.expect("the membership runs");
+        gate.opened().await.expect("the membership runs");
         let renewed = created_at.wait_for(Option::is_some).await.expect("created").expect("a time");
-        gate.wait_for(|open| !*open).await.expect("the membership runs");
+        gate.closed().await.expect("the membership runs");
         let closed = renewed.elapsed();
         let deadline = settings.renew_deadline;
         assert!(
@@ -729,11 +729,11 @@ mod tests {
         shares.wait_for(|share| a_third(share)).await.expect("the membership runs");
 
         cut.store(true, std::sync::atomic::Ordering::SeqCst);
-        gate.wait_for(|open| !*open).await.expect("the membership runs");
+        gate.closed().await.expect("the membership runs");
         shares.wait_for(|share| share.owned.is_empty()).await.expect("fenced, it gives up what it owned");
         let lists = *listed.borrow();
         cut.store(false, std::sync::atomic::Ordering::SeqCst);
-        gate.wait_for(|open| *open).await.expect("the membership runs");
+        gate.opened().await.expect("the membership runs");
         let until = Instant::now() + Duration::from_secs(5);
         while Instant::now() < until {
             let runnable = shards.share().runnable.share();

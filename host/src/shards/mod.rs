@@ -232,7 +232,7 @@ pub struct Joined {
     /// The replica's shard state.
     pub shards: Shards,
     /// The membership's fence.
-    pub fence: crate::leader::Fence,
+    pub fence: crate::fence::Fence,
     /// Whether sharded watches ask the API server to filter (when it honours it); `false`
     /// filters every object here (`--shard-filter client`).
     pub server_side: bool,
