@@ -62,7 +62,7 @@ pub(crate) struct Reconciler {
     /// external dependents.
     pub(crate) external: Option<(Arc<ExternalState>, FetchNow)>,
     /// Whether this replica leads; external calls go out only then.
-    pub(crate) fence: crate::leader::Fence,
+    pub(crate) fence: crate::fence::Fence,
     /// The last inbound payload per primary, when the plugin caches inbound events.
     pub(crate) inbound: Option<Arc<crate::source::inbound::Payloads>>,
     /// The plugin's recording, when the host records (`--record DIR`).
@@ -397,14 +397,13 @@ impl Reconciler {
             }) as futures::future::BoxFuture<'static, bool>
         };
         let desired = dependents::decode_desired(desired).map_err(|e| Failure::permanent("InvalidDependent", e))?;
-        let tracked = match &self.external {
-            Some((state, _)) => Some(state.ids(&run.key, object).await.map_err(Failure::tracking_read)?),
-            None => None,
-        };
+        if let Some((state, _)) = &self.external {
+            state.ids(&run.key, object).await.map_err(Failure::tracking_read)?;
+        }
         let states = dependents.reconcile(&primary, desired, &check, external.as_ref()).await;
         // What the external system holds now is recorded, whether the workflow failed or not.
-        if let (Some((state, _)), Some(before)) = (&self.external, &tracked) {
-            state.persist(&run.key, object, before).await.map_err(Failure::tracking)?;
+        if let Some((state, _)) = &self.external {
+            state.persist(&run.key, object).await.map_err(Failure::tracking)?;
         }
         let states = states.map_err(|err| Failure::dependents(&plugin, err))?;
         Ok(states
@@ -484,7 +483,7 @@ impl Reconciler {
         if !state.has_dependents() || !self.external_known(&run.key)? {
             return Ok(!state.has_dependents());
         }
-        let before = state.ids(&run.key, object).await.map_err(Failure::tracking_read)?;
+        state.ids(&run.key, object).await.map_err(Failure::tracking_read)?;
         let json = Arc::new(self.request(run, object, Vec::new())?.object);
         let calls = self.external_calls(module, view, &run.key, &json).expect("the plugin has external state");
         let objects = match state.known(&run.key) {
@@ -498,7 +497,7 @@ impl Reconciler {
                 break;
             }
         }
-        state.persist(&run.key, object, &before).await.map_err(Failure::tracking)?;
+        state.persist(&run.key, object).await.map_err(Failure::tracking)?;
         result
     }
 

@@ -39,6 +39,8 @@ struct Entry {
     failed: Option<String>,
     /// The IDs tracked for the primary, once read from its tracking records.
     ids: Option<Ids>,
+    /// The IDs its tracking records hold, as last read or written.
+    recorded: Option<Ids>,
 }
 
 /// One plugin's external state, per primary.
@@ -154,16 +156,28 @@ impl ExternalState {
         let ids = self.records.read(&self.plugin, primary, &self.trackings).await?;
         let mut entries = self.entries();
         let entry = entries.entry(key.clone()).or_default();
+        entry.recorded.get_or_insert_with(|| ids.clone());
         Ok(entry.ids.get_or_insert(ids).clone())
     }
 
-    /// Writes `primary`'s tracking records if its IDs changed since `before`.
-    pub async fn persist(&self, key: &ObjectKey, primary: &Object, before: &Ids) -> Result<(), TrackingError> {
-        let Some(now) = self.entries().get(key).and_then(|e| e.ids.clone()) else { return Ok(()) };
-        if &now == before {
-            return Ok(());
+    /// The IDs of `key` its tracking records do not hold yet: those applied, deleted or adopted
+    /// by name (a fetch found them) since the records were last read or written.
+    pub fn unrecorded(&self, key: &ObjectKey) -> Option<Ids> {
+        let entries = self.entries();
+        let entry = entries.get(key)?;
+        let ids = entry.ids.as_ref()?;
+        (entry.recorded.as_ref() != Some(ids)).then(|| ids.clone())
+    }
+
+    /// Writes `primary`'s tracking records when they do not hold its IDs as the host knows them
+    /// ([`ExternalState::unrecorded`]).
+    pub async fn persist(&self, key: &ObjectKey, primary: &Object) -> Result<(), TrackingError> {
+        let Some(now) = self.unrecorded(key) else { return Ok(()) };
+        self.records.write(&self.plugin, primary, &self.trackings, &now).await?;
+        if let Some(entry) = self.entries().get_mut(key) {
+            entry.recorded = Some(now);
         }
-        self.records.write(&self.plugin, primary, &self.trackings, &now).await
+        Ok(())
     }
 }
 
@@ -181,7 +195,7 @@ pub struct ExternalCalls {
     /// The primary as JSON.
     pub primary: Arc<String>,
     /// The fence writes go through.
-    pub fence: crate::leader::Fence,
+    pub fence: crate::fence::Fence,
 }
 
 /// A failed `apply-external` or `delete-external`.
@@ -223,7 +237,7 @@ impl ExternalCalls {
         };
         let (wanted, found) = (to_wit(&desired), actual.as_ref().map(to_wit));
         let call = self.module.apply_external(self.view.clone(), &self.primary, &wanted, found.as_ref());
-        let applied = match self.fence.write(call).await {
+        let applied = match self.fence.hold(call).await {
             Err(unanswered) => return Err(failure(unanswered.to_string(), false)),
             Ok(Err(trap)) => return Err(failure(trap.to_string(), false)),
             Ok(Ok(Err(error))) => return Err(plugin_error(error, failure)),
@@ -247,7 +261,7 @@ impl ExternalCalls {
         };
         let gone = to_wit(actual);
         let call = self.module.delete_external(self.view.clone(), &self.primary, &gone);
-        match self.fence.write(call).await {
+        match self.fence.hold(call).await {
             Err(unanswered) => return Err(failure(unanswered.to_string(), false)),
             Ok(Err(trap)) => return Err(failure(trap.to_string(), false)),
             Ok(Ok(Err(error))) => return Err(plugin_error(error, failure)),
@@ -314,6 +328,26 @@ mod tests {
             id: Some("r1".into()),
             object: json!({ "v": value }),
         }
+    }
+
+    /// A host killed while creating an external object finds it by name after its restart: the
+    /// poller reads the (empty) tracking record, then the fetch adopts the ID, before the
+    /// reconcile takes its IDs. The record must still be written with it.
+    #[tokio::test]
+    async fn an_id_adopted_by_name_is_recorded() {
+        let state = state();
+        let key = ObjectKey { namespace: Some("ns".into()), name: "a".into() };
+        let primary: Object = serde_json::from_value(json!({"metadata": {"name": "a", "namespace": "ns"}})).unwrap();
+        // The poller's fetch: the record, then the objects found by name.
+        assert!(state.ids(&key, &primary).await.unwrap().is_empty());
+        assert!(state.fetched(&key, Ok(vec![record("1")])));
+        // The reconcile: the IDs it starts with already hold the adopted one.
+        let ids = state.ids(&key, &primary).await.unwrap();
+        assert_eq!(ids.get(&("record".to_string(), "www".to_string())), Some(&"r1".to_string()));
+        let unrecorded = state.unrecorded(&key).expect("the adopted ID is not in the record yet");
+        assert_eq!(unrecorded, ids);
+        state.persist(&key, &primary).await.unwrap();
+        assert_eq!(state.unrecorded(&key), None, "written once");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use wasmop_core::external::ExternalObject;
 
@@ -59,8 +59,9 @@ pub struct Poller {
     pub global: bool,
     /// Fetches at once.
     pub concurrency: usize,
-    /// Whether this replica leads: only a leader polls.
-    pub gate: Option<watch::Receiver<bool>>,
+    /// Whether this replica leads: only a leader polls, each round under the ticket of its
+    /// term (a round's calls go out only while that term lasts).
+    pub gate: Option<crate::fence::Gate>,
 }
 
 impl Poller {
@@ -74,9 +75,6 @@ impl Poller {
             let keys: Vec<ObjectKey> = tokio::select! {
                 () = stop.cancelled() => return,
                 _ = tick.tick() => {
-                    if !self.leading() {
-                        continue;
-                    }
                     let keys = self.primaries.keys();
                     self.state.retain(&keys.iter().cloned().collect());
                     keys
@@ -90,17 +88,28 @@ impl Poller {
                     keys.into_iter().collect()
                 }
             };
-            if self.global {
-                self.fetch_all(&keys).await;
-            } else {
-                let fetches = futures::stream::iter(keys).map(|key| self.fetch(key));
-                fetches.buffer_unordered(self.concurrency.max(1)).for_each(|()| async {}).await;
+            // Asked for each round, requested or periodic: a replica that does not lead polls
+            // nothing (the leader's own runs ask for what they need).
+            let ticket = match &self.gate {
+                Some(gate) => match gate.admit() {
+                    Some(ticket) => Some(ticket),
+                    None => continue,
+                },
+                None => None,
+            };
+            let round = async {
+                if self.global {
+                    self.fetch_all(&keys).await;
+                } else {
+                    let fetches = futures::stream::iter(keys).map(|key| self.fetch(key));
+                    fetches.buffer_unordered(self.concurrency.max(1)).for_each(|()| async {}).await;
+                }
+            };
+            match ticket {
+                Some(ticket) => ticket.scope(round).await,
+                None => round.await,
             }
         }
-    }
-
-    fn leading(&self) -> bool {
-        self.gate.as_ref().is_none_or(|gate| *gate.borrow())
     }
 
     /// Fetches one primary's state.
