@@ -47,6 +47,7 @@ pub enum ImpersonationError {
 impl Clusters {
     /// Only the primaries' cluster, reached with `client`.
     pub fn new(client: Client) -> Self {
+        let client = bounded(client);
         Self { local: Registry::new(client), local_config: None, remote: BTreeMap::new() }
     }
 
@@ -54,7 +55,7 @@ impl Clusters {
     /// write as a plugin's ServiceAccount.
     pub fn from_config(config: kube::Config) -> Result<Self, kube::Error> {
         let config = without_retries(config);
-        let client = Client::try_from(config.clone())?;
+        let client = bounded(Client::try_from(config.clone())?);
         Ok(Self { local: Registry::new(client), local_config: Some(config), remote: BTreeMap::new() })
     }
 
@@ -63,13 +64,13 @@ impl Clusters {
     pub fn impersonating(&self, user: &str) -> Result<Client, ImpersonationError> {
         let mut config = self.local_config.clone().ok_or_else(|| ImpersonationError::NoConfig(user.into()))?;
         config.auth_info.impersonate = Some(user.to_string());
-        Client::try_from(config).map_err(|source| ImpersonationError::Client { user: user.into(), source })
+        Client::try_from(config).map(bounded).map_err(|source| ImpersonationError::Client { user: user.into(), source })
     }
 
     /// Adds a remote cluster under `name`.
     #[must_use]
     pub fn with_remote(mut self, name: impl Into<String>, client: Client) -> Self {
-        self.remote.insert(name.into(), Registry::new(client));
+        self.remote.insert(name.into(), Registry::new(bounded(client)));
         self
     }
 
@@ -101,6 +102,12 @@ impl Clusters {
 fn without_retries(mut config: kube::Config) -> kube::Config {
     config.default_retry = false;
     config
+}
+
+/// `client`, every request but a watch given the API server's own deadline
+/// ([`super::deadlines`]).
+fn bounded(client: Client) -> Client {
+    super::deadlines::with_deadlines(client, crate::fence::REQUEST_TIMEOUT)
 }
 
 /// A remote cluster as given on the command line: `NAME=CONTEXT`, `NAME=CONTEXT@KUBECONFIG` or

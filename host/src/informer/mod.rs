@@ -19,6 +19,7 @@ pub(crate) mod api_double;
 mod bounded;
 mod cache;
 mod clusters;
+mod deadlines;
 mod listing;
 mod paging;
 mod pools;
