@@ -9,16 +9,22 @@
 //! - `PUT /zones/{zone}/records/{id}` replaces one; `DELETE /zones/{zone}/records/{id}` deletes it.
 //!
 //! Every request without `authorization: Bearer <token>` gets `401`.
+//!
+//! Every request is logged on arrival ([`Records::received`]) with the process that sent it,
+//! when that is a child of this test process (a `wasmop run` replica): the one holding the
+//! client's end of the connection, found through `/proc` (Linux). Writes to a zone can be made
+//! slow on their own ([`Records::set_write_delay`]), reads staying quick.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
@@ -57,6 +63,31 @@ struct Inner {
     all_lists: AtomicU64,
     /// Milliseconds every answer about a zone waits first, by zone.
     delays: Mutex<BTreeMap<String, u64>>,
+    /// Milliseconds every write (not a `GET`) to a zone waits first, besides its zone's delay.
+    write_delays: Mutex<BTreeMap<String, u64>>,
+    /// Every request, in the order of arrival.
+    received: Mutex<Vec<Received>>,
+}
+
+/// A request the service received, as it arrived (before any delay).
+#[derive(Clone, Debug)]
+pub struct Received {
+    /// When it arrived.
+    pub at: Instant,
+    /// Its method.
+    pub method: Method,
+    /// Its path, without the query.
+    pub path: String,
+    /// The process that sent it, when it is a child of this test process (a replica the test
+    /// started); `None` for any other sender, or when `/proc` cannot tell.
+    pub sender: Option<u32>,
+}
+
+impl Received {
+    /// The zone it is about (`/zones/{zone}/...`), if any.
+    pub fn zone(&self) -> Option<&str> {
+        self.path.strip_prefix("/zones/")?.split('/').next()
+    }
 }
 
 /// A running records service.
@@ -78,7 +109,9 @@ impl Records {
             .route("/records", get(list_all))
             .route("/zones/{zone}/records", get(list).post(create))
             .route("/zones/{zone}/records/{id}", get(read).put(replace).delete(remove))
+            .layer(axum::middleware::from_fn_with_state(records.clone(), receive))
             .with_state(records.clone());
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         tokio::spawn(async move { axum::serve(listener, app).await.ok() });
         Ok(records)
     }
@@ -155,6 +188,18 @@ impl Records {
         self.inner.delays.lock().unwrap().insert(zone.to_owned(), delay.as_millis() as u64);
     }
 
+    /// Makes every write (`POST`, `PUT`, `DELETE`) to `zone` wait `delay` first, on top of
+    /// [`Records::set_delay`]; its reads are not slowed.
+    pub fn set_write_delay(&self, zone: &str, delay: Duration) {
+        self.inner.write_delays.lock().unwrap().insert(zone.to_owned(), delay.as_millis() as u64);
+    }
+
+    /// The requests about `zone` received so far, in the order of arrival.
+    pub fn received(&self, zone: &str) -> Vec<Received> {
+        let received = self.inner.received.lock().unwrap();
+        received.iter().filter(|r| r.zone() == Some(zone)).cloned().collect()
+    }
+
     /// Counts the request, waits the zone's delay, and checks the token.
     async fn admit(&self, headers: &HeaderMap, zone: Option<&str>) -> Result<(), Response> {
         self.inner.requests.fetch_add(1, Ordering::SeqCst);
@@ -184,6 +229,68 @@ impl Drop for Serving {
             thread.join().ok();
         }
     }
+}
+
+/// Logs each request on arrival with its sender, then holds a write to a zone with a write
+/// delay before it goes on.
+async fn receive(
+    State(s): State<Records>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let at = Instant::now();
+    let received = Received {
+        at,
+        method: request.method().clone(),
+        path: request.uri().path().to_owned(),
+        sender: sender_of(peer),
+    };
+    let delay = match received.zone() {
+        Some(zone) if received.method != Method::GET => s.inner.write_delays.lock().unwrap().get(zone).copied(),
+        _ => None,
+    };
+    s.inner.received.lock().unwrap().push(received);
+    if let Some(delay) = delay.filter(|ms| *ms > 0) {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    next.run(request).await
+}
+
+/// The child of this process that holds the client's end `peer` of a connection to
+/// [`ADDRESS`]: the socket `/proc/net/tcp` lists from `peer` to the service, and the child that
+/// has that socket among its file descriptors. `None` for an IPv6 client or any other sender.
+fn sender_of(peer: SocketAddr) -> Option<u32> {
+    let (SocketAddr::V4(peer), Ok(SocketAddr::V4(service))) = (peer, ADDRESS.parse::<SocketAddr>()) else {
+        return None;
+    };
+    // `/proc/net/tcp` writes an IPv4 address as the hex of its four bytes read as a native
+    // (little-endian) integer, and the port in hex: 127.0.0.1:18053 is `0100007F:4685`.
+    let hex = |a: std::net::SocketAddrV4| format!("{:08X}:{:04X}", u32::from_le_bytes(a.ip().octets()), a.port());
+    let (local, remote) = (hex(peer), hex(service));
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let inode = table.lines().skip(1).find_map(|line| {
+        // sl, local_address, rem_address, st, tx_queue:rx_queue, tr:tm->when, retrnsmt, uid,
+        // timeout, inode.
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.get(1) == Some(&local.as_str()) && fields.get(2) == Some(&remote.as_str()))
+            .then(|| fields.get(9).map(|inode| inode.to_string()))?
+    })?;
+    let socket = std::ffi::OsString::from(format!("socket:[{inode}]"));
+    children().into_iter().find(|pid| {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+        fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == socket))
+    })
+}
+
+/// The processes this one started, from every thread's `/proc/self/task/*/children`.
+fn children() -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|pids| pids.split_whitespace().filter_map(|pid| pid.parse().ok()).collect::<Vec<u32>>())
+        .collect()
 }
 
 type Zone = Path<String>;
