@@ -12,8 +12,13 @@
 //!   them as the API server's `shardSelector`.
 //! - [`Handover`] decides which of its objects a member may run while ownership moves: only
 //!   those no one else may still run.
+//! - Every member declares how it runs each plugin ([`Declarations`]: its shard key, or
+//!   [`UNSHARDED`] when its leader runs the plugin whole); the declarations are part of the view
+//!   the members acknowledge ([`view`]), and a plugin that two live members run differently (an
+//!   upgrade from `uid` to `none`, an override being rolled out) is [`disputed`]: no member runs
+//!   it until they agree, so two replicas never both run one of its objects.
 
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 /// How many equal parts the hash space is cut into. 512 keeps each member's share within
 /// `1/512` of `1/n`, with selectors of at most ~130 ranges each for a handful of members.
@@ -53,6 +58,55 @@ pub fn hash(value: &str) -> u64 {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     hash
+}
+
+/// How a member runs each of its plugins: the plugin's name and its shard key's name
+/// ([`ShardKey::name`]), or [`UNSHARDED`].
+pub type Declarations = BTreeMap<String, String>;
+
+/// The declaration of a plugin that the leader runs whole, on a sharded host.
+pub const UNSHARDED: &str = "none";
+
+impl ShardKey {
+    /// Its name in declarations and settings: `uid` or `namespace`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShardKey::Uid => "uid",
+            ShardKey::Namespace => "namespace",
+        }
+    }
+}
+
+/// The plugins of `mine` that one of `others` (the other live members' declarations) runs
+/// differently: no one may run them until the declarations agree. A member that declares
+/// nothing for a plugin does not run it and disputes nothing.
+pub fn disputed<'a>(mine: &Declarations, others: impl IntoIterator<Item = &'a Declarations>) -> BTreeSet<String> {
+    let mut disputed = BTreeSet::new();
+    for other in others {
+        for (plugin, key) in mine {
+            if other.get(plugin).is_some_and(|theirs| theirs != key) {
+                disputed.insert(plugin.clone());
+            }
+        }
+    }
+    disputed
+}
+
+/// The view the members acknowledge: the members' [`Assignment::view`] and every member's
+/// declarations, so that a view settles only once every member saw the same declarations.
+pub fn view<'a>(
+    assignment: &Assignment,
+    declarations: impl IntoIterator<Item = (&'a str, &'a Declarations)>,
+) -> String {
+    let mut all: Vec<String> = declarations
+        .into_iter()
+        .flat_map(|(member, declared)| declared.iter().map(move |(plugin, key)| format!("{member}\t{plugin}\t{key}")))
+        .collect();
+    all.sort();
+    if all.is_empty() {
+        return assignment.view();
+    }
+    format!("{}-{:016x}", assignment.view(), hash(&all.join("\n")))
 }
 
 /// The bucket of a hash.
@@ -354,6 +408,33 @@ mod tests {
     }
 
     /// 200 sets of `n + 1` member names, as replicas name themselves.
+    #[test]
+    fn a_plugin_two_members_run_differently_is_disputed_until_they_agree() {
+        let decl = |pairs: &[(&str, &str)]| -> Declarations {
+            pairs.iter().map(|(p, k)| (p.to_string(), k.to_string())).collect()
+        };
+        // An upgrade from `uid` to `none`: the upgraded replica and the old one both stop.
+        let upgraded = decl(&[("web", UNSHARDED), ("dns", "uid")]);
+        let old = decl(&[("web", "uid"), ("dns", "uid")]);
+        assert_eq!(disputed(&upgraded, [&old]), BTreeSet::from(["web".to_string()]));
+        assert_eq!(disputed(&old, [&upgraded]), BTreeSet::from(["web".to_string()]));
+        // A member that does not run a plugin disputes nothing; agreeing members run it.
+        assert!(disputed(&old, [&decl(&[("dns", "uid")])]).is_empty());
+        assert!(disputed(&old, [&old.clone()]).is_empty());
+    }
+
+    #[test]
+    fn the_view_changes_with_any_members_declarations() {
+        let assignment = Assignment::new(["a", "b"]);
+        let (uid, none): (Declarations, Declarations) =
+            ([("web".to_string(), "uid".to_string())].into(), [("web".to_string(), UNSHARDED.to_string())].into());
+        let before = view(&assignment, [("a", &uid), ("b", &uid)]);
+        let after = view(&assignment, [("a", &none), ("b", &uid)]);
+        assert_ne!(before, after);
+        assert_eq!(before, view(&assignment, [("b", &uid), ("a", &uid)]), "the same whatever the order");
+        assert_eq!(view(&assignment, []), assignment.view(), "members that declare nothing keep the members' view");
+    }
+
     fn member_sets(n: usize) -> impl Iterator<Item = Vec<String>> {
         (0..200)
             .map(move |set| (0..=n).map(|i| format!("wasmop-{set}-{i}_{:016x}", hash(&format!("{set}/{i}")))).collect())

@@ -553,6 +553,7 @@ impl Host {
             unserved: unserved.clone(),
             fence,
             shards,
+            agreement: self.settings.shards.as_ref().map(|joined| joined.shards.clone()),
             shutdown: self.settings.shutdown.clone(),
             reconcile_all: reconcile_all.clone(),
             module: current.clone(),

@@ -306,6 +306,10 @@ pub struct Controller {
     /// this replica owns (and so do its dependents' watches when sharded by namespace), and a
     /// run starts only while this replica may run the object.
     pub shards: Option<crate::shards::Joined>,
+    /// The host's shard state when it runs sharded, for every plugin, sharded or run whole by
+    /// the leader: the controller declares there how it runs the plugin once it reconciles,
+    /// and starts runs only while the members agree ([`crate::shards::Shards::agreed`]).
+    pub agreement: Option<crate::shards::Shards>,
     /// The process's shutdown: no run starts once it stops; runs in flight are dropped once it
     /// cancels.
     pub shutdown: crate::shutdown::Shutdown,
@@ -351,6 +355,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         unserved,
         fence,
         shards,
+        agreement,
         shutdown: process,
         pool,
         inlet,
@@ -504,7 +509,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         inlet: inlet.clone(),
     };
     let admission =
-        shards.zip(settings.sharding).map(|(joined, key)| ShardAdmission::new(joined.shards, key, primaries_cache));
+        agreement.clone().map(|agreement| ShardAdmission::new(agreement, &config.name, key, primaries_cache));
     let scheduler = dispatch
         .run(
             &subscription,
@@ -514,6 +519,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
             &reconcile_all,
             &shutdown,
         )
+    let key = shards.and(settings.sharding);
         .await;
     stop_sources.cancel();
     while sources.join_next().await.is_some() {}
@@ -526,26 +532,47 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     tracing::info!(plugin = config.name, "controller stopped");
 }
 
-/// What lets a sharded controller's scheduler start a run: the replica's shards, and the hash
-/// of the primary's shard key (its namespace's, or its UID's as its watch shows it, evicted from
-/// a bounded cache or not; a primary the watch does not show is gone or not this replica's).
+/// What lets a controller's scheduler on a sharded host start a run: the members agree on how
+/// to run the plugin; and for a sharded plugin, the replica's shards and the hash of the
+/// primary's shard key (its namespace's, or its UID's as its watch shows it, evicted from a
+/// bounded cache or not; a primary the watch does not show is gone or not this replica's).
 struct ShardAdmission {
     shards: crate::shards::Shards,
     changes: tokio::sync::watch::Receiver<Arc<crate::shards::Share>>,
-    key: wasmop_core::shard::ShardKey,
+    plugin: String,
+    /// `None`: the leader runs the plugin whole.
+    key: Option<wasmop_core::shard::ShardKey>,
     primaries: informer::Cache,
+    if let Some(agreement) = &agreement {
+        agreement.declare(&config.name, None);
+    }
 }
 
 impl ShardAdmission {
-    fn new(shards: crate::shards::Shards, key: wasmop_core::shard::ShardKey, primaries: informer::Cache) -> Self {
-        Self { changes: shards.subscribe(), shards, key, primaries }
+    fn new(
+        shards: crate::shards::Shards,
+        plugin: &str,
+        key: Option<wasmop_core::shard::ShardKey>,
+        primaries: informer::Cache,
+    ) -> Self {
+        Self { changes: shards.subscribe(), shards, plugin: plugin.to_string(), key, primaries }
+    }
+
+    /// Tells the other members how this replica runs the plugin, now that it reconciles.
+    fn declare(&self) {
+        let how = self.key.map_or(wasmop_core::shard::UNSHARDED, wasmop_core::shard::ShardKey::name);
+        self.shards.declare(&self.plugin, Some(how));
     }
 }
 
 impl scheduler::Admission<ObjectKey> for ShardAdmission {
     fn admit(&self, object: &ObjectKey) -> scheduler::Admit {
         use crate::shards::Verdict;
-        let hash = match self.key {
+        if !self.shards.agreed(&self.plugin) {
+            return scheduler::Admit::Later;
+        }
+        let Some(key) = self.key else { return scheduler::Admit::Run(Box::new(())) };
+        let hash = match key {
             wasmop_core::shard::ShardKey::Namespace => {
                 Some(wasmop_core::shard::hash(object.namespace.as_deref().unwrap_or("")))
             }
@@ -919,6 +946,9 @@ impl Dispatch {
                 () = async { scheduler.as_mut().expect("polled only once started").await }, if scheduler.is_some() => {
                     scheduler = None;
                     continue;
+                }
+                if let Some(admission) = &admission {
+                    admission.declare();
                 }
                 results = &mut secondaries_synced, if waiting_for_secondaries => {
                     waiting_for_secondaries = false;

@@ -22,6 +22,12 @@
 //! - A replica adopts its first view once it has listed the Leases and half a second (at most a
 //!   retry period) after its own Lease was written, so replicas started together see each
 //!   other first instead of each listing and running every object as the only member.
+//! - Each member writes how it runs each plugin into its Lease ([`DECLARATIONS_ANNOTATION`]:
+//!   its shard key, or `none` for a plugin its leader runs whole). The declarations are part of
+//!   the view the members acknowledge, and a plugin that another live member runs differently
+//!   (during an upgrade from `uid` to `none`, or while an override rolls out) is disputed: no
+//!   replica starts its runs until the declarations agree ([`super::Shards::agreed`]). A member
+//!   of an older version declares nothing, and so disputes nothing.
 //! - On shutdown (after the controllers stopped) a replica deletes its Lease: the others take
 //!   its objects at once instead of after the lease duration. Leases expired for two lease
 //!   durations are deleted by whoever sees them, so dead replicas leave nothing behind.
@@ -39,7 +45,7 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions, ResourceExt};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use wasmop_core::shard::{Assignment, Handover, Ranges};
+use wasmop_core::shard::{Assignment, Declarations, Handover, Ranges};
 
 use super::{Shards, Share};
 use crate::fence::Fence;
@@ -51,6 +57,10 @@ pub const GROUP_LABEL: &str = "wasmop.dev/shard-group";
 
 /// The annotation in which a member acknowledges the view it adopted and drained for.
 pub const VIEW_ANNOTATION: &str = "wasmop.dev/shard-view";
+
+/// The annotation in which a member declares how it runs each plugin (JSON: plugin name to
+/// shard key, or `none`).
+pub const DECLARATIONS_ANNOTATION: &str = "wasmop.dev/shard-plugins";
 
 /// How long a replica that joined waits (besides listing the Leases) before it adopts its first
 /// view.
@@ -80,6 +90,8 @@ struct Observed {
     renewed: Option<MicroTime>,
     duration: Duration,
     ack: Option<String>,
+    /// How the member runs each plugin; empty for a member that declares nothing.
+    declared: Declarations,
     resource_version: Option<String>,
     /// When this replica saw the record (holder, renew time) change.
     changed_at: Instant,
@@ -128,6 +140,7 @@ pub fn join(
         acked: None,
         observed: HashMap::new(),
         view: None,
+        declared: shards.declarations(),
         handover: Handover::new(),
         first: true,
         assigned: false,
@@ -158,8 +171,11 @@ struct Member {
     acked: Option<String>,
     /// The other members' Leases, by name.
     observed: HashMap<String, Observed>,
-    /// The current view, and when the membership changed to it.
-    view: Option<(Assignment, Instant)>,
+    /// The current view (its assignment and the view with every member's declarations), and
+    /// when the membership changed to it.
+    view: Option<(Assignment, String, Instant)>,
+    /// How this replica runs each plugin.
+    declared: tokio::sync::watch::Receiver<Declarations>,
     handover: Handover,
     /// No view adopted yet.
     first: bool,
@@ -193,6 +209,7 @@ impl Member {
         let mut leases = self.watch_leases();
         let mut next_renew = Instant::now();
         let mut gate = self.gate.clone();
+        let mut declared = self.declared.clone();
         loop {
             let expiry = self.next_expiry();
             let pending = self.pending_ack();
@@ -202,6 +219,11 @@ impl Member {
                 () = release.cancelled() => break,
                 // Fenced or back: the view changes.
                 changed = gate.changed() => if changed.is_err() { break },
+                // A plugin started, stopped or changed its sharding: the others are told now.
+                changed = declared.changed() => {
+                    if changed.is_err() { break }
+                    self.write().await;
+                }
                 event = leases.next() => match event {
                     Some(Ok(event)) => self.observe(event),
                     Some(Err(err)) => tracing::warn!(%err, "watching the shards' leases failed; retrying"),
@@ -241,9 +263,8 @@ impl Member {
 
     /// The view adopted but not yet acknowledged, and what this replica owns in it.
     fn pending_ack(&self) -> Option<(String, Ranges)> {
-        let (assignment, _) = self.view.as_ref()?;
-        let view = assignment.view();
-        (self.acked.as_deref() != Some(view.as_str())).then(|| (view, self.handover.owned().clone()))
+        let (_, view, _) = self.view.as_ref()?;
+        (self.acked.as_deref() != Some(view.as_str())).then(|| (view.clone(), self.handover.owned().clone()))
     }
 
     /// The next moment a live Lease expires, or one expired long enough to be deleted.
@@ -300,6 +321,11 @@ impl Member {
             .and_then(|s| u64::try_from(s).ok())
             .map_or(self.settings.lease_duration, Duration::from_secs);
         let ack = lease.annotations().get(VIEW_ANNOTATION).cloned();
+        let declared = lease
+            .annotations()
+            .get(DECLARATIONS_ANNOTATION)
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default();
         let changed_at = match self.observed.get(&name) {
             Some(o) if o.holder == spec.holder_identity && o.renewed == spec.renew_time => o.changed_at,
             _ => Instant::now(),
@@ -309,6 +335,7 @@ impl Member {
             renewed: spec.renew_time,
             duration,
             ack,
+            declared,
             resource_version: lease.resource_version(),
             changed_at,
         };
@@ -374,6 +401,8 @@ impl Member {
             Some(view) => annotations.insert(VIEW_ANNOTATION.to_string(), view.clone()),
             None => annotations.remove(VIEW_ANNOTATION),
         };
+        let declared = serde_json::to_string(&*self.declared.borrow()).expect("a map of strings");
+        annotations.insert(DECLARATIONS_ANNOTATION.to_string(), declared);
         if lease.metadata.resource_version.is_some() {
             self.api.replace(&self.name, &PostParams::default(), &lease).await
         } else {
@@ -391,28 +420,36 @@ impl Member {
         self.confirm_expiries(now);
         let me = self.settings.identity.as_str();
         let member = self.leadership.leading() && self.listed_at.is_some();
-        let mut members: Vec<&str> =
-            self.observed.values().filter(|o| self.counts(o, now)).filter_map(|o| o.holder.as_deref()).collect();
+        let counted: Vec<&Observed> = self.observed.values().filter(|o| self.counts(o, now)).collect();
+        let mut members: Vec<&str> = counted.iter().filter_map(|o| o.holder.as_deref()).collect();
         if member {
             members.push(me);
         }
         let assignment = Assignment::new(members);
-        let changed = self.view.as_ref().is_none_or(|(current, _)| current.members() != assignment.members());
+        let mine = self.declared.borrow().clone();
+        let declared = counted.iter().filter_map(|o| Some((o.holder.as_deref()?, &o.declared)));
+        let full = wasmop_core::shard::view(&assignment, declared.chain(member.then_some((me, &mine))));
+        let disputed = wasmop_core::shard::disputed(&mine, counted.iter().map(|o| &o.declared));
+        let changed = self
+            .view
+            .as_ref()
+            .is_none_or(|(current, view, _)| current.members() != assignment.members() || *view != full);
         if changed {
             let owned = if member { assignment.ranges(me) } else { Ranges::default() };
             tracing::info!(
                 members = assignment.members().len(),
                 share = owned.share(),
-                view = assignment.view(),
+                view = full,
+                ?disputed,
                 "shard membership changed"
             );
             self.metrics.shards().view(owned.share(), assignment.members().len(), !self.first);
             self.first = false;
             self.handover.adopt(owned);
-            self.view = Some((assignment, now));
+            self.view = Some((assignment, full, now));
         }
-        let (assignment, since) = self.view.as_ref().expect("set above");
-        let view = assignment.view();
+        let (assignment, view, since) = self.view.as_ref().expect("set above");
+        let view = view.clone();
         if member && !self.handover.settled() {
             let acked = |holder: &str| {
                 holder == me && self.acked.as_deref() == Some(view.as_str())
@@ -433,6 +470,7 @@ impl Member {
             runnable: self.handover.runnable().clone(),
             since: *since,
             assigned: self.assigned,
+            disputed,
         };
         self.share.publish(share);
         self.collect(now);
@@ -684,6 +722,56 @@ mod tests {
             }
         });
         (shards, fence, listed)
+    }
+
+    /// A replica beside two members that declare `theirs` for plugin "web", itself declaring
+    /// `mine`; the others acknowledge the view with everyone's declarations.
+    async fn declaring_beside_two_others(mine: &str, theirs: &str) -> Shards {
+        let (sent, mut received) = mpsc::unbounded_channel();
+        let client = Client::new(InTest(sent), "default");
+        let (shards, _fence, _task) = join(client, settings(), Metrics::new(), CancellationToken::new());
+        shards.declare("web", Some(mine));
+        let declared = |how: &str| -> Declarations { [("web".to_string(), how.to_string())].into() };
+        let (mine, theirs) = (declared(mine), declared(theirs));
+        let all_three = Assignment::new(["a", "b", "me"]);
+        let view = wasmop_core::shard::view(&all_three, [("a", &theirs), ("b", &theirs), ("me", &mine)]);
+        let annotation = serde_json::to_string(&theirs).unwrap();
+        tokio::spawn(async move {
+            let mut version = 10;
+            while let Some((method, target, body, answer)) = received.recv().await {
+                if method == http::Method::GET && !target.contains("watch=true") {
+                    let mut items = [other_lease("a", 1, &view), other_lease("b", 1, &view)];
+                    for item in &mut items {
+                        item["metadata"]["annotations"][DECLARATIONS_ANNOTATION] = annotation.clone().into();
+                    }
+                    let list = serde_json::json!({
+                        "apiVersion": "coordination.k8s.io/v1", "kind": "LeaseList",
+                        "metadata": {"resourceVersion": "1"}, "items": items,
+                    });
+                    drop(answer.send(json(&list)));
+                } else if method == http::Method::POST || method == http::Method::PUT {
+                    let mut lease: serde_json::Value = serde_json::from_slice(&body).expect("a Lease");
+                    version += 1;
+                    lease["metadata"]["resourceVersion"] = version.to_string().into();
+                    drop(answer.send(json(&lease)));
+                }
+            }
+        });
+        shards.subscribe().wait_for(|share| share.assigned).await.expect("the membership runs");
+        shards
+    }
+
+    /// During an upgrade from `uid` to `none`, the upgraded replica (the leader runs the plugin
+    /// whole there) must not run it while the others still run their shares: the plugin is
+    /// disputed. Replicas that declare the same run it.
+    #[tokio::test(start_paused = true)]
+    async fn a_plugin_another_member_runs_differently_is_run_by_no_one() {
+        let upgraded = declaring_beside_two_others(wasmop_core::shard::UNSHARDED, "uid").await;
+        assert!(upgraded.share().disputed.contains("web"));
+        assert!(!upgraded.agreed("web"), "the upgraded replica runs the plugin while others run their shares");
+        assert!(a_third(&upgraded.share()), "its other plugins' shares are unchanged");
+        let agreeing = declaring_beside_two_others("uid", "uid").await;
+        assert!(agreeing.agreed("web"));
     }
 
     /// Whether `share` is a third of the hash space, as it is beside two other members.

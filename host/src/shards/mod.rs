@@ -9,12 +9,12 @@
 
 pub mod membership;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
-use wasmop_core::shard::Ranges;
+use wasmop_core::shard::{Declarations, Ranges};
 
 pub use membership::{MembershipSettings, join};
 
@@ -32,6 +32,9 @@ pub struct Share {
     pub since: Instant,
     /// Whether a view has settled since this replica joined: it has had its first assignment.
     pub assigned: bool,
+    /// The plugins another live member runs with another shard key (or whole, or sharded):
+    /// none of their objects runs here until the members agree.
+    pub disputed: BTreeSet<String>,
 }
 
 impl Share {
@@ -43,6 +46,7 @@ impl Share {
             runnable: Ranges::default(),
             since: Instant::now(),
             assigned: false,
+            disputed: BTreeSet::new(),
         }
     }
 }
@@ -64,6 +68,8 @@ pub struct Shards {
     share: watch::Receiver<Arc<Share>>,
     owned: watch::Receiver<Ranges>,
     runs: Arc<Runs>,
+    /// How this replica runs each of its plugins, as its membership Lease tells the others.
+    declared: Arc<watch::Sender<Declarations>>,
 }
 
 /// Where the membership publishes this replica's shares.
@@ -87,7 +93,8 @@ impl Publisher {
             let same = current.view == share.view
                 && current.owned == share.owned
                 && current.runnable == share.runnable
-                && current.assigned == share.assigned;
+                && current.assigned == share.assigned
+                && current.disputed == share.disputed;
             if !same {
                 *current = Arc::new(share);
             }
@@ -145,7 +152,31 @@ impl Shards {
         let (share_tx, share) = watch::channel(Arc::new(Share::none()));
         let (owned_tx, owned) = watch::channel(Ranges::default());
         let runs = Arc::new(Runs { metrics, ..Runs::default() });
-        (Publisher { share: share_tx, owned: owned_tx }, Self { share, owned, runs })
+        let declared = Arc::new(watch::channel(Declarations::new()).0);
+        (Publisher { share: share_tx, owned: owned_tx }, Self { share, owned, runs, declared })
+    }
+
+    /// Declares how this replica runs `plugin` (its shard key's name, or
+    /// [`wasmop_core::shard::UNSHARDED`]); `None`: it stopped running it. Called when the
+    /// plugin's controller starts reconciling (after the version it replaces stopped), and when
+    /// it stops.
+    pub fn declare(&self, plugin: &str, how: Option<&str>) {
+        self.declared.send_if_modified(|declared| match how {
+            Some(how) => declared.insert(plugin.to_string(), how.to_string()).as_deref() != Some(how),
+            None => declared.remove(plugin).is_some(),
+        });
+    }
+
+    /// This replica's declarations, and their changes.
+    pub fn declarations(&self) -> watch::Receiver<Declarations> {
+        self.declared.subscribe()
+    }
+
+    /// Whether this replica's members agree on how to run `plugin`, as far as it knows: a view
+    /// settled since it joined, and no live member runs `plugin` differently.
+    pub fn agreed(&self, plugin: &str) -> bool {
+        let share = self.share.borrow();
+        share.assigned && !share.disputed.contains(plugin)
     }
 
     /// The share as it stands.
@@ -247,7 +278,7 @@ mod tests {
         let assignment = Assignment::new(members.iter().copied());
         let owned = assignment.ranges(me);
         let runnable = if settled { owned.clone() } else { Ranges::default() };
-        Share { view: assignment.view(), owned, runnable, since: Instant::now(), assigned: settled }
+        Share { view: assignment.view(), owned, runnable, since: Instant::now(), assigned: settled, disputed: BTreeSet::new() }
     }
 
     #[tokio::test]
