@@ -624,6 +624,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         let (fence, task) = leader::elect(clusters.local().client().clone(), lease, metrics.clone(), release.clone());
         (fence, Some(task))
     } else {
+    // No granted host name leads a plugin to the API server the host writes to.
+    runtime.refuse_addresses(api_server_addresses(&kube_config.cluster_url).await);
         (Fence::unfenced(), None)
     };
     let (shards, membership) = if args.shards {
@@ -787,5 +789,20 @@ mod tests {
         assert_eq!((plugin, fixtures), (PathBuf::from("p.wasm"), vec![PathBuf::from("a.yaml"), PathBuf::from("dir")]));
         assert_eq!((namespace.as_str(), other_namespace.as_str()), ("ns", "other"));
         assert!(Cli::try_parse_from(["wasmop", "test", "p.wasm"]).is_err(), "fixtures are required");
+    }
+}
+
+/// The addresses of the API server at `url`: its IP address, or what its name resolves to
+/// (none when it does not resolve now; the host's own requests will say why).
+async fn api_server_addresses(url: &http::Uri) -> Vec<std::net::IpAddr> {
+    let Some(host) = url.host() else { return Vec::new() };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = host.parse() {
+        return vec![ip];
+    }
+    let port = url.port_u16().unwrap_or(443);
+    match tokio::net::lookup_host((host, port)).await {
+        Ok(found) => found.map(|a| a.ip()).collect(),
+        Err(_) => Vec::new(),
     }
 }

@@ -146,6 +146,12 @@ impl Runtime {
         })
     }
 
+    /// Refuses `addresses` (the API server's) to every granted host name from now on, as
+    /// loopback and link-local addresses are; a grant that names one literally still reaches it.
+    pub fn refuse_addresses(&self, addresses: Vec<std::net::IpAddr>) {
+        self.http.unreachable.set(addresses);
+    }
+
     /// Reads the Secrets of plugin `plugin` (its secret headers, [`http`]) with `secrets` from
     /// now on; until then its requests with a secret header fail, saying no cluster is connected.
     /// The host gives each plugin a reader of only the Secrets it may read

@@ -11,6 +11,7 @@ mod body;
 mod hooks;
 mod outbound;
 mod policy;
+mod send;
 mod tape;
 
 use std::collections::HashMap;
@@ -34,13 +35,15 @@ pub(crate) struct Services {
     /// Each plugin's reader, by plugin name.
     secrets: RwLock<HashMap<String, Arc<dyn SecretReader>>>,
     observer: Arc<dyn CallObserver>,
+    /// Addresses no granted host name may lead to.
+    pub(crate) unreachable: send::Unreachable,
 }
 
 impl Services {
     /// No plugin reads Secrets until [`Services::read_secrets_for`] names it; requests reported
     /// to `observer`.
     pub(crate) fn new(observer: Arc<dyn CallObserver>) -> Self {
-        Self { secrets: RwLock::new(HashMap::new()), observer }
+        Self { secrets: RwLock::new(HashMap::new()), observer, unreachable: send::Unreachable::default() }
     }
 
     /// Reads the secret headers of plugin `plugin` with `secrets` from now on; `None`: with

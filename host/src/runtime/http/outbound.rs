@@ -7,11 +7,12 @@ use http::HeaderValue;
 use http_body_util::BodyExt;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
-use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
+use wasmtime_wasi_http::{Error, WasiBody};
 
 use super::Services;
 use super::body::{Code, Guarded, Record};
 use super::policy::{HTTP_EXPORTS, Origin, Policy, Refusal};
+use super::send;
 
 /// What the `wasi:http` hook hands back: the response head and the connection's driver.
 pub type Sent = (http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>);
@@ -35,6 +36,9 @@ pub struct Admitted {
     /// The index of its origin in the policy.
     origin: usize,
     record: Record,
+    /// The term of the run that made it, when the replica is fenced: its bytes go out only
+    /// while that term lasts.
+    ticket: Option<crate::fence::Ticket>,
 }
 
 impl Outbound {
@@ -63,7 +67,10 @@ impl Outbound {
         };
         let mut record = Record::start(self.services.observer.clone(), self.plugin.clone(), label);
         match found {
-            Ok(origin) => Ok(Admitted { outbound: self.clone(), origin, record }),
+            // Taken here, in the run's task: the send runs in a task of its own.
+            Ok(origin) => {
+                Ok(Admitted { outbound: self.clone(), origin, record, ticket: crate::fence::Ticket::current() })
+            }
             Err(refusal) => {
                 record.finish(Code::Refused);
                 tracing::warn!(plugin = %self.plugin, export, uri = %uri, "outgoing request refused: {refusal}");
@@ -88,19 +95,24 @@ impl Admitted {
         let within = async {
             let permit = outbound.permits.clone().acquire_owned().await.expect("the semaphore is never closed");
             self.secret_headers(&mut request).await?;
-            // The total time is kept here and by the body, not by the per-read timeouts.
+            let origin = &policy.origins[self.origin];
+            let addresses = send::addresses(origin, &outbound.services.unreachable).await?;
+            // The total time is kept here and by the body, not by per-read timeouts.
             let left = deadline.saturating_duration_since(Instant::now());
-            let options = RequestOptions {
-                connect_timeout: Some(policy.connect_timeout.min(left)),
-                first_byte_timeout: None,
-                between_bytes_timeout: None,
-            };
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            let connect_timeout = policy.connect_timeout.min(left);
+            let (response, io) = send::send(request, origin, &addresses, connect_timeout, self.ticket.clone()).await?;
             Ok::<_, Error>((permit, response, io))
         };
-        let sent = match tokio::time::timeout_at(deadline, within).await {
-            Ok(sent) => sent,
-            Err(_) => Err(Error::HttpResponseTimeout),
+        // A request still unanswered when its run's term ends is abandoned with it.
+        let lapsed = async {
+            match &self.ticket {
+                Some(ticket) => ticket.lapsed().await,
+                None => std::future::pending().await,
+            }
+        };
+        let sent = tokio::select! {
+            within = tokio::time::timeout_at(deadline, within) => within.unwrap_or(Err(Error::HttpResponseTimeout)),
+            () = lapsed => Err(Error::InternalError(Some(crate::fence::Unanswered::Fenced.to_string()))),
         };
         let (permit, response, io) = match sent {
             Ok(sent) => sent,
@@ -118,7 +130,7 @@ impl Admitted {
         let cap = policy.max_response_bytes;
         let response =
             response.map(|body| Guarded::new(body.boxed_unsync(), cap, deadline, self.record, permit).boxed_unsync());
-        Ok((response, Box::new(io)))
+        Ok((response, io))
     }
 
     /// Adds the origin's secret headers, replacing any of the same name the plugin set.
