@@ -590,6 +590,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None => None,
     };
     let kube_config = kube::Config::infer().await.context("cannot find a Kubernetes configuration")?;
+    // No granted host name leads a plugin to the API server the host writes to.
+    runtime.refuse_addresses(api_server_addresses(&kube_config.cluster_url).await);
     let mut clusters = Clusters::from_config(kube_config).context("cannot build a Kubernetes client")?;
     for spec in &args.clusters {
         clusters = clusters.with_remote(spec.name.clone(), spec.connect().await?);
@@ -624,8 +626,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         let (fence, task) = leader::elect(clusters.local().client().clone(), lease, metrics.clone(), release.clone());
         (fence, Some(task))
     } else {
-    // No granted host name leads a plugin to the API server the host writes to.
-    runtime.refuse_addresses(api_server_addresses(&kube_config.cluster_url).await);
         (Fence::unfenced(), None)
     };
     let (shards, membership) = if args.shards {

@@ -508,6 +508,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         triage: listed::Triage::default(),
         inlet: inlet.clone(),
     };
+    let key = shards.and(settings.sharding);
     let admission =
         agreement.clone().map(|agreement| ShardAdmission::new(agreement, &config.name, key, primaries_cache));
     let scheduler = dispatch
@@ -519,7 +520,6 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
             &reconcile_all,
             &shutdown,
         )
-    let key = shards.and(settings.sharding);
         .await;
     stop_sources.cancel();
     while sources.join_next().await.is_some() {}
@@ -529,6 +529,9 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         scheduler.await;
     }
     inlet.detach();
+    if let Some(agreement) = &agreement {
+        agreement.declare(&config.name, None);
+    }
     tracing::info!(plugin = config.name, "controller stopped");
 }
 
@@ -543,9 +546,6 @@ struct ShardAdmission {
     /// `None`: the leader runs the plugin whole.
     key: Option<wasmop_core::shard::ShardKey>,
     primaries: informer::Cache,
-    if let Some(agreement) = &agreement {
-        agreement.declare(&config.name, None);
-    }
 }
 
 impl ShardAdmission {
@@ -936,6 +936,9 @@ impl Dispatch {
             {
                 tracing::info!(plugin, "caches synced; reconciling");
                 self.synced.store(true, std::sync::atomic::Ordering::Release);
+                if let Some(admission) = &admission {
+                    admission.declare();
+                }
                 let run = move |run| reconciler.clone().run(run);
                 let started: Scheduler = Box::pin(scheduler::run_admitted(inbox, scheduler_settings, admission, run));
                 scheduler = Some(started);
@@ -946,9 +949,6 @@ impl Dispatch {
                 () = async { scheduler.as_mut().expect("polled only once started").await }, if scheduler.is_some() => {
                     scheduler = None;
                     continue;
-                }
-                if let Some(admission) = &admission {
-                    admission.declare();
                 }
                 results = &mut secondaries_synced, if waiting_for_secondaries => {
                     waiting_for_secondaries = false;
