@@ -21,6 +21,7 @@
 //! - On shutdown the leader releases the lease (no holder), so a standby takes it at its next
 //!   retry instead of waiting for the lease to expire.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -33,6 +34,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::fence::{Fence, Terms};
+use crate::inbound::peers::ADDRESS_ANNOTATION;
 
 /// Where and how to elect.
 #[derive(Debug, Clone)]
@@ -49,6 +51,10 @@ pub struct LeaseSettings {
     pub renew_deadline: Duration,
     /// How often to try to acquire or renew.
     pub retry_period: Duration,
+    /// The board of the replicas' events addresses: the leader advertises its own in the Lease
+    /// ([`crate::inbound::peers::ADDRESS_ANNOTATION`]), and every replica posts the leader it
+    /// sees there. `None`: no events listener.
+    pub peers: Option<crate::inbound::peers::Peers>,
 }
 
 /// A fresh identity for this process: `base` (the pod's name, or the host's) and a random
@@ -226,7 +232,11 @@ async fn try_once(
     let seconds = i32::try_from(settings.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
     let Some(mut lease) = api.get_opt(&settings.name).await? else {
         let lease = Lease {
-            metadata: ObjectMeta { name: Some(settings.name.clone()), ..ObjectMeta::default() },
+            metadata: ObjectMeta {
+                name: Some(settings.name.clone()),
+                annotations: advertised(settings, None),
+                ..ObjectMeta::default()
+            },
             spec: Some(LeaseSpec {
                 holder_identity: Some(settings.identity.clone()),
                 lease_duration_seconds: Some(seconds),
@@ -236,11 +246,13 @@ async fn try_once(
                 ..LeaseSpec::default()
             }),
         };
-        return match api.create(&PostParams::default(), &lease).await {
+        let created = match api.create(&PostParams::default(), &lease).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
             Err(err) => Err(err),
         };
+        saw(settings, created.as_ref().ok().copied());
+        return created;
     };
     let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
     let record = (spec.holder_identity.clone(), spec.renew_time.clone());
@@ -251,7 +263,13 @@ async fn try_once(
     *observed = Some((record.0, record.1, since));
     let decision = decide(spec, &settings.identity, since, Instant::now(), settings.lease_duration);
     match decision {
-        Decision::Wait => return Ok(false),
+        Decision::Wait => {
+            if let Some(peers) = &settings.peers {
+                let address = lease.metadata.annotations.as_ref().and_then(|a| a.get(ADDRESS_ANNOTATION));
+                peers.saw_leader(spec.holder_identity.as_deref(), address.map(String::as_str));
+            }
+            return Ok(false);
+        }
         Decision::Renew => spec.renew_time = Some(now()),
         Decision::Acquire => {
             spec.holder_identity = Some(settings.identity.clone());
@@ -261,11 +279,46 @@ async fn try_once(
         }
     }
     spec.lease_duration_seconds = Some(seconds);
+    lease.metadata.annotations = advertised(settings, lease.metadata.annotations.take());
     // The resourceVersion read makes this a compare-and-swap: a concurrent writer wins.
-    match api.replace(&settings.name, &PostParams::default(), &lease).await {
+    let replaced = match api.replace(&settings.name, &PostParams::default(), &lease).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
         Err(err) => Err(err),
+    };
+    saw(settings, replaced.as_ref().ok().copied());
+    replaced
+}
+
+/// `annotations` with this replica's events address (when it advertises one), as the leader
+/// writes them.
+fn advertised(
+    settings: &LeaseSettings,
+    annotations: Option<BTreeMap<String, String>>,
+) -> Option<BTreeMap<String, String>> {
+    let address = settings.peers.as_ref().and_then(|peers| peers.address());
+    match (address, annotations) {
+        (Some(address), annotations) => {
+            let mut annotations = annotations.unwrap_or_default();
+            annotations.insert(ADDRESS_ANNOTATION.to_string(), address.to_string());
+            Some(annotations)
+        }
+        (None, Some(mut annotations)) => {
+            annotations.remove(ADDRESS_ANNOTATION);
+            Some(annotations)
+        }
+        (None, None) => None,
+    }
+}
+
+/// After a write of the Lease: this replica leads when it `won`; when it lost the race, the
+/// leader is not known until the next look. `None`: the write failed, nothing is learnt.
+fn saw(settings: &LeaseSettings, won: Option<bool>) {
+    let Some(peers) = &settings.peers else { return };
+    match won {
+        Some(true) => peers.saw_leader(Some(&settings.identity), peers.address()),
+        Some(false) => peers.saw_leader(None, None),
+        None => {}
     }
 }
 

@@ -274,6 +274,11 @@ struct RunArgs {
     /// The private key (PEM) of --events-tls-cert.
     #[arg(long, value_name = "FILE", requires_all = ["events_addr", "events_tls_cert"])]
     events_tls_key: Option<PathBuf>,
+    /// Where the other replicas forward the inbound events this one runs (HOST:PORT), written
+    /// into its Lease with --leader-elect or --shards. Default: $POD_IP and the port of
+    /// --events-addr in a pod, else the address --events-addr is bound to.
+    #[arg(long, value_name = "HOST:PORT", env = "WASMOP_EVENTS_ADVERTISE_ADDR", requires = "events_addr")]
+    events_advertise_addr: Option<String>,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -589,6 +594,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(address) => Some(Endpoint::bind(address, args.events_tls().as_ref()).await?),
         None => None,
     };
+    // Where the other replicas forward this one's inbound events.
+    let advertised = events.as_ref().map(|events| {
+        let bound = events.local_addr();
+        args.events_advertise_addr.clone().unwrap_or_else(|| match std::env::var("POD_IP") {
+            Ok(ip) if !ip.is_empty() => {
+                std::net::SocketAddr::new(ip.parse().unwrap_or(bound.ip()), bound.port()).to_string()
+            }
+            _ => bound.to_string(),
+        })
+    });
     let kube_config = kube::Config::infer().await.context("cannot find a Kubernetes configuration")?;
     // No granted host name leads a plugin to the API server the host writes to.
     runtime.refuse_addresses(api_server_addresses(&kube_config.cluster_url).await);
@@ -610,6 +625,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let release = CancellationToken::new();
     let base = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
     let identity = leader::identity(&base);
+    let peers = wasmop::inbound::peers::Peers::new(&identity, advertised);
     let (fence, election) = if args.leader_elect || args.shards {
         anyhow::ensure!(
             args.renew_deadline < args.lease_duration,
@@ -622,6 +638,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             lease_duration: args.lease_duration,
             renew_deadline: args.renew_deadline,
             retry_period: args.retry_period,
+            peers: Some(peers.clone()),
         };
         let (fence, task) = leader::elect(clusters.local().client().clone(), lease, metrics.clone(), release.clone());
         (fence, Some(task))
@@ -636,6 +653,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             lease_duration: args.lease_duration,
             renew_deadline: args.renew_deadline,
             retry_period: args.retry_period,
+            peers: Some(peers.clone()),
         };
         let (shards, fence, task) =
             shards::join(clusters.local().client().clone(), settings, metrics.clone(), release.clone());
@@ -643,6 +661,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         (Some(shards::Joined { shards, fence, server_side }), Some(task))
     } else {
         (None, None)
+    };
+    // Events this replica does not run go to the one that does.
+    let forwarder = match (&events, args.leader_elect || args.shards, args.events_tls()) {
+        (Some(_), true, Some(tls)) => Some(wasmop::inbound::forward::Forwarder::tls(peers, &tls)?),
+        (Some(_), true, None) => Some(wasmop::inbound::forward::Forwarder::plain(peers)?),
+        _ => None,
     };
     let candidates = config.candidates.clone();
     let settings = HostSettings {
@@ -661,7 +685,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .map(|mib| wasmop::informer::Budget { bytes: mib.saturating_mul(1024 * 1024), idle: args.cache_idle }),
     };
     let host = Arc::new(Host::new(clusters, runtime, metrics, settings));
-    if let Some(events) = events {
+    if let Some(mut events) = events {
+        if let Some(forwarder) = forwarder {
+            events = events.with_forwarder(forwarder);
+        }
         let (host, stop) = (host.clone(), shutdown.clone());
         tokio::spawn(async move {
             if let Err(err) = events.serve(host, stop).await {

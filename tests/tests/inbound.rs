@@ -370,3 +370,186 @@ async fn a_plugin_installed_by_a_reconciler_plugin_takes_events_while_it_runs_ac
     events.stop().await?;
     loader.stop().await
 }
+
+/// One `wasmop run` replica of a group with an events listener on its own port, logging to a
+/// file under `target/tmp`.
+struct Replica {
+    _process: Running,
+    events: String,
+    metrics: std::net::SocketAddr,
+}
+
+impl Replica {
+    /// Replica `index` of the test in `ns`, run with `mode` (`--shards …` or `--leader-elect …`).
+    fn start(ns: &str, index: usize, config: &std::path::Path, mode: &[&str]) -> anyhow::Result<Self> {
+        let (events, metrics) = (format!("127.0.0.1:{}", free_port()?), format!("127.0.0.1:{}", free_port()?));
+        let dir = workspace_root().join("target/tmp");
+        std::fs::create_dir_all(&dir)?;
+        let log = std::fs::File::create(dir.join(format!("inbound-{ns}-{index}.log")))?;
+        let child = Command::new(wasmop_binary()?)
+            .args(["run", "--plugin"])
+            .arg(plugin(PLUGIN))
+            .arg("--config")
+            .arg(config)
+            .args(["--namespace", ns, "--events-addr", &events, "--metrics-address", &metrics])
+            .args(["--leader-election-namespace", ns, "--leader-election-id", "inbound-leader"])
+            .args(["--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms"])
+            .args(mode)
+            .env("KUBECONFIG", kubeconfig())
+            .env("POD_NAME", format!("replica-{index}"))
+            .env("RUST_LOG", "info")
+            .env("WASMOP_CACHE_DIR", workspace_root().join("target/wasmop-test-cache"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        Ok(Self { _process: Running(child), events, metrics: metrics.parse()? })
+    }
+
+    async fn ready(&self) -> bool {
+        let response = wasmop_tests::http_get(self.metrics, "/readyz").await.unwrap_or_default();
+        response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
+    }
+
+    /// Posts `event` to this replica with the plugin's token.
+    async fn post(&self, event: &Value) -> anyhow::Result<(u16, Value)> {
+        let url = format!("http://{}/plugins/{PLUGIN}/events", self.events);
+        post(&reqwest::Client::new(), &url, Some(&bearer()), json_bytes(event)).await
+    }
+}
+
+/// The overrides file that allows the plugin its token Secret, in `target/tmp`.
+fn config_file(ns: &str) -> anyhow::Result<std::path::PathBuf> {
+    let dir = workspace_root().join("target/tmp");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("inbound-{ns}.yaml"));
+    std::fs::write(&path, format!("plugins:\n  {PLUGIN}:\n    {ALLOWED}\n"))?;
+    Ok(path)
+}
+
+/// Waits until ConfigMap `name` was reconciled with `payload` (however often).
+async fn carries(maps: &Api<ConfigMap>, name: &str, payload: &Value) -> anyhow::Result<()> {
+    let what = format!("{name} reconciled with {payload}");
+    until(&what, async || Ok(seen(&maps.get(name).await?)), |s| &s.1 == payload).await?;
+    Ok(())
+}
+
+/// The Leases of `ns` with `selector`: each holder's identity and advertised events address.
+async fn holders(client: &Client, ns: &str, selector: &str) -> anyhow::Result<Vec<(String, Option<String>)>> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let listed = leases.list(&kube::api::ListParams::default().labels(selector)).await?;
+    Ok(listed
+        .items
+        .into_iter()
+        .filter_map(|lease| {
+            let holder = lease.spec?.holder_identity.filter(|h| !h.is_empty())?;
+            let address = lease.metadata.annotations.and_then(|a| a.get("wasmop.dev/events-address").cloned());
+            Some((holder, address))
+        })
+        .collect())
+}
+
+/// Three sharded replicas, each with its events listener: an event posted to one replica
+/// naming primaries that others own is answered 202 once every part is queued at its owner, and
+/// each primary is reconciled by its owner with the payload. Before forwarding, the replica
+/// that took the event answered 202 and dropped the primaries it did not own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_posted_to_a_shard_that_does_not_own_its_primaries_reaches_their_owners() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "inbound-shards").await?;
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let maps = seed(&client, &ns, &names).await?;
+    let config = config_file(&ns)?;
+    let mode = ["--shards", "--shard-group", &ns];
+    let replicas: Vec<Replica> = (0..3).map(|i| Replica::start(&ns, i, &config, &mode)).collect::<Result<_, _>>()?;
+    let selector = format!("wasmop.dev/shard-group={ns}");
+    // Every replica joined and advertises its address, and all are ready: the views settled.
+    let members = until(
+        "three members advertising their events addresses",
+        async || holders(&client, &ns, &selector).await,
+        |h| h.len() == 3 && h.iter().all(|(_, address)| address.is_some()),
+    )
+    .await?;
+    for replica in &replicas {
+        until("the replica is ready", async || Ok(replica.ready().await), |ready| *ready).await?;
+    }
+    for name in names {
+        until("the first reconcile", async || Ok(seen(&maps.get(name).await?).0), |n| *n >= 1).await?;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+
+    // The owner of each primary, as every replica computes it: by the hash of its UID.
+    let assignment = wasmop_core::shard::Assignment::new(members.iter().map(|(identity, _)| identity.as_str()));
+    let address_of: BTreeMap<&str, &str> =
+        members.iter().map(|(identity, address)| (identity.as_str(), address.as_deref().unwrap_or(""))).collect();
+    let mut owners = BTreeMap::new();
+    for name in names {
+        let uid = maps.get(name).await?.metadata.uid.expect("a UID");
+        let owner = assignment.owner(wasmop_core::shard::hash(&uid)).expect("an owner");
+        owners.insert(name, address_of[owner].to_string());
+    }
+    // Post to a replica that does not own `a`.
+    let target = replicas.iter().find(|r| r.events != owners["a"]).expect("three replicas");
+    let others = owners.values().filter(|owner| **owner != target.events).count();
+    assert!(others >= 1, "some primaries are another replica's: {owners:?}");
+
+    let event = json!({ "namespace": ns, "names": names, "note": "to a non-owner" });
+    assert_eq!(target.post(&event).await?, (202, json!({ "enqueued": 6 })), "queued at every owner");
+    for name in names {
+        carries(&maps, name, &event).await?;
+    }
+    // An event naming only another replica's primary, too.
+    let only = json!({ "namespace": ns, "names": ["a"], "note": "only a" });
+    assert_eq!(target.post(&only).await?, (202, json!({ "enqueued": 1 })));
+    carries(&maps, "a", &only).await?;
+    // Without the token, no replica forwards anything.
+    let url = format!("http://{}/plugins/{PLUGIN}/events", target.events);
+    assert_eq!(post(&reqwest::Client::new(), &url, None, json_bytes(&only)).await?.0, 401);
+    // A forged forward (the token, but primaries the payload does not name) is refused by the
+    // owner: a forwarded request narrows what the payload maps to, never widens it.
+    let owner = replicas.iter().find(|r| r.events == owners["a"]).expect("a's owner runs");
+    let forged = reqwest::Client::new()
+        .post(format!("http://{}/plugins/{PLUGIN}/events", owner.events))
+        .header("authorization", bearer())
+        .header("wasmop-forwarded", format!("[{{\"namespace\":\"{ns}\",\"name\":\"a\"}}]"))
+        .body(json_bytes(&json!({ "namespace": ns, "names": ["b"] })))
+        .send()
+        .await?;
+    assert_eq!(forged.status().as_u16(), 403, "{}", forged.text().await?);
+    Ok(())
+}
+
+/// Two replicas with `--leader-elect`, each with its events listener: an event posted to the
+/// standby is forwarded to the leader, which reconciles it, and the answer is 202. Before
+/// forwarding, the standby answered 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_posted_to_a_standby_is_reconciled_by_the_leader() -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let client = client().await?;
+    let ns = namespace(&client, "inbound-leader").await?;
+    let maps = seed(&client, &ns, &["a"]).await?;
+    let config = config_file(&ns)?;
+    let replicas: Vec<Replica> =
+        (0..2).map(|i| Replica::start(&ns, i, &config, &["--leader-elect"])).collect::<Result<_, _>>()?;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let leader = until(
+        "a leader advertising its events address",
+        async || {
+            let lease = leases.get_opt("inbound-leader").await?;
+            Ok(lease.and_then(|l| l.metadata.annotations?.get("wasmop.dev/events-address").cloned()))
+        },
+        Option::is_some,
+    )
+    .await?
+    .expect("an address");
+    reconciled(&maps, "a", 1, &Value::Null).await?;
+    let standby = replicas.iter().find(|r| r.events != leader).expect("two replicas");
+    assert!(replicas.iter().any(|r| r.events == leader), "the leader advertises its own listener");
+    // The standby reads the Lease every retry period.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+
+    let event = json!({ "namespace": ns, "names": ["a"], "note": "to the standby" });
+    assert_eq!(standby.post(&event).await?, (202, json!({ "enqueued": 1 })), "queued at the leader");
+    reconciled(&maps, "a", 2, &event).await?;
+    Ok(())
+}

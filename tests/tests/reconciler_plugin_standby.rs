@@ -40,6 +40,7 @@ async fn a_standby_runs_a_reconciler_plugins_module_but_leaves_its_writes_to_the
         lease_duration: Duration::from_secs(3),
         renew_deadline: Duration::from_secs(2),
         retry_period: Duration::from_millis(200),
+        peers: None,
     };
     let release = CancellationToken::new();
     let (fence, election) = wasmop::leader::elect(client.clone(), lease, metrics.clone(), release.clone());

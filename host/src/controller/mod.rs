@@ -406,6 +406,17 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     // Inbound events are queued from now on; they run once the scheduler starts.
     let reader: Arc<dyn crate::runtime::CacheReader> = watched.cache.clone();
     inlet.attach(Arc::new(handle.downgrade()), reader, PrimaryKind::from(&wasmop_core::KindRef::from(&config.primary)));
+    // A sharded plugin's events go to the replica that owns each primary.
+    if let Some((joined, key)) = shards.as_ref().zip(settings.sharding) {
+        inlet.place(crate::source::inbound::Placement {
+            key,
+            shards: joined.shards.clone(),
+            fence: joined.fence.clone(),
+            primaries: watched.primaries.clone(),
+            client: clusters.local().client().clone(),
+            resource: watched.resource.clone(),
+        });
+    }
     // The plugin's external state, fetched by its poller (started with the sources).
     let records = TrackingRecords::new(
         writes.clone(),

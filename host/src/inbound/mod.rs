@@ -5,7 +5,7 @@
 //!
 //! A request goes through, in order: the plugin must run and declare `inbound` (404); the
 //! `Authorization: Bearer` token must be the one its `inbound.token` Secret key holds ([`auth`];
-//! 401, or 503 when the Secret cannot be read now); on a replica that does not lead, 503; the
+//! 401, or 503 when the Secret cannot be read now); the
 //! body must be at most [`body::MAX_PAYLOAD`] (413) and JSON (400). Only then does the plugin see
 //! it: its `map-inbound` names the primaries to reconcile (its error: 422), which are enqueued in
 //! its controller's scheduler through the plugin's
@@ -13,11 +13,20 @@
 //! plugin caches inbound events; the answer is 202 with the number enqueued. Every answer is
 //! counted in `wasmop_inbound_requests_total{plugin,code}`, and every refusal logged as a warning.
 //!
+//! With several replicas, an event goes where its primaries run ([`forward`], decided by
+//! [`route`]): a standby forwards the whole request to the leader, a shard member delivers the
+//! primaries it owns and forwards each other owner its part, at the address the owner advertises
+//! in its Lease ([`peers`]). The answer is 202 only once every part is queued where it runs;
+//! else 503 naming the parts that were not.
+//!
 //! The plugin is looked up at each request: plugins started later, hot reloaded or installed by
 //! `ReconcilerPlugin` resources take events as soon as their controller runs.
 
 pub mod auth;
 pub mod body;
+pub mod forward;
+pub mod peers;
+pub mod route;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -36,7 +45,9 @@ use tokio_util::sync::CancellationToken;
 use crate::host::Host;
 use crate::runtime::CallError;
 use crate::secrets::SecretKey;
-use crate::source::inbound::NotRunning;
+use crate::source::inbound::{Inlet, NotRunning};
+use forward::{ForwardError, Forwarded, Forwarder, PartFailed};
+use route::{LeaderRoute, Unroutable};
 use tls::{TlsError, TlsFiles, TlsListener};
 
 /// The path of a plugin's inbound events.
@@ -72,6 +83,7 @@ enum Listening {
 pub struct Endpoint {
     listening: Listening,
     address: SocketAddr,
+    forwarder: Option<Forwarder>,
 }
 
 impl Endpoint {
@@ -99,7 +111,14 @@ impl Endpoint {
             Some(config) => Listening::Tls(TlsListener::new(listener, config)),
             None => Listening::Plain(listener),
         };
-        Ok(Self { listening, address })
+        Ok(Self { listening, address, forwarder: None })
+    }
+
+    /// This endpoint, forwarding the events other replicas run to them with `forwarder`
+    /// (see [`forward`]); without one, an event this replica does not run is refused (503).
+    #[must_use]
+    pub fn with_forwarder(self, forwarder: Forwarder) -> Self {
+        Self { forwarder: Some(forwarder), ..self }
     }
 
     /// The address it listens on.
@@ -109,7 +128,8 @@ impl Endpoint {
 
     /// Answers inbound events for `host`'s plugins until `shutdown`; requests in flight finish.
     pub async fn serve(self, host: Arc<Host>, shutdown: CancellationToken) -> std::io::Result<()> {
-        let app = axum::Router::new().route(ROUTE, axum::routing::post(post_events)).with_state(host);
+        let events = Arc::new(Events { host, forwarder: self.forwarder });
+        let app = axum::Router::new().route(ROUTE, axum::routing::post(post_events)).with_state(events);
         let service = app.into_make_service_with_connect_info::<Peer>();
         let (address, stopped) = (self.address, shutdown.cancelled_owned());
         match self.listening {
@@ -171,6 +191,24 @@ pub enum Rejection {
     /// The call into `map-inbound` failed (a trap, a deadline): 500.
     #[error("the plugin's map-inbound failed: {0}")]
     Failed(#[from] CallError),
+    /// The event cannot be placed where it runs now (503), or a forwarded request asks for
+    /// primaries the payload does not map to (403).
+    #[error(transparent)]
+    Unroutable(#[from] Unroutable),
+    /// A malformed forwarding header (400), or too many primaries to forward (503).
+    #[error(transparent)]
+    Forward(#[from] ForwardError),
+    /// Some parts of the event were not queued where they run: 503.
+    #[error("not every part of the event was queued: {}", parts(.0))]
+    PartsFailed(Vec<(String, PartFailed)>),
+    /// The UID of a primary, its shard key, cannot be read now: 503.
+    #[error("cannot place the primaries among the shards: {0}")]
+    Placement(#[source] kube::Error),
+}
+
+/// The failed parts of an event, each with its owner.
+fn parts(failed: &[(String, PartFailed)]) -> String {
+    failed.iter().map(|(part, why)| format!("{part}: {why}")).collect::<Vec<_>>().join("; ")
 }
 
 impl Rejection {
@@ -180,6 +218,11 @@ impl Rejection {
             Self::UnknownPlugin(_) | Self::NotInbound => StatusCode::NOT_FOUND,
             Self::Denied(denied) if denied.unauthenticated() => StatusCode::UNAUTHORIZED,
             Self::Denied(_) | Self::NotLeading | Self::NotRunning(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unroutable(Unroutable::NotMapped(_)) => StatusCode::FORBIDDEN,
+            Self::Forward(ForwardError::Malformed) => StatusCode::BAD_REQUEST,
+            Self::Unroutable(_) | Self::Forward(_) | Self::PartsFailed(_) | Self::Placement(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Body(body::BodyError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Body(body::BodyError::Unreadable(_)) | Self::NotJson(_) => StatusCode::BAD_REQUEST,
             Self::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -211,58 +254,202 @@ impl IntoResponse for Rejection {
     }
 }
 
+/// What the events listener serves with: the host, and the forwarder to the other replicas.
+struct Events {
+    host: Arc<Host>,
+    forwarder: Option<Forwarder>,
+}
+
 /// `POST /plugins/<name>/events`.
 async fn post_events(
-    State(host): State<Arc<Host>>,
+    State(events): State<Arc<Events>>,
     ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let answer = accept(&host, &name, &headers, body).await;
+    let host = &events.host;
+    let answer = accept(&events, &name, &headers, body).await;
     // Names of plugins that do not run are the caller's words: not a label (unbounded series).
     let plugin = match &answer {
         Err(Rejection::UnknownPlugin(_)) => "",
         _ => name.as_str(),
     };
+    let forwarded = headers.contains_key(forward::FORWARDED_HEADER);
     match answer {
         Ok(enqueued) => {
             host.metrics().inbound_request(plugin, StatusCode::ACCEPTED.as_u16());
-            tracing::debug!(plugin, %peer, enqueued, "inbound event accepted");
+            tracing::debug!(plugin, %peer, enqueued, forwarded, "inbound event accepted");
             let body = serde_json::json!({ "enqueued": enqueued }).to_string();
             (StatusCode::ACCEPTED, [(CONTENT_TYPE, "application/json")], body).into_response()
         }
         Err(rejection) => {
             let code = rejection.status().as_u16();
             host.metrics().inbound_request(plugin, code);
-            tracing::warn!(plugin = name, code, %peer, "inbound event refused: {rejection}");
+            tracing::warn!(plugin = name, code, %peer, forwarded, "inbound event refused: {rejection}");
             rejection.into_response()
         }
     }
 }
 
-/// Checks the request and hands it to the plugin; the number of primaries enqueued.
-async fn accept(host: &Host, name: &str, headers: &HeaderMap, body: Body) -> Result<usize, Rejection> {
+/// Checks the request and hands it to the plugin, here or where it runs (see [`forward`]); the
+/// number of primaries enqueued.
+async fn accept(events: &Events, name: &str, headers: &HeaderMap, body: Body) -> Result<usize, Rejection> {
+    let host = &events.host;
     let (module, inlet) = host.inlet(name).ok_or_else(|| Rejection::UnknownPlugin(name.to_string()))?;
     let inbound = module.config().inbound.as_ref().ok_or(Rejection::NotInbound)?;
     let token = &inbound.token;
     let secret = SecretKey { namespace: token.namespace.clone(), name: token.name.clone(), key: token.key.clone() };
     auth::check(headers, &secret, host.secrets_of(name).as_ref()).await?;
-    if host.fence().gate().is_some_and(|gate| !gate.is_open()) {
-        return Err(Rejection::NotLeading);
-    }
+    let forwarded = Forwarded::of(headers)?;
+    let placement = inlet.placement();
+    // A plugin the leader runs: here, or the whole request to the leader.
+    let to_leader = match &placement {
+        Some(_) => LeaderRoute::Here,
+        None => {
+            let leading = host.fence().gate().map(|gate| gate.is_open());
+            let leader = events.forwarder.as_ref().map(|f| f.peers().leader()).unwrap_or_default();
+            match route::to_leader(leading, forwarded.is_some(), &leader) {
+                Err(_) if events.forwarder.is_none() => return Err(Rejection::NotLeading),
+                routed => routed?,
+            }
+        }
+    };
     let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
     let bytes = body::read(body, declared, body::MAX_PAYLOAD).await?;
     let payload = std::str::from_utf8(&bytes).map_err(|e| Rejection::NotJson(e.to_string()))?;
     serde_json::from_str::<serde::de::IgnoredAny>(payload).map_err(|e| Rejection::NotJson(e.to_string()))?;
+    let authorization = headers.get(axum::http::header::AUTHORIZATION);
+    if let LeaderRoute::To { identity, address } = to_leader {
+        let forwarder = events.forwarder.as_ref().expect("a leader to forward to comes from the forwarder");
+        let sent = forwarder.send(&address, name, authorization, bytes.clone(), &Forwarded::All).await;
+        return sent.map_err(|why| Rejection::PartsFailed(vec![(format!("the leader {identity} at {address}"), why)]));
+    }
     let reader = inlet.reader()?;
     let primaries = module.map_inbound(reader, payload).await?.map_err(Rejection::Refused)?;
-    let delivered = inlet.deliver(primaries, &Arc::from(payload))?;
-    if !delivered.skipped.is_empty() {
-        tracing::warn!(plugin = name, skipped = ?delivered.skipped,
+    let keys = inlet.keys(primaries)?;
+    if !keys.skipped.is_empty() {
+        tracing::warn!(plugin = name, skipped = ?keys.skipped,
             "map-inbound named namespaced primaries without a namespace; they are skipped");
     }
-    Ok(delivered.enqueued.len())
+    let payload: Arc<str> = Arc::from(payload);
+    let mapped = keys.enqueued;
+    // A forwarded request: exactly what it asks for, if the payload maps to it and it is ours.
+    if let Some(forwarded) = forwarded {
+        let asked = match forwarded {
+            Forwarded::All => mapped.clone(),
+            Forwarded::Only(asked) => asked,
+        };
+        match &placement {
+            Some(placement) => route::take_forwarded(&asked, &mapped, |key| placement.owns(key))?,
+            None => route::take_forwarded(&asked, &mapped, |_| true)?,
+        }
+        return Ok(inlet.deliver_keys(asked, &payload)?.len());
+    }
+    let Some(placement) = placement else {
+        return Ok(inlet.deliver_keys(mapped, &payload)?.len());
+    };
+    let Some(forwarder) = &events.forwarder else {
+        return Err(Unroutable::NotMember.into());
+    };
+    let parts = Parts { inlet: &inlet, forwarder, name, authorization, body: &bytes, payload: &payload };
+    let placed = place(&placement, mapped).await?;
+    match parts.deliver(route::split(placed, forwarder.peers().identity(), &forwarder.peers().members())?).await {
+        Ok(enqueued) => Ok(enqueued),
+        // Some owners no longer own their part (the view moved): once more with the view now.
+        Err(Delivery { enqueued, moved, failed }) if failed.is_empty() && !moved.is_empty() => {
+            tokio::time::sleep(RETRY_AFTER).await;
+            let placed = place(&placement, moved.into_iter().flat_map(|(part, _)| part.primaries).collect()).await?;
+            let plan = route::split(placed, forwarder.peers().identity(), &forwarder.peers().members())?;
+            match parts.deliver(plan).await {
+                Ok(more) => Ok(enqueued + more),
+                Err(Delivery { moved, failed, .. }) => Err(Rejection::PartsFailed(Delivery::failures(moved, failed))),
+            }
+        }
+        Err(Delivery { moved, failed, .. }) => Err(Rejection::PartsFailed(Delivery::failures(moved, failed))),
+    }
+}
+
+/// How long a forwarder waits before it retries a part whose owner no longer owns it: about the
+/// time the replicas take to see each other's Leases change.
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The primaries `keys` with the hashes of their shard keys.
+async fn place(
+    placement: &crate::source::inbound::Placement,
+    keys: Vec<crate::object::ObjectKey>,
+) -> Result<Vec<(crate::object::ObjectKey, Option<u64>)>, Rejection> {
+    let mut placed = Vec::with_capacity(keys.len());
+    for key in keys {
+        let hash = placement.hash(&key).await.map_err(Rejection::Placement)?;
+        placed.push((key, hash));
+    }
+    Ok(placed)
+}
+
+/// What delivers the parts of one event.
+struct Parts<'a> {
+    inlet: &'a Inlet,
+    forwarder: &'a Forwarder,
+    name: &'a str,
+    authorization: Option<&'a axum::http::HeaderValue>,
+    body: &'a axum::body::Bytes,
+    payload: &'a Arc<str>,
+}
+
+/// The parts of an event that were not all queued.
+struct Delivery {
+    /// How many primaries were enqueued.
+    enqueued: usize,
+    /// The parts whose owners no longer own them.
+    moved: Vec<(route::Part, PartFailed)>,
+    /// The parts that failed otherwise (this replica's own among them).
+    failed: Vec<(String, PartFailed)>,
+}
+
+impl Delivery {
+    fn failures(
+        moved: Vec<(route::Part, PartFailed)>,
+        mut failed: Vec<(String, PartFailed)>,
+    ) -> Vec<(String, PartFailed)> {
+        failed.extend(moved.into_iter().map(|(part, why)| (describe(&part), why)));
+        failed
+    }
+}
+
+/// Who takes a part, for the caller.
+fn describe(part: &route::Part) -> String {
+    format!("replica {} at {} ({})", part.identity, part.address, route::names(&part.primaries))
+}
+
+impl Parts<'_> {
+    /// Delivers this replica's part of `plan` and forwards the others, all at once; the number
+    /// enqueued when every part was queued.
+    async fn deliver(&self, plan: route::Plan) -> Result<usize, Delivery> {
+        let mut delivery = Delivery { enqueued: 0, moved: Vec::new(), failed: Vec::new() };
+        if !plan.here.is_empty() {
+            match self.inlet.deliver_keys(plan.here, self.payload) {
+                Ok(enqueued) => delivery.enqueued += enqueued.len(),
+                Err(NotRunning) => delivery.failed.push((
+                    "this replica".into(),
+                    PartFailed::Refused { status: 503, message: NotRunning.to_string() },
+                )),
+            }
+        }
+        let sent = plan.there.into_iter().map(|part| async move {
+            let what = Forwarded::Only(part.primaries.clone());
+            let sent = self.forwarder.send(&part.address, self.name, self.authorization, self.body.clone(), &what);
+            (sent.await, part)
+        });
+        for (sent, part) in futures::future::join_all(sent).await {
+            match sent {
+                Ok(enqueued) => delivery.enqueued += enqueued,
+                Err(why) if why.moved() => delivery.moved.push((part, why)),
+                Err(why) => delivery.failed.push((describe(&part), why)),
+            }
+        }
+        if delivery.moved.is_empty() && delivery.failed.is_empty() { Ok(delivery.enqueued) } else { Err(delivery) }
+    }
 }
 
 #[cfg(test)]

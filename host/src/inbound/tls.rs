@@ -77,6 +77,23 @@ impl TlsFiles {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
+
+    /// The client configuration with which replicas forward events to each other: it trusts
+    /// the certificates of the chain file alone (a self-signed certificate the replicas share,
+    /// or the CA the chain includes), not the system's roots.
+    pub fn client_config(&self) -> Result<tokio_rustls::rustls::ClientConfig, TlsError> {
+        let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+        for cert in read_certificates(&self.cert)? {
+            roots.add(cert)?;
+        }
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let mut config = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(config)
+    }
 }
 
 fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {

@@ -49,6 +49,7 @@ use wasmop_core::shard::{Assignment, Declarations, Handover, Ranges};
 
 use super::{Shards, Share};
 use crate::fence::Fence;
+use crate::inbound::peers::ADDRESS_ANNOTATION;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 
@@ -81,6 +82,10 @@ pub struct MembershipSettings {
     pub renew_deadline: Duration,
     /// How often each replica renews.
     pub retry_period: Duration,
+    /// The board of the replicas' events addresses: this replica advertises its own in its
+    /// Lease ([`crate::inbound::peers::ADDRESS_ANNOTATION`]) and posts the members of each view
+    /// with theirs. `None`: no events listener.
+    pub peers: Option<crate::inbound::peers::Peers>,
 }
 
 /// Another member's Lease, as last observed.
@@ -90,6 +95,8 @@ struct Observed {
     renewed: Option<MicroTime>,
     duration: Duration,
     ack: Option<String>,
+    /// Where the member takes inbound events.
+    address: Option<String>,
     /// How the member runs each plugin; empty for a member that declares nothing.
     declared: Declarations,
     resource_version: Option<String>,
@@ -246,6 +253,7 @@ impl Member {
                 }
             }
             self.decide();
+            self.post_members();
             if std::mem::take(&mut self.relist) {
                 self.listing = Some((Instant::now(), HashSet::new()));
                 leases = self.watch_leases();
@@ -321,6 +329,7 @@ impl Member {
             .and_then(|s| u64::try_from(s).ok())
             .map_or(self.settings.lease_duration, Duration::from_secs);
         let ack = lease.annotations().get(VIEW_ANNOTATION).cloned();
+        let address = lease.annotations().get(ADDRESS_ANNOTATION).cloned();
         let declared = lease
             .annotations()
             .get(DECLARATIONS_ANNOTATION)
@@ -335,6 +344,7 @@ impl Member {
             renewed: spec.renew_time,
             duration,
             ack,
+            address,
             declared,
             resource_version: lease.resource_version(),
             changed_at,
@@ -397,6 +407,10 @@ impl Member {
         spec.renew_time = Some(crate::leader::now());
         spec.lease_duration_seconds = Some(seconds);
         let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        match self.settings.peers.as_ref().and_then(|peers| peers.address()) {
+            Some(address) => annotations.insert(ADDRESS_ANNOTATION.to_string(), address.to_string()),
+            None => annotations.remove(ADDRESS_ANNOTATION),
+        };
         match &self.acked {
             Some(view) => annotations.insert(VIEW_ANNOTATION.to_string(), view.clone()),
             None => annotations.remove(VIEW_ANNOTATION),
@@ -525,12 +539,31 @@ impl Member {
         }
     }
 
+    /// Posts the members of the current view, with their events addresses, on the peers' board.
+    fn post_members(&self) {
+        let (Some(peers), Some(view)) = (&self.settings.peers, &self.view) else { return };
+        let now = Instant::now();
+        let assignment = view.0.clone();
+        let mut addresses: BTreeMap<String, String> = self
+            .observed
+            .values()
+            .filter(|o| self.counts(o, now))
+            .filter_map(|o| Some((o.holder.clone()?, o.address.clone()?)))
+            .collect();
+        if let Some(address) = peers.address() {
+            addresses.insert(self.settings.identity.clone(), address.to_string());
+        }
+        let member = self.leadership.leading() && self.listed_at.is_some() && self.gate.is_open();
+        peers.saw_members(crate::inbound::peers::Members { member, assignment, addresses });
+    }
+
     /// Stops: nothing is owned any more, and the Lease is deleted, so the others take over at
     /// once.
     async fn leave(mut self) {
         self.leadership.close();
         self.handover.adopt(Ranges::default());
         self.share.leave();
+        self.post_members();
         if self.lease.is_some() {
             match self.api.delete(&self.name, &DeleteParams::default()).await {
                 Ok(_) => tracing::info!(lease = self.name, "left the shards"),
@@ -603,6 +636,7 @@ mod tests {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
+            peers: None,
         }
     }
 

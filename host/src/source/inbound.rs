@@ -12,6 +12,8 @@ use std::sync::{Arc, RwLock};
 
 use moka::policy::EvictionPolicy;
 
+use wasmop_core::shard::ShardKey;
+
 use super::Sink;
 use crate::mapping::PrimaryKind;
 use crate::object::ObjectKey;
@@ -78,6 +80,64 @@ struct Attached {
 struct Shared {
     attached: RwLock<Option<Attached>>,
     payloads: Option<Arc<Payloads>>,
+    /// Where a sharded plugin's primaries are owned; `None` for a plugin run whole.
+    placement: RwLock<Option<Placement>>,
+}
+
+/// Where a sharded plugin's primaries live: the hash of each one's shard key, computed as its
+/// controller's admission does (its namespace's, or its UID's), and whether this replica owns
+/// it now.
+#[derive(Clone)]
+pub struct Placement {
+    /// The plugin's shard key.
+    pub key: ShardKey,
+    /// The replica's shards.
+    pub shards: crate::shards::Shards,
+    /// The membership's fence: closed, this replica owns nothing.
+    pub fence: crate::fence::Fence,
+    /// The primaries this replica's watch shows (its own).
+    pub primaries: crate::informer::Cache,
+    /// Reads the metadata of a primary the watch does not show (another replica's), for its UID.
+    pub client: kube::Client,
+    /// The primary's resource.
+    pub resource: kube::api::ApiResource,
+}
+
+impl std::fmt::Debug for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placement").field("key", &self.key).finish_non_exhaustive()
+    }
+}
+
+impl Placement {
+    /// The hash of `key`'s shard key as this replica's watch shows the primary: `None` for a
+    /// primary it does not show (by UID).
+    pub fn cached(&self, key: &ObjectKey) -> Option<u64> {
+        match self.key {
+            ShardKey::Namespace => Some(wasmop_core::shard::hash(key.namespace.as_deref().unwrap_or(""))),
+            ShardKey::Uid => self.primaries.uid(key).as_deref().map(wasmop_core::shard::hash),
+        }
+    }
+
+    /// The hash of `key`'s shard key, its UID read from the API server when this replica's
+    /// watch does not show it; `None` when the primary does not exist.
+    pub async fn hash(&self, key: &ObjectKey) -> Result<Option<u64>, kube::Error> {
+        if let Some(hash) = self.cached(key) {
+            return Ok(Some(hash));
+        }
+        let api: kube::Api<kube::api::DynamicObject> = match &key.namespace {
+            Some(ns) => kube::Api::namespaced_with(self.client.clone(), ns, &self.resource),
+            None => kube::Api::all_with(self.client.clone(), &self.resource),
+        };
+        let meta = api.get_metadata_opt(&key.name).await?;
+        Ok(meta.and_then(|m| m.metadata.uid).as_deref().map(wasmop_core::shard::hash))
+    }
+
+    /// Whether this replica owns `key` now: a live member whose share holds the primary.
+    pub fn owns(&self, key: &ObjectKey) -> bool {
+        self.fence.gate().is_none_or(|gate| gate.is_open())
+            && self.cached(key).is_some_and(|hash| self.shards.verdict(hash) != crate::shards::Verdict::NotOurs)
+    }
 }
 
 /// Where the events endpoint hands one plugin's inbound events; cheap to clone.
@@ -115,7 +175,17 @@ impl Inlet {
 
     fn with(caching: bool) -> Self {
         let payloads = caching.then(|| Arc::new(Payloads::new(PAYLOADS_BUDGET)));
-        Self(Arc::new(Shared { attached: RwLock::new(None), payloads }))
+        Self(Arc::new(Shared { attached: RwLock::new(None), payloads, placement: RwLock::new(None) }))
+    }
+
+    /// Says where the sharded plugin's primaries are owned (with its controller's attach).
+    pub fn place(&self, placement: Placement) {
+        *self.0.placement.write().expect("never poisoned") = Some(placement);
+    }
+
+    /// Where the plugin's primaries are owned: `None` for a plugin run whole (by the leader).
+    pub fn placement(&self) -> Option<Placement> {
+        self.0.placement.read().expect("never poisoned").clone()
     }
 
     /// Connects the controller: events go to `sink` (weak: see [`crate::scheduler::WeakHandle`]),
@@ -127,6 +197,7 @@ impl Inlet {
     /// Disconnects the controller (it stops): later events are refused.
     pub fn detach(&self) {
         *self.0.attached.write().expect("never poisoned") = None;
+        *self.0.placement.write().expect("never poisoned") = None;
     }
 
     /// What `map-inbound` reads; [`NotRunning`] before the controller attached or after it
@@ -153,27 +224,45 @@ impl Inlet {
     /// primary named without a namespace is skipped; a cluster-scoped primary's namespace is
     /// ignored.
     pub fn deliver(&self, primaries: Vec<ObjectRef>, payload: &Arc<str>) -> Result<Delivered, NotRunning> {
+        let Delivered { enqueued, skipped } = self.keys(primaries)?;
+        let enqueued = self.deliver_keys(enqueued, payload)?;
+        Ok(Delivered { enqueued, skipped })
+    }
+
+    /// The keys of the primaries `map-inbound` named, each once (in [`Delivered::enqueued`], none
+    /// enqueued yet): a namespaced primary named without a namespace is skipped, a
+    /// cluster-scoped primary's namespace ignored.
+    pub fn keys(&self, primaries: Vec<ObjectRef>) -> Result<Delivered, NotRunning> {
         let attached = self.0.attached.read().expect("never poisoned");
         let attached = attached.as_ref().ok_or(NotRunning)?;
-        let mut delivered = Delivered::default();
+        let mut keys = Delivered::default();
         for primary in primaries {
             if attached.primary.namespaced && primary.namespace.is_none() {
-                delivered.skipped.push(primary.name);
+                keys.skipped.push(primary.name);
                 continue;
             }
             let key = attached.primary.key(primary.namespace.as_deref(), &primary.name);
-            if delivered.enqueued.contains(&key) {
-                continue;
+            if !keys.enqueued.contains(&key) {
+                keys.enqueued.push(key);
             }
-            if let Some(payloads) = &self.0.payloads {
+        }
+        Ok(keys)
+    }
+
+    /// Enqueues the primaries `keys` (from [`Inlet::keys`]) at live priority, after keeping the
+    /// payload for each when the plugin caches inbound events; the keys enqueued.
+    pub fn deliver_keys(&self, keys: Vec<ObjectKey>, payload: &Arc<str>) -> Result<Vec<ObjectKey>, NotRunning> {
+        let attached = self.0.attached.read().expect("never poisoned");
+        let attached = attached.as_ref().ok_or(NotRunning)?;
+        if let Some(payloads) = &self.0.payloads {
+            for key in &keys {
                 payloads.keep(key.clone(), payload.clone());
             }
-            delivered.enqueued.push(key);
         }
-        for key in &delivered.enqueued {
+        for key in &keys {
             attached.sink.enqueue(key.clone(), Priority::Live);
         }
-        Ok(delivered)
+        Ok(keys)
     }
 }
 
