@@ -553,3 +553,45 @@ async fn an_event_posted_to_a_standby_is_reconciled_by_the_leader() -> anyhow::R
     reconciled(&maps, "a", 2, &event).await?;
     Ok(())
 }
+
+/// The same over TLS: the standby forwards over https, trusting the replicas' own certificate
+/// (`--events-tls-cert`, which names 127.0.0.1, the address each advertises).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_forwards_over_tls_trusting_the_replicas_certificate() -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let client = client().await?;
+    let ns = namespace(&client, "inbound-leader-tls").await?;
+    let maps = seed(&client, &ns, &["a"]).await?;
+    let config = config_file(&ns)?;
+    let dir = workspace_root().join("target/tmp");
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])?;
+    let (cert, key) = (dir.join(format!("{ns}-cert.pem")), dir.join(format!("{ns}-key.pem")));
+    std::fs::write(&cert, certified.cert.pem())?;
+    std::fs::write(&key, certified.signing_key.serialize_pem())?;
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let mode = ["--leader-elect", "--events-tls-cert", &cert, "--events-tls-key", &key];
+    let replicas: Vec<Replica> = (0..2).map(|i| Replica::start(&ns, i, &config, &mode)).collect::<Result<_, _>>()?;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let leader = until(
+        "a leader advertising its events address",
+        async || {
+            let lease = leases.get_opt("inbound-leader").await?;
+            Ok(lease.and_then(|l| l.metadata.annotations?.get("wasmop.dev/events-address").cloned()))
+        },
+        Option::is_some,
+    )
+    .await?
+    .expect("an address");
+    reconciled(&maps, "a", 1, &Value::Null).await?;
+    let standby = replicas.iter().find(|r| r.events != leader).expect("two replicas");
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+
+    let trusting = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(certified.cert.pem().as_bytes())?)
+        .build()?;
+    let url = format!("https://{}/plugins/{PLUGIN}/events", standby.events);
+    let event = json!({ "namespace": ns, "names": ["a"], "note": "to the standby over tls" });
+    assert_eq!(post(&trusting, &url, Some(&bearer()), json_bytes(&event)).await?, (202, json!({ "enqueued": 1 })));
+    reconciled(&maps, "a", 2, &event).await?;
+    Ok(())
+}
