@@ -3,7 +3,9 @@
 //! payload cached per primary for `reconcile`; requests without the token, with a wrong one, over
 //! 1 MiB or not JSON are refused (401, 413, 400), counted, and never reach the plugin. The
 //! listener of `wasmop run` serves TLS; plugins installed by `ReconcilerPlugin` resources take
-//! events as soon as they run, and keep taking them across a hot reload.
+//! events as soon as they run, and keep taking them across a hot reload. With several replicas,
+//! an event posted to a shard member that does not own its primaries, or to a standby, reaches
+//! the replica that runs them (over TLS too), and is answered 202 once queued there.
 //!
 //! The plugin is `fixture-inbound`: ConfigMaps labelled `wasmop.dev/fixture=inbound`, each
 //! reconcile counting itself in the annotation `fixture.wasmop.dev/reconciles` and recording the
