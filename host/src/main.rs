@@ -8,11 +8,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
+use wasmop::fence::Fence;
 use wasmop::host::{Host, HostSettings};
 use wasmop::inbound::Endpoint;
 use wasmop::inbound::tls::TlsFiles;
 use wasmop::informer::{ClusterSpec, Clusters};
-use wasmop::fence::Fence;
 use wasmop::leader::{self, LeaseSettings};
 use wasmop::loader::Sources;
 use wasmop::loader::fetch::FetchPolicy;
@@ -274,6 +274,16 @@ struct RunArgs {
     /// The private key (PEM) of --events-tls-cert.
     #[arg(long, value_name = "FILE", requires_all = ["events_addr", "events_tls_cert"])]
     events_tls_key: Option<PathBuf>,
+    /// How long an events client may take to send a request's headers; an idle connection is
+    /// closed after it too.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    events_header_timeout: Duration,
+    /// How long an events client may take to send a request's body (else 408).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    events_body_timeout: Duration,
+    /// How many events connections are served at once; more wait to be accepted.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    events_max_connections: u32,
     /// Where the other replicas forward the inbound events this one runs (HOST:PORT), written
     /// into its Lease with --leader-elect or --shards. Default: $POD_IP and the port of
     /// --events-addr in a pod, else the address --events-addr is bound to.
@@ -322,6 +332,15 @@ impl RunArgs {
     fn events_tls(&self) -> Option<TlsFiles> {
         let (cert, key) = (self.events_tls_cert.clone()?, self.events_tls_key.clone()?);
         Some(TlsFiles { cert, key })
+    }
+
+    /// How the inbound events listener bounds its clients.
+    fn events_limits(&self) -> wasmop::inbound::Limits {
+        wasmop::inbound::Limits {
+            header_timeout: self.events_header_timeout,
+            body_timeout: self.events_body_timeout,
+            max_connections: self.events_max_connections,
+        }
     }
 }
 
@@ -591,7 +610,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         wasmop::host::load_all(&runtime, &files, &config)?;
     }
     let events = match args.events_addr {
-        Some(address) => Some(Endpoint::bind(address, args.events_tls().as_ref()).await?),
+        Some(address) => {
+            Some(Endpoint::bind(address, args.events_tls().as_ref()).await?.with_limits(args.events_limits()))
+        }
         None => None,
     };
     // Where the other replicas forward this one's inbound events.

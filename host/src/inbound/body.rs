@@ -1,11 +1,15 @@
 //! Reading an inbound event's body within its size limit: never more than the limit is kept, and
 //! an oversized body is refused as soon as it is known to be one (its declared length, or the
-//! bytes read so far).
+//! bytes read so far). The server gives every request body a deadline ([`Timed`]): a body still
+//! arriving at it is refused too.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use futures::StreamExt as _;
+use http_body::{Frame, SizeHint};
 
 /// The largest payload taken: 1 MiB.
 pub const MAX_PAYLOAD: usize = 1024 * 1024;
@@ -26,9 +30,68 @@ pub enum BodyError {
         /// The limit.
         limit: usize,
     },
+    /// The client did not send the whole body within the time allowed.
+    #[error("the payload did not arrive within {}", humantime::format_duration(*limit))]
+    TimedOut {
+        /// The time allowed.
+        limit: Duration,
+    },
     /// The connection failed while the body was read.
     #[error("cannot read the payload: {0}")]
     Unreadable(#[source] axum::Error),
+}
+
+impl BodyError {
+    /// A failed read of a chunk: too slow ([`Timed`]'s deadline passed), or anything else.
+    fn of(err: axum::Error) -> Self {
+        let err = err.into_inner();
+        match err.downcast::<TooSlow>() {
+            Ok(slow) => Self::TimedOut { limit: slow.limit },
+            Err(other) => Self::Unreadable(axum::Error::new(other)),
+        }
+    }
+}
+
+/// A request body's deadline passed before its end.
+#[derive(Debug, thiserror::Error)]
+#[error("the body did not arrive within {limit:?}")]
+pub struct TooSlow {
+    limit: Duration,
+}
+
+/// A request body that fails with [`TooSlow`] once its deadline passes: the time to send it
+/// whole is bounded, however slowly its bytes trickle in.
+pub struct Timed {
+    inner: hyper::body::Incoming,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    limit: Duration,
+}
+
+impl Timed {
+    /// `inner`, to be read whole within `limit` from now.
+    pub fn new(inner: hyper::body::Incoming, limit: Duration) -> Self {
+        Self { inner, deadline: Box::pin(tokio::time::sleep(limit)), limit }
+    }
+}
+
+impl http_body::Body for Timed {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(Box::new(TooSlow { limit: self.limit }))));
+        }
+        Pin::new(&mut self.inner).poll_frame(cx).map_err(Into::into)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Reads `body` whole if it is at most `limit` bytes; `declared` is its `Content-Length`, if any.
@@ -42,7 +105,7 @@ pub async fn read(body: Body, declared: Option<u64>, limit: usize) -> Result<Byt
     }
     let mut read = Vec::with_capacity(declared.map_or(0, |length| length as usize));
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(BodyError::Unreadable)?;
+        let chunk = chunk.map_err(BodyError::of)?;
         if read.len() + chunk.len() > limit {
             drain(stream).await;
             return Err(BodyError::TooLarge { limit });

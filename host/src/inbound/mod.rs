@@ -1,12 +1,13 @@
 //! Inbound events (JOSDK's SimpleInboundEventSource and CachingInboundEventSource,
 //! controller-runtime's `source.Channel`): `POST /plugins/<name>/events` on the host's events
 //! listener (`wasmop run --events-addr`, off by default; TLS with a certificate and key, see
-//! [`tls`]).
+//! [`tls`]). The listener bounds its clients ([`Limits`], see [`server`]): the headers of a request
+//! within 10 s, its body within 30 s (else 408), at most 1024 connections at once.
 //!
 //! A request goes through, in order: the plugin must run and declare `inbound` (404); the
 //! `Authorization: Bearer` token must be the one its `inbound.token` Secret key holds ([`auth`];
 //! 401, or 503 when the Secret cannot be read now); the
-//! body must be at most [`body::MAX_PAYLOAD`] (413) and JSON (400). Only then does the plugin see
+//! body must be at most [`body::MAX_PAYLOAD`] (413), arrive in time (408) and be JSON (400). Only then does the plugin see
 //! it: its `map-inbound` names the primaries to reconcile (its error: 422), which are enqueued in
 //! its controller's scheduler through the plugin's
 //! [`Inlet`](crate::source::inbound::Inlet), with the payload kept for `reconcile` when the
@@ -27,18 +28,18 @@ pub mod body;
 pub mod forward;
 pub mod peers;
 pub mod route;
+pub mod server;
 pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::connect_info::{ConnectInfo, Connected};
+use axum::extract::connect_info::ConnectInfo;
 use axum::extract::{Path, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::serve::IncomingStream;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -48,6 +49,7 @@ use crate::secrets::SecretKey;
 use crate::source::inbound::{Inlet, NotRunning};
 use forward::{ForwardError, Forwarded, Forwarder, PartFailed};
 use route::{LeaderRoute, Unroutable};
+pub use server::Limits;
 use tls::{TlsError, TlsFiles, TlsListener};
 
 /// The path of a plugin's inbound events.
@@ -83,6 +85,7 @@ enum Listening {
 pub struct Endpoint {
     listening: Listening,
     address: SocketAddr,
+    limits: Limits,
     forwarder: Option<Forwarder>,
 }
 
@@ -111,7 +114,13 @@ impl Endpoint {
             Some(config) => Listening::Tls(TlsListener::new(listener, config)),
             None => Listening::Plain(listener),
         };
-        Ok(Self { listening, address, forwarder: None })
+        Ok(Self { listening, address, limits: Limits::default(), forwarder: None })
+    }
+
+    /// This endpoint, bounding its clients by `limits` rather than the defaults.
+    #[must_use]
+    pub fn with_limits(self, limits: Limits) -> Self {
+        Self { limits, ..self }
     }
 
     /// This endpoint, forwarding the events other replicas run to them with `forwarder`
@@ -130,34 +139,18 @@ impl Endpoint {
     pub async fn serve(self, host: Arc<Host>, shutdown: CancellationToken) -> std::io::Result<()> {
         let events = Arc::new(Events { host, forwarder: self.forwarder });
         let app = axum::Router::new().route(ROUTE, axum::routing::post(post_events)).with_state(events);
-        let service = app.into_make_service_with_connect_info::<Peer>();
-        let (address, stopped) = (self.address, shutdown.cancelled_owned());
+        let (address, limits) = (self.address, self.limits);
         match self.listening {
             Listening::Plain(listener) => {
-                tracing::info!(%address, "serving inbound events on POST /plugins/<name>/events");
-                axum::serve(listener, service).with_graceful_shutdown(stopped).await
+                tracing::info!(%address, ?limits, "serving inbound events on POST /plugins/<name>/events");
+                server::serve(listener, app, limits, shutdown).await;
             }
             Listening::Tls(listener) => {
-                tracing::info!(%address, "serving inbound events on POST /plugins/<name>/events over TLS");
-                axum::serve(listener, service).with_graceful_shutdown(stopped).await
+                tracing::info!(%address, ?limits, "serving inbound events on POST /plugins/<name>/events over TLS");
+                server::serve(listener, app, limits, shutdown).await;
             }
         }
-    }
-}
-
-/// The caller's address, for the log.
-#[derive(Debug, Clone, Copy)]
-struct Peer(SocketAddr);
-
-impl Connected<IncomingStream<'_, TcpListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
-        Self(*stream.remote_addr())
-    }
-}
-
-impl Connected<IncomingStream<'_, TlsListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
-        Self(*stream.remote_addr())
+        Ok(())
     }
 }
 
@@ -176,7 +169,7 @@ pub enum Rejection {
     /// This replica does not lead (leader election): 503; the leader takes events.
     #[error("this replica does not lead; the leader takes inbound events")]
     NotLeading,
-    /// Oversized (413), or the body could not be read (400).
+    /// Oversized (413), too slow (408), or the body could not be read (400).
     #[error(transparent)]
     Body(#[from] body::BodyError),
     /// The payload is not JSON: 400.
@@ -224,6 +217,7 @@ impl Rejection {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::Body(body::BodyError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Body(body::BodyError::TimedOut { .. }) => StatusCode::REQUEST_TIMEOUT,
             Self::Body(body::BodyError::Unreadable(_)) | Self::NotJson(_) => StatusCode::BAD_REQUEST,
             Self::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -263,7 +257,7 @@ struct Events {
 /// `POST /plugins/<name>/events`.
 async fn post_events(
     State(events): State<Arc<Events>>,
-    ConnectInfo(Peer(peer)): ConnectInfo<Peer>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
@@ -472,6 +466,7 @@ mod tests {
             ),
             (Rejection::NotLeading, 503),
             (Rejection::Body(body::BodyError::TooLarge { limit: 1 }), 413),
+            (Rejection::Body(body::BodyError::TimedOut { limit: std::time::Duration::from_secs(30) }), 408),
             (Rejection::NotJson("eof".into()), 400),
             (Rejection::NotRunning(NotRunning), 503),
             (Rejection::Refused("no".into()), 422),
