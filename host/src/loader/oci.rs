@@ -4,7 +4,9 @@
 //! changes behind the resource's back. The host fetches the manifest (by its tag when one is
 //! given, which must then name the pinned digest; else by the digest), checks the manifest's
 //! bytes against the digest, checks that it has the Wasm OCI artifact layout, downloads its one
-//! layer with a cap of [`MAX_MODULE_BYTES`] and checks the layer's sha256. The module is then
+//! layer with a cap of [`MAX_MODULE_BYTES`] and checks the layer's sha256; the manifest is read
+//! with a cap of 4 MiB ([`manifest`]), and the whole pull (token, manifest and layer) must end
+//! within [`PULL_DEADLINE`] (else `Unreachable`). The module is then
 //! stored by the manifest's digest under the host's cache directory ([`Registries::store`]): a
 //! later pull of the same digest reads the stored copy (checking both digests again) and asks the
 //! registry nothing, so a tag that is moved or deleted afterwards changes nothing.
@@ -26,6 +28,8 @@
 //! imagePullSecrets; a registry that no Secret names is asked anonymously. Registries are spoken
 //! to over https, except those the operator lists as insecure (`--insecure-registry`).
 
+mod manifest;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,24 +44,27 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::fetch::MAX_MODULE_BYTES;
+pub use manifest::MAX_MANIFEST_BYTES;
+use manifest::{ManifestError, ManifestRequest};
 
 /// The media type of the config of a Wasm OCI artifact.
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// The media type of its one layer: the component's bytes.
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 
-/// The largest manifest the host reads (registries commonly refuse those over 4 MiB).
-const MAX_MANIFEST_BYTES: usize = 4 << 20;
 /// How long connecting to a registry, and reading one chunk of an answer, may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a whole pull from a registry may take: its token, its manifest and its module.
+pub const PULL_DEADLINE: Duration = Duration::from_secs(120);
 
 /// Why a pull failed: the `reason` of the resource's `Degraded` condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     /// `spec.module.oci` is not a reference with a sha256 digest.
     InvalidReference,
-    /// No connection to the registry (refused, DNS, TLS, timeout).
+    /// No connection to the registry (refused, DNS, TLS, timeout), or a pull slower than its
+    /// deadline.
     Unreachable,
     /// The registry refused the credentials, or wants some and none were given.
     Unauthorized,
@@ -65,7 +72,8 @@ pub enum Reason {
     NotFound,
     /// The manifest or the layer is not what the pinned digest says.
     DigestMismatch,
-    /// The module is larger than [`MAX_MODULE_BYTES`].
+    /// The module is larger than [`MAX_MODULE_BYTES`], or the manifest than
+    /// [`MAX_MANIFEST_BYTES`].
     TooLarge,
     /// Not the Wasm OCI artifact layout.
     WrongMediaType,
@@ -239,13 +247,23 @@ fn registry_host(key: &str) -> String {
     }
 }
 
-/// How the host speaks to registries: which are plain http, and where pulled modules are stored.
-#[derive(Debug, Clone, Default)]
+/// How the host speaks to registries: which are plain http, where pulled modules are stored,
+/// and how long a pull may take.
+#[derive(Debug, Clone)]
 pub struct Registries {
     /// `HOST:PORT`s spoken to over plain http.
     insecure: Vec<String>,
     /// Where pulled modules are stored by digest; `None` stores nothing.
     store: Option<PathBuf>,
+    /// How long one pull from a registry may take in all.
+    deadline: Duration,
+}
+
+impl Default for Registries {
+    /// https to every registry, nothing stored, pulls within [`PULL_DEADLINE`].
+    fn default() -> Self {
+        Self::new(Vec::new(), None)
+    }
 }
 
 /// How a pull went, for the metrics: `stored` (read from the store), `pulled`, or a [`Reason`].
@@ -255,7 +273,14 @@ impl Registries {
     /// Speaks plain http to the `insecure` registries (`HOST:PORT`, as references name them) and
     /// https to every other; stores modules under `store`.
     pub fn new(insecure: Vec<String>, store: Option<PathBuf>) -> Self {
-        Self { insecure, store }
+        Self { insecure, store, deadline: PULL_DEADLINE }
+    }
+
+    /// These registries, each pull from one ending within `deadline` rather than
+    /// [`PULL_DEADLINE`].
+    #[must_use]
+    pub fn with_deadline(self, deadline: Duration) -> Self {
+        Self { deadline, ..self }
     }
 
     /// The directory pulled modules are stored in.
@@ -277,10 +302,32 @@ impl Registries {
             connect_timeout: Some(CONNECT_TIMEOUT),
             read_timeout: Some(READ_TIMEOUT),
             platform_resolver: None,
-            user_agent: concat!("wasmop/", env!("CARGO_PKG_VERSION")),
+            user_agent: USER_AGENT,
             extra_root_certificates: mozilla_roots().to_vec(),
             ..ClientConfig::default()
         })
+    }
+
+    /// The HTTP client of the manifest's request: as [`Registries::client`]'s (the same reqwest,
+    /// timeouts and roots).
+    fn manifest_http(&self) -> Result<oci_http::Client, PullError> {
+        let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+        let roots = mozilla_roots().iter().map(oci_http::Certificate::try_from).collect::<Result<Vec<_>, _>>();
+        let built = roots.and_then(|roots| {
+            oci_http::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .read_timeout(READ_TIMEOUT)
+                .user_agent(USER_AGENT)
+                .tls_certs_merge(roots)
+                .build()
+                .map_err(OciDistributionError::from)
+        });
+        built.map_err(|e| PullError::new(Reason::PullFailed, format!("cannot build the registry client: {e}")))
+    }
+
+    /// `http` for the insecure registries, else `https`.
+    fn scheme(&self, reference: &Reference) -> &'static str {
+        if self.insecure.iter().any(|r| r == reference.resolve_registry()) { "http" } else { "https" }
     }
 
     /// The module `oci` names: from the store when its digest is there, else pulled with
@@ -289,7 +336,14 @@ impl Registries {
         if let Some(bytes) = self.stored(oci.digest()).await {
             return Ok((bytes, "stored"));
         }
-        let (manifest, module) = self.pull_from_registry(oci, credentials).await?;
+        let pulled = tokio::time::timeout(self.deadline, self.pull_from_registry(oci, credentials)).await;
+        let (manifest, module) = pulled.map_err(|_| {
+            let deadline = humantime::format_duration(self.deadline);
+            PullError::new(
+                Reason::Unreachable,
+                format!("pulling {oci} from registry {} took longer than the {deadline} allowed", oci.registry()),
+            )
+        })??;
         if let Some(dir) = &self.store
             && let Err(err) = write_stored(dir, oci.digest(), &manifest, &module).await
         {
@@ -308,11 +362,16 @@ impl Registries {
         let with_credentials = !matches!(auth, RegistryAuth::Anonymous);
         let failed = |e: OciDistributionError| classify(oci, with_credentials, e);
         let reference = oci.manifest_reference();
-        let accepted = [OCI_IMAGE_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE];
-        let (manifest, _) = client.pull_manifest_raw(&reference, &auth, &accepted).await.map_err(failed)?;
-        if manifest.len() > MAX_MANIFEST_BYTES {
-            return Err(PullError::new(Reason::TooLarge, format!("the manifest of {oci} is larger than 4 MiB")));
-        }
+        let request = ManifestRequest {
+            http: &self.manifest_http()?,
+            registry: &client,
+            scheme: self.scheme(&reference),
+            accepted: &[OCI_IMAGE_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE],
+        };
+        let manifest = request.pull(&reference, &auth).await.map_err(|e| match e {
+            ManifestError::Registry(e) => failed(e),
+            ManifestError::TooLarge => PullError::new(Reason::TooLarge, format!("{oci}: {e}")),
+        })?;
         let actual = format!("sha256:{}", hex::encode(Sha256::digest(&manifest)));
         if actual != oci.digest() {
             let by = reference.tag().map_or_else(|| "the digest".to_string(), |tag| format!("tag {tag:?}"));
@@ -348,7 +407,7 @@ impl Registries {
                 format!("the module of {oci} has the sha256 {actual}, not the layer's {}", layer.digest),
             ));
         }
-        Ok((manifest.to_vec(), module))
+        Ok((manifest, module))
     }
 
     /// The stored module of manifest `digest`, when the store has it and both digests check.
@@ -406,6 +465,9 @@ impl Registries {
         Ok(digest)
     }
 }
+
+/// How the host introduces itself to registries.
+const USER_AGENT: &str = concat!("wasmop/", env!("CARGO_PKG_VERSION"));
 
 /// Mozilla's root certificates (`webpki-root-certs`), trusted besides the system's: the host's
 /// container image has no system roots.
@@ -616,6 +678,106 @@ mod tests {
         let err = Registries::default().pull(&oci, &Credentials::default()).await.unwrap_err();
         assert_eq!(err.reason, Reason::Unreachable, "{}", err.message);
         assert!(err.message.contains(&format!("https://127.0.0.1:{port}/v2/")), "{}", err.message);
+    }
+
+    /// How [`registry`] serves a manifest.
+    #[derive(Clone, Copy)]
+    enum Served {
+        /// This many bytes, with no declared length, as fast as they are read.
+        Huge(usize),
+        /// One byte every so often, for ever.
+        Trickled(Duration),
+    }
+
+    /// A loopback registry, spoken to over plain http, that asks for no credentials and serves
+    /// every manifest as `served` says. Returns its `HOST:PORT` and where it tells how many bytes
+    /// of a manifest it sent once it stopped sending (the client went away, or all were sent).
+    async fn registry(served: Served) -> (String, tokio::sync::mpsc::UnboundedReceiver<usize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let (sent, told) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let sent = sent.clone();
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    loop {
+                        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match socket.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => request.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        let end = request.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                        let head = String::from_utf8_lossy(&request[..end]).into_owned();
+                        request.drain(..end);
+                        if !head.contains("/manifests/") {
+                            let answer =
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+                            if socket.write_all(answer.as_bytes()).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: {OCI_IMAGE_MEDIA_TYPE}\r\nConnection: close\r\n\r\n"
+                        );
+                        if socket.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        let mut total = 0;
+                        match served {
+                            Served::Huge(size) => {
+                                let chunk = vec![b' '; 64 << 10];
+                                while total < size && socket.write_all(&chunk).await.is_ok() {
+                                    total += chunk.len();
+                                }
+                            }
+                            Served::Trickled(every) => {
+                                while socket.write_all(b" ").await.is_ok() {
+                                    total += 1;
+                                    tokio::time::sleep(every).await;
+                                }
+                            }
+                        }
+                        let _ = sent.send(total);
+                        return;
+                    }
+                });
+            }
+        });
+        (address, told)
+    }
+
+    #[tokio::test]
+    async fn a_huge_manifest_is_read_only_up_to_the_cap() {
+        let huge = 64 << 20;
+        let (address, mut sent) = registry(Served::Huge(huge)).await;
+        let oci = OciRef::parse(&format!("{address}/greeting:v1@{DIGEST}")).unwrap();
+        let (registries, credentials) = (Registries::new(vec![address], None), Credentials::default());
+        let pulled = tokio::time::timeout(Duration::from_secs(60), registries.pull(&oci, &credentials));
+        let err = pulled.await.expect("an answer within a minute").unwrap_err();
+        assert_eq!(err.reason, Reason::TooLarge, "{}", err.message);
+        assert!(err.message.contains("larger than 4 MiB; reading stopped there"), "{}", err.message);
+        // The client stopped reading at the cap: the registry could send what the sockets'
+        // buffers hold past it, not the whole manifest.
+        let sent = tokio::time::timeout(Duration::from_secs(60), sent.recv()).await.expect("the registry stopped");
+        let sent = sent.expect("it told how much it sent");
+        assert!(sent < huge / 2, "the registry sent {sent} bytes of the manifest; the cap is {MAX_MANIFEST_BYTES}");
+    }
+
+    #[tokio::test]
+    async fn a_trickled_manifest_fails_at_the_pull_deadline() {
+        let (address, _sent) = registry(Served::Trickled(Duration::from_millis(50))).await;
+        let oci = OciRef::parse(&format!("{address}/greeting:v1@{DIGEST}")).unwrap();
+        let registries = Registries::new(vec![address.clone()], None).with_deadline(Duration::from_secs(1));
+        let credentials = Credentials::default();
+        let pulled = tokio::time::timeout(Duration::from_secs(20), registries.pull(&oci, &credentials));
+        let err = pulled.await.expect("an answer by the deadline").unwrap_err();
+        assert_eq!(err.reason, Reason::Unreachable, "{}", err.message);
+        assert_eq!(err.message, format!("pulling {oci} from registry {address} took longer than the 1s allowed"),);
     }
 
     #[test]
