@@ -90,8 +90,11 @@ async fn a_plugin_naming_another_plugins_secret_is_refused_at_load_and_its_value
     assert!(err.contains(&refusal), "{err}");
     assert_eq!(host.plugins(), Vec::<String>::new());
 
-    // A ReconcilerPlugin says why on its status.
-    let loader = ResourceHost::start(&client, settings(&ns, HostConfig::default()), Metrics::new())?;
+    // A ReconcilerPlugin says why on its status. Its grants are its own spec's alone: the
+    // configuration file's entry for the name its module gives itself (here one that allows
+    // the Secret) is not the operator's word for a resource anyone may create.
+    let file_allowance = allowing(HostConfig::default(), "global", &["dns-api-token"], &[records::ORIGIN]);
+    let loader = ResourceHost::start(&client, settings(&ns, file_allowance), Metrics::new())?;
     let modules: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     modules.create(&PostParams::default(), &module_map(&std::fs::read(&file)?)).await?;
     let resources: Api<DynamicObject> = Api::all_with(client.clone(), &wasmop::loader::resource::resource());
@@ -107,6 +110,19 @@ async fn a_plugin_naming_another_plugins_secret_is_refused_at_load_and_its_value
     assert!(message.contains(&refusal), "{message}");
     assert_eq!(loader.host.plugins(), Vec::<String>::new());
     resources.delete(&name, &DeleteParams::default()).await?;
+    // Without overrides of its own it has no grants at all.
+    let bare = format!("global-bare-{ns}");
+    let mut without = reconciler_plugin(&bare, &ns)?;
+    without.data["spec"].as_object_mut().expect("a spec").remove("overrides");
+    resources.create(&PostParams::default(), &without).await?;
+    let refused = wait_until(&resources, &bare, "the refusal on the status", |r| {
+        condition(r, "Loaded").is_some_and(|c| c["status"] == "False")
+    })
+    .await?;
+    let message = condition(&refused, "Loaded").and_then(|c| c["message"].as_str()).unwrap_or_default().to_owned();
+    assert!(message.contains("plugin \"global\" may not"), "{message}");
+    assert_eq!(loader.host.plugins(), Vec::<String>::new());
+    resources.delete(&bare, &DeleteParams::default()).await?;
     loader.stop().await?;
 
     // Running, `global` would have asked every second.

@@ -375,7 +375,10 @@ async fn load(context: &Context, name: &str, owner: &str, object: &DynamicObject
         return Report::Loaded { plugin };
     }
     let origin = std::path::PathBuf::from(format!("ReconcilerPlugin {name}"));
-    match context.host.install(owner, &origin, bytes, spec.overrides).await {
+    // A resource's settings are its own spec's alone, never the configuration file's entry for
+    // the name its module gives itself: that entry may grant Secrets, and anyone who may create
+    // a ReconcilerPlugin chooses the module.
+    match context.host.install(owner, &origin, bytes, Some(spec.overrides.unwrap_or_default())).await {
         Ok(installed) => {
             tracing::info!(resource = name, plugin = installed.name, digest = installed.digest,
                 change = ?installed.change, "ReconcilerPlugin loaded");
@@ -507,7 +510,7 @@ async fn load_candidate(context: &Context, name: &str, owner: &str, object: &Dyn
         return CandidateReport::Shadowed { digest };
     }
     let origin = std::path::PathBuf::from(format!("ReconcilerPlugin {name} candidate"));
-    match context.host.propose(owner, &origin, bytes, spec.overrides).await {
+    match context.host.propose(owner, &origin, bytes, Some(spec.overrides.unwrap_or_default())).await {
         Ok(digest) => {
             context.candidates.lock().expect("never poisoned").insert(name.to_string(), applied);
             CandidateReport::Shadowed { digest }
