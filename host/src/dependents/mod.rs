@@ -32,8 +32,8 @@ use wasmop_core::refusal::{self, Persistence};
 use wasmop_core::workflow::{self, Driver, State, Workflow, WorkflowError};
 
 use crate::external::{ExternalCalls, Known};
-use crate::informer::Cache;
 use crate::fence::Unanswered;
+use crate::informer::Cache;
 use crate::mapping::Links;
 use crate::metrics::{Metrics, Verb};
 use crate::object::ObjectKey;

@@ -35,8 +35,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::fetch::{FetchError, FetchPolicy, ModuleSpec};
 use super::oci::Credentials;
-use crate::host::{Host, HostError};
 use crate::fence::Unanswered;
+use crate::host::{Host, HostError};
 use crate::secrets::{SecretError, SecretKey};
 use crate::settings::Overrides;
 

@@ -278,7 +278,14 @@ mod tests {
         let assignment = Assignment::new(members.iter().copied());
         let owned = assignment.ranges(me);
         let runnable = if settled { owned.clone() } else { Ranges::default() };
-        Share { view: assignment.view(), owned, runnable, since: Instant::now(), assigned: settled, disputed: BTreeSet::new() }
+        Share {
+            view: assignment.view(),
+            owned,
+            runnable,
+            since: Instant::now(),
+            assigned: settled,
+            disputed: BTreeSet::new(),
+        }
     }
 
     #[tokio::test]
