@@ -21,7 +21,7 @@ use crate::controller::{self, Controller, Handover};
 use crate::informer::{Clusters, ImpersonationError, UnknownCluster};
 use crate::metrics::Metrics;
 use crate::runtime::{Current, LoadError, Module, Runtime};
-use crate::secrets::access::{self, AccessError, SelfReview};
+use crate::secret_access::{self as access, AccessError, SelfReview};
 use crate::secrets::{KubeSecrets, PluginSecrets, SecretReader};
 use crate::settings::{Defaults, HostConfig, Overrides, resolve};
 use crate::shadow::Shadow;
@@ -94,7 +94,7 @@ pub enum HostError {
     #[error("{0} runs no live version for the candidate to shadow")]
     NothingToShadow(String),
     /// A plugin names a Secret it may not have read for it, or would send one over plain http
-    /// ([`crate::secrets::access`]).
+    /// ([`crate::secret_access`]).
     #[error(transparent)]
     SecretAccess(#[from] AccessError),
     /// A plugin names a Secret only its ServiceAccount's rights could give it, and was started
@@ -431,7 +431,7 @@ impl Host {
         PluginSecrets::new(module.name(), plan.allowed, self.secrets.clone(), own)
     }
 
-    /// Checks the Secrets `module` names ([`crate::secrets::access`]), asking the API server as
+    /// Checks the Secrets `module` names ([`crate::secret_access`]), asking the API server as
     /// its ServiceAccount about those only the account's rights could give it, and makes its
     /// reader.
     async fn checked_secrets(&self, module: &Module, overrides: &Overrides) -> Result<PluginSecrets, HostError> {
@@ -663,7 +663,7 @@ impl Host {
         self.secrets.as_ref()
     }
 
-    /// Reads the Secrets plugin `name` may have read for it ([`crate::secrets::access`]); one
+    /// Reads the Secrets plugin `name` may have read for it ([`crate::secret_access`]); one
     /// that reads nothing when it does not run.
     pub fn secrets_of(&self, name: &str) -> Arc<dyn SecretReader> {
         self.runtime.secrets_of(name)

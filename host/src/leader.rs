@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::fence::{Fence, Terms};
-use crate::inbound::peers::ADDRESS_ANNOTATION;
+use crate::peers::ADDRESS_ANNOTATION;
 
 /// Where and how to elect.
 #[derive(Debug, Clone)]
@@ -52,9 +52,9 @@ pub struct LeaseSettings {
     /// How often to try to acquire or renew.
     pub retry_period: Duration,
     /// The board of the replicas' events addresses: the leader advertises its own in the Lease
-    /// ([`crate::inbound::peers::ADDRESS_ANNOTATION`]), and every replica posts the leader it
+    /// ([`crate::peers::ADDRESS_ANNOTATION`]), and every replica posts the leader it
     /// sees there. `None`: no events listener.
-    pub peers: Option<crate::inbound::peers::Peers>,
+    pub peers: Option<crate::peers::Peers>,
 }
 
 /// A fresh identity for this process: `base` (the pod's name, or the host's) and a random

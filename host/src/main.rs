@@ -646,7 +646,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let release = CancellationToken::new();
     let base = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "wasmop".into());
     let identity = leader::identity(&base);
-    let peers = wasmop::inbound::peers::Peers::new(&identity, advertised);
+    let peers = wasmop::peers::Peers::new(&identity, advertised);
     let (fence, election) = if args.leader_elect || args.shards {
         anyhow::ensure!(
             args.renew_deadline < args.lease_duration,
@@ -816,6 +816,21 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
+/// The addresses of the API server at `url`: its IP address, or what its name resolves to
+/// (none when it does not resolve now; the host's own requests will say why).
+async fn api_server_addresses(url: &http::Uri) -> Vec<std::net::IpAddr> {
+    let Some(host) = url.host() else { return Vec::new() };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = host.parse() {
+        return vec![ip];
+    }
+    let port = url.port_u16().unwrap_or(443);
+    match tokio::net::lookup_host((host, port)).await {
+        Ok(found) => found.map(|a| a.ip()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -837,20 +852,5 @@ mod tests {
         assert_eq!((plugin, fixtures), (PathBuf::from("p.wasm"), vec![PathBuf::from("a.yaml"), PathBuf::from("dir")]));
         assert_eq!((namespace.as_str(), other_namespace.as_str()), ("ns", "other"));
         assert!(Cli::try_parse_from(["wasmop", "test", "p.wasm"]).is_err(), "fixtures are required");
-    }
-}
-
-/// The addresses of the API server at `url`: its IP address, or what its name resolves to
-/// (none when it does not resolve now; the host's own requests will say why).
-async fn api_server_addresses(url: &http::Uri) -> Vec<std::net::IpAddr> {
-    let Some(host) = url.host() else { return Vec::new() };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if let Ok(ip) = host.parse() {
-        return vec![ip];
-    }
-    let port = url.port_u16().unwrap_or(443);
-    match tokio::net::lookup_host((host, port)).await {
-        Ok(found) => found.map(|a| a.ip()).collect(),
-        Err(_) => Vec::new(),
     }
 }

@@ -3,7 +3,7 @@
 //! With several replicas, the one a client reaches (through a Service) may not run the primaries
 //! of its event: a standby (`--leader-elect`), or a shard member that does not own them
 //! (`--shards`). That replica forwards the event to the one that does, at the events address it
-//! advertises in its Lease ([`super::peers`]): the same path, `Authorization` header and body,
+//! advertises in its Lease ([`crate::peers`]): the same path, `Authorization` header and body,
 //! with the header [`FORWARDED_HEADER`] saying which primaries it must take ([`Forwarded`]).
 //! The client is answered 202 only once every part of the event is queued where it will run:
 //! this replica's part delivered here, every other part answered 202 by its owner.
@@ -40,9 +40,9 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 
-use super::peers::Peers;
 use super::tls::{TlsError, TlsFiles};
 use crate::object::ObjectKey;
+use crate::peers::Peers;
 
 /// The header that marks a forwarded request, naming what its receiver must take.
 pub const FORWARDED_HEADER: &str = "wasmop-forwarded";

@@ -26,7 +26,6 @@
 pub mod auth;
 pub mod body;
 pub mod forward;
-pub mod peers;
 pub mod route;
 pub mod server;
 pub mod tls;

@@ -12,8 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use super::peers::{Leader, Members};
 use crate::object::ObjectKey;
+use crate::peers::{Leader, Members};
 
 /// Why an event cannot be placed where it would run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -155,7 +155,7 @@ impl Runtime {
     /// Reads the Secrets of plugin `plugin` (its secret headers, [`http`]) with `secrets` from
     /// now on; until then its requests with a secret header fail, saying no cluster is connected.
     /// The host gives each plugin a reader of only the Secrets it may read
-    /// ([`crate::secrets::access`]).
+    /// ([`crate::secret_access`]).
     pub fn read_secrets_for(&self, plugin: &str, secrets: Arc<dyn crate::secrets::SecretReader>) {
         self.http.read_secrets_for(plugin, Some(secrets));
     }

@@ -9,10 +9,10 @@
 //! is refused at load, and its reader ([`PluginSecrets`]) refuses such a read too. The host's
 //! own reads (the registry credentials the operator names) go through [`KubeSecrets`] directly.
 
-pub mod access;
 mod plugin;
 mod read;
 
+use std::fmt;
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
@@ -36,6 +36,28 @@ pub struct SecretKey {
     pub name: String,
     /// The key in its `data`.
     pub key: String,
+}
+
+/// A Secret by namespace and name, its namespace resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SecretRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl SecretRef {
+    /// The Secret of `key`; one that names no namespace is in `default_namespace`.
+    pub fn of(key: &SecretKey, default_namespace: &str) -> Self {
+        Self { namespace: key.namespace.clone().unwrap_or_else(|| default_namespace.into()), name: key.name.clone() }
+    }
+}
+
+impl fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
 }
 
 /// Why a Secret's value cannot be had. The messages name the Secret and the key, never a value.

@@ -1,4 +1,4 @@
-//! One plugin's Secret reader, as [`super::access`] decided it at load: the Secrets the operator
+//! One plugin's Secret reader, as the host decided it at load (`secret_access`): the Secrets the operator
 //! allowed it are read as the host; any other only as the plugin's own ServiceAccount, so a
 //! grant the account loses takes effect (within [`super::CACHE_TTL`]); a plugin without an
 //! account has no other.
@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 
-use super::access::SecretRef;
-use super::{KubeSecrets, SecretError, SecretKey, SecretReader};
+use super::{KubeSecrets, SecretError, SecretKey, SecretReader, SecretRef};
 
 /// Reads the Secrets one plugin may have read for it, and refuses the others without a request.
 pub struct PluginSecrets {

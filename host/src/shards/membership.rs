@@ -49,9 +49,9 @@ use wasmop_core::shard::{Assignment, Declarations, Handover, Ranges};
 
 use super::{Shards, Share};
 use crate::fence::Fence;
-use crate::inbound::peers::ADDRESS_ANNOTATION;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
+use crate::peers::ADDRESS_ANNOTATION;
 
 /// The label that marks the Leases of one shard group.
 pub const GROUP_LABEL: &str = "wasmop.dev/shard-group";
@@ -83,9 +83,9 @@ pub struct MembershipSettings {
     /// How often each replica renews.
     pub retry_period: Duration,
     /// The board of the replicas' events addresses: this replica advertises its own in its
-    /// Lease ([`crate::inbound::peers::ADDRESS_ANNOTATION`]) and posts the members of each view
+    /// Lease ([`crate::peers::ADDRESS_ANNOTATION`]) and posts the members of each view
     /// with theirs. `None`: no events listener.
-    pub peers: Option<crate::inbound::peers::Peers>,
+    pub peers: Option<crate::peers::Peers>,
 }
 
 /// Another member's Lease, as last observed.
@@ -554,7 +554,7 @@ impl Member {
             addresses.insert(self.settings.identity.clone(), address.to_string());
         }
         let member = self.leadership.leading() && self.listed_at.is_some() && self.gate.is_open();
-        peers.saw_members(crate::inbound::peers::Members { member, assignment, addresses });
+        peers.saw_members(crate::peers::Members { member, assignment, addresses });
     }
 
     /// Stops: nothing is owned any more, and the Lease is deleted, so the others take over at

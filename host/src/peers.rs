@@ -1,12 +1,12 @@
 //! Where the other replicas take inbound events, as their Leases advertise it.
 //!
 //! Each replica writes its events address (`--events-advertise-addr`) into the Lease it holds,
-//! in the annotation [`ADDRESS_ANNOTATION`]: a shard member into its membership Lease
-//! ([`crate::shards::membership`]), the leader into the election's Lease when it renews
-//! ([`crate::leader`]). The same two loops read the other replicas' Leases and post here what
-//! they saw: the shard members with their addresses, and the leader. [`Peers`] is that board,
-//! shared by the loops that write it and the events listener that reads it
-//! ([`super::forward`]).
+//! in the annotation [`ADDRESS_ANNOTATION`]: a shard member into its membership Lease (the
+//! shards' membership), the leader into the election's Lease when it renews (the leader
+//! election). The same two loops read the other replicas' Leases and post here what they saw:
+//! the shard members with their addresses, and the leader. [`Peers`] is that board, shared by
+//! the loops that write it and the events listener that reads it (inbound forwarding). It
+//! depends on neither, so both can depend on it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

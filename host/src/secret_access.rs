@@ -25,35 +25,13 @@ use kube::Api;
 use kube::api::PostParams;
 use wasmop_core::settings::{ServiceAccount, Settings};
 
-use super::SecretKey;
 use crate::runtime::bindings::wasmop::plugin::types::PluginConfig;
 use crate::runtime::http::{Policy, Scheme};
+use crate::secrets::{SecretKey, SecretRef};
 
 /// Where the operator says what a plugin may have beyond its own identity, for the errors.
 fn overrides_of(plugin: &str) -> String {
     format!("in its ReconcilerPlugin's spec.overrides or in plugins.{plugin} of the configuration file")
-}
-
-/// A Secret by namespace and name, its namespace resolved.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SecretRef {
-    /// Its namespace.
-    pub namespace: String,
-    /// Its name.
-    pub name: String,
-}
-
-impl SecretRef {
-    /// The Secret of `key`; one that names no namespace is in `default_namespace`.
-    pub fn of(key: &SecretKey, default_namespace: &str) -> Self {
-        Self { namespace: key.namespace.clone().unwrap_or_else(|| default_namespace.into()), name: key.name.clone() }
-    }
-}
-
-impl fmt::Display for SecretRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
 }
 
 /// A Secret a plugin's configuration names, and what for.
