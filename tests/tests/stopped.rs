@@ -76,6 +76,7 @@ impl Replica {
         Ok(Self { child, metrics })
     }
 
+    /// Its process ID.
     fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -153,7 +154,7 @@ fn test_dir(ns: &str) -> anyhow::Result<PathBuf> {
 
 /// Probes in the sharded test.
 const PROBES: usize = 60;
-/// How long each run of a probe busy-waits (wall clock), but for the long ones.
+/// How long each run of a probe busy-waits (wall clock), but the long one's.
 const BUSY_MS: u64 = 20;
 /// How long the runs of the long probe busy-wait: longer than the stop, so that the stopped
 /// replica's run of it goes on after it continues, and the other replicas' run of it (started
@@ -162,6 +163,7 @@ const LONG_MS: u64 = 12_000;
 /// The replicas' configuration: a call may run as long as the long probe's.
 const LONG_CALLS: &str = "plugins:\n  fixture-probe:\n    limits: { deadlineMs: 60000 }\n";
 
+/// The Probes (`plugins/fixtures/probe`) of namespace `ns`.
 fn probes(client: &Client, ns: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("test.wasmop.dev", "v1", "Probe");
     Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "probes"))
@@ -322,8 +324,8 @@ fn probe_written(path: &str) -> Option<&str> {
 ///
 /// A failure lists the writes (method, path, time after SIGCONT) the proxy forwarded in that
 /// window, marking those to objects the others ran or were running meanwhile. The pre-change
-/// host (writes fenced by the lease's deadline, reopened by any renewal) sends the long run's
-/// status write about 5 s after SIGCONT, after its renewal. Then every probe converges after
+/// host (writes fenced by the lease's deadline, reopened by any renewal) sent the long run's
+/// status write 5.7 s after SIGCONT, after its renewal. Then every probe converges after
 /// one more change, some of them run by the replica that was stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_replica_stopped_past_its_lease_writes_nothing_after_it_continues_until_a_new_view_settled()
@@ -453,6 +455,7 @@ async fn a_sharded_replica_stopped_past_its_lease_writes_nothing_after_it_contin
 // ---------------------------------------------------------------------------------------------
 // A leader and an external service.
 
+/// The DnsRecords (`plugins/dnsrecord`) of namespace `ns`.
 fn dns_records(client: &Client, ns: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("sample.wasmop.dev", "v1", "DnsRecord");
     Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "dnsrecords"))
@@ -482,10 +485,11 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A leader and a standby run the `dnsrecord` sample against the records service, which answers
 /// every request about the test's zone after 1 s. Sixteen DnsRecords are created; once the
-/// service received a create from the leader (eight of its runs in flight, eight queued) the
-/// leader is stopped (SIGSTOP) until the standby leads, then continued (SIGCONT). Its runs in
-/// flight find their answers waiting and would go on with their next request; its queue and its
-/// poller would start new ones.
+/// service received two creates from the leader (its fetches of the others answered a second
+/// later, more creates on their way) the leader is stopped (SIGSTOP) until the standby leads,
+/// then continued (SIGCONT). Its calls in flight find their answers waiting and would go on
+/// with their next request; sends queued below the plugin, its queue and its poller would
+/// send more.
 ///
 /// How senders are told apart: the service logs every request on arrival with the process that
 /// holds the client's end of its connection (`/proc/net/tcp` and the replicas' descriptors), so
@@ -494,7 +498,8 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(2);
 /// lease expired until after that); every request after that must come from the new leader.
 /// The absence is watched until the old leader reports itself a standby and two polling periods
 /// and the sample's HTTP timeout passed after SIGCONT. A failure lists the old leader's late
-/// requests (method, path, time after SIGCONT).
+/// requests (method, path, time after SIGCONT): the pre-change host, whose outgoing HTTP was
+/// not fenced, sent five polls 30 to 150 ms after SIGCONT.
 ///
 /// Then: every DnsRecord is served and the zone holds exactly one record per name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -600,7 +605,8 @@ async fn a_leader_stopped_mid_burst_sends_nothing_to_the_external_service_after_
 /// Its renewals extend the term the call belongs to, so the call is not abandoned and retried:
 /// exactly one create request reaches the service, exactly one record exists, the Scenario is
 /// ready, and the leader led throughout. A failure: the create abandoned at the renew deadline
-/// and sent again (two create requests, two records), or never finished (not ready in 60 s).
+/// and sent again (two create requests, two records), or never finished (not ready in 60 s, as
+/// on the pre-change host, which abandoned every attempt at the deadline it started under).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_leader_finishes_an_external_write_longer_than_its_renew_deadline() -> anyhow::Result<()> {
     const WRITE: Duration = Duration::from_secs(12);
