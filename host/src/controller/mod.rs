@@ -5,6 +5,7 @@
 mod listed;
 mod reconcile;
 mod references;
+mod unserved;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -28,7 +29,7 @@ use crate::metrics::Metrics;
 use crate::object::ObjectKey;
 use crate::retry::RetryPolicy;
 use crate::runtime::Current;
-use crate::runtime::bindings::wasmop::plugin::types::{Dependent, KindRef, Mapper, PluginConfig, PollingMode, Watch};
+use crate::runtime::bindings::wasmop::plugin::types::{Dependent, Mapper, PluginConfig, PollingMode, Watch};
 use crate::scheduler::{self, Priority, Settings};
 use crate::settings::Resolved;
 use crate::source::filter::EventFilter;
@@ -39,153 +40,14 @@ use crate::wire::PrimaryReads;
 use crate::writer::Writer;
 use reconcile::Reconciler;
 use references::References;
-
-/// How long to wait before asking the API server again about kinds it does not serve, at first;
-/// the wait doubles up to [`DISCOVERY_RETRY_MAX`].
-const DISCOVERY_RETRY: Duration = Duration::from_secs(1);
-
-/// The longest wait before asking the API server again about kinds it does not serve.
-const DISCOVERY_RETRY_MAX: Duration = Duration::from_secs(15);
-
-/// The reason of the primaries' conditions and Events while a declared kind is not served.
-const KIND_NOT_SERVED: &str = "KindNotServed";
+pub use unserved::Unserved;
+use unserved::{Declared, Owner, Waiting};
 
 /// How often a sharded controller counts the primaries it owns (`wasmop_shard_objects`).
 const OWNED_EVERY: Duration = Duration::from_secs(1);
 
 /// How long an initial-list or resync reconcile yields to live changes before it alternates.
 const BACKGROUND_AGING: Duration = Duration::from_secs(5);
-
-/// Why a controller does not reconcile: the declared kinds the API server does not serve, each
-/// with the served kind closest to it, while it waits for them (`/readyz` and the
-/// ReconcilerPlugin's status say so); `None` once they are served.
-#[derive(Debug, Clone, Default)]
-pub struct Unserved(Arc<std::sync::Mutex<Option<String>>>);
-
-impl Unserved {
-    /// The kinds not served, in words, if any.
-    pub fn get(&self) -> Option<String> {
-        self.0.lock().expect("never poisoned").clone()
-    }
-
-    fn set(&self, unserved: Option<String>) {
-        *self.0.lock().expect("never poisoned") = unserved;
-    }
-}
-
-/// One declared kind (the primary's, a watch's or a dependent's) and the client of its cluster.
-struct Declared<'a> {
-    kind: &'a KindRef,
-    client: &'a Client,
-}
-
-/// Where a controller says that declared kinds are not served: the log, [`Unserved`], and the
-/// primaries (a `KindNotServed` Warning Event on each, and the host's conditions if it keeps
-/// them).
-struct Waiting<'a> {
-    plugin: &'a str,
-    unserved: &'a Unserved,
-    /// Writes the primaries' conditions and Events, for the primary's resource once resolved.
-    writer: &'a (dyn Fn(ApiResource) -> Writer + Sync),
-    /// Lists the primaries the controller would reconcile.
-    primaries: &'a (dyn Fn(&ApiResource) -> (kube::Api<crate::wire::Object>, kube::api::ListParams) + Sync),
-    conditions: bool,
-}
-
-/// Resolves every declared kind, the primary's first. While some are not served, says so (once
-/// per change: the log, [`Unserved`], the primaries) and asks again, waiting longer each time;
-/// the controller starts once all are served, without a restart. `None` when `shutdown` fired
-/// first.
-async fn resolve_all(
-    declared: &[Declared<'_>],
-    waiting: &Waiting<'_>,
-    shutdown: &CancellationToken,
-) -> Option<Vec<ApiResource>> {
-    let plugin = waiting.plugin;
-    let mut delay = DISCOVERY_RETRY;
-    let mut told: Option<String> = None;
-    // The primaries told of `told`, by uid.
-    let mut marked = std::collections::HashSet::new();
-    loop {
-        let mut resources = Vec::with_capacity(declared.len());
-        let mut missing = Vec::new();
-        for (i, d) in declared.iter().enumerate() {
-            match informer::resolve(d.client, d.kind).await {
-                Ok(resource) => resources.push(resource),
-                Err(err) => missing.push((i, d, err)),
-            }
-        }
-        if missing.is_empty() {
-            if told.is_some() {
-                tracing::info!(plugin, "every declared kind is served now");
-                waiting.unserved.set(None);
-            }
-            return Some(resources);
-        }
-        if let Some((_, _, err)) = missing.iter().find(|(_, _, err)| err.unreachable()) {
-            tracing::warn!(plugin, %err, "cannot ask the API server which kinds it serves; retrying in {delay:?}");
-        } else {
-            let message = unserved(&missing).await;
-            if told.as_ref() != Some(&message) {
-                tracing::error!(plugin, unserved = %message,
-                    "a declared kind is not served; the plugin reconciles once it is (checking again with backoff)");
-                waiting.unserved.set(Some(message.clone()));
-                told = Some(message.clone());
-                marked.clear();
-            }
-            // The primary's kind is served: its objects say why nothing happens to them.
-            if missing[0].0 != 0 {
-                mark_primaries(waiting, resources.swap_remove(0), &message, &mut marked).await;
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = shutdown.cancelled() => return None,
-        }
-        delay = (delay * 2).min(DISCOVERY_RETRY_MAX);
-    }
-}
-
-/// The declared kinds of `missing` in words, each with the served kind closest to it.
-async fn unserved(missing: &[(usize, &Declared<'_>, informer::InformerError)]) -> String {
-    let mut messages = Vec::with_capacity(missing.len());
-    for (_, declared, _) in missing {
-        messages.push(informer::not_served(declared.client, declared.kind).await);
-    }
-    messages.join("; ")
-}
-
-/// Tells each primary not `marked` yet why it is not reconciled: a Warning Event, and the
-/// host's conditions (`Ready` False, `Degraded` True with `message`) if it keeps them.
-async fn mark_primaries(
-    waiting: &Waiting<'_>,
-    resource: ApiResource,
-    message: &str,
-    marked: &mut std::collections::HashSet<String>,
-) {
-    let (api, params) = (waiting.primaries)(&resource);
-    let primaries = match api.list(&params).await {
-        Ok(list) => list.items,
-        Err(err) => {
-            tracing::warn!(plugin = waiting.plugin, %err, "cannot list the primaries to tell them a kind is not served");
-            return;
-        }
-    };
-    let writer = (waiting.writer)(resource);
-    let report = wasmop_core::status::Report::Failure { reason: KIND_NOT_SERVED, message, retrying: true };
-    for primary in primaries {
-        if !marked.insert(primary.uid().unwrap_or_default()) {
-            continue;
-        }
-        if waiting.conditions
-            && let Err(err) = writer.patch_status(&primary, None, Some(&report)).await
-        {
-            tracing::warn!(plugin = waiting.plugin, %err, "cannot write the conditions of a primary");
-        }
-        let note = Some(format!("not reconciled: {message}"));
-        writer.publish(&primary, kube::runtime::events::EventType::Warning, KIND_NOT_SERVED, "Reconcile", note).await;
-    }
-}
 
 /// The watch of a dependent kind: the plugin's objects of that kind, by the management label.
 /// Read-only dependents are not the plugin's: their watch covers the kind, and a change of an
@@ -367,7 +229,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     let writer =
         |resource| Writer::new(writes.clone(), events.clone(), resource, &config.name, metrics.clone(), fence.clone());
     let primaries = |resource: &ApiResource| {
-        let client = clusters.local().client().clone();
+        let client = informer::paged(clusters.local().client().clone());
         let api = match &settings.namespace {
             Some(ns) => kube::Api::namespaced_with(client, ns, resource),
             None => kube::Api::all_with(client, resource),
@@ -384,6 +246,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         unserved: &unserved,
         writer: &writer,
         primaries: &primaries,
+        owner: Owner::of(leads(&fence), shards.as_ref().zip(settings.sharding).map(|(j, key)| (j.shards.clone(), key))),
         conditions: config.conditions,
     };
     let sharded = shards.as_ref().zip(settings.sharding).map(|(joined, key)| informer::ShardedWatch {
@@ -546,6 +409,12 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     tracing::info!(plugin = config.name, "controller stopped");
 }
 
+/// Whether this replica leads now, as `fence` says (always without leader election).
+fn leads(fence: &crate::fence::Fence) -> Arc<dyn Fn() -> bool + Send + Sync> {
+    let fence = fence.clone();
+    Arc::new(move || fence.gate().is_none_or(|gate| gate.is_open()))
+}
+
 /// What lets a controller's scheduler on a sharded host start a run: the members agree on how
 /// to run the plugin; and for a sharded plugin, the replica's shards and the hash of the
 /// primary's shard key (its namespace's, or its UID's as its watch shows it, evicted from a
@@ -646,7 +515,7 @@ async fn watch(
             }
         }
     }
-    let mut resources = resolve_all(&declared, waiting, shutdown).await?.into_iter();
+    let mut resources = unserved::resolve_all(&declared, waiting, shutdown).await?.into_iter();
     let resource = resources.next().expect("the primary's resource comes first");
     let resources: Vec<ApiResource> = resources.collect();
     let selectors =

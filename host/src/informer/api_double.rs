@@ -13,6 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 pub struct Request {
     /// The request line and headers, as sent.
     pub head: String,
+    /// The body, as sent (by its `Content-Length`).
+    pub body: String,
     reply: oneshot::Sender<(u16, String)>,
 }
 
@@ -53,6 +55,15 @@ impl Request {
     }
 }
 
+/// The `Content-Length` of a request's `head`; 0 without one.
+fn content_length(head: &str) -> usize {
+    let length = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim().eq_ignore_ascii_case("content-length").then(|| value.trim().parse().ok())?
+    });
+    length.unwrap_or(0)
+}
+
 /// Starts the double; returns a client of it and the requests as they arrive.
 pub async fn start() -> (Client, mpsc::UnboundedReceiver<Request>) {
     let (client, requests, _) = start_at().await;
@@ -77,9 +88,14 @@ pub async fn start_at() -> (Client, mpsc::UnboundedReceiver<Request>, String) {
                             Ok(_) => head.push(byte[0]),
                         }
                     }
-                    let (reply, answer) = oneshot::channel();
                     let head = String::from_utf8_lossy(&head).into_owned();
-                    if requests.send(Request { head, reply }).is_err() {
+                    let mut body = vec![0u8; content_length(&head)];
+                    if socket.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    let body = String::from_utf8_lossy(&body).into_owned();
+                    let (reply, answer) = oneshot::channel();
+                    if requests.send(Request { head, body, reply }).is_err() {
                         return;
                     }
                     let Ok((code, body)) = answer.await else { return };

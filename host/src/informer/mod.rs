@@ -37,6 +37,7 @@ pub use bounded::{Bounded, Budget, Pool, PoolMetrics, Tag};
 pub use cache::Cache;
 pub use clusters::{ClusterError, ClusterSpec, Clusters, ImpersonationError, UnknownCluster};
 pub use listing::Listing;
+pub(crate) use paging::paged;
 pub use pools::{PoolMetricsOf, Pools};
 pub use registry::{Registry, SharedEvent, Subscription, WatchKey};
 pub use sharded::{ShardCounters, ShardedWatch, hash_of};
