@@ -4,6 +4,9 @@
 //! may have meant, `/readyz` says so too; once a CRD serves `Widgit`, the plugin reconciles
 //! without a restart.
 //!
+//! A CRD deleted while its plugin runs is reported the same way, and the plugin reconciles again
+//! once it is back.
+//!
 //! The CRDs are cluster-wide: each test removes the `Widgit` CRD before and after it runs, one
 //! test at a time.
 
@@ -139,6 +142,139 @@ async fn a_dependent_of_an_unserved_kind_is_reported_with_the_closest_and_runs_o
     host.ready().map_err(anyhow::Error::msg)?;
     let checked = inspect_check_cluster()?;
     assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+
+    host.stop_all().await;
+    remove_widgits(&client).await?;
+    Ok(())
+}
+
+/// Waits until the API server serves `Widgit` (its discovery and its list), after its CRD was
+/// applied.
+async fn widgits_served(client: &Client) -> anyhow::Result<()> {
+    let gvk = GroupVersionKind::gvk(GROUP, "v1", "Widgit");
+    let widgits: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "widgits"));
+    let served = async || {
+        let discovered = kube::discovery::pinned_kind(client, &gvk).await.is_ok();
+        let listed = widgits.list(&ListParams::default().limit(1)).await.is_ok();
+        Ok(discovered && listed)
+    };
+    until("the API server to serve Widgit", served, |served| *served).await?;
+    Ok(())
+}
+
+/// The CRD of a watched kind deleted while the plugin runs: the host says the kind is not served,
+/// as when it is missing at start (the primaries' conditions and Events, `/readyz`, the log);
+/// once the CRD is back, the plugin starts again and reconciles, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_deleted_while_its_plugin_runs_is_reported_and_the_plugin_reconciles_once_it_is_back()
+-> anyhow::Result<()> {
+    let _alone = WIDGITS.lock().await;
+    let client = client().await?;
+    remove_widgits(&client).await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/refused/crd.yaml"), None).await?;
+    apply(&client, crd("Widget"), None).await?;
+    apply(&client, crd("Widgit"), None).await?;
+    widgits_served(&client).await?;
+    let ns = namespace(&client, "unserved-deleted").await?;
+    let gvk = GroupVersionKind::gvk("fixture.wasmop.dev", "v1", "Shape");
+    let shapes: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "shapes"));
+    let shape = json!({ "apiVersion": "fixture.wasmop.dev/v1", "kind": "Shape", "metadata": { "name": "s1" } });
+    apply(&client, shape, Some(&ns)).await?;
+    let gvk = GroupVersionKind::gvk(GROUP, "v1", "Widgit");
+    let widgits: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "widgits"));
+    let names = async || -> anyhow::Result<Vec<String>> {
+        Ok(widgits.list(&ListParams::default()).await?.items.into_iter().filter_map(|w| w.metadata.name).collect())
+    };
+    let ready =
+        |o: Option<&DynamicObject>| o.is_some_and(|o| holds(o, "Ready", "True") && holds(o, "Degraded", "False"));
+
+    let host = bare_host(&client, &ns)?;
+    let bytes = std::fs::read(plugin("fixture-unserved"))?;
+    host.install("test", Path::new("fixture-unserved.wasm"), bytes, None).await?;
+    host.loaded();
+    within(WAIT, "s1: Ready", await_condition(shapes.clone(), "s1", ready)).await??;
+    until("the dependent Widgit s1", names, |names| names == &["s1"]).await?;
+    assert_eq!(host.unserved("fixture-unserved"), None);
+
+    // The Widgit CRD goes while the plugin runs (and its objects with it).
+    remove_widgits(&client).await?;
+    let waiting = within(
+        WAIT,
+        "s1: Degraded, KindNotServed",
+        await_condition(shapes.clone(), "s1", |o: Option<&DynamicObject>| {
+            o.is_some_and(|o| condition(o, "Degraded").is_some_and(|c| c["reason"] == "KindNotServed"))
+        }),
+    )
+    .await??
+    .expect("waited for it");
+    assert_eq!(condition(&waiting, "Degraded").expect("waited for it")["message"], EXPECTED);
+    assert!(holds(&waiting, "Ready", "False"));
+    let note = event_note(&client, &ns, WAIT, "s1", "did you mean Widget?").await?;
+    assert_eq!(note, format!("not reconciled: {EXPECTED}"));
+    assert_eq!(host.unserved("fixture-unserved").as_deref(), Some(EXPECTED));
+    let readyz = host.ready().expect_err("the plugin waits");
+    assert!(readyz.contains(EXPECTED), "{readyz}");
+
+    // The CRD is back: the plugin starts again and makes its dependent again.
+    apply(&client, crd("Widgit"), None).await?;
+    within(WAIT, "s1: Ready again", await_condition(shapes.clone(), "s1", ready)).await??;
+    until("the dependent Widgit s1 again", names, |names| names == &["s1"]).await?;
+    assert_eq!(host.unserved("fixture-unserved"), None);
+    host.ready().map_err(anyhow::Error::msg)?;
+
+    host.stop_all().await;
+    remove_widgits(&client).await?;
+    Ok(())
+}
+
+/// The CRD of the plugin's primary kind deleted while it runs: the host says the kind is not
+/// served (`/readyz`, the log), and reconciles the primaries made once the CRD is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_crd_deleted_while_its_plugin_runs_is_reported_and_new_primaries_reconcile_once_it_is_back()
+-> anyhow::Result<()> {
+    let _alone = WIDGITS.lock().await;
+    let client = client().await?;
+    let shapes_crd = workspace_root().join("plugins/fixtures/refused/crd.yaml");
+    apply_file(&client, &shapes_crd, None).await?;
+    apply(&client, crd("Widget"), None).await?;
+    apply(&client, crd("Widgit"), None).await?;
+    widgits_served(&client).await?;
+    let ns = namespace(&client, "unserved-primary").await?;
+    let gvk = GroupVersionKind::gvk("fixture.wasmop.dev", "v1", "Shape");
+    let shapes: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "shapes"));
+    let shape =
+        |name: &str| json!({ "apiVersion": "fixture.wasmop.dev/v1", "kind": "Shape", "metadata": { "name": name } });
+    let ready = |o: Option<&DynamicObject>| o.is_some_and(|o| holds(o, "Ready", "True"));
+    let host = bare_host(&client, &ns)?;
+    let bytes = std::fs::read(plugin("fixture-unserved"))?;
+    host.install("test", Path::new("fixture-unserved.wasm"), bytes, None).await?;
+    host.loaded();
+    apply(&client, shape("s1"), Some(&ns)).await?;
+    within(WAIT, "s1: Ready", await_condition(shapes.clone(), "s1", ready)).await??;
+
+    // The Shape CRD goes while the plugin runs (and s1 with it).
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = "shapes.fixture.wasmop.dev";
+    crds.delete(name, &DeleteParams::default()).await?;
+    within(WAIT, "the Shape CRD to go", await_condition(crds.clone(), name, conditions::is_deleted(""))).await??;
+    let unserved = async || Ok(host.unserved("fixture-unserved"));
+    let told =
+        |u: &Option<String>| u.as_deref().is_some_and(|u| u.starts_with("Shape is not served by the API server"));
+    until("the host to say Shape is not served", unserved, told).await?;
+    let readyz = host.ready().expect_err("the plugin waits");
+    assert!(readyz.contains("Shape is not served"), "{readyz}");
+
+    // The CRD is back: a new primary reconciles.
+    apply_file(&client, &shapes_crd, None).await?;
+    let created = async || Ok(apply(&client, shape("s2"), Some(&ns)).await.is_ok());
+    until("s2 created once Shape is served", created, |created| *created).await?;
+    within(WAIT, "s2: Ready", await_condition(shapes.clone(), "s2", ready)).await??;
+    assert_eq!(host.unserved("fixture-unserved"), None);
+    host.ready().map_err(anyhow::Error::msg)?;
 
     host.stop_all().await;
     remove_widgits(&client).await?;

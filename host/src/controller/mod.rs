@@ -203,7 +203,29 @@ pub struct Handover {
 /// the plugin, write: `reconcile.rs`); [`spawn_sources`] starts the secondary watches' mappers and
 /// the resync timer, which feed the scheduler; [`dispatch`] filters the primary's events into the
 /// scheduler and starts it once the caches are synced (schedule).
-pub async fn run(controller: Controller, shutdown: CancellationToken) {
+pub async fn run(mut controller: Controller, shutdown: CancellationToken) {
+    let mut handover = controller.handover.take();
+    loop {
+        match run_once(&controller, handover.take(), &shutdown).await {
+            Ended::Stopped => return,
+            // Back to waiting for the kinds, as at start, with nothing cached.
+            Ended::Unserved => controller.synced.store(false, std::sync::atomic::Ordering::Release),
+        }
+    }
+}
+
+/// Why a controller's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Shut down (or it cannot run): the controller is done.
+    Stopped,
+    /// The API server stopped serving a watched kind (its CRD was deleted): the controller
+    /// starts again once every declared kind is served.
+    Unserved,
+}
+
+/// One run of `controller`, from resolving its kinds to stopping: see [`run`].
+async fn run_once(controller: &Controller, handover: Option<Handover>, shutdown: &CancellationToken) -> Ended {
     let Controller {
         module,
         clusters,
@@ -211,7 +233,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         global,
         metrics,
         writes,
-        handover,
+        handover: _,
         reconcile_all,
         synced: caches_synced,
         unserved,
@@ -224,7 +246,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         shadow,
     } = controller;
     let config = module.get().config().clone();
-    let writes = writes.unwrap_or_else(|| clusters.local().client().clone());
+    let writes = writes.clone().unwrap_or_else(|| clusters.local().client().clone());
     let events = clusters.local().client().clone();
     let writer =
         |resource| Writer::new(writes.clone(), events.clone(), resource, &config.name, metrics.clone(), fence.clone());
@@ -243,10 +265,10 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     };
     let waiting = Waiting {
         plugin: &config.name,
-        unserved: &unserved,
+        unserved,
         writer: &writer,
         primaries: &primaries,
-        owner: Owner::of(leads(&fence), shards.as_ref().zip(settings.sharding).map(|(j, key)| (j.shards.clone(), key))),
+        owner: Owner::of(leads(fence), shards.as_ref().zip(settings.sharding).map(|(j, key)| (j.shards.clone(), key))),
         conditions: config.conditions,
     };
     let sharded = shards.as_ref().zip(settings.sharding).map(|(joined, key)| informer::ShardedWatch {
@@ -256,8 +278,8 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         server_side: joined.server_side,
     });
     let base = informer::Shape { projection: None, pool: pool.clone(), shard: sharded.clone() };
-    let Some(watched) = watch(&config, &clusters, &settings, &metrics, &base, &waiting, &shutdown).await else {
-        return;
+    let Some(watched) = watch(&config, clusters, settings, metrics, &base, &waiting, shutdown).await else {
+        return Ended::Stopped;
     };
     let after = handover.map(|Handover { subscribed, after }| {
         subscribed.send(()).ok();
@@ -292,7 +314,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         None => (None, None),
     };
     let polled = external.as_ref().map(|(state, _)| state.clone());
-    let outside = Outside { external, inbound: inlet.payloads(), shadow };
+    let outside = Outside { external, inbound: inlet.payloads(), shadow: shadow.clone() };
     let records = settings.record.as_ref().and_then(|to| {
         let described = crate::inspect::describe(&config);
         crate::record::Records::new(&config.name, to, described, metrics.clone())
@@ -300,11 +322,10 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
             .ok()
             .map(Arc::new)
     });
-    let reconciler =
-        reconciler(&module, &config, &watched, writes, events, &metrics, runs_sink, &fence, outside, records);
+    let reconciler = reconciler(module, &config, &watched, writes, events, metrics, runs_sink, fence, outside, records);
     let Some(reconciler) = reconciler else {
         inlet.detach();
-        return;
+        return Ended::Stopped;
     };
     let references = References {
         module: module.clone(),
@@ -318,20 +339,13 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     };
     let stop_sources = shutdown.child_token();
     let sink: Arc<dyn Sink> = Arc::new(handle.clone());
+    // Any watch answered that its kind is no longer served.
+    let gone = std::iter::once(&watched.subscription).chain(watched.secondaries.iter().map(|s| &s.subscription));
+    let unserved_kind = futures::future::select_all(gone.map(|s| Box::pin(s.unserved())));
     let Watched { subscription, primaries, secondaries, cache, owns, .. } = watched;
     let primaries_cache = primaries.clone();
-    let (mut sources, synced) = spawn_sources(
-        &module,
-        &metrics,
-        &config,
-        &settings,
-        secondaries,
-        owns,
-        &cache,
-        &primaries,
-        &sink,
-        &stop_sources,
-    );
+    let (mut sources, synced) =
+        spawn_sources(module, metrics, &config, settings, secondaries, owns, &cache, &primaries, &sink, &stop_sources);
     if sharded.is_some() {
         let (metrics, primaries, stop, plugin) =
             (metrics.clone(), primaries.clone(), stop_sources.clone(), config.name.clone());
@@ -347,14 +361,14 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         });
     }
     if let (Some(state), Some(requests)) = (polled, fetch_requests) {
-        let poller = poller(&module, &config, state, &cache, &primaries, &sink, &fence);
+        let poller = poller(module, &config, state, &cache, &primaries, &sink, fence);
         let stop = stop_sources.clone();
         sources.spawn(async move { poller.run(requests, stop).await });
     }
     let (stop, cancel) = process.tokens();
     let scheduler_settings = Settings {
         max_concurrent: settings.max_concurrent,
-        global,
+        global: global.clone(),
         retry: settings.retry.clone(),
         reconnect: RetryPolicy::reconnect(),
         max_interval: settings.max_interval,
@@ -367,7 +381,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
     };
     tracing::info!(plugin = config.name, kind = %config.primary.kind, namespace = ?settings.namespace,
         watches = config.watches.len(), "controller started");
-    let Some(predicate) = predicate(&config.name, config.predicate.as_deref()) else { return };
+    let Some(predicate) = predicate(&config.name, config.predicate.as_deref()) else { return Ended::Stopped };
     let filter = ChangeFilter::with_predicate(settings.filters.clone(), predicate);
     let dispatch = Dispatch {
         plugin: config.name.clone(),
@@ -377,22 +391,22 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         references,
         primaries,
         handle,
-        synced: caches_synced,
+        synced: caches_synced.clone(),
         finalizer: reconciler.finalizers.kept.clone(),
         triage: listed::Triage::default(),
         inlet: inlet.clone(),
     };
-    let key = shards.and(settings.sharding);
+    let key = shards.as_ref().and(settings.sharding);
     let admission =
         agreement.clone().map(|agreement| ShardAdmission::new(agreement, &config.name, key, primaries_cache));
-    let scheduler = dispatch
+    let (scheduler, ended) = dispatch
         .run(
             &subscription,
             (inbox, scheduler_settings, admission, reconciler),
-            synced,
-            after,
-            &reconcile_all,
-            &shutdown,
+            (synced, after),
+            reconcile_all,
+            unserved_kind,
+            shutdown,
         )
         .await;
     stop_sources.cancel();
@@ -407,6 +421,7 @@ pub async fn run(controller: Controller, shutdown: CancellationToken) {
         agreement.declare(&config.name, None);
     }
     tracing::info!(plugin = config.name, "controller stopped");
+    ended
 }
 
 /// Whether this replica leads now, as `fence` says (always without leader election).
@@ -776,14 +791,19 @@ struct Dispatch {
 /// A started scheduler, polled by the controller's task.
 type Scheduler = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
+/// What the scheduler waits for besides the primary's cache: the secondaries' caches, and the
+/// predecessor to stop.
+type Before = (futures::future::JoinAll<oneshot::Receiver<()>>, Option<oneshot::Receiver<()>>);
+
 /// The scheduler's parts, until every cache has synced.
 type Unstarted = (scheduler::Inbox<ObjectKey>, Settings, Option<ShardAdmission>, Arc<Reconciler>);
 
 impl Dispatch {
-    /// Feeds the primary's events to the scheduler until the watch ends or `shutdown` fires;
-    /// starts the scheduler once the primary's and the secondaries' caches are synced and the
-    /// predecessor (`after`) is gone. Returns the scheduler, if it started, to be awaited until
-    /// its runs have finished.
+    /// Feeds the primary's events to the scheduler until the watch ends, `shutdown` fires or a
+    /// watched kind is no longer served (`unserved_kind`); starts the scheduler once the
+    /// primary's and the secondaries' caches are synced and the predecessor (`after`) is gone.
+    /// Returns the scheduler, if it started, to be awaited until its runs have finished, and why
+    /// it ended.
     ///
     /// The scheduler (and with it the runs) is polled in this task, beside the primary's
     /// events, as kube's `Controller` polls its watch and its reconciles in one: a change
@@ -792,11 +812,11 @@ impl Dispatch {
         mut self,
         subscription: &Subscription,
         unstarted: Unstarted,
-        secondaries_synced: futures::future::JoinAll<oneshot::Receiver<()>>,
-        mut after: Option<oneshot::Receiver<()>>,
+        (secondaries_synced, mut after): Before,
         reconcile_all: &Notify,
+        mut unserved_kind: impl std::future::Future + Unpin,
         shutdown: &CancellationToken,
-    ) -> Option<Scheduler> {
+    ) -> (Option<Scheduler>, Ended) {
         let plugin = self.plugin.clone();
         let mut unstarted = Some(unstarted);
         let mut secondaries_synced = std::pin::pin!(secondaries_synced);
@@ -851,6 +871,11 @@ impl Dispatch {
                     }
                     continue;
                 }
+                _ = &mut unserved_kind => {
+                    tracing::error!(plugin, "a watched kind is no longer served; stopping the controller, \
+                        which starts again once it is");
+                    return (scheduler, Ended::Unserved);
+                }
                 _ = shutdown.cancelled() => break,
             };
             let Some(event) = event else { break };
@@ -858,7 +883,7 @@ impl Dispatch {
                 primary_synced = true;
             }
         }
-        scheduler
+        (scheduler, Ended::Stopped)
     }
 
     /// Handles one event of the primary's watch; true when it ends a (re-)list.

@@ -72,6 +72,8 @@ struct SharedWatch {
     /// Set while a list is in progress: the store shows it only once it ends.
     listing: Arc<AtomicBool>,
     events: broadcast::Sender<SharedEvent>,
+    /// How many times the API server answered that it does not serve the watch's kind (404).
+    unserved: tokio::sync::watch::Sender<u64>,
     task: AbortHandle,
 }
 
@@ -120,12 +122,14 @@ impl Registry {
         let (events, _) = broadcast::channel(FAN_OUT_CAPACITY);
         let synced = Arc::new(AtomicBool::new(false));
         let listing = Arc::new(AtomicBool::new(false));
+        let unserved = tokio::sync::watch::Sender::new(0);
         // What delivers the watch's events to `cache` and the subscribers.
         let delivery = |cache: &Cache| Delivery {
             cache: cache.clone(),
             events: events.clone(),
             synced: synced.clone(),
             listing: listing.clone(),
+            unserved: unserved.clone(),
         };
         let (cache, task) = match &shape.pool {
             None => {
@@ -146,7 +150,7 @@ impl Registry {
         };
         tracing::info!(kind = %key.kind, namespace = ?key.namespace, pool = ?key.pool, "watch started");
         self.started.fetch_add(1, Ordering::SeqCst);
-        let watch = Arc::new(SharedWatch { cache, synced, listing, events, task: task.abort_handle() });
+        let watch = Arc::new(SharedWatch { cache, synced, listing, events, unserved, task: task.abort_handle() });
         watches.insert(key, Arc::downgrade(&watch));
         Subscription { watch }
     }
@@ -174,6 +178,7 @@ struct Delivery {
     events: broadcast::Sender<SharedEvent>,
     synced: Arc<AtomicBool>,
     listing: Arc<AtomicBool>,
+    unserved: tokio::sync::watch::Sender<u64>,
 }
 
 impl Delivery {
@@ -199,9 +204,28 @@ impl Delivery {
                     // Nobody listening is fine: the cache is still kept up to date.
                     drop(self.events.send(event));
                 }
-                Err(err) => tracing::warn!(%err, "watch failed; retrying with backoff"),
+                Err(err) => {
+                    if kind_not_served(&err) {
+                        self.unserved.send_modify(|answers| *answers += 1);
+                    }
+                    tracing::warn!(%err, "watch failed; retrying with backoff");
+                }
             }
         }
+    }
+}
+
+/// Whether `err` is the API server's answer that it does not serve the watch's kind: 404 to its
+/// list or its watch (the kind's CRD was deleted).
+fn kind_not_served(err: &watcher::Error) -> bool {
+    match err {
+        watcher::Error::InitialListFailed(err)
+        | watcher::Error::WatchStartFailed(err)
+        | watcher::Error::WatchFailed(err) => {
+            matches!(err, kube::Error::Api(status) if status.code == 404)
+        }
+        watcher::Error::WatchError(status) => status.code == 404,
+        watcher::Error::NoResourceVersion => false,
     }
 }
 
@@ -289,6 +313,20 @@ where
 }
 
 impl Subscription {
+    /// Resolves when the API server next answers that it does not serve the watch's kind (its
+    /// CRD was deleted): at its next 404 after this call, not at one before it. The watch itself
+    /// goes on retrying, and recovers once the kind is served again.
+    pub fn unserved(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut answers = self.watch.unserved.subscribe();
+        answers.borrow_and_update();
+        async move {
+            if answers.changed().await.is_err() {
+                // The watch stopped: it will tell nothing any more.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// The shared cache of the watch, with the host's recent writes.
     pub fn cache(&self) -> Cache {
         self.watch.cache.clone()
@@ -372,6 +410,17 @@ mod tests {
             seen.push(event);
         }
         assert_eq!(last_list(&seen), names, "every listed object, after the last list start it was given");
+    }
+
+    #[test]
+    fn only_a_404_says_the_kind_is_not_served() {
+        let status = |code| Box::new(kube::core::Status::failure("the message", "Reason").with_code(code));
+        assert!(kind_not_served(&watcher::Error::InitialListFailed(kube::Error::Api(status(404)))));
+        assert!(kind_not_served(&watcher::Error::WatchStartFailed(kube::Error::Api(status(404)))));
+        assert!(kind_not_served(&watcher::Error::WatchError(status(404))));
+        assert!(!kind_not_served(&watcher::Error::WatchError(status(410))), "an expired resource version");
+        assert!(!kind_not_served(&watcher::Error::InitialListFailed(kube::Error::Api(status(403)))));
+        assert!(!kind_not_served(&watcher::Error::NoResourceVersion));
     }
 
     #[tokio::test]
