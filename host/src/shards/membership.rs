@@ -359,15 +359,19 @@ impl Member {
         match attempt {
             Ok(Ok(lease)) => {
                 self.lease = Some(lease);
-                if !self.leadership.leading() {
+                // Lapsed by the clock, not only by the flag a timer clears: a process continued
+                // after a stop renews before that timer ran.
+                if !self.gate.is_open() {
                     tracing::info!(lease = self.name, identity = self.settings.identity, "joined the shards");
                     if self.joined.is_some() {
                         // Back after a lapse: what this replica observed of the others while it
                         // could not renew (their records, their acknowledgements) may be stale,
                         // its Lease watch cut with the rest. It takes a share again only once
-                        // it listed them anew.
+                        // it listed them anew, and gives up the old one before the new term
+                        // opens, so no run of the old view starts under it.
                         self.listed_at = None;
                         self.relist = true;
+                        self.decide();
                     }
                 }
                 self.joined.get_or_insert(started);
