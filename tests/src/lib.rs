@@ -139,6 +139,21 @@ pub fn kubeconfig_via(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// A kubeconfig for the plain-HTTP `url` of a proxy that holds the credentials (it has none of
+/// its own), in `dir`.
+pub fn kubeconfig_for_proxy(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {
+    let config = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "proxy",
+        "clusters": [{ "name": "proxy", "cluster": { "server": url.to_string().trim_end_matches('/') } }],
+        "users": [{ "name": "none", "user": {} }],
+        "contexts": [{ "name": "proxy", "context": { "cluster": "proxy", "user": "none" } }],
+    });
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("kubeconfig-via-proxy");
+    std::fs::write(&path, serde_json::to_vec(&config)?)?;
+    Ok(path)
+}
+
 /// The client configuration of the shared control plane, for hosts that impersonate.
 pub async fn config() -> anyhow::Result<Config> {
     config_of(kubeconfig()).await

@@ -16,7 +16,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use wasmop_tests::proxy::{Mode, Proxy};
-use wasmop_tests::{apply_file, client, kubeconfig, namespace, plugin, wasmop_binary, within, workspace_root};
+use wasmop_tests::{
+    apply_file, client, kubeconfig, kubeconfig_for_proxy, namespace, plugin, wasmop_binary, within, workspace_root,
+};
 
 const LEASE: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_millis(500);
@@ -350,20 +352,6 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_before_its_lease_can
 /// The Lease the replicas of namespace `ns` elect on.
 async fn lease(client: &Client, ns: &str) -> anyhow::Result<Lease> {
     Ok(Api::<Lease>::namespaced(client.clone(), ns).get("probe-leader").await?)
-}
-
-/// A kubeconfig for the plain-HTTP `url` of a proxy, with no credentials of its own.
-fn kubeconfig_for_proxy(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {
-    let config = serde_json::json!({
-        "apiVersion": "v1", "kind": "Config", "current-context": "proxy",
-        "clusters": [{ "name": "proxy", "cluster": { "server": url.to_string().trim_end_matches('/') } }],
-        "users": [{ "name": "none", "user": {} }],
-        "contexts": [{ "name": "proxy", "context": { "cluster": "proxy", "user": "none" } }],
-    });
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("kubeconfig-via-proxy");
-    std::fs::write(&path, serde_json::to_vec(&config)?)?;
-    Ok(path)
 }
 
 /// A leader whose connection to the API server starts answering 429 Too Many Requests to every

@@ -30,7 +30,9 @@ use serde_json::json;
 use wasmop::shards::membership::{GROUP_LABEL, VIEW_ANNOTATION};
 use wasmop_tests::proxy::Proxy;
 use wasmop_tests::records::{self, Records};
-use wasmop_tests::{apply_file, client, kubeconfig, namespace, plugin, wasmop_binary, within, workspace_root};
+use wasmop_tests::{
+    apply_file, client, kubeconfig, kubeconfig_for_proxy, namespace, plugin, wasmop_binary, within, workspace_root,
+};
 
 /// How long any one wait may take.
 const WAIT: Duration = Duration::from_secs(60);
@@ -126,20 +128,6 @@ impl Drop for Replica {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A kubeconfig for the plain-HTTP `url` of a proxy (which holds the credentials), in `dir`.
-fn kubeconfig_for_proxy(url: &http::Uri, dir: &Path) -> anyhow::Result<PathBuf> {
-    let config = json!({
-        "apiVersion": "v1", "kind": "Config", "current-context": "proxy",
-        "clusters": [{ "name": "proxy", "cluster": { "server": url.to_string().trim_end_matches('/') } }],
-        "users": [{ "name": "none", "user": {} }],
-        "contexts": [{ "name": "proxy", "context": { "cluster": "proxy", "user": "none" } }],
-    });
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("kubeconfig-via-proxy");
-    std::fs::write(&path, serde_json::to_vec(&config)?)?;
-    Ok(path)
 }
 
 /// A directory of its own for test namespace `ns`, under `target/tmp`.
