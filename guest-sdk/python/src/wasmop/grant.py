@@ -11,7 +11,14 @@ from urllib.parse import urlsplit
 
 @dataclass
 class SecretKey:
-    """A key of a Secret the host reads for the plugin; the plugin never sees the value."""
+    """A key of a Secret the host reads for the plugin; the plugin never sees the value.
+
+    Naming a Secret here grants nothing: the host reads it only when the plugin's own
+    ServiceAccount may get it, or when the operator allowed it for this plugin
+    (``allowedSecrets`` in its ReconcilerPlugin's ``spec.overrides``, or in the configuration
+    file for a plugin loaded from a file); otherwise the plugin is refused at load, naming the
+    Secret. A secret header goes to an ``http`` origin only when the operator lists it in
+    ``allowPlainHttpSecrets``."""
 
     name: str
     key: str
