@@ -69,6 +69,12 @@ pub struct Settings {
     /// headers must be `https`. The operator's word only, as `allowed_secrets`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_plain_http_secrets: Option<Vec<String>>,
+    /// Whether the plugin may have the host watch Secrets for it (a primary, watch or dependent
+    /// of kind `v1/Secret`), reading every Secret those watches cover whatever its own identity
+    /// may list. Without it, only a plugin whose ServiceAccount may list and watch them may. The
+    /// operator's word only, as `allowed_secrets`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_secret_watches: Option<bool>,
 }
 
 /// How the primaries are split across sharded replicas.
@@ -187,7 +193,7 @@ impl ServiceAccount {
 impl Settings {
     /// These settings laid over `lower`: what these say wins; the retry policy and the limits
     /// merge field by field. What only the operator may say (`allowed_secrets`,
-    /// `allow_plain_http_secrets`) is taken from these settings alone: `lower` is a plugin's own
+    /// `allow_plain_http_secrets`, `allow_secret_watches`) is taken from these settings alone: `lower` is a plugin's own
     /// word.
     pub fn over(&self, lower: &Settings) -> Settings {
         fn pick<T: Clone>(high: &Option<T>, low: &Option<T>) -> Option<T> {
@@ -235,6 +241,7 @@ impl Settings {
             record: pick(&self.record, &lower.record),
             allowed_secrets: self.allowed_secrets.clone(),
             allow_plain_http_secrets: self.allow_plain_http_secrets.clone(),
+            allow_secret_watches: self.allow_secret_watches,
         }
     }
 }
@@ -327,13 +334,16 @@ mod tests {
         let plugin = Settings {
             allowed_secrets: Some(vec![AllowedSecret { namespace: None, name: "registry".into() }]),
             allow_plain_http_secrets: Some(vec!["http://10.0.0.1:80".into()]),
+            allow_secret_watches: Some(true),
             ..Settings::default()
         };
         let merged = Settings::default().over(&plugin);
         assert_eq!((merged.allowed_secrets, merged.allow_plain_http_secrets), (None, None));
+        assert_eq!(merged.allow_secret_watches, None);
         let yaml_like = serde_json::json!({
             "allowedSecrets": [{ "name": "dns-api-token" }, { "namespace": "ops", "name": "hook" }],
             "allowPlainHttpSecrets": ["http://127.0.0.1:18053"],
+            "allowSecretWatches": false,
         });
         let operator: Settings = serde_json::from_value(yaml_like.clone()).unwrap();
         assert_eq!(serde_json::to_value(operator.over(&plugin)).unwrap(), yaml_like);

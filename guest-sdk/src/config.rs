@@ -86,6 +86,10 @@ impl Mapper {
 /// and [`Context::list`](crate::Context::list) read the kind's cache. Watches are shared: plugins
 /// declaring the same kind, cluster, namespace and selectors use one watch and one cache.
 ///
+/// A watch of Secrets reads every Secret it covers, so the host loads the plugin only when its
+/// ServiceAccount may list and watch Secrets there, or when the operator allows it
+/// (`allowSecretWatches: true` in its overrides).
+///
 /// Built with [`Watch::new`] and the `#[must_use]` setters below; the fields are public to read.
 ///
 /// | setter | default |

@@ -97,16 +97,17 @@ pub enum HostError {
     /// ([`crate::secret_access`]).
     #[error(transparent)]
     SecretAccess(#[from] AccessError),
-    /// A plugin names a Secret only its ServiceAccount's rights could give it, and was started
-    /// without asking the API server about them ([`Host::start`]).
+    /// A plugin names or watches Secrets only its ServiceAccount's rights could give it, and was
+    /// started without asking the API server about them ([`Host::start`]).
     #[error(
-        "plugin {plugin:?} refused: whether its ServiceAccount may get Secret {secret} must be asked of the API server, which Host::install does"
+        "plugin {plugin:?} refused: whether its ServiceAccount may {access} must be asked of the API server, which Host::install does"
     )]
     SecretUnreviewed {
         /// The plugin.
         plugin: String,
-        /// The Secret, `namespace/name`.
-        secret: String,
+        /// What its account would have to be allowed: `get Secret ns/name`, `list and watch
+        /// Secrets in namespace ns`.
+        access: String,
     },
     /// A plugin watches a cluster the host was not given.
     #[error("plugin {plugin:?} refused: {source}")]
@@ -309,18 +310,17 @@ impl Host {
 
     /// Starts the controller of an already loaded `module`, owned by its file, with the
     /// configuration file's overrides. Must be called within a tokio runtime. It asks the API
-    /// server nothing: a plugin naming a Secret that only its ServiceAccount's rights could give
-    /// it is refused ([`HostError::SecretUnreviewed`]); [`Host::install`] asks.
+    /// server nothing: a plugin naming or watching Secrets that only its ServiceAccount's rights
+    /// could give it is refused ([`HostError::SecretUnreviewed`]); [`Host::install`] asks.
     pub fn start(&self, module: Arc<Module>) -> Result<(), HostError> {
         self.check(&module)?;
         let overrides = self.settings.config.plugins.get(module.name()).cloned().unwrap_or_default();
         let owner = module.path().display().to_string();
         let (plan, own) = self.secret_plan(&module, &overrides)?;
-        if let Some(named) = plan.to_review.first() {
-            return Err(HostError::SecretUnreviewed {
-                plugin: module.name().to_string(),
-                secret: named.secret.to_string(),
-            });
+        let named = plan.to_review.iter().map(|named| format!("get Secret {}", named.secret));
+        let watched = plan.watches_to_review.iter().map(|watch| format!("list and watch Secrets {}", watch.place()));
+        if let Some(access) = named.chain(watched).next() {
+            return Err(HostError::SecretUnreviewed { plugin: module.name().to_string(), access });
         }
         let secrets = self.plugin_secrets(&module, plan, own.map(|(_, reader)| reader));
         let running = self.spawn(module.clone(), owner, overrides, None, secrets)?;
@@ -404,17 +404,19 @@ impl Host {
         shadows.entry(name.to_string()).or_insert_with(|| Shadow::new(name, self.metrics.clone())).clone()
     }
 
-    /// What `module` may have read for it under `overrides` without asking the API server
-    /// ([`access::plan`]), and a client and reader as its ServiceAccount, if it has one.
+    /// What `module` may have read (and watched) for it under `overrides` without asking the API
+    /// server ([`access::plan`]), and a client and reader as its ServiceAccount, if it has one.
     fn secret_plan(
         &self,
         module: &Module,
         overrides: &Overrides,
     ) -> Result<(access::Plan, Option<(kube::Client, KubeSecrets)>), HostError> {
-        let plan = access::plan(module.config(), overrides, self.secrets.namespace())?;
+        let namespace = resolve(module.config(), overrides, &self.settings.defaults).namespace;
+        let watches = controller::covered(module.config(), namespace.as_deref());
+        let plan = access::plan(module.config(), &watches, overrides, self.secrets.namespace())?;
         let Some(account) = &overrides.service_account else { return Ok((plan, None)) };
-        // Only a plugin that names Secrets needs a reader of its own.
-        if plan.to_review.is_empty() {
+        // Only a plugin that names or watches Secrets needs a client of its own.
+        if plan.to_review.is_empty() && plan.watches_to_review.is_empty() {
             return Ok((plan, None));
         }
         let client = self

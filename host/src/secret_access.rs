@@ -15,6 +15,13 @@
 //! Anything else refuses the plugin at load, naming the Secret and the rule. Secret headers also
 //! go only over `https`, but to the plain `http` origins the operator lists in
 //! `allowPlainHttpSecrets`.
+//!
+//! A plugin that has the host watch Secrets (its primary, a declared watch or a dependent of kind
+//! `v1/Secret`) reads every Secret the host's watch covers, so the same rule holds for watches:
+//! its ServiceAccount may `list` and `watch` Secrets where the watch looks (asked at load; the
+//! watch itself is the host's, shared with other plugins), or the operator allowed it
+//! (`allowSecretWatches: true`). A watch of another cluster has only the operator's word: the
+//! plugin's account lives in the primary's.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -25,6 +32,7 @@ use kube::Api;
 use kube::api::PostParams;
 use wasmop_core::settings::{ServiceAccount, Settings};
 
+use crate::controller::Covered;
 use crate::runtime::bindings::wasmop::plugin::types::PluginConfig;
 use crate::runtime::http::{Policy, Scheme};
 use crate::secrets::{SecretKey, SecretRef};
@@ -50,6 +58,10 @@ pub enum NoRight {
     NoAccount,
     /// Its ServiceAccount may not `get` the Secret.
     AccountMayNot(ServiceAccount),
+    /// Its ServiceAccount may not `list` and `watch` the Secrets a watch covers.
+    AccountMayNotWatch(ServiceAccount),
+    /// The watch is of another cluster, where the plugin has no identity.
+    OtherCluster(String),
 }
 
 impl fmt::Display for NoRight {
@@ -58,6 +70,12 @@ impl fmt::Display for NoRight {
             Self::NoAccount => f.write_str("it runs as no serviceAccount of its own"),
             Self::AccountMayNot(account) => {
                 write!(f, "its ServiceAccount {}/{} may not get it", account.namespace, account.name)
+            }
+            Self::AccountMayNotWatch(account) => {
+                write!(f, "its ServiceAccount {}/{} may not list and watch them", account.namespace, account.name)
+            }
+            Self::OtherCluster(cluster) => {
+                write!(f, "they are in cluster {cluster:?}, where it has no identity of its own")
             }
         }
     }
@@ -79,6 +97,32 @@ pub enum AccessError {
         named: Box<Named>,
         /// Why its own identity does not give it the Secret.
         because: Box<NoRight>,
+    },
+    /// It has the host watch Secrets neither its identity nor the operator lets it read.
+    #[error(
+        "plugin {plugin:?} may not watch Secrets {} ({}): {because}, and the operator did not allow it (allowSecretWatches: true {})",
+        .watch.place(), .watch.purpose, overrides_of(.plugin)
+    )]
+    WatchNotAllowed {
+        /// The plugin.
+        plugin: String,
+        /// What the watch covers and what for.
+        watch: Box<SecretWatch>,
+        /// Why its own identity does not let it.
+        because: Box<NoRight>,
+    },
+    /// The API server could not say whether its ServiceAccount may list and watch Secrets.
+    #[error("cannot ask whether the ServiceAccount {}/{} of plugin {plugin:?} may watch Secrets {}: {source}", .account.namespace, .account.name, .watch.place())]
+    WatchReviewFailed {
+        /// The plugin.
+        plugin: String,
+        /// Its ServiceAccount.
+        account: Box<ServiceAccount>,
+        /// The watch.
+        watch: Box<SecretWatch>,
+        /// The client's error.
+        #[source]
+        source: Box<kube::Error>,
     },
     /// The API server could not say whether its ServiceAccount may get a Secret.
     #[error("cannot ask whether the ServiceAccount {}/{} of plugin {plugin:?} may get Secret {secret}: {source}", .account.namespace, .account.name)]
@@ -133,6 +177,33 @@ pub struct Plan {
     pub allowed: HashSet<SecretRef>,
     /// The Secrets it names that only its ServiceAccount's rights can give it: [`review`] them.
     pub to_review: Vec<Named>,
+    /// Its watches of Secrets that only its ServiceAccount's rights can give it: [`review`] them.
+    pub watches_to_review: Vec<SecretWatch>,
+}
+
+/// Where a plugin has the host watch Secrets, and what for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretWatch {
+    /// The one namespace; `None`: every namespace.
+    pub namespace: Option<String>,
+    /// What the plugin watches them as (`its watch of v1/Secret`).
+    pub purpose: String,
+}
+
+impl SecretWatch {
+    /// `in namespace team`, or `in every namespace`.
+    pub fn place(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("in namespace {ns}"),
+            None => "in every namespace".into(),
+        }
+    }
+}
+
+/// Whether `kind` is the core group's Secret (discovery matches the kind by name, whatever
+/// plural the plugin gives).
+fn is_secret(kind: &wasmop_core::KindRef) -> bool {
+    kind.group.is_empty() && kind.kind == "Secret"
 }
 
 /// The Secrets `config` names (its `http` grant's secret headers, its inbound token), those that
@@ -152,11 +223,17 @@ pub fn named(config: &PluginConfig, policy: Option<&Policy>, default_namespace: 
     headers.chain(inbound).collect()
 }
 
-/// Checks the Secrets `config` names against the operator's `overrides`, with no request: those
-/// the operator allowed pass; with a ServiceAccount the others are left to [`review`]; without
-/// one they refuse the plugin. Secret headers to plain `http` origins refuse it unless the
-/// operator allowed the origin.
-pub fn plan(config: &PluginConfig, overrides: &Settings, default_namespace: &str) -> Result<Plan, AccessError> {
+/// Checks the Secrets `config` names, and its watches (`watches`, as [`crate::controller::covered`]
+/// gives them) of Secrets, against the operator's `overrides`, with no request: those the
+/// operator allowed pass; with a ServiceAccount the others are left to [`review`]; without one
+/// they refuse the plugin. Secret headers to plain `http` origins refuse it unless the operator
+/// allowed the origin.
+pub fn plan(
+    config: &PluginConfig,
+    watches: &[Covered],
+    overrides: &Settings,
+    default_namespace: &str,
+) -> Result<Plan, AccessError> {
     let plugin = || config.name.clone();
     let policy = config
         .http
@@ -187,7 +264,33 @@ pub fn plan(config: &PluginConfig, overrides: &Settings, default_namespace: &str
     if let Some(policy) = &policy {
         check_plain_http(&config.name, policy, overrides.allow_plain_http_secrets.as_deref().unwrap_or_default())?;
     }
-    Ok(Plan { allowed, to_review })
+    let watches_to_review = secret_watches(&config.name, watches, overrides)?;
+    Ok(Plan { allowed, to_review, watches_to_review })
+}
+
+/// The watches of Secrets among `watches` that only the plugin's ServiceAccount can give it;
+/// one it cannot have refuses it.
+fn secret_watches(plugin: &str, watches: &[Covered], overrides: &Settings) -> Result<Vec<SecretWatch>, AccessError> {
+    if overrides.allow_secret_watches == Some(true) {
+        return Ok(Vec::new());
+    }
+    let mut to_review: Vec<SecretWatch> = Vec::new();
+    for covered in watches.iter().filter(|c| is_secret(&c.kind)) {
+        let watch = SecretWatch { namespace: covered.namespace.clone(), purpose: covered.purpose.clone() };
+        let because = match (&covered.cluster, &overrides.service_account) {
+            (Some(cluster), _) => NoRight::OtherCluster(cluster.clone()),
+            (None, None) => NoRight::NoAccount,
+            (None, Some(_)) => {
+                if !to_review.iter().any(|w| w.namespace == watch.namespace) {
+                    to_review.push(watch);
+                }
+                continue;
+            }
+        };
+        let (watch, because) = (Box::new(watch), Box::new(because));
+        return Err(AccessError::WatchNotAllowed { plugin: plugin.into(), watch, because });
+    }
+    Ok(to_review)
 }
 
 /// Refuses a secret header to a plain `http` origin that `allowed` does not list.
@@ -217,10 +320,21 @@ fn check_plain_http(plugin: &str, policy: &Policy, allowed: &[String]) -> Result
     Ok(())
 }
 
-/// Asks whether a plugin's ServiceAccount may `get` a Secret.
+/// Something a plugin's ServiceAccount may or may not do to Secrets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access<'a> {
+    /// `get`, `list` or `watch`.
+    pub verb: &'a str,
+    /// The namespace; `None`: every namespace.
+    pub namespace: Option<&'a str>,
+    /// The one Secret; `None`: all of them.
+    pub name: Option<&'a str>,
+}
+
+/// Asks whether a plugin's ServiceAccount may do something to Secrets.
 pub trait Review: Send + Sync {
-    /// Whether it may get `secret`.
-    fn may_get<'a>(&'a self, secret: &'a SecretRef) -> BoxFuture<'a, Result<bool, kube::Error>>;
+    /// Whether it may do `access`.
+    fn may<'a>(&'a self, access: Access<'a>) -> BoxFuture<'a, Result<bool, kube::Error>>;
 }
 
 /// Asks the API server as the ServiceAccount itself: a SelfSubjectAccessReview made with a
@@ -231,17 +345,17 @@ pub trait Review: Send + Sync {
 pub struct SelfReview(pub kube::Client);
 
 impl Review for SelfReview {
-    fn may_get<'a>(&'a self, secret: &'a SecretRef) -> BoxFuture<'a, Result<bool, kube::Error>> {
+    fn may<'a>(&'a self, access: Access<'a>) -> BoxFuture<'a, Result<bool, kube::Error>> {
         async move {
             let review = SelfSubjectAccessReview {
                 spec: SelfSubjectAccessReviewSpec {
                     resource_attributes: Some(ResourceAttributes {
-                        namespace: Some(secret.namespace.clone()),
-                        verb: Some("get".into()),
+                        namespace: access.namespace.map(str::to_owned),
+                        verb: Some(access.verb.into()),
                         group: Some(String::new()),
                         version: Some("v1".into()),
                         resource: Some("secrets".into()),
-                        name: Some(secret.name.clone()),
+                        name: access.name.map(str::to_owned),
                         ..ResourceAttributes::default()
                     }),
                     ..SelfSubjectAccessReviewSpec::default()
@@ -256,8 +370,8 @@ impl Review for SelfReview {
     }
 }
 
-/// Asks `reviewer` about every Secret `plan` leaves to plugin `plugin`'s `account`; the first it
-/// may not get refuses the plugin.
+/// Asks `reviewer` about every Secret and watch of Secrets `plan` leaves to plugin `plugin`'s
+/// `account`; the first it may not get (or list and watch) refuses the plugin.
 pub async fn review(
     plugin: &str,
     plan: &Plan,
@@ -265,7 +379,8 @@ pub async fn review(
     reviewer: &dyn Review,
 ) -> Result<(), AccessError> {
     for named in &plan.to_review {
-        let may = reviewer.may_get(&named.secret).await.map_err(|source| AccessError::ReviewFailed {
+        let access = Access { verb: "get", namespace: Some(&named.secret.namespace), name: Some(&named.secret.name) };
+        let may = reviewer.may(access).await.map_err(|source| AccessError::ReviewFailed {
             plugin: plugin.into(),
             account: Box::new(account.clone()),
             secret: Box::new(named.secret.clone()),
@@ -274,6 +389,25 @@ pub async fn review(
         if !may {
             let because = Box::new(NoRight::AccountMayNot(account.clone()));
             return Err(AccessError::NotAllowed { plugin: plugin.into(), named: Box::new(named.clone()), because });
+        }
+    }
+    for watch in &plan.watches_to_review {
+        for verb in ["list", "watch"] {
+            let access = Access { verb, namespace: watch.namespace.as_deref(), name: None };
+            let may = reviewer.may(access).await.map_err(|source| AccessError::WatchReviewFailed {
+                plugin: plugin.into(),
+                account: Box::new(account.clone()),
+                watch: Box::new(watch.clone()),
+                source: Box::new(source),
+            })?;
+            if !may {
+                let because = Box::new(NoRight::AccountMayNotWatch(account.clone()));
+                return Err(AccessError::WatchNotAllowed {
+                    plugin: plugin.into(),
+                    watch: Box::new(watch.clone()),
+                    because,
+                });
+            }
         }
     }
     Ok(())
@@ -337,7 +471,7 @@ mod tests {
 
     #[test]
     fn a_plugin_without_an_account_has_only_the_secrets_the_operator_allowed_it() {
-        let err = plan(&naming("wasmop-registry"), &Settings::default(), "ns").unwrap_err();
+        let err = plan(&naming("wasmop-registry"), &[], &Settings::default(), "ns").unwrap_err();
         assert_eq!(
             err.to_string(),
             "plugin \"b\" may not read Secret ns/wasmop-registry (the secret header authorization of \
@@ -346,29 +480,29 @@ mod tests {
              configuration file)"
         );
         // The inbound token is a Secret it names too.
-        let err = plan(&naming("api"), &allowing(&[("api", None)]), "ns").unwrap_err();
+        let err = plan(&naming("api"), &[], &allowing(&[("api", None)]), "ns").unwrap_err();
         assert!(err.to_string().contains("Secret ns/hook (the token of its inbound events)"), "{err}");
         // Allowed by name in the host's namespace, or by namespace and name.
-        let plan = plan(&naming("api"), &allowing(&[("api", None), ("hook", Some("ns"))]), "ns").unwrap();
+        let plan = plan(&naming("api"), &[], &allowing(&[("api", None), ("hook", Some("ns"))]), "ns").unwrap();
         assert_eq!(plan.allowed, HashSet::from([secret("api"), secret("hook")]));
         assert!(plan.to_review.is_empty());
     }
 
     #[test]
     fn an_allowance_is_for_one_secret_in_one_namespace() {
-        let err = plan(&naming("api"), &allowing(&[("api", Some("other")), ("hook", None)]), "ns").unwrap_err();
+        let err = plan(&naming("api"), &[], &allowing(&[("api", Some("other")), ("hook", None)]), "ns").unwrap_err();
         assert!(err.to_string().contains("may not read Secret ns/api"), "{err}");
         let mut named_elsewhere = config(vec![origin("https", "api.example.com", None, None)]);
         named_elsewhere.inbound =
             Some(Inbound { token: WitKey { namespace: Some("ops".into()), ..key("hook") }, caching: false });
-        let err = plan(&named_elsewhere, &allowing(&[("hook", None)]), "ns").unwrap_err();
+        let err = plan(&named_elsewhere, &[], &allowing(&[("hook", None)]), "ns").unwrap_err();
         assert!(err.to_string().contains("may not read Secret ops/hook"), "{err}");
     }
 
     #[tokio::test]
     async fn with_an_account_what_the_operator_did_not_allow_is_asked_of_the_api_server() {
         let overrides = Settings { service_account: Some(account()), ..allowing(&[("hook", None)]) };
-        let plan = plan(&naming("own"), &overrides, "ns").unwrap();
+        let plan = plan(&naming("own"), &[], &overrides, "ns").unwrap();
         assert_eq!(plan.allowed, HashSet::from([secret("hook")]));
         assert_eq!(plan.to_review.iter().map(|n| n.secret.clone()).collect::<Vec<_>>(), [secret("own")]);
 
@@ -397,31 +531,112 @@ mod tests {
             allow_plain_http_secrets: Some(origins.iter().map(|o| (*o).to_string()).collect()),
             ..allowed.clone()
         };
-        let err = plan(&plain, &allowed, "ns").unwrap_err();
+        let err = plan(&plain, &[], &allowed, "ns").unwrap_err();
         assert_eq!(
             err.to_string(),
             "plugin \"b\" would send the secret header authorization to http://127.0.0.1:18053 over plain http, which \
              the operator did not allow for it (allowPlainHttpSecrets in its ReconcilerPlugin's spec.overrides or in \
              plugins.b of the configuration file): grant an https origin, or allow this one"
         );
-        let err = plan(&plain, &with(&["http://127.0.0.1:18053", "http://[::1]:8080"]), "ns").unwrap_err();
+        let err = plan(&plain, &[], &with(&["http://127.0.0.1:18053", "http://[::1]:8080"]), "ns").unwrap_err();
         assert!(err.to_string().contains("to http://[::1]:80 over plain http"), "{err}");
         // Each origin as the grant names it, its port the scheme's default when absent; an
         // origin without secret headers and an https one need nothing.
-        assert!(plan(&plain, &with(&["http://127.0.0.1:18053", "http://[::1]", "http://localhost:1"]), "ns").is_ok());
-        assert!(plan(&plain, &with(&["HTTP://127.0.0.1:18053/", "http://[::1]:80"]), "ns").is_ok());
+        assert!(
+            plan(&plain, &[], &with(&["http://127.0.0.1:18053", "http://[::1]", "http://localhost:1"]), "ns").is_ok()
+        );
+        assert!(plan(&plain, &[], &with(&["HTTP://127.0.0.1:18053/", "http://[::1]:80"]), "ns").is_ok());
         for bad in ["127.0.0.1:18053", "https://[::1]", "http://127.0.0.1:18053/path", "http://", "*"] {
-            let err = plan(&plain, &with(&[bad]), "ns").unwrap_err();
+            let err = plan(&plain, &[], &with(&[bad]), "ns").unwrap_err();
             assert!(matches!(err, AccessError::NotAnOrigin { .. }), "{bad}: {err}");
         }
     }
 
-    /// The API server's answers, by Secret name: an absent one fails the review.
+    /// Plugin `b`, naming no Secret.
+    fn watching() -> PluginConfig {
+        PluginConfig { name: "b".into(), ..crate::runtime::bindings::test_config("K") }
+    }
+
+    /// A watch of `kind` as plugin `b`'s `purpose`, in `namespace` of `cluster`.
+    fn covering(kind: (&str, &str), namespace: Option<&str>, cluster: Option<&str>, purpose: &str) -> Covered {
+        let kind = wasmop_core::KindRef {
+            group: kind.0.into(),
+            version: "v1".into(),
+            kind: kind.1.into(),
+            plural: Some("secrets".into()),
+            namespaced: true,
+        };
+        Covered {
+            kind,
+            namespace: namespace.map(Into::into),
+            cluster: cluster.map(Into::into),
+            purpose: purpose.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plugin_watches_secrets_only_where_its_account_may_or_the_operator_allows() {
+        let bare = watching();
+        let secrets = [
+            covering(("", "Secret"), Some("team"), None, "its watch of v1/Secret"),
+            covering(("", "Secret"), None, None, "its dependent tokens"),
+            // Not a Secret: another group's kind of that name, whatever its plural.
+            covering(("example.com", "Secret"), None, Some("edge"), "its primary"),
+        ];
+        let hook = Settings::default();
+        let err = plan(&bare, &secrets, &hook, "ns").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "plugin \"b\" may not watch Secrets in namespace team (its watch of v1/Secret): it runs as no \
+             serviceAccount of its own, and the operator did not allow it (allowSecretWatches: true in its \
+             ReconcilerPlugin's spec.overrides or in plugins.b of the configuration file)"
+        );
+        // The operator's word.
+        let allowed = Settings { allow_secret_watches: Some(true), ..hook.clone() };
+        assert_eq!(plan(&bare, &secrets, &allowed, "ns").unwrap().watches_to_review, Vec::new());
+        let denied = Settings { allow_secret_watches: Some(false), ..hook.clone() };
+        assert!(plan(&bare, &secrets, &denied, "ns").is_err());
+
+        // Its account's: asked to list and watch where each watch looks.
+        let with_account = Settings { service_account: Some(account()), ..hook.clone() };
+        let plan = plan(&bare, &secrets, &with_account, "ns").unwrap();
+        let places: Vec<_> = plan.watches_to_review.iter().map(|w| w.namespace.as_deref()).collect();
+        assert_eq!(places, [Some("team"), None]);
+        let everywhere = &[("list team", true), ("watch team", true), ("list *", true), ("watch *", true)];
+        assert!(review("b", &plan, &account(), &Answers(everywhere)).await.is_ok());
+        let listing_only = &[("list team", true), ("watch team", true), ("list *", true), ("watch *", false)];
+        let err = review("b", &plan, &account(), &Answers(listing_only)).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "plugin \"b\" may not watch Secrets in every namespace (its dependent tokens): its ServiceAccount team/b \
+             may not list and watch them, and the operator did not allow it (allowSecretWatches: true in its \
+             ReconcilerPlugin's spec.overrides or in plugins.b of the configuration file)"
+        );
+        let err = review("b", &plan, &account(), &Answers(&[])).await.unwrap_err();
+        assert!(matches!(err, AccessError::WatchReviewFailed { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_watch_of_secrets_in_another_cluster_has_only_the_operators_word() {
+        let remote = [covering(("", "Secret"), None, Some("edge"), "its watch of v1/Secret")];
+        let with_account = Settings { service_account: Some(account()), ..Settings::default() };
+        let err = plan(&watching(), &remote, &with_account, "ns").unwrap_err();
+        assert!(err.to_string().contains("they are in cluster \"edge\", where it has no identity of its own"), "{err}");
+        let allowed = Settings { allow_secret_watches: Some(true), ..with_account };
+        assert!(plan(&watching(), &remote, &allowed, "ns").is_ok());
+    }
+
+    /// The API server's answers: a `get` by Secret name, a `list` or `watch` as `list ns` (`*`
+    /// for every namespace); an absent one fails the review.
     struct Answers(&'static [(&'static str, bool)]);
 
     impl Review for Answers {
-        fn may_get<'a>(&'a self, secret: &'a SecretRef) -> BoxFuture<'a, Result<bool, kube::Error>> {
-            let answer = self.0.iter().find(|(name, _)| *name == secret.name).map(|(_, may)| *may);
+        fn may<'a>(&'a self, access: Access<'a>) -> BoxFuture<'a, Result<bool, kube::Error>> {
+            let key = match access.name {
+                Some(name) => name.to_string(),
+                None => format!("{} {}", access.verb, access.namespace.unwrap_or("*")),
+            };
+            let answer = self.0.iter().find(|(asked, _)| *asked == key).map(|(_, may)| *may);
             let failed = || kube::Error::Service("unreachable".into());
             futures::future::ready(answer.ok_or_else(failed)).boxed()
         }

@@ -466,6 +466,18 @@ pub fn allowing(mut config: HostConfig, plugin: &str, secrets: &[&str], origins:
     config
 }
 
+/// The fixtures that watch Secrets: `fixture-link` (metadata only) and `fixture-record`.
+pub const SECRET_WATCHERS: [&str; 2] = ["fixture-link", "fixture-record"];
+
+/// `config` with the operator's word that the fixtures that watch Secrets may
+/// (`allowSecretWatches: true`, what their own code cannot give them), unless it says otherwise.
+pub fn allowing_secret_watches(mut config: HostConfig) -> HostConfig {
+    for plugin in SECRET_WATCHERS {
+        config.plugins.entry(plugin.to_string()).or_default().allow_secret_watches.get_or_insert(true);
+    }
+    config
+}
+
 /// A host on `namespace` without plugins (install them with [`Host::install`]), whose calls are
 /// timed into its metrics; its log goes to the test's captured output.
 pub fn bare_host(client: &Client, namespace: &str) -> anyhow::Result<Arc<Host>> {
@@ -532,7 +544,15 @@ impl RunningHost {
         Self::launch(clusters, plugins, limits, settings(namespace, config))
     }
 
-    fn launch(clusters: Clusters, plugins: &[&str], limits: Limits, settings: HostSettings) -> anyhow::Result<Self> {
+    /// Runs `plugins` under `settings`, whose configuration lets the fixtures that watch
+    /// Secrets do so ([`allowing_secret_watches`]).
+    fn launch(
+        clusters: Clusters,
+        plugins: &[&str],
+        limits: Limits,
+        mut settings: HostSettings,
+    ) -> anyhow::Result<Self> {
+        settings.config = allowing_secret_watches(settings.config);
         // The host's log goes to the test's captured output.
         overlaps::Overlaps::in_process();
         let metrics = Metrics::new();

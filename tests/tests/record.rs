@@ -22,9 +22,11 @@ struct Recording {
 
 impl Recording {
     /// Runs `fixture-record` on `ns`, recording into a fresh directory, with the overrides
-    /// `config` (YAML) when given.
-    fn start(ns: &str, config: Option<&str>) -> anyhow::Result<Self> {
-        Self::start_plugin("fixture-record", ns, config)
+    /// `overrides` (YAML lines of its entry, indented by four) beside the operator's word that it
+    /// may watch Secrets.
+    fn start(ns: &str, overrides: &str) -> anyhow::Result<Self> {
+        let config = format!("plugins:\n  fixture-record:\n    allowSecretWatches: true\n{overrides}");
+        Self::start_plugin("fixture-record", ns, Some(&config))
     }
 
     /// Runs the plugin `name` (in `plugins/dist`) on `ns`, recording into a fresh directory,
@@ -144,7 +146,7 @@ async fn until_recorded(recording: &Recording, n: usize) -> anyhow::Result<Vec<P
 #[tokio::test]
 async fn a_failed_reconcile_is_recorded_replays_bit_exact_and_shows_the_fix_against_v2() -> anyhow::Result<()> {
     let (client, ns) = setup("record-failed").await?;
-    let recording = Recording::start(&ns, None)?;
+    let recording = Recording::start(&ns, "")?;
     create_swap(&client, &ns, "fine", 4, None).await?;
     create_swap(&client, &ns, "broken", -3, None).await?;
     let files = until_recorded(&recording, 1).await?;
@@ -204,7 +206,7 @@ async fn a_record_of_a_plugin_that_reads_a_secret_holds_none_of_its_data() -> an
     )
     .create(&PostParams::default(), &serde_json::from_value(secret)?)
     .await?;
-    let recording = Recording::start(&ns, None)?;
+    let recording = Recording::start(&ns, "")?;
     create_swap(&client, &ns, "broken", -1, Some("creds")).await?;
     let files = until_recorded(&recording, 1).await?;
     let text = std::fs::read_to_string(&files[0])?;
@@ -223,8 +225,7 @@ async fn a_record_of_a_plugin_that_reads_a_secret_holds_none_of_its_data() -> an
 async fn the_record_directory_stays_within_its_budget_under_a_burst() -> anyhow::Result<()> {
     let (client, ns) = setup("record-budget").await?;
     // Every reconcile recorded; records of about 2-3 KiB in a budget of 1 MiB.
-    let config = "plugins:\n  fixture-record:\n    record: { sample: 1.0, maxRecordKiB: 16, budgetMiB: 1 }\n";
-    let recording = Recording::start(&ns, Some(config))?;
+    let recording = Recording::start(&ns, "    record: { sample: 1.0, maxRecordKiB: 16, budgetMiB: 1 }\n")?;
     let burst = 1000;
     let swaps = swaps(&client, &ns);
     futures::future::try_join_all((0..burst).map(|i| {

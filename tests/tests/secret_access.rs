@@ -214,3 +214,106 @@ async fn an_impersonated_plugin_has_the_secrets_its_service_account_may_get_and_
     host.stop_all().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_watching_secrets_needs_an_account_that_may_list_them_or_the_operators_word() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
+    let ns = namespace(&client, "secret-watch").await?;
+    // A Secret `fixture-record` watches (by its label).
+    let creds = json!({ "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": "creds", "labels": { "test.wasmop.dev/record": "yes" } },
+        "stringData": { "token": "hunter2" } });
+    apply(&client, creds, Some(&ns)).await?;
+    for account in ["stranger", "watcher"] {
+        let account = json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": account } });
+        apply(&client, account, Some(&ns)).await?;
+    }
+    // `stranger` may list and watch the Secrets of its own namespace; `watcher` those of every
+    // namespace, as `fixture-record`'s watch (mapped by annotations) covers, and keep its Swaps.
+    let rules = |resources: &[&str]| {
+        json!([
+            { "apiGroups": [""], "resources": resources, "verbs": ["get", "list", "watch"] },
+            { "apiGroups": ["test.wasmop.dev"], "resources": ["swaps", "swaps/status"],
+              "verbs": ["get", "list", "watch", "patch", "update"] },
+            { "apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"] },
+        ])
+    };
+    let role = |kind: &str, name: &str, account: &str| {
+        let role = json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": { "name": name },
+            "rules": rules(&["secrets"]) });
+        let binding = json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": format!("{kind}Binding"),
+            "metadata": { "name": name },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name },
+            "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": ns }] });
+        (role, binding)
+    };
+    let (own, own_binding) = role("Role", "secret-lister", "stranger");
+    apply(&client, own, Some(&ns)).await?;
+    apply(&client, own_binding, Some(&ns)).await?;
+    let everywhere = format!("secret-watcher-{ns}");
+    let (cluster_role, cluster_binding) = role("ClusterRole", &everywhere, "watcher");
+    apply(&client, cluster_role, None).await?;
+    apply(&client, cluster_binding, None).await?;
+
+    let (host, _) = host(&ns, HostConfig::default()).await?;
+    let file = plugin("fixture-record");
+    let bytes = std::fs::read(&file)?;
+    let rule = "its watch of v1/Secret";
+    // Without an identity of its own or the operator's word: refused, naming the watch and the rule.
+    let err = host.install("test", &file, bytes.clone(), Some(overrides(&format!("namespace: {ns}"))?)).await;
+    let err = err.expect_err("refused").to_string();
+    assert!(
+        err.contains(&format!(
+            "plugin \"fixture-record\" may not watch Secrets in every namespace ({rule}): it runs as no \
+             serviceAccount of its own, and the operator did not allow it (allowSecretWatches: true"
+        )),
+        "{err}"
+    );
+    // An account that may list only its own namespace's Secrets, where the watch covers all.
+    let as_account = |account: &str| overrides(&format!("serviceAccount: {{ namespace: {ns}, name: {account} }}"));
+    let err = host.install("test", &file, bytes.clone(), Some(as_account("stranger")?)).await;
+    let err = err.expect_err("refused").to_string();
+    assert!(
+        err.contains(&format!(
+            "may not watch Secrets in every namespace ({rule}): its ServiceAccount {ns}/stranger may not list and \
+             watch them"
+        )),
+        "{err}"
+    );
+    assert_eq!(host.plugins(), Vec::<String>::new());
+
+    // One that may: it runs, and reads the Secret its Swap names.
+    host.install("test", &file, bytes.clone(), Some(as_account("watcher")?)).await?;
+    let swaps: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &swap_resource());
+    let swap = json!({ "apiVersion": "test.wasmop.dev/v1", "kind": "Swap",
+        "metadata": { "name": "reads", "annotations": { "test.wasmop.dev/secret": "creds" } },
+        "spec": { "value": 1 } });
+    swaps.create(&PostParams::default(), &serde_json::from_value(swap)?).await?;
+    wait_until(&swaps, "reads", "the Secret read", |s| s.data["status"]["secretKeys"] == 1).await?;
+    host.stop_all().await;
+
+    // The operator's word, with no account: it runs.
+    let (host, _) = host_allowing(&ns).await?;
+    host.install("test", &file, bytes, None).await?;
+    assert_eq!(host.plugins(), ["fixture-record".to_string()]);
+    host.stop_all().await;
+
+    let roles = kube::api::ApiResource::erase::<k8s_openapi::api::rbac::v1::ClusterRole>(&());
+    let bindings = kube::api::ApiResource::erase::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>(&());
+    for resource in [bindings, roles] {
+        Api::<DynamicObject>::all_with(client.clone(), &resource).delete(&everywhere, &DeleteParams::default()).await?;
+    }
+    Ok(())
+}
+
+/// The Swap kind of `fixture-record`.
+fn swap_resource() -> kube::api::ApiResource {
+    let gvk = kube::api::GroupVersionKind::gvk("test.wasmop.dev", "v1", "Swap");
+    kube::api::ApiResource::from_gvk_with_plural(&gvk, "swaps")
+}
+
+/// A host on `ns` whose configuration file lets `fixture-record` watch Secrets.
+async fn host_allowing(ns: &str) -> anyhow::Result<(Arc<Host>, Arc<Metrics>)> {
+    host(ns, wasmop_tests::allowing_secret_watches(HostConfig::default())).await
+}

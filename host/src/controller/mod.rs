@@ -2,6 +2,7 @@
 //! writer, with a secondary source per declared watch and an optional resync timer feeding the
 //! same scheduler. Glue only: each step lives in its own module.
 
+mod coverage;
 mod listed;
 mod reconcile;
 mod references;
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use wasmop_core::dependent::DependentSpec;
 pub use wasmop_core::filter::{ChangeFilter, Filters, Version};
 
-use crate::dependents::{self, DependentKind, Dependents, OwnWrites};
+use crate::dependents::{DependentKind, Dependents, OwnWrites};
 use crate::external::poller::{FetchNow, Poller};
 use crate::external::{ExternalState, TrackingRecords};
 use crate::informer::{self, CachedKind, Clusters, Listing, Subscription, WatchedCache};
@@ -29,7 +30,7 @@ use crate::metrics::Metrics;
 use crate::object::ObjectKey;
 use crate::retry::RetryPolicy;
 use crate::runtime::Current;
-use crate::runtime::bindings::wasmop::plugin::types::{Dependent, Mapper, PluginConfig, PollingMode, Watch};
+use crate::runtime::bindings::wasmop::plugin::types::{Mapper, PluginConfig, PollingMode, Watch};
 use crate::scheduler::{self, Priority, Settings};
 use crate::settings::Resolved;
 use crate::source::filter::EventFilter;
@@ -38,6 +39,7 @@ use crate::source::secondary::{Mapping, SecondarySource};
 use crate::source::{Sink, timer};
 use crate::wire::PrimaryReads;
 use crate::writer::Writer;
+pub use coverage::{Covered, covered};
 use reconcile::Reconciler;
 use references::References;
 pub use unserved::Unserved;
@@ -49,31 +51,6 @@ const OWNED_EVERY: Duration = Duration::from_secs(1);
 /// How long an initial-list or resync reconcile yields to live changes before it alternates.
 const BACKGROUND_AGING: Duration = Duration::from_secs(5);
 
-/// The watch of a dependent kind: the plugin's objects of that kind, by the management label.
-/// Read-only dependents are not the plugin's: their watch covers the kind, and a change of an
-/// object reconciles the primaries whose `desired` named it.
-fn dependent_watch(config: &PluginConfig, dependent: &Dependent) -> Watch {
-    let (label_selector, mapper) = if dependent.read_only {
-        (None, Mapper::PrimaryReferences)
-    } else {
-        let selector = format!("{}={}", dependents::MANAGED_BY_LABEL, config.name);
-        let ownership = DependentSpec::from(dependent).ownership(&(&config.primary).into());
-        (Some(selector), DependentKind::mapper(ownership))
-    };
-    let namespace = dependent.namespace.clone();
-    // Dependents are read whole: the matcher compares them with what the plugin desires.
-    Watch {
-        kind: dependent.kind.clone(),
-        namespace,
-        label_selector,
-        field_selector: None,
-        cluster: None,
-        mapper,
-        projection: None,
-        predicate: None,
-    }
-}
-
 /// A declared watch, subscribed.
 struct Secondary {
     watch: Watch,
@@ -82,10 +59,8 @@ struct Secondary {
     links: Arc<RwLock<Links>>,
 }
 
-/// Subscribes to the plugin's declared watches. A watch of a namespaced kind without a
-/// namespace of its own follows the primaries' namespace when they are narrowed to one
-/// (`--namespace`, or the plugin's `namespace` override), except a watch mapped by annotations,
-/// which exists to reach other namespaces: it covers all of them unless it names one.
+/// Subscribes to the plugin's declared watches, each in the namespace
+/// [`coverage::namespace_of`] gives it.
 fn subscribe_all(
     watches: &[Watch],
     resources: &[ApiResource],
@@ -105,19 +80,7 @@ fn subscribe_all(
                 return None;
             }
         };
-        // `--namespace` (or the plugin's namespace) narrows the watches of this cluster, the
-        // dependents' included. Cluster-scoped kinds, other clusters and the annotations mapper
-        // (which exists to reach across namespaces) are watched whole unless they name a namespace.
-        let namespace = match &watch.namespace {
-            Some(ns) => Some(ns.as_str()),
-            None if watch.kind.namespaced
-                && watch.cluster.is_none()
-                && !matches!(watch.mapper, Mapper::Annotations) =>
-            {
-                primary_namespace
-            }
-            None => None,
-        };
+        let namespace = coverage::namespace_of(watch, primary_namespace);
         let selectors =
             informer::Selectors { labels: watch.label_selector.as_deref(), fields: watch.field_selector.as_deref() };
         let shape = informer::Shape {
@@ -517,7 +480,8 @@ async fn watch(
     let plugin = &config.name;
     let local = clusters.local();
     // The dependents' caches stay whole: the workflow reads them between its writes.
-    let dependent_watches: Vec<Watch> = config.dependents.iter().map(|d| dependent_watch(config, d)).collect();
+    let dependent_watches: Vec<Watch> =
+        config.dependents.iter().map(|d| coverage::dependent_watch(config, d)).collect();
     let watches: Vec<&Watch> = config.watches.iter().chain(&dependent_watches).collect();
     let mut declared = vec![Declared { kind: &config.primary, client: local.client() }];
     for watch in &watches {
