@@ -283,7 +283,7 @@ start_component() {
       log "starting kube-controller-manager (health on 127.0.0.1:$kcm_port)"
       launch controller-manager "$bin/kube-controller-manager" \
         --kubeconfig="$DIR/controller-manager.kubeconfig" \
-        --controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,resourcequota-controller \
+        --controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,resourcequota-controller,clusterrole-aggregation-controller \
         --use-service-account-credentials=false \
         --leader-elect=false \
         --bind-address=127.0.0.1 --secure-port="$kcm_port" \

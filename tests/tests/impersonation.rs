@@ -62,3 +62,76 @@ async fn a_plugin_writes_only_what_its_service_account_may() -> anyhow::Result<(
     host.stop().await;
     Ok(())
 }
+
+/// Whether `user` may `verb` ConfigMaps in `ns`, as `kubectl auth can-i --as` asks.
+async fn can_i(client: &kube::Client, user: &str, verb: &str, ns: &str) -> anyhow::Result<bool> {
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.into()),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(ns.into()),
+                verb: Some(verb.into()),
+                resource: Some("configmaps".into()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let answered = Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &review).await?;
+    Ok(answered.status.is_some_and(|s| s.allowed))
+}
+
+/// The test bed runs the ClusterRole aggregation controller, as a real cluster does: the
+/// built-in `edit` role has its rules, so a RoleBinding to it gives a plugin's account what
+/// `kubectl auth can-i --as` then says it has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_whose_account_is_bound_to_the_edit_role_writes_as_it() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "impersonation-edit").await?;
+    let account = serde_json::json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "editor" } });
+    apply(&client, account, Some(&ns)).await?;
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": { "name": "editor" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "editor", "namespace": ns }]
+    });
+    apply(&client, binding, Some(&ns)).await?;
+    let user = format!("system:serviceaccount:{ns}:editor");
+    // The aggregation runs once, soon after the controller manager starts.
+    within(WAIT, "the edit role to let the account patch ConfigMaps", async {
+        while !can_i(&client, &user, "patch", &ns).await? {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        anyhow::Ok(())
+    })
+    .await??;
+
+    let yaml = format!("plugins:\n  fixture-bulk:\n    serviceAccount: {{ namespace: {ns}, name: editor }}\n");
+    let host = RunningHost::start_on(
+        Clusters::from_config(config().await?)?,
+        &ns,
+        &["fixture-bulk"],
+        Limits::default(),
+        serde_saphyr::from_str(&yaml)?,
+    )?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let primary: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "bulk", "labels": { "wasmop.dev/fixture": "bulk" } }, "data": { "count": "1" }
+    }))?;
+    config_maps.create(&PostParams::default(), &primary).await?;
+    let written = within(WAIT, "bulk-0 written as the editor", async {
+        loop {
+            if let Some(written) = config_maps.get_opt("bulk-0").await? {
+                return anyhow::Ok(written);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await??;
+    let managers: Vec<_> = written.metadata.managed_fields.iter().flatten().filter_map(|f| f.manager.clone()).collect();
+    assert_eq!(managers, ["wasmop-fixture-bulk"]);
+    host.stop().await;
+    Ok(())
+}
