@@ -9,7 +9,7 @@ TEST_CLUSTER_DIR ?= target/test-cluster
 # Toolchains where their installers put them, for shells that did not read a profile (CI).
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: help run run-dns test bench build image layout plugins control-plane registry cluster cluster-down lint
+.PHONY: help run run-dns test bench build image layout plugins control-plane registry cluster cluster-down lint docs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -20,7 +20,7 @@ run: build plugins ## Run the host with the webpage plugin against your cluster 
 run-dns: build plugins ## Run the dnsrecord sample (an external dependent) with its local DNS service
 	@tests/testbed/run-dns.sh "$(CLUSTER_DIR)"
 
-test: lint plugins control-plane registry image ## Install what is missing, build everything, run unit and integration tests
+test: lint docs plugins control-plane registry image ## Install what is missing, build everything, run unit and integration tests
 	@tests/testbed/run-tests.sh "$(TEST_CLUSTER_DIR)"
 
 bench: plugins control-plane ## wasmop against a native kube-rs controller, report in target/bench/
@@ -53,6 +53,11 @@ cluster: control-plane ## Start a local control plane in the background; kubecon
 
 cluster-down: ## Stop the processes `make cluster` started
 	@tests/testbed/cluster.sh down "$(CLUSTER_DIR)"
+
+docs: ## Build the book (docs/) into target/book, its links, samples and the project's Markdown checked
+	@tests/testbed/check-book.py --self-test
+	@tests/testbed/check-book.py
+	@mdbook=$$(tests/testbed/build-mdbook.sh) && "$$mdbook" build docs
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check

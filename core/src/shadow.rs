@@ -1,4 +1,4 @@
-//! Shadow rollouts (issue 29, part 2): the pure part. A candidate version of a plugin runs beside
+//! Shadow rollouts: the pure part. A candidate version of a plugin runs beside
 //! the live one on the same requests; the host never applies what it returns. This says how the
 //! two endings of one reconcile compare ([`compare`], with the record's diff,
 //! [`crate::record::diff`]) and what the plugin's status sums up ([`Tally`]).

@@ -1,4 +1,4 @@
-//! Recording reconciles (`wasmop run --record DIR`, issue 29): the host's steps of
+//! Recording reconciles (`wasmop run --record DIR`): the host's steps of
 //! `wasmop_core::record`. Per plugin, [`Records`] decides before a reconcile whether its calls
 //! are kept ([`Records::plan`]); a reconcile that keeps them reads through a [`Recorded`] view,
 //! whose recorder the runtime fills with a step per export call; once the reconcile ended,

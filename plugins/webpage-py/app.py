@@ -46,10 +46,12 @@ class WebPageReconciler:
                    .reconcile_when(Check.field_equals("spec.exposed", True)))
     )
 
+    # ANCHOR: validate
     def desired(self, page: WebPage, ctx: Context) -> list[Desired]:
         name = page.metadata.name
         if not name:
             raise Error.invalid("the WebPage has no name")
+        # ANCHOR_END: validate
         labels = {"app.kubernetes.io/name": "webpage", "app.kubernetes.io/instance": name}
         html = f"{name}-html"
         return [

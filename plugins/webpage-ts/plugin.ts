@@ -38,11 +38,13 @@ export const deployment = Kind.namespaced("apps", "v1", "Deployment").plural("de
 export const service = Kind.namespaced("", "v1", "Service").plural("services");
 export const ingress = Kind.namespaced("networking.k8s.io", "v1", "Ingress").plural("ingresses");
 
+// ANCHOR: validate
 function nameOf(page: WebPage): string {
   const name = page.metadata.name;
   if (name === undefined) throw ReconcileError.invalid("the WebPage has no name");
   return name;
 }
+// ANCHOR_END: validate
 
 export default {
   config: () =>
@@ -60,8 +62,10 @@ export default {
 
   decode: requireFields({ "spec.html": "string" }),
 
+  // ANCHOR: desired
   desired(page) {
     const name = nameOf(page);
+    // ANCHOR_END: desired
     const labels = { "app.kubernetes.io/name": "webpage", "app.kubernetes.io/instance": name };
     const html = `${name}-html`;
     return [

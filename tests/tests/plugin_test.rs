@@ -133,3 +133,22 @@ fn a_record_holds_for_the_recorded_version_and_fails_for_one_that_ends_otherwise
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
+
+/// The webpage sample's fixtures (`plugins/webpage/fixtures/`, which the book includes) hold for
+/// its Rust, Python and TypeScript builds: a page gets its dependents, a Deployment among them (a
+/// kind outside the core group), and no Ingress until it is exposed; an invalid page fails in
+/// `desired` and gets none.
+#[test]
+fn the_webpage_fixtures_hold_for_every_language() -> anyhow::Result<()> {
+    let fixtures = workspace_root().join("plugins/webpage/fixtures");
+    for file in ["webpage.wasm", "webpage-py.wasm", "webpage-ts.wasm"] {
+        let output = wasmop_test(&build(file), &[&fixtures])?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{file}: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+        for fixture in ["invalid", "page"] {
+            assert!(stdout.contains(&format!("fixture: {fixture}\n")), "{file}: {stdout}");
+        }
+        assert!(stdout.ends_with("# 2 fixtures, all held\n"), "{file}: {stdout}");
+    }
+    Ok(())
+}

@@ -1,6 +1,7 @@
 //! `wasmop new`: the scaffolded crate passes its unit tests (its crd.yaml is what its types
 //! generate), builds for wasm32-wasip2, `wasmop crd --plugin` prints its CRD, which the API server
-//! takes, and `wasmop run --plugin` reconciles the scaffolded example in the cluster: the README's guide.
+//! takes, and `wasmop run --plugin` reconciles the scaffolded example in the cluster: the guide of
+//! `docs/src/writing-plugins/rust.md`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -102,7 +103,7 @@ async fn a_scaffolded_plugin_builds_passes_its_test_and_reconciles_its_example()
     reconciles_its_example(&wasm, &crd_file, &crate_dir, ("Hello", "hellos")).await
 }
 
-/// `wasmop run --plugin`, as the README's guide runs it, reconciles the scaffolded example
+/// `wasmop run --plugin`, as the book's guide runs it, reconciles the scaffolded example
 /// (kind and plural as given) in a namespace of its own: the echo in its status, the ConfigMap,
 /// Ready.
 async fn reconciles_its_example(

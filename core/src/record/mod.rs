@@ -1,4 +1,4 @@
-//! Recording a reconcile and replaying it (issue 29, part 1): the pure part. The host records
+//! Recording a reconcile and replaying it: the pure part. The host records
 //! and writes; this says what a record is and which records are kept.
 //!
 //! A sandboxed plugin is a function of what the host hands it: the request of each export and

@@ -75,6 +75,7 @@ fn records(spec: &Spec) -> String {
 impl Reconciler for DnsRecordReconciler {
     type Primary = Resource<Spec>;
 
+    // ANCHOR: config
     fn config() -> Config {
         let token = SecretKey::new("dns-api-token", "token");
         Config::new("dnsrecord", Kind::namespaced("sample.wasmop.dev", "v1", "DnsRecord"))
@@ -87,6 +88,7 @@ impl Reconciler for DnsRecordReconciler {
             .external_dependent(ExternalDependent::new("record"))
             .inbound(Inbound::new(SecretKey::new("dns-webhook-token", "token")))
     }
+    // ANCHOR_END: config
 
     fn crd() -> Option<Crd> {
         Some(Crd::of::<Spec, Status>(&Self::config().primary))

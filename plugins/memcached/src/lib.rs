@@ -31,11 +31,13 @@ struct MemcachedReconciler;
 impl Reconciler for MemcachedReconciler {
     type Primary = Memcached;
 
+    // ANCHOR: config
     fn config() -> Config {
         Config::new("memcached", Kind::namespaced("cache.wasmop.dev", "v1", "Memcached").plural("memcacheds"))
             .dependent(Dependent::new("deployment", Kind::namespaced("apps", "v1", "Deployment").plural("deployments")))
             .watch(Watch::new(pods()).label_selector("app=memcached").mapped_by_plugin())
     }
+    // ANCHOR_END: config
 
     fn desired(memcached: &Memcached, _ctx: &Context) -> Result<Vec<Desired>, Error> {
         let name = memcached.metadata.name.as_deref().ok_or_else(|| Error::invalid("the Memcached has no name"))?;
@@ -60,6 +62,7 @@ impl Reconciler for MemcachedReconciler {
         )])
     }
 
+    // ANCHOR: reconcile
     fn reconcile(memcached: Memcached, ctx: &Context) -> Result<Outcome, Error> {
         let pods: Vec<Pod> = ctx.secondaries(&pods())?;
         let mut nodes: Vec<String> = pods.into_iter().filter_map(|p| p.metadata.name).collect();
@@ -73,6 +76,7 @@ impl Reconciler for MemcachedReconciler {
         let owner = pod["metadata"]["labels"][OWNER_LABEL].as_str();
         Ok(owner.map(|name| PrimaryRef::namespaced(namespace, name)).into_iter().collect())
     }
+    // ANCHOR_END: reconcile
 }
 
 wasmop_guest::export!(MemcachedReconciler);

@@ -36,11 +36,13 @@ pub struct NamespaceQuotaReconciler;
 impl Reconciler for NamespaceQuotaReconciler {
     type Primary = Resource<Spec>;
 
+    // ANCHOR: config
     fn config() -> Config {
         Config::new("quota", Kind::namespaced("sample.wasmop.dev", "v1", "NamespaceQuota"))
             .dependent(Dependent::new("quota", Kind::namespaced("", "v1", "ResourceQuota")))
             .dependent(Dependent::new("limits", Kind::namespaced("", "v1", "LimitRange")))
     }
+    // ANCHOR_END: config
 
     fn crd() -> Option<Crd> {
         Some(Crd::of::<Spec, Status>(&Self::config().primary))
@@ -60,6 +62,7 @@ impl Reconciler for NamespaceQuotaReconciler {
             .collect())
     }
 
+    // ANCHOR: reconcile
     fn reconcile(_object: Self::Primary, ctx: &Context) -> Result<Outcome, Error> {
         // The ResourceQuota as the cluster holds it, status and all.
         let quota = ctx.dependent("quota").and_then(|d| d.objects.first());
@@ -68,6 +71,7 @@ impl Reconciler for NamespaceQuotaReconciler {
             None => Ok(Outcome::not_ready("waiting for the quota controller to count the namespace")),
         }
     }
+    // ANCHOR_END: reconcile
 }
 
 wasmop_guest::export!(NamespaceQuotaReconciler);
@@ -115,6 +119,7 @@ mod tests {
     }
 
     #[test]
+    // ANCHOR: test
     fn follows_the_quota_controller_s_count() {
         let mut host = FakeHost::new();
         let first = host.run_until_stable::<NamespaceQuotaReconciler>(&quota(Value::Null));
@@ -126,4 +131,5 @@ mod tests {
         assert_eq!(stable.status()["used"], json!({ "configmaps": "4" }));
         assert_eq!(stable.condition("Ready").map(|c| &c["status"]), Some(&json!("True")));
     }
+    // ANCHOR_END: test
 }

@@ -58,6 +58,7 @@ struct WebPageReconciler;
 impl Reconciler for WebPageReconciler {
     type Primary = WebPage;
 
+    // ANCHOR: config
     fn config() -> Config {
         Config::new("webpage", Kind::namespaced("sample.wasmop.dev", "v1", "WebPage"))
             .dependent(Dependent::new("configmap", config_map()))
@@ -73,9 +74,12 @@ impl Reconciler for WebPageReconciler {
                     .reconcile_when(Check::field_equals("spec.exposed", true)),
             )
     }
+    // ANCHOR_END: config
 
+    // ANCHOR: validate
     fn desired(page: &WebPage, _ctx: &Context) -> Result<Vec<Desired>, Error> {
         let name = page.metadata.name.as_deref().ok_or_else(|| Error::invalid("the WebPage has no name"))?;
+        // ANCHOR_END: validate
         let labels = json!({ "app.kubernetes.io/name": "webpage", "app.kubernetes.io/instance": name });
         let html = format!("{name}-html");
         let mut data = json!({ "index.html": page.spec.html });
@@ -133,6 +137,7 @@ impl Reconciler for WebPageReconciler {
         ])
     }
 
+    // ANCHOR: reconcile
     fn reconcile(page: WebPage, ctx: &Context) -> Result<Outcome, Error> {
         let name = page.metadata.name.unwrap_or_default();
         ctx.info(format!("reconciling a WebPage of {} bytes of html", page.spec.html.len()));
@@ -150,6 +155,7 @@ impl Reconciler for WebPageReconciler {
             outcome.event(Event::normal("Ready", "Reconcile").note("the WebPage is ready"))
         })
     }
+    // ANCHOR_END: reconcile
 }
 
 impl Cleaner for WebPageReconciler {
