@@ -12,9 +12,47 @@ if [[ -z "${WASMOP_TEST_KUBECONFIG:-}" ]]; then
   export WASMOP_TEST_KUBECONFIG
 fi
 echo "using the cluster of $WASMOP_TEST_KUBECONFIG" >&2
+# Integration test binaries that mostly compile (plugins scaffolded and built, `wasmop test` runs)
+# or run a control plane of their own, and share no fixed port with the others: they run in a lane
+# beside the rest, which mostly wait on the API server. Their output is printed once they are done.
+# They run as built (cargo holds its build directory while `cargo test` runs, so a second
+# `cargo test` would wait for the first), each from tests/ as cargo would run it.
+beside=(scaffold faults plugin_test languages)
+beside_log="${dir}-beside.log"
+mkdir -p "$(dirname "$beside_log")"
+mapfile -t beside_bins < <(cargo test -p wasmop-tests "${beside[@]/#/--test=}" --no-run --message-format=json |
+  python3 -c 'import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("reason") == "compiler-artifact" and message["target"]["kind"] == ["test"]:
+        print(message["executable"])')
+((${#beside_bins[@]} == ${#beside[@]})) || { echo "expected ${#beside[@]} test binaries beside, got ${#beside_bins[@]}" >&2; exit 1; }
+(
+  cd tests
+  lane=0
+  for bin in "${beside_bins[@]}"; do
+    echo "     Running $bin"
+    "$bin" || lane=$?
+  done
+  exit "$lane"
+) >"$beside_log" 2>&1 &
+beside_pid=$!
+rest=()
+for file in tests/tests/*.rs; do
+  name=$(basename "$file" .rs)
+  [[ " ${beside[*]} " == *" $name "* ]] || rest+=("--test=$name")
+done
+status=0
+# run COMMAND...: runs it; a failure is remembered and the next command runs anyway.
+run() { "$@" || status=$?; }
 # The Python and TypeScript SDKs' and plugins' own tests: native, no cluster, no wasm.
-tests/testbed/test-python.sh
-tests/testbed/test-js.sh
-cargo test --workspace --all-targets "${@:2}"
+run tests/testbed/test-python.sh
+run tests/testbed/test-js.sh
+run cargo test --workspace --exclude wasmop-tests --all-targets "${@:2}"
+run cargo test -p wasmop-tests --lib --bins "${rest[@]}" "${@:2}"
 # Documentation examples run too: the SDK promises runnable ones.
-cargo test --workspace --doc
+run cargo test --workspace --doc
+wait "$beside_pid" || status=$?
+echo "--- the lane beside: ${beside[*]} ---"
+cat "$beside_log"
+exit "$status"
