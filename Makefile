@@ -9,7 +9,7 @@ TEST_CLUSTER_DIR ?= target/test-cluster
 # Toolchains where their installers put them, for shells that did not read a profile (CI).
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: help run run-dns test bench build image layout plugins control-plane registry cluster cluster-down lint
+.PHONY: help run run-dns test bench build image layout plugins control-plane registry helm cluster cluster-down lint
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -20,7 +20,7 @@ run: build plugins ## Run the host with the webpage plugin against your cluster 
 run-dns: build plugins ## Run the dnsrecord sample (an external dependent) with its local DNS service
 	@tests/testbed/run-dns.sh "$(CLUSTER_DIR)"
 
-test: lint plugins control-plane registry image ## Install what is missing, build everything, run unit and integration tests
+test: lint plugins control-plane registry helm image ## Install what is missing, build everything, run unit and integration tests
 	@tests/testbed/run-tests.sh "$(TEST_CLUSTER_DIR)"
 
 bench: plugins control-plane ## wasmop against a native kube-rs controller, report in target/bench/
@@ -47,6 +47,9 @@ control-plane: ## Build kube-apiserver, kube-controller-manager and etcd into th
 
 registry: ## Build the OCI registry the tests push plugins to (CNCF distribution) into the cache (once)
 	@tests/testbed/build-registry.sh >/dev/null
+
+helm: ## Build helm (renders and lints the chart in deploy/helm/wasmop) into the cache (once)
+	@tests/testbed/build-helm.sh >/dev/null
 
 cluster: control-plane ## Start a local control plane in the background; kubeconfig in target/cluster/kubeconfig
 	@tests/testbed/cluster.sh up "$(CLUSTER_DIR)"
