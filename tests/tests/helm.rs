@@ -204,11 +204,12 @@ fn the_chart_runs_this_wasmop_version() -> anyhow::Result<()> {
 fn values_that_cannot_run_are_refused_with_the_reason() -> anyhow::Result<()> {
     let chart = helm::chart();
     let chart = chart.to_str().unwrap();
-    let refusals: [(&[&str], &str); 6] = [
+    let refusals: [(&[&str], &str); 7] = [
         (
             &["--set", "leaderElection.enabled=false"],
             "replicaCount > 1 needs leaderElection.enabled or sharding.enabled",
         ),
+        (&["--set", "plugins[0].name=p"], "plugins: p has no module"),
         (&["--set", "sharding.filter=server"], "sharding.filter is auto or client"),
         (&["--set", "reconcilerPlugins.enabled=false"], "nothing to run"),
         (&["--set", "metrics.serviceMonitor.enabled=true"], "needs the monitoring.coreos.com/v1 API"),
