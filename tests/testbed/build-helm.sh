@@ -12,21 +12,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MODULE="$HERE/helm"
 CACHE="${WASMOP_CACHE:-$HOME/.cache/wasmop}"
+source "$HERE/go-tool.sh"
 
-command -v go >/dev/null || { echo "go is required to build helm" >&2; exit 1; }
 VERSION=$(cd "$MODULE" && go list -mod=readonly -m -f '{{.Version}}' helm.sh/helm/v4)
-pins=$(cat "$MODULE"/{go.mod,go.sum,tools.go} | sha256sum | cut -c1-12)
-DIR="$CACHE/helm-$VERSION-$pins"
-
-if [[ -x "$DIR/helm" ]]; then
-  echo "$DIR/helm"
-  exit 0
-fi
-mkdir -p "$DIR"
-echo "build-helm: building helm $VERSION" >&2
-# The version helm reports (`helm version`), as its release builds set it.
+# The version `helm version` reports, as helm's release builds set it.
 ld="-s -w -X helm.sh/helm/v4/internal/version.version=$VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
-(cd "$MODULE" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ld" \
-  -o "$DIR/helm.tmp.$$" helm.sh/helm/v4/cmd/helm >&2)
-mv "$DIR/helm.tmp.$$" "$DIR/helm"
-echo "$DIR/helm"
+build_cached "$CACHE/helm-$VERSION-$(pins "$MODULE" go.mod go.sum tools.go)/helm" "$MODULE" helm.sh/helm/v4/cmd/helm "$ld"

@@ -299,6 +299,22 @@ impl Release {
         Ok(release)
     }
 
+    /// Installs the value set `ci/SET-values.yaml`, with `more` arguments for helm, and waits for
+    /// its pods.
+    async fn install_set(set: &str, more: &[&str]) -> anyhow::Result<Self> {
+        let values = helm::chart().join(format!("ci/{set}-values.yaml"));
+        let mut args = vec!["--values", values.to_str().expect("a UTF-8 path")];
+        args.extend_from_slice(more);
+        let release = Self::install(set, &args).await?;
+        release.until_pods_admitted().await?;
+        Ok(release)
+    }
+
+    /// The host container's arguments, as one JSON text.
+    fn args(&self) -> String {
+        self.of_kind("Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"].to_string()
+    }
+
     /// The rendered documents of `kind`.
     fn of_kind(&self, kind: &str) -> Vec<&Value> {
         self.documents.iter().filter(|d| d["kind"] == kind).collect()
@@ -311,21 +327,14 @@ impl Release {
         format!("system:serviceaccount:{}:{account}", self.namespace)
     }
 
-    /// Whether the host's ServiceAccount may `verb` the `resource` (`group/resource:subresource`,
-    /// the group and subresource optional), as the API server's authorizer answers now.
-    async fn may(
-        &self,
-        verb: &str,
-        resource: &str,
-        namespace: Option<&str>,
-        name: Option<&str>,
-    ) -> anyhow::Result<bool> {
-        let (group, resource) = resource.split_once('/').unwrap_or(("", resource));
+    /// Whether the host's ServiceAccount may do `what`, as the API server's authorizer answers now.
+    async fn may(&self, what: &Access<'_>) -> anyhow::Result<bool> {
+        let (group, resource) = what.resource.split_once('/').unwrap_or(("", what.resource));
         let (resource, subresource) = resource.split_once(':').map_or((resource, None), |(r, s)| (r, Some(s)));
         let review: SubjectAccessReview = serde_json::from_value(json!({
             "spec": { "user": self.user(), "resourceAttributes": {
-                "verb": verb, "group": group, "resource": resource, "subresource": subresource,
-                "namespace": namespace, "name": name,
+                "verb": what.verb, "group": group, "resource": resource, "subresource": subresource,
+                "namespace": what.namespace, "name": what.name,
             } },
         }))?;
         let answer =
@@ -333,17 +342,10 @@ impl Release {
         Ok(answer.status.is_some_and(|s| s.allowed))
     }
 
-    /// Waits until the host's ServiceAccount may `verb` the `resource` (the authorizer sees new
-    /// bindings after a moment).
-    async fn until_may(
-        &self,
-        verb: &str,
-        resource: &str,
-        namespace: Option<&str>,
-        name: Option<&str>,
-    ) -> anyhow::Result<()> {
-        let what = format!("{} may {verb} {resource} in {namespace:?} named {name:?}", self.user());
-        until(&what, async || self.may(verb, resource, namespace, name).await, |allowed| *allowed).await?;
+    /// Waits until the host's ServiceAccount may do `what` (the authorizer sees new bindings
+    /// after a moment).
+    async fn until_may(&self, what: Access<'_>) -> anyhow::Result<()> {
+        until(&format!("{} may {what:?}", self.user()), async || self.may(&what).await, |allowed| *allowed).await?;
         Ok(())
     }
 
@@ -361,6 +363,33 @@ impl Release {
             api.delete(name, &DeleteParams::default()).await?;
         }
         Ok(())
+    }
+}
+
+/// A request to check with a SubjectAccessReview.
+#[derive(Debug)]
+struct Access<'a> {
+    verb: &'a str,
+    /// `group/resource:subresource`, the group and subresource optional.
+    resource: &'a str,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+}
+
+/// To `verb` the `resource` (`group/resource:subresource`), cluster-wide and of any name.
+fn access<'a>(verb: &'a str, resource: &'a str) -> Access<'a> {
+    Access { verb, resource, namespace: None, name: None }
+}
+
+impl<'a> Access<'a> {
+    /// In `namespace` only.
+    fn within(self, namespace: &'a str) -> Self {
+        Self { namespace: Some(namespace), ..self }
+    }
+
+    /// The object `name` only.
+    fn named(self, name: &'a str) -> Self {
+        Self { name: Some(name), ..self }
     }
 }
 
@@ -390,13 +419,13 @@ async fn until_pods_admitted(client: &Client, namespace: &str, name: &str) -> an
 /// What every release's host may do: Leases in its own namespace only, ReconcilerPlugins and
 /// their status, Events.
 async fn assert_host_rules(release: &Release) -> anyhow::Result<()> {
-    let own = Some(release.namespace.as_str());
-    release.until_may("create", "coordination.k8s.io/leases", own, None).await?;
-    release.until_may("watch", "wasmop.dev/reconcilerplugins", None, None).await?;
-    release.until_may("patch", "wasmop.dev/reconcilerplugins:status", None, Some("any")).await?;
-    assert!(release.may("create", "events.k8s.io/events", Some("default"), None).await?);
-    assert!(!release.may("create", "coordination.k8s.io/leases", Some("default"), None).await?, "Leases elsewhere");
-    assert!(!release.may("delete", "wasmop.dev/reconcilerplugins", None, Some("any")).await?);
+    let own = release.namespace.as_str();
+    release.until_may(access("create", "coordination.k8s.io/leases").within(own)).await?;
+    release.until_may(access("watch", "wasmop.dev/reconcilerplugins")).await?;
+    release.until_may(access("patch", "wasmop.dev/reconcilerplugins:status").named("any")).await?;
+    assert!(release.may(&access("create", "events.k8s.io/events").within("default")).await?);
+    assert!(!release.may(&access("create", "coordination.k8s.io/leases").within("default")).await?, "Leases elsewhere");
+    assert!(!release.may(&access("delete", "wasmop.dev/reconcilerplugins").named("any")).await?);
     Ok(())
 }
 
@@ -407,9 +436,12 @@ async fn the_defaults_install_with_the_base_rbac_and_restricted_pods() -> anyhow
     assert_eq!(deployment.spec.and_then(|s| s.replicas), Some(2));
     assert_host_rules(&release).await?;
     // The shipped plugins' kinds, as the base grants them.
-    release.until_may("patch", "networking.k8s.io/ingresses", Some("default"), None).await?;
-    assert!(release.may("get", "secrets", Some("default"), Some("wasmop-registry")).await?);
-    assert!(!release.may("get", "secrets", Some("default"), Some("another")).await?, "only the named Secrets");
+    release.until_may(access("patch", "networking.k8s.io/ingresses").within("default")).await?;
+    assert!(release.may(&access("get", "secrets").within("default").named("wasmop-registry")).await?);
+    assert!(
+        !release.may(&access("get", "secrets").within("default").named("another")).await?,
+        "only the named Secrets"
+    );
     let pdb = release.of_kind("PodDisruptionBudget")[0];
     assert_eq!(pdb["spec"]["minAvailable"], 1);
     release.uninstall().await
@@ -417,14 +449,12 @@ async fn the_defaults_install_with_the_base_rbac_and_restricted_pods() -> anyhow
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sharded_values_install() -> anyhow::Result<()> {
-    let values = helm::chart().join("ci/sharded-values.yaml");
-    let release = Release::install("sharded", &["-f", values.to_str().unwrap()]).await?;
-    let deployment = release.until_pods_admitted().await?;
-    assert_eq!(deployment.spec.and_then(|s| s.replicas), Some(3));
-    let args = release.of_kind("Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"].clone();
-    let group = format!("--shard-group={}-wasmop", release.name);
-    let lease = format!("--leader-election-id={}-wasmop-leader", release.name);
-    assert!(args.as_array().is_some_and(|a| a.contains(&json!(group)) && a.contains(&json!(lease))), "{args}");
+    let release = Release::install_set("sharded", &[]).await?;
+    assert_eq!(release.of_kind("Deployment")[0]["spec"]["replicas"], 3);
+    let args = release.args();
+    let group = format!("\"--shard-group={}-wasmop\"", release.name);
+    let lease = format!("\"--leader-election-id={}-wasmop-leader\"", release.name);
+    assert!(args.contains(&group) && args.contains(&lease) && args.contains("\"--shards\""), "{args}");
     assert_eq!(release.of_kind("PodDisruptionBudget")[0]["spec"]["maxUnavailable"], 1);
     assert_host_rules(&release).await?;
     release.uninstall().await
@@ -432,9 +462,7 @@ async fn the_sharded_values_install() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugins_from_oci_install_with_their_pull_secrets_granted() -> anyhow::Result<()> {
-    let values = helm::chart().join("ci/oci-values.yaml");
-    let release = Release::install("oci", &["-f", values.to_str().unwrap()]).await?;
-    release.until_pods_admitted().await?;
+    let release = Release::install_set("oci", &[]).await?;
     let ns = release.namespace.as_str();
     let plugins = release.of_kind("ReconcilerPlugin");
     assert_eq!(plugins.len(), 3, "the ReconcilerPlugins pass the API server's dry run");
@@ -446,22 +474,19 @@ async fn plugins_from_oci_install_with_their_pull_secrets_granted() -> anyhow::R
     );
     assert_eq!(plugins[2]["spec"]["module"]["configMap"]["namespace"], ns, "a ConfigMap in the release's namespace");
     // The host reads exactly the Secrets the plugins name, in the release's namespace.
-    release.until_may("get", "secrets", Some(ns), Some("web-registry")).await?;
-    assert!(release.may("get", "secrets", Some(ns), Some("wasmop-registry")).await?);
-    assert!(!release.may("get", "secrets", Some(ns), Some("another")).await?);
-    assert!(!release.may("list", "secrets", Some(ns), None).await?);
-    let args = release.of_kind("Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
-    assert!(args.contains("--insecure-registry=registry.internal:5000"), "{args}");
+    release.until_may(access("get", "secrets").within(ns).named("web-registry")).await?;
+    assert!(release.may(&access("get", "secrets").within(ns).named("wasmop-registry")).await?);
+    assert!(!release.may(&access("get", "secrets").within(ns).named("another")).await?);
+    assert!(!release.may(&access("list", "secrets").within(ns)).await?);
+    assert!(release.args().contains("--insecure-registry=registry.internal:5000"), "{}", release.args());
     release.uninstall().await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_files_from_a_volume_install_with_extra_rules() -> anyhow::Result<()> {
-    let values = helm::chart().join("ci/files-values.yaml");
-    let release = Release::install("files", &["-f", values.to_str().unwrap()]).await?;
-    release.until_pods_admitted().await?;
+    let release = Release::install_set("files", &[]).await?;
     let pod = &release.of_kind("Deployment")[0]["spec"]["template"]["spec"];
-    let args = pod["containers"][0]["args"].to_string();
+    let args = release.args();
     for flag in ["--plugins=/var/lib/wasmop/plugins", "--watch", "--config=/etc/wasmop/config.yaml"] {
         assert!(args.contains(flag), "{args}");
     }
@@ -473,16 +498,14 @@ async fn plugin_files_from_a_volume_install_with_extra_rules() -> anyhow::Result
     let file: Value = serde_saphyr::from_str(&config.data.unwrap_or_default()["config.yaml"])?;
     assert_eq!(file["plugins"]["webpage"]["limits"]["memoryMib"], 64);
     assert_host_rules(&release).await?;
-    release.until_may("patch", "example.com/widgets:status", Some("default"), Some("w")).await?;
-    assert!(!release.may("delete", "example.com/widgets", Some("default"), Some("w")).await?);
+    release.until_may(access("patch", "example.com/widgets:status").within("default").named("w")).await?;
+    assert!(!release.may(&access("delete", "example.com/widgets").within("default").named("w")).await?);
     release.uninstall().await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_monitor_scrapes_the_metrics_service() -> anyhow::Result<()> {
-    let values = helm::chart().join("ci/servicemonitor-values.yaml");
-    let values = values.to_str().unwrap();
-    let release = Release::install("monitor", &["-f", values, "--api-versions", "monitoring.coreos.com/v1"]).await?;
+    let release = Release::install_set("servicemonitor", &["--api-versions", "monitoring.coreos.com/v1"]).await?;
     let monitor = release.of_kind("ServiceMonitor")[0];
     let service = release.of_kind("Service")[0];
     for (label, value) in monitor["spec"]["selector"]["matchLabels"].as_object().expect("a selector") {
