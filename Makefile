@@ -9,7 +9,7 @@ TEST_CLUSTER_DIR ?= target/test-cluster
 # Toolchains where their installers put them, for shells that did not read a profile (CI).
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
-.PHONY: help run run-dns test test-parts test-build bench build image layout plugins control-plane registry cluster cluster-down lint docs
+.PHONY: help run run-dns test test-parts test-build bench build image layout plugins control-plane registry helm cluster cluster-down lint docs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -27,7 +27,7 @@ test: ## Install what is missing, build everything, run unit and integration tes
 # What `make test` builds before the tests run, side by side: each part keeps the cores busy only
 # part of the time (downloads, linking, the host's one codegen unit, Go's build), so on a machine
 # of a few cores they overlap. Each part's output is printed whole once it is done.
-test-parts: lint docs plugins control-plane registry image test-build
+test-parts: lint docs plugins control-plane registry helm image test-build
 
 test-build: ## Build the unit and integration tests without running them
 	$(CARGO) test --workspace --all-targets --no-run
@@ -56,6 +56,9 @@ control-plane: ## Build kube-apiserver, kube-controller-manager and etcd into th
 
 registry: ## Build the OCI registry the tests push plugins to (CNCF distribution) into the cache (once)
 	@tests/testbed/build-registry.sh >/dev/null
+
+helm: ## Build helm (renders and lints the chart in deploy/helm/wasmop) into the cache (once)
+	@tests/testbed/build-helm.sh >/dev/null
 
 cluster: control-plane ## Start a local control plane in the background; kubeconfig in target/cluster/kubeconfig
 	@tests/testbed/cluster.sh up "$(CLUSTER_DIR)"

@@ -24,6 +24,7 @@ use wasmop::runtime::bindings::wasmop::plugin::types::{KindRef, ReconcileRequest
 use wasmop::runtime::{GetResult, Limits, ListResult, Runtime, RuntimeConfig};
 use wasmop::settings::{Defaults, HostConfig};
 
+pub mod helm;
 pub mod http_service;
 pub mod links;
 pub mod overlaps;

@@ -14,18 +14,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MODULE="$HERE/registry"
 CACHE="${WASMOP_CACHE:-$HOME/.cache/wasmop}"
+source "$HERE/go-tool.sh"
 
-command -v go >/dev/null || { echo "go is required to build the registry" >&2; exit 1; }
 VERSION=$(cd "$MODULE" && go list -mod=readonly -m -f '{{.Version}}' github.com/distribution/distribution/v3)
-pins=$(cat "$MODULE"/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)
-BIN="$CACHE/registry-$VERSION-$pins"
-
-if [[ -x "$BIN" ]]; then
-  echo "$BIN"
-  exit 0
-fi
-mkdir -p "$CACHE"
-echo "build-registry: building the distribution registry $VERSION" >&2
-(cd "$MODULE" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -o "$BIN.tmp.$$" . >&2)
-mv "$BIN.tmp.$$" "$BIN"
-echo "$BIN"
+build_cached "$CACHE/registry-$VERSION-$(pins "$MODULE" go.mod go.sum main.go)" "$MODULE" .
