@@ -10,6 +10,7 @@ pub mod replay;
 pub mod run;
 pub mod runtime;
 pub mod test;
+pub mod version;
 
 use clap::{Parser, Subcommand};
 
@@ -21,10 +22,11 @@ use push::PushArgs;
 use replay::ReplayArgs;
 use run::RunArgs;
 use test::TestArgs;
+use version::VersionArgs;
 
 /// Runs Kubernetes controllers as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
+#[command(version = version::VERSION, about, long_about = None)]
 pub struct Cli {
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "WASMOP_LOG_FORMAT")]
@@ -43,6 +45,7 @@ pub enum Command {
     Replay(ReplayArgs),
     Inspect(InspectArgs),
     Push(PushArgs),
+    Version(VersionArgs),
 }
 
 /// Runs `command` on the process's runtime; `wasmop test` runs before it starts. The commands
@@ -56,6 +59,7 @@ pub async fn serve(command: Command) -> anyhow::Result<()> {
         Command::Replay(args) => std::process::exit(replay::replay(args).await),
         Command::Test(_) => unreachable!("`wasmop test` runs before the runtime starts"),
         Command::Push(args) => push::push(args).await,
+        Command::Version(args) => version::version(args),
     }
 }
 
