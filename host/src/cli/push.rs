@@ -36,7 +36,7 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
     let PushArgs { file, reference, insecure_registries, username, password_stdin: _ } = args;
     let module = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
     anyhow::ensure!(module.starts_with(b"\0asm"), "{} is not a WebAssembly file", file.display());
-    let most = wasmop::loader::fetch::MAX_MODULE_BYTES;
+    let most = wasmop::loader::cap::MAX_MODULE_BYTES;
     anyhow::ensure!(module.len() <= most, "{} is larger than the {most} bytes hosts pull", file.display());
     let mut credentials = Credentials::default();
     let registry = reference.parse::<oci_client::Reference>().map(|r| r.registry().to_string()).unwrap_or_default();
