@@ -355,7 +355,39 @@ def check_crate(root: pathlib.Path) -> list[str]:
     return found
 
 
+def self_test() -> None:
+    """Checks the checker on a crate made for it: the cycles it must find and the paths it must not
+    follow (comments, strings, tests, a module named without an item, re-exports of an item
+    defined elsewhere)."""
+    import tempfile
+    files = {
+        "lib.rs": "mod a;\nmod b;\nmod c;\nmod m;\npub use c::Shared;\n",
+        # a and b import each other, b through a `use` group and a path in its code.
+        "a.rs": "use crate::b::{self, B};\npub struct A;\nfn f() -> B { b::make() }\n",
+        "b.rs": "pub struct B;\npub fn make() -> B { let _ = crate::a::A; B }\n",
+        # c names a and the root's re-export only in a comment, a string and its tests.
+        "c.rs": "// crate::a::A\npub struct Shared;\nconst S: &str = \"crate::a::A\";\n"
+                "#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n",
+        # m/mod.rs re-exports its child's item; the child takes `Shared` through the root's
+        # re-export (defined in c.rs) and `crate::m` only as a module: no cycle.
+        "m/mod.rs": "mod child;\npub use child::Child;\n",
+        "m/child.rs": "use crate::Shared;\nuse crate::m;\npub struct Child(Shared);\n",
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp).resolve()
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        graph = Crate(root / "lib.rs").edges()
+        found = [[p.relative_to(root).as_posix() for p in component] for component in cycles(graph)]
+        assert found == [["a.rs", "b.rs"]], f"check-layers finds {found}, not the one cycle a.rs <-> b.rs"
+        child = {p.relative_to(root).as_posix() for p in graph[root / "m/child.rs"]}
+        assert child == {"c.rs"}, f"m/child.rs imports {child}, not c.rs alone"
+        assert not graph[root / "c.rs"], f"c.rs imports {graph[root / 'c.rs']}, from a comment, a string or a test"
+
+
 def main() -> int:
+    self_test()
     failed = False
     roots = crate_roots()
     for root in roots:
