@@ -341,14 +341,14 @@ impl Replicas<'_> {
     }
 
     /// With `--shards`: the replica's shards and the membership's task.
-    fn join(&self, args: &RunArgs) -> (Option<shards::Joined>, Option<tokio::task::JoinHandle<()>>) {
+    fn join(self, args: &RunArgs) -> (Option<shards::Joined>, Option<tokio::task::JoinHandle<()>>) {
         if !args.shards {
             return (None, None);
         }
         let settings = MembershipSettings {
             namespace: args.leader_election_namespace.clone(),
             group: args.shard_group.clone(),
-            identity: self.identity.clone(),
+            identity: self.identity,
             lease_duration: args.lease_duration,
             renew_deadline: args.renew_deadline,
             retry_period: args.retry_period,

@@ -198,11 +198,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::harness::tests::kind;
     use crate::runtime::bindings;
-
-    fn kind(kind: &str) -> types::KindRef {
-        types::KindRef { group: String::new(), version: "v1".into(), kind: kind.into(), plural: None, namespaced: true }
-    }
 
     #[test]
     fn reads_refuse_kinds_the_plugin_does_not_declare() {

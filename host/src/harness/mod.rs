@@ -172,7 +172,8 @@ mod tests {
 
     use super::*;
 
-    fn kind(kind: &str) -> types::KindRef {
+    /// A namespaced kind of the core group.
+    pub(super) fn kind(kind: &str) -> types::KindRef {
         types::KindRef { group: String::new(), version: "v1".into(), kind: kind.into(), plural: None, namespaced: true }
     }
 
