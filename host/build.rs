@@ -22,6 +22,11 @@
 //! binary needs that glibc (lld marks it `GLIBC_ABI_DT_RELR`, so an older one refuses it by
 //! name), as it already needs the glibc it was linked against for its symbols.
 //!
+//! It also names what the build is made of, for `wasmop version` (and `--version`):
+//! `WASMOP_VERSION`, the crate's version with the git revision the build was given in
+//! `GIT_REVISION` (`deploy/image/build.sh` sets it; without it, or without git, there is none),
+//! and `WASMOP_WASMTIME_VERSION`, the wasmtime version `Cargo.lock` resolved.
+//!
 //! Set `WASMOP_LAYOUT=off` to link as rustc does by default (the compiler's order, the default
 //! linker, relocations unpacked), e.g. with a linker of your own. Set `WASMOP_LINK_MAP=<file>`
 //! to have the linker write its map there: every function's address, even in the stripped
@@ -32,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
+    versions();
     println!("cargo::rerun-if-env-changed=WASMOP_LAYOUT");
     println!("cargo::rerun-if-env-changed=WASMOP_LINK_MAP");
     if let Ok(map) = env::var("WASMOP_LINK_MAP") {
@@ -80,6 +86,40 @@ fn main() {
     // Names the file has that this build does not define (another version of a dependency,
     // or a function inlined here) are skipped without a warning.
     link_arg("-Wl,--no-warn-symbol-ordering");
+}
+
+/// Sets `WASMOP_VERSION` and `WASMOP_WASMTIME_VERSION` for the crate's code.
+fn versions() {
+    println!("cargo::rerun-if-env-changed=GIT_REVISION");
+    let version = env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    let version = match env::var("GIT_REVISION") {
+        Ok(revision) if !revision.trim().is_empty() => format!("{version} (revision {})", revision.trim()),
+        _ => version,
+    };
+    println!("cargo::rustc-env=WASMOP_VERSION={version}");
+    let wasmtime = lock_file().and_then(|lock| {
+        println!("cargo::rerun-if-changed={}", lock.display());
+        locked_version(&std::fs::read_to_string(lock).ok()?, "wasmtime")
+    });
+    let wasmtime = wasmtime.unwrap_or_else(|| {
+        println!("cargo::warning=no Cargo.lock names wasmtime: `wasmop version` says `unknown`");
+        "unknown".to_string()
+    });
+    println!("cargo::rustc-env=WASMOP_WASMTIME_VERSION={wasmtime}");
+}
+
+/// The `Cargo.lock` of the build: the workspace's, in the crate's directory or above it.
+fn lock_file() -> Option<PathBuf> {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").ok()?);
+    manifest.ancestors().map(|dir| dir.join("Cargo.lock")).find(|lock| lock.exists())
+}
+
+/// The version of the package `name` in the text of a `Cargo.lock` (its first, were there several).
+fn locked_version(lock: &str, name: &str) -> Option<String> {
+    let entry = format!("name = \"{name}\"");
+    let mut lines = lock.lines();
+    lines.find(|line| *line == entry)?;
+    Some(lines.next()?.strip_prefix("version = \"")?.strip_suffix('"')?.to_string())
 }
 
 /// An argument to the link of the `wasmop` binary.

@@ -10,7 +10,10 @@ use serde_json::Value;
 
 use crate::bindings::wasmop::plugin::types as wit;
 use crate::wire::millis;
-use crate::{Check, Error, Event, Kind, Phase};
+use wasmop_core::check::Check;
+use wasmop_core::dependent::Phase;
+
+use crate::{Error, Event, Kind};
 
 /// Converts a [`Check`] into its WIT record.
 pub(crate) fn check_into_wit(check: Check) -> wit::Condition {

@@ -8,10 +8,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::Check;
 use crate::bindings::wasmop::plugin::types as wit;
 use crate::dependent::check_into_wit;
 use crate::wire::millis;
+use wasmop_core::check::Check;
 
 /// An object outside the cluster: as [`Reconciler::fetch`](crate::Reconciler::fetch) found it,
 /// or as [`Reconciler::desired_external`](crate::Reconciler::desired_external) wants it.

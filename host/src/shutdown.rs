@@ -3,9 +3,9 @@
 //!    and retries are dropped (the next leader, or the next start, lists them again);
 //! 2. the reconciles in flight finish within `--shutdown-timeout`; then [`Shutdown::cancel`]
 //!    drops those still running, with their requests;
-//! 3. only then is the lease released (`main.rs`), and releasing closes the fence, which
-//!    abandons any write still waiting ([`crate::fence::Fence::write`]): no write of this
-//!    replica can happen once a standby may lead.
+//! 3. only then is the lease released (`wasmop run`, `cli/run.rs`), and releasing closes the
+//!    fence, which abandons any write still waiting ([`crate::fence::Fence::write`]): no write
+//!    of this replica can happen once a standby may lead.
 //!
 //! A controller stopped on its own (a hot reload, a plugin removed) is not affected: it finishes
 //! its queue as before.

@@ -117,3 +117,41 @@ fn the_host_packs_its_relocations_where_glibc_loads_them() -> anyhow::Result<()>
     }
     Ok(())
 }
+
+/// The wasmtime version Cargo resolved for the host (`cargo tree`), e.g. `48.0.8`.
+fn resolved_wasmtime() -> anyhow::Result<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = workspace_root().join("Cargo.toml");
+    let out = Command::new(cargo)
+        .args(["tree", "--offline", "--locked", "-p", "wasmop", "-e", "normal", "-i", "wasmtime", "--depth", "0"])
+        .args(["--prefix", "none", "--manifest-path"])
+        .arg(manifest)
+        .output()?;
+    anyhow::ensure!(out.status.success(), "cargo tree: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout)?;
+    let version = text.lines().next().and_then(|line| line.strip_prefix("wasmtime v"));
+    Ok(version.ok_or_else(|| anyhow::anyhow!("cargo tree names no wasmtime: {text}"))?.to_string())
+}
+
+/// `wasmop version` names the host's version (the crate's; a build given `GIT_REVISION`, as the
+/// image's is, adds the revision: see `in_cluster.rs`), the contract it serves, as `wit/`
+/// declares it, and the wasmtime it runs plugins on, as Cargo resolved it; `--version` prints
+/// its first line.
+#[test]
+fn version_names_the_host_the_contract_and_wasmtime() -> anyhow::Result<()> {
+    let output = Command::new(wasmop_binary()?).arg("version").env("RUST_LOG", "off").output()?;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout)?;
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let host = format!("wasmop {}", env!("CARGO_PKG_VERSION"));
+    assert!(lines[0] == host || lines[0].starts_with(&format!("{host} (revision ")), "{text}");
+    let wit = std::fs::read_to_string(workspace_root().join("wit/plugin.wit"))?;
+    let package = wit.lines().find_map(|line| line.strip_prefix("package ")?.strip_suffix(';'));
+    assert_eq!(lines[1], format!("contract: {}", package.expect("wit/plugin.wit names its package")));
+    assert_eq!(lines[2], format!("wasmtime: {}", resolved_wasmtime()?));
+    let short = Command::new(wasmop_binary()?).arg("--version").output()?;
+    assert!(short.status.success());
+    assert_eq!(String::from_utf8(short.stdout)?, format!("{}\n", lines[0]));
+    Ok(())
+}

@@ -4,7 +4,8 @@
 //! ServiceAccount the manifests in `deploy/` create, so with exactly the RBAC they grant. It runs
 //! sharded, as `deploy/sharded/` runs it: the shipped plugins reconcile, the host leads on a Lease
 //! and holds its shard membership Lease in its own namespace, and a write the RBAC does not grant
-//! fails with an error naming the verb and the resource.
+//! fails with an error naming the verb and the resource. The image's labels name the version
+//! and the revision its host reports.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -72,6 +73,81 @@ fn unpack(dir: &Path) -> anyhow::Result<Unpacked> {
         user: (process["user"]["uid"].as_u64().unwrap_or(0), process["user"]["gid"].as_u64().unwrap_or(0)),
         env: env.map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     })
+}
+
+/// A blob of the OCI layout at `layout`, by its digest (`sha256:...`), as JSON.
+fn blob(layout: &Path, digest: &serde_json::Value) -> anyhow::Result<serde_json::Value> {
+    let digest = digest.as_str().ok_or_else(|| anyhow::anyhow!("not a digest: {digest}"))?;
+    let (algorithm, hex) = digest.split_once(':').ok_or_else(|| anyhow::anyhow!("not a digest: {digest}"))?;
+    Ok(serde_json::from_slice(&std::fs::read(layout.join("blobs").join(algorithm).join(hex))?)?)
+}
+
+/// The labels of the image in the OCI layout at `layout` (its configuration's `Labels`).
+fn labels(layout: &Path) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(layout.join("index.json"))?)?;
+    let mut manifest = blob(layout, &index["manifests"][0]["digest"])?;
+    // An index of its own (as some builders write), naming the image's manifest.
+    if manifest.get("manifests").is_some() {
+        manifest = blob(layout, &manifest["manifests"][0]["digest"])?;
+    }
+    let config = blob(layout, &manifest["config"]["digest"])?;
+    Ok(config["config"]["Labels"].as_object().cloned().unwrap_or_default())
+}
+
+/// The `origin` remote of the workspace's git checkout without credentials, as
+/// `deploy/image/build.sh` labels the image with it unless `WASMOP_SOURCE` says (`None`: no
+/// git, or no such remote).
+fn origin() -> Option<String> {
+    let out = Command::new("git").args(["remote", "get-url", "origin"]).current_dir(workspace_root()).output().ok()?;
+    let url = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    let without_credentials = match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('/') {
+            Some((authority, path)) => {
+                let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+                format!("{scheme}://{host}/{path}")
+            }
+            None => url.clone(),
+        },
+        None => url.clone(),
+    };
+    (out.status.success() && !url.is_empty()).then_some(without_credentials)
+}
+
+/// The image says what it is (`deploy/image/Containerfile`): its title and licence (the
+/// workspace's), the version and the git revision of the host it holds, as that host's `wasmop
+/// version` reports them, and where its source is. Needs no cluster.
+#[test]
+fn the_image_is_labelled_with_the_version_and_revision_its_host_reports() -> anyhow::Result<()> {
+    let dir = workspace_root().join(format!("target/image-labels-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let image = unpack(&dir)?;
+    let labels = labels(&dir.join("layout"))?;
+    let label = |name: &str| {
+        let value = labels.get(&format!("org.opencontainers.image.{name}")).and_then(serde_json::Value::as_str);
+        value.unwrap_or_else(|| panic!("the image has no label {name}: {labels:?}")).to_string()
+    };
+    let reported = Command::new(&image.entrypoint).arg("version").env_clear().output()?;
+    anyhow::ensure!(reported.status.success(), "{}", String::from_utf8_lossy(&reported.stderr));
+    let reported = String::from_utf8(reported.stdout)?;
+    let (version, revision) = (label("version"), label("revision"));
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    let host = match revision.as_str() {
+        "" => format!("wasmop {version}"),
+        revision => format!("wasmop {version} (revision {revision})"),
+    };
+    assert_eq!(reported.lines().next(), Some(host.as_str()), "the host reports what the labels say");
+    if workspace_root().join(".git").exists() {
+        let commit = revision.strip_suffix("-dirty").unwrap_or(&revision);
+        assert!(commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()), "a git commit: {revision}");
+    }
+    assert_eq!(label("title"), "wasmop");
+    let cargo = std::fs::read_to_string(workspace_root().join("Cargo.toml"))?;
+    let license = cargo.lines().find_map(|line| line.strip_prefix("license = \"")?.strip_suffix('"'));
+    assert_eq!(Some(label("licenses").as_str()), license, "the workspace's licence");
+    let source = std::env::var("WASMOP_SOURCE").ok().or_else(origin).unwrap_or_default();
+    assert_eq!(label("source"), source, "WASMOP_SOURCE, else the git remote `origin` without credentials");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }
 
 /// A kubeconfig for the test API server that authenticates with `token`.

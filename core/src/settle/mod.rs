@@ -23,7 +23,9 @@
 
 mod changes;
 mod reads;
+mod spec;
 mod store;
+mod world;
 
 use std::cell::{Cell, RefCell};
 
@@ -31,14 +33,14 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 pub use reads::{Caches, View};
+pub use spec::{Mapper, PluginSpec, WatchSpec};
 pub use store::spec_of;
+pub use world::{DependentState, World, Write};
 
-use crate::dependent::{self, DependentSpec, Desired, MANAGED_BY_LABEL, Phase, PrimaryRef};
-use crate::external::{ExternalObject, Tracking};
-use crate::filter::Filters;
+use crate::dependent::{self, Desired, MANAGED_BY_LABEL, PrimaryRef};
+use crate::external::Tracking;
 use crate::kind::{KindRef, ObjectKey};
-use crate::mapping::Owners;
-use crate::predicate::{EventKind, Predicate};
+use crate::predicate::EventKind;
 use crate::status::{self, Report};
 use crate::workflow::{self, Workflow, WorkflowError};
 
@@ -47,61 +49,6 @@ pub const FAKE_NOW: &str = "2026-01-01T00:00:00Z";
 
 /// Passes after which a loop that still changes the store is a bug in the plugin.
 pub const MAX_PASSES: usize = 10;
-
-/// How a watch's changes find their primaries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mapper {
-    /// Owner references to the primary's kind.
-    Owners(Owners),
-    /// The `wasmop.dev/primary-name` and `-namespace` annotations.
-    Annotations,
-    /// The plugin's `map-secondary`.
-    Plugin,
-    /// The plugin's `secondaries-of` answer for the primary.
-    PrimaryReferences,
-}
-
-/// A declared watch of a secondary kind.
-#[derive(Debug, Clone)]
-pub struct WatchSpec {
-    /// The watched kind.
-    pub kind: KindRef,
-    /// Only this namespace.
-    pub namespace: Option<String>,
-    /// Only objects matching this label selector.
-    pub label_selector: Option<String>,
-    /// The paths the cache keeps; `None`: whole objects.
-    pub projection: Option<Vec<String>>,
-    /// How changes map to primaries.
-    pub mapper: Mapper,
-    /// Only changes for which this holds map to primaries.
-    pub predicate: Option<Predicate>,
-}
-
-/// What the loop needs to know of a plugin, as its `describe()` states it.
-#[derive(Debug, Clone)]
-pub struct PluginSpec {
-    /// The plugin's name.
-    pub name: String,
-    /// The primary kind.
-    pub primary: KindRef,
-    /// The primaries' label selector.
-    pub label_selector: Option<String>,
-    /// The paths of the primary the plugin reads; `None`: all of it.
-    pub projection: Option<Vec<String>>,
-    /// Which changes of a primary reconcile.
-    pub filters: Filters,
-    /// The primary's predicate.
-    pub predicate: Option<Predicate>,
-    /// Declared watches.
-    pub watches: Vec<WatchSpec>,
-    /// Declared dependents (Kubernetes objects).
-    pub dependents: Vec<DependentSpec>,
-    /// Declared external dependents, with where their IDs are tracked.
-    pub external: Vec<(DependentSpec, Tracking)>,
-    /// Whether the host keeps the `Ready`, `Reconciling` and `Degraded` conditions.
-    pub conditions: bool,
-}
 
 /// A failed call of the plugin, or a failed workflow, as the host classifies it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,67 +109,6 @@ pub struct Outcome {
     pub events: Vec<Event>,
 }
 
-/// A dependent's state, given to `reconcile`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DependentState {
-    /// The dependent's name.
-    pub name: String,
-    /// Where it stands.
-    pub phase: Phase,
-    /// Its objects as the store holds them now (for an external dependent: as the external
-    /// system does).
-    pub objects: Vec<Value>,
-}
-
-/// One write of a pass, as the host would make it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Write {
-    /// A dependent's object (or a tracking record) applied: the object as stored afterwards.
-    Apply {
-        /// The kind, `group/version/Kind`.
-        kind: String,
-        /// The object.
-        object: Value,
-    },
-    /// A dependent's object deleted.
-    Delete {
-        /// The kind, `group/version/Kind`.
-        kind: String,
-        /// Its namespace.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        namespace: Option<String>,
-        /// Its name.
-        name: String,
-    },
-    /// An external object applied to the external system.
-    ApplyExternal {
-        /// The external dependent.
-        dependent: String,
-        /// The object's key.
-        key: String,
-        /// The object.
-        object: Value,
-    },
-    /// An external object deleted from the external system.
-    DeleteExternal {
-        /// The external dependent.
-        dependent: String,
-        /// The object's key.
-        key: String,
-    },
-    /// The primary's labels and annotations patched (`null` removes one).
-    Metadata {
-        /// The merge patch of `metadata`.
-        patch: Value,
-    },
-    /// The primary's status patched.
-    Status {
-        /// The merge patch of `.status`.
-        patch: Value,
-    },
-}
-
 /// The plugin side of the loop: its exports, called with what the host gives them. The SDK's
 /// `FakeHost` implements it with a Rust reconciler run natively, `wasmop test` with a compiled
 /// component.
@@ -241,56 +127,6 @@ pub trait Guest {
     fn secondaries_of(&self, view: &View, primary: &str) -> Result<Vec<(KindRef, Option<String>, String)>, String>;
     /// `filter`: whether the plugin predicate `name` holds for a watch event.
     fn filter(&self, name: &str, event: EventKind, object: &Value, old: Option<&Value>) -> bool;
-}
-
-/// The store the loop runs on: what the cluster (and the external system) holds.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct World {
-    /// Every stored object, by kind: the primary, what the writes left, what was given.
-    pub objects: Vec<(KindRef, Value)>,
-    /// Objects given as secondaries of the primary, whatever the watches' mappers say.
-    pub secondaries: Vec<(KindRef, Value)>,
-    /// Dependents' states given for calls outside the loop (the loop gives its own).
-    pub dependents: Vec<DependentState>,
-    /// The fake external system: the primary's external objects.
-    pub external: Vec<ExternalObject>,
-    /// The last inbound payload mapped to the primary.
-    pub inbound: Option<Value>,
-    /// The store's last resourceVersion.
-    pub revision: u64,
-}
-
-impl World {
-    /// Puts `object` of `kind` in place of the one of the same kind, namespace and name, or
-    /// adds it.
-    pub fn replace(objects: &mut Vec<(KindRef, Value)>, kind: &KindRef, object: Value) {
-        let meta = |o: &Value, field: &str| o["metadata"][field].as_str().map(str::to_owned);
-        let at = |(k, o): &(KindRef, Value)| {
-            k.same_type(kind)
-                && meta(o, "namespace") == meta(&object, "namespace")
-                && meta(o, "name") == meta(&object, "name")
-        };
-        match objects.iter_mut().find(|entry| at(entry)) {
-            Some(slot) => *slot = (kind.clone(), object),
-            None => objects.push((kind.clone(), object)),
-        }
-    }
-
-    /// The stored object of `kind` at `key`.
-    pub fn stored(&self, kind: &KindRef, key: &ObjectKey) -> Option<&Value> {
-        self.objects
-            .iter()
-            .find(|(k, object)| k.same_type(kind) && ObjectKey::of_json(object).as_ref() == Some(key))
-            .map(|(_, object)| object)
-    }
-
-    /// The stored objects of `kind`, sorted by namespace and name.
-    pub fn objects_of(&self, kind: &KindRef) -> Vec<&Value> {
-        let mut objects: Vec<&Value> =
-            self.objects.iter().filter(|(k, _)| k.same_type(kind)).map(|(_, object)| object).collect();
-        objects.sort_by_key(|o| ObjectKey::of_json(o));
-        objects
-    }
 }
 
 /// One pass: one reconcile and its writes.

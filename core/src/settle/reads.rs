@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 
-use super::{DependentState, PluginSpec};
+use super::spec::PluginSpec;
+use super::world::DependentState;
 use crate::external::ExternalObject;
 use crate::kind::KindRef;
 use crate::selector::LabelSelector;

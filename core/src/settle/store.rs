@@ -5,7 +5,7 @@ use std::cell::{Cell, RefCell};
 
 use serde_json::{Value, json};
 
-use super::Write;
+use super::world::Write;
 use crate::dependent::{self, DependentSpec, MANAGED_BY_LABEL, PrimaryRef};
 use crate::external::ExternalObject;
 use crate::kind::{KindRef, ObjectKey};

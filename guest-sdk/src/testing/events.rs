@@ -7,8 +7,9 @@ use serde::Serialize;
 use serde_json::Value;
 use wasmop_core::settle::Settle;
 
-use super::FakeHost;
-use super::until_stable::{Native, spec_of};
+use super::host::FakeHost;
+use super::spec::spec_of;
+use super::until_stable::Native;
 use crate::{Kind, Reconciler};
 
 impl FakeHost {
@@ -64,7 +65,7 @@ impl FakeHost {
     /// ```
     pub fn reconciles_on<R: Reconciler>(&self, new: &impl Serialize, old: Option<&Value>) -> bool {
         let config = R::config();
-        let new = super::to_object("reconciles_on", &config.primary, new);
+        let new = super::host::to_object("reconciles_on", &config.primary, new);
         let guest = Native::<R>::new(self.failures.clone());
         let settle = Settle::new(spec_of(&config), &guest)
             .unwrap_or_else(|e| panic!("FakeHost::reconciles_on: the plugin's dependents are invalid: {e}"));
@@ -129,7 +130,7 @@ impl FakeHost {
     ) -> bool {
         assert!(new.is_some() || old.is_some(), "FakeHost::reconciles_on_watched: give the new or the old version");
         let config = R::config();
-        let primary = super::to_object("reconciles_on_watched", &config.primary, primary);
+        let primary = super::host::to_object("reconciles_on_watched", &config.primary, primary);
         let guest = Native::<R>::new(self.failures.clone());
         let settle = Settle::new(spec_of(&config), &guest)
             .unwrap_or_else(|e| panic!("FakeHost::reconciles_on_watched: the plugin's dependents are invalid: {e}"));

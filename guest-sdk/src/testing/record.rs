@@ -20,12 +20,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use wasmop_core::record::diff::{Diff, Summary, diff};
-use wasmop_core::record::format::{
-    DesiredObject, Failure, Outcome as RecordedOutcome, ReadError, Readiness, ReconcileRequest,
-};
+use wasmop_core::record::format::{DesiredObject, Failure, Outcome as RecordedOutcome, ReadError, Readiness};
 use wasmop_core::record::{Answer, Ending, Import, Record, Request, Step};
 
-use super::{FakeHost, Run, until_stable};
+use super::host::{FakeHost, Run};
+use super::recorded::Recorded;
+use super::until_stable;
 use crate::{DependentState, Desired, Error, External, Kind, Phase, Reconciler};
 
 /// Why a record cannot be a fixture.
@@ -54,16 +54,6 @@ impl std::fmt::Display for RecordError {
 }
 
 impl std::error::Error for RecordError {}
-
-/// What a [`FakeHost`] loaded from a record keeps of it: the reconcile's request, and the
-/// exports the host called, with how each ended.
-#[derive(Clone, Debug)]
-pub(super) struct Recorded {
-    request: ReconcileRequest,
-    steps: Vec<(Request, Ending)>,
-    /// The wall clock's readings during the reconcile, in order.
-    wall_clock: Vec<SystemTime>,
-}
 
 /// A record's reconcile run again natively ([`FakeHost::replay`]): the run, and its outcome
 /// beside the recorded one.

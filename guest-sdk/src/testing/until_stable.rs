@@ -28,13 +28,14 @@ use wasmop_core::dependent::Desired as CoreDesired;
 use wasmop_core::fixture::{self, Scenario};
 use wasmop_core::predicate::EventKind as CoreEventKind;
 use wasmop_core::settle::{
-    DependentState as CoreState, Event as CoreEvent, Failure, Guest, MAX_PASSES, Mapper, Outcome as CoreOutcome, Pass,
-    PluginSpec, Settle, Unsettled, View, WatchSpec, World,
+    DependentState as CoreState, Event as CoreEvent, Failure, Guest, MAX_PASSES, Outcome as CoreOutcome, Pass, Settle,
+    Unsettled, View, World,
 };
 use wasmop_core::{KindRef, ObjectKey};
 
-use super::{FakeHost, Plugin, Request, Run};
-use crate::{Config, DependentState, Desired, Error, Kind, Reconciler};
+use super::host::{FakeHost, Plugin, Request, Run};
+use super::spec::spec_of;
+use crate::{DependentState, Desired, Error, Kind, Reconciler};
 
 /// The time the FakeHost's clock shows, for `lastTransitionTime`: fixed, so that runs repeat.
 pub const FAKE_NOW: &str = wasmop_core::settle::FAKE_NOW;
@@ -180,7 +181,7 @@ impl FakeHost {
         let guest = Native::<R>::new(self.failures.clone());
         let settle = Settle::new(spec_of(&config), &guest)
             .unwrap_or_else(|e| panic!("FakeHost::run_until_stable: the plugin's dependents are invalid: {e}"));
-        let primary = super::to_object("run_until_stable", &config.primary, primary);
+        let primary = super::host::to_object("run_until_stable", &config.primary, primary);
         let key = ObjectKey::of_json(&primary).expect("FakeHost::run_until_stable: the primary needs metadata.name");
         let mut world = self.world();
         let settled = settle.settle(&mut world, primary).expect("the primary has a name");
@@ -253,45 +254,6 @@ impl FakeHost {
     /// test inserted.
     pub fn objects_of(&self, kind: &Kind) -> Vec<&Value> {
         self.objects.iter().filter(|(k, _)| k.same_type(kind)).map(|(_, object)| object).collect()
-    }
-}
-
-/// The plugin's configuration in the loop's terms; panics when a predicate is malformed, as the
-/// host refuses to load such a plugin.
-pub(super) fn spec_of(config: &Config) -> PluginSpec {
-    use wasmop_core::mapping::Owners;
-    let checked = |predicate: Option<&crate::Predicate>, what: &dyn Fn() -> String| {
-        predicate.map(|p| p.to_core().unwrap_or_else(|e| panic!("FakeHost: {} is malformed: {e}", what())))
-    };
-    let watches = config.watches.iter().map(|watch| WatchSpec {
-        kind: watch.kind.to_core(),
-        namespace: watch.namespace.clone(),
-        label_selector: watch.label_selector.clone(),
-        projection: watch.projection.clone(),
-        mapper: match watch.mapper {
-            crate::Mapper::ControllerOwner => Mapper::Owners(Owners::Controller),
-            crate::Mapper::AnyOwner => Mapper::Owners(Owners::Any),
-            crate::Mapper::Annotations => Mapper::Annotations,
-            crate::Mapper::Plugin => Mapper::Plugin,
-            crate::Mapper::PrimaryReferences => Mapper::PrimaryReferences,
-        },
-        predicate: checked(watch.predicate.as_ref(), &|| format!("the predicate of the watch of {}", watch.kind)),
-    });
-    let tracking = |t: crate::Tracking| match t {
-        crate::Tracking::ConfigMap => wasmop_core::external::Tracking::ConfigMap,
-        crate::Tracking::Secret => wasmop_core::external::Tracking::Secret,
-    };
-    PluginSpec {
-        name: config.name.clone(),
-        primary: config.primary.to_core(),
-        label_selector: config.label_selector.clone(),
-        projection: config.projection.clone(),
-        filters: config.filters.to_core(config.generation_aware),
-        predicate: checked(config.predicate.as_ref(), &|| "the primary's predicate".into()),
-        watches: watches.collect(),
-        dependents: config.dependents.iter().map(crate::Dependent::to_core).collect(),
-        external: config.external_dependents.iter().map(|d| (d.to_core(), tracking(d.tracking))).collect(),
-        conditions: config.conditions,
     }
 }
 

@@ -26,13 +26,62 @@
 
 use wasmop_core::table::KeySet;
 
+use crate::informer::Listing;
 use crate::object::ObjectKey;
 use crate::scheduler::Priority;
 use crate::wire::Object;
 
+/// The primary watch's list in progress: what it shows, to find objects deleted while the watch
+/// was down, and the primaries it changed, enqueued once the store shows them, in the order
+/// [`Triage`] gives.
+#[derive(Debug, Default)]
+pub(super) struct List {
+    listing: Listing,
+    triage: Triage,
+}
+
+impl List {
+    /// A (re-)list starts: see [`Listing::restart`]; the triage starts over.
+    pub(super) fn restart(&mut self) {
+        self.listing.restart();
+        self.triage = Triage::default();
+    }
+
+    /// The list shows `key`.
+    pub(super) fn shows(&mut self, key: &ObjectKey) {
+        self.listing.listed(key.clone());
+    }
+
+    /// Notes a listed primary for the order of the runs: see [`Triage::listed`].
+    pub(super) fn triage(&mut self, key: &ObjectKey, object: &Object, finalizer: Option<&str>, reconcile: bool) {
+        self.triage.listed(key, object, finalizer, reconcile);
+    }
+
+    /// Reconciles `key` once the list ends.
+    pub(super) fn defer(&mut self, key: ObjectKey) {
+        self.listing.defer([key]);
+    }
+
+    /// Ends the list: the keys it showed, and the primaries to reconcile with their priorities.
+    /// A primary deferred before its list started over and not listed again is gone.
+    pub(super) fn end(&mut self) -> (KeySet<ObjectKey>, Vec<(ObjectKey, Priority)>) {
+        let (listed, changed) = std::mem::take(&mut self.listing).end();
+        let triage = std::mem::take(&mut self.triage);
+        let runs = changed
+            .into_iter()
+            .filter(|key| listed.contains(key))
+            .map(|key| {
+                let priority = triage.priority(&key);
+                (key, priority)
+            })
+            .collect();
+        (listed, runs)
+    }
+}
+
 /// What the list in progress shows, for the order of its primaries.
 #[derive(Debug, Default)]
-pub(super) struct Triage {
+struct Triage {
     /// Primaries with work waiting by the host's own records.
     waiting: KeySet<ObjectKey>,
     /// Primaries whose status records no observed generation, to judge once the list is known.
@@ -56,7 +105,7 @@ enum Looks {
 impl Triage {
     /// Notes a listed primary: every one is evidence of whether the plugin records observed
     /// generations; `reconcile` (with the plugin's `finalizer`) when it will be reconciled.
-    pub(super) fn listed(&mut self, key: &ObjectKey, object: &Object, finalizer: Option<&str>, reconcile: bool) {
+    fn listed(&mut self, key: &ObjectKey, object: &Object, finalizer: Option<&str>, reconcile: bool) {
         self.records_generations |= observed_generation(object).is_some();
         if reconcile {
             match looks(object, finalizer) {
@@ -69,7 +118,7 @@ impl Triage {
 
     /// The priority of a listed primary once the list has ended: [`Priority::Live`] when it has
     /// work waiting, [`Priority::Background`] when it looks settled (see the module docs).
-    pub(super) fn priority(&self, key: &ObjectKey) -> Priority {
+    fn priority(&self, key: &ObjectKey) -> Priority {
         let unrecorded_waits = self.records_generations && self.unrecorded.contains(key);
         if self.waiting.contains(key) || unrecorded_waits { Priority::Live } else { Priority::Background }
     }

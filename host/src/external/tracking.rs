@@ -92,7 +92,7 @@ impl TrackingRecords {
             name: Some(record_name(&primary.name_any(), plugin)),
             namespace: Some(self.namespace(primary).to_owned()),
             owner_references: owner(primary).map(|o| vec![o]),
-            labels: Some(BTreeMap::from([(crate::dependents::MANAGED_BY_LABEL.to_owned(), plugin.to_owned())])),
+            labels: Some(BTreeMap::from([(wasmop_core::dependent::MANAGED_BY_LABEL.to_owned(), plugin.to_owned())])),
             ..ObjectMeta::default()
         };
         let name = metadata.name.clone().unwrap_or_default();

@@ -387,7 +387,7 @@ mod tests {
 
     /// Applies `event` to the store alone.
     fn apply(store: &Whole, event: Event<Object>) {
-        store.apply(&crate::informer::map_event(event, Arc::new));
+        store.apply(&crate::informer::decoded::map_event(event, Arc::new));
     }
 
     /// Applies `event` to the store, then to the overlay, in the watch task's order.

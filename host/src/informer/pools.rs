@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use wasmop_core::settings::CacheBudget;
 
-use super::bounded::{Budget, Pool, PoolMetrics};
+use super::pool::{Budget, Pool, PoolMetrics};
 
 /// Bytes in a MiB.
 const MIB: u64 = 1024 * 1024;

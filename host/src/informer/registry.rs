@@ -13,12 +13,9 @@ use kube::runtime::watcher;
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
-use super::{Cache, Selectors, Shape, watch, watch_bounded};
-
-use crate::wire::Object;
-
-/// Watch events fanned out to subscribers; objects are shared, never copied per subscriber.
-pub type SharedEvent = watcher::Event<Arc<Object>>;
+use super::cache::Cache;
+use super::shape::Shape;
+use super::watch::{Selectors, SharedEvent, watch, watch_bounded};
 
 /// Events a slow subscriber may fall behind by before it is resynchronized from the cache.
 const FAN_OUT_CAPACITY: usize = 4096;
@@ -353,6 +350,7 @@ mod tests {
     use kube::api::{ApiResource, GroupVersionKind};
 
     use super::*;
+    use crate::wire::Object;
 
     fn object(name: &str) -> Arc<Object> {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));

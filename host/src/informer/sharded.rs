@@ -23,19 +23,10 @@ use kube::client::Body;
 use kube::runtime::watcher;
 use wasmop_core::shard::{Ranges, ShardKey};
 
+use super::decoded::{self, Decoded};
+use super::shape::{Shape, ShardCounters, ShardedWatch};
 use super::tally::{Tallied, Tally};
-use super::{Decoded, Shape};
 use crate::wire::Wire;
-
-/// Where a sharded watch counts what it decoded and received.
-pub trait ShardCounters: Send + Sync {
-    /// A watch of `kind` decoded an object; `kept` when this replica owns it.
-    fn decoded(&self, kind: &str, kept: bool);
-    /// A watch of `kind` received `bytes` of a response.
-    fn bytes(&self, kind: &str, bytes: u64);
-    /// Whether the API server filters the watch of `kind`.
-    fn server_side(&self, kind: &str, filtered: bool);
-}
 
 /// The hash of `object`'s shard key, as the API server computes it; `None` for an object
 /// without a UID. A cluster-scoped object's namespace is the empty string, as for the API
@@ -47,20 +38,7 @@ pub fn hash_of(key: ShardKey, object: &crate::wire::Object) -> Option<u64> {
     }
 }
 
-/// How a watch is sharded: by which key, following which ranges.
-#[derive(Clone)]
-pub struct ShardedWatch {
-    /// What places an object.
-    pub key: ShardKey,
-    /// The ranges this replica owns, as they change.
-    pub owned: tokio::sync::watch::Receiver<Ranges>,
-    /// Where the decoded objects and bytes are counted.
-    pub counters: Arc<dyn ShardCounters>,
-    /// Whether to ask the API server to filter (when it honours it); `false` filters here.
-    pub server_side: bool,
-}
-
-/// The events of a sharded watch: [`super::events`] of the owned objects, started over with
+/// The events of a sharded watch: [`decoded::events`] of the owned objects, started over with
 /// every change of the owned ranges.
 pub(super) fn events(resource: &ApiResource, api: Api<Wire>, config: watcher::Config, shape: &Shape) -> Decoded {
     let sharded = shape.shard.clone().expect("a sharded watch has its shards");
@@ -156,7 +134,7 @@ async fn open(
         counters.decoded(&kind, kept);
         kept
     };
-    super::events(resource, api, config.clone(), shape)
+    decoded::events(resource, api, config.clone(), shape)
         .try_filter(move |event| {
             let kept = match event {
                 watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o) => keep(o),

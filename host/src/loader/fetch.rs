@@ -6,7 +6,6 @@
 //! inside the directories the operator allows (`--allow-module-dir`), and are read on the
 //! blocking pool; downloads time out; both stop reading past [`MAX_MODULE_BYTES`].
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,10 +14,8 @@ use kube::{Api, Client};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use super::cap::{MAX_MODULE_BYTES, read_capped, too_large};
 use super::oci::{Credentials, OciRef, Registries};
-
-/// The largest module the host fetches.
-pub const MAX_MODULE_BYTES: usize = 64 << 20;
 
 /// How long a download may take to connect, and in all.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -206,10 +203,6 @@ impl ModuleSpec {
     }
 }
 
-fn too_large() -> String {
-    format!("the module is larger than the {MAX_MODULE_BYTES} bytes allowed")
-}
-
 /// Reads the regular file `path`, which must lie in one of the `allowed` (canonical)
 /// directories once links and `..` are resolved, up to [`MAX_MODULE_BYTES`]. Blocking.
 fn read_file(path: &Path, allowed: &[PathBuf]) -> Result<Vec<u8>, String> {
@@ -234,16 +227,6 @@ fn read_file(path: &Path, allowed: &[PathBuf]) -> Result<Vec<u8>, String> {
         return Err(format!("{} is not a regular file", path.display()));
     }
     read_capped(file).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// Reads `reader` to its end, failing as soon as it yields more than [`MAX_MODULE_BYTES`].
-fn read_capped(reader: impl Read) -> Result<Vec<u8>, String> {
-    let mut bytes = Vec::new();
-    reader.take(MAX_MODULE_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() > MAX_MODULE_BYTES {
-        return Err(too_large());
-    }
-    Ok(bytes)
 }
 
 /// Downloads `url` with `http` (which has the timeouts), stopping past [`MAX_MODULE_BYTES`].
@@ -327,13 +310,6 @@ mod tests {
         let device = read_file(Path::new("/dev/zero"), &[PathBuf::from("/dev")]).unwrap_err();
         assert!(device.contains("not a regular file"), "{device}");
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn reading_stops_past_the_cap() {
-        assert_eq!(read_capped(std::io::repeat(0).take(1000)).unwrap().len(), 1000);
-        let endless = read_capped(std::io::repeat(0)).unwrap_err();
-        assert!(endless.contains("larger than"), "{endless}");
     }
 
     /// A loopback HTTP server that answers every request with `head` and then `body` bytes

@@ -5,6 +5,7 @@
 //! The loader depends on the host, never the reverse.
 
 pub mod candidates;
+pub mod cap;
 pub mod fetch;
 pub mod files;
 pub mod oci;

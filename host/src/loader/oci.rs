@@ -43,7 +43,7 @@ use oci_client::{Client, Reference};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::fetch::MAX_MODULE_BYTES;
+use super::cap::MAX_MODULE_BYTES;
 pub use manifest::MAX_MANIFEST_BYTES;
 use manifest::{ManifestError, ManifestRequest};
 

@@ -2,12 +2,14 @@
 //! disk), and a fresh sandboxed store per call from a pre-linked `InstancePre`.
 
 mod artifacts;
+mod backend;
 pub mod bindings;
 mod error;
 mod exports;
 pub mod http;
 mod limits;
 mod module;
+mod observer;
 pub(crate) mod recorded;
 mod sandbox;
 pub mod tap;
@@ -15,50 +17,24 @@ mod ticker;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker, types::ComponentItem};
-use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::Engine;
+use wasmtime::component::{Component, types::ComponentItem};
 
 pub use error::{CallError, LoadError};
 pub use limits::{Limits, MemoryLimitExceeded, MemoryMib, WALL_CLOCK_FACTOR};
 pub use module::{Current, GuestResult, Module};
+pub use observer::CallObserver;
+use observer::Unobserved;
 pub use sandbox::{CacheReader, GetResult, ListResult};
 pub use tap::{Recorder, Tap};
 
 use artifacts::ArtifactCache;
-use bindings::{CONTRACT_VERSION, Plugin, RECONCILER_INTERFACE};
-use sandbox::Sandbox;
-use ticker::Ticker;
-
-/// Bytes of each pooled linear memory kept resident between instances (reset in place).
-const KEEP_RESIDENT_MEMORY: usize = 1 << 20;
-/// Bytes of each pooled table kept resident between instances.
-const KEEP_RESIDENT_TABLE: usize = 64 << 10;
+use backend::Backend;
+use bindings::{CONTRACT_VERSION, RECONCILER_INTERFACE};
 
 pub use ticker::EPOCH_TICK;
-
-/// Told about every call into a plugin: how long it took and, when metered, the fuel it used;
-/// and about every outgoing HTTP request a plugin makes.
-pub trait CallObserver: Send + Sync {
-    /// `plugin`'s export `export` returned (or trapped) after `elapsed`, using `fuel` units.
-    fn called(&self, plugin: &str, export: &'static str, elapsed: Duration, fuel: Option<u64>);
-
-    /// An outgoing request of `plugin` to `origin` (`scheme://host:port` of a granted origin, or
-    /// [`http::UNDECLARED`]) ended with `code` ([`http::Code::label`]: the status, `refused`,
-    /// `timeout`, `too_large` or `error`) after `elapsed`, its body read included.
-    fn http_request(&self, plugin: &str, origin: &str, code: &str, elapsed: Duration) {
-        let _ = (plugin, origin, code, elapsed);
-    }
-}
-
-/// Observes nothing.
-struct Unobserved;
-
-impl CallObserver for Unobserved {
-    fn called(&self, _: &str, _: &'static str, _: Duration, _: Option<u64>) {}
-}
 
 /// Runtime settings.
 #[derive(Clone, Default)]
@@ -69,56 +45,6 @@ pub struct RuntimeConfig {
     pub limits: Limits,
     /// Told about every call; `None` records nothing.
     pub observer: Option<Arc<dyn CallObserver>>,
-}
-
-/// An engine and the linkers of the host imports for it: one without `wasi:http`, one with it
-/// for plugins that import it.
-struct Backend {
-    engine: Engine,
-    linker: Linker<Sandbox>,
-    http_linker: Linker<Sandbox>,
-    metered: bool,
-    ticker: Arc<Ticker>,
-}
-
-impl Backend {
-    /// Builds an engine (pooling allocator, epoch interruption, fuel when `metered`), links WASI
-    /// and the host imports, and starts the epoch ticker, which stops when the engine is dropped.
-    fn new(metered: bool) -> Result<Self, LoadError> {
-        let mut wasm = wasmtime::Config::new();
-        wasm.wasm_component_model(true).epoch_interruption(true).consume_fuel(metered);
-        // A call's instance gives its slot back dirty. By default every touched page is then
-        // madvised away and faulted in again by the next call: over half of a 2 KB reconcile's
-        // time (page faults, TLB shootdowns). Instead, keep the first MiB of each memory (and
-        // 64 KiB of each table) resident and reset only the pages the call wrote, found with
-        // Linux's PAGEMAP_SCAN where the kernel has it (6.7+): 55-60 us per call became 23-30 us.
-        let mut pooling = PoolingAllocationConfig::default();
-        pooling
-            .linear_memory_keep_resident(KEEP_RESIDENT_MEMORY)
-            .table_keep_resident(KEEP_RESIDENT_TABLE)
-            .pagemap_scan(wasmtime::Enabled::Auto);
-        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
-        let engine = Engine::new(&wasm).map_err(LoadError::engine)?;
-        let mut linker = Linker::new(&engine);
-        // Async imports and exports (here and in `bindings`): a call runs as a fiber on the
-        // runtime thread that awaits it, with no hop to a blocking thread, and yields at every
-        // epoch tick (see `Instances::enter`).
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(LoadError::engine)?;
-        Plugin::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
-        // wasi:random through the sandbox, which records and replays it when a call is tapped.
-        {
-            use wasmtime_wasi::p2::bindings::random::{insecure, insecure_seed, random};
-            linker.allow_shadowing(true);
-            random::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
-            insecure::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
-            insecure_seed::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
-            linker.allow_shadowing(false);
-        }
-        let mut http_linker = linker.clone();
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker).map_err(LoadError::engine)?;
-        let ticker = Ticker::start(&engine);
-        Ok(Self { engine, linker, http_linker, metered, ticker })
-    }
 }
 
 /// Compiles and links plugins; cheap to share behind an `Arc`. Plugins without a fuel budget run

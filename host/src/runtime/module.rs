@@ -9,6 +9,7 @@ use wasmop_core::record::{Call as RecordedCall, Ending, Request};
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
+use super::backend::Backend;
 use super::bindings::wasmop::plugin::types::{
     CleanupOutcome, DesiredObject, EventKind, ExternalObject, Finalizer, Mapper, ObjectRef, Outcome, PluginConfig,
     PrimaryState, ReconcileError, ReconcileRequest, SecondaryRef, TrackedId,
@@ -17,11 +18,12 @@ use super::error::{CallError, LoadError};
 use super::exports::Exports;
 use super::http::{Hooks, Outbound, Policy, Services};
 use super::limits::Limits;
+use super::observer::CallObserver;
 use super::recorded;
 use super::sandbox::{CacheReader, NoCache, Sandbox};
 use super::tap::Tap;
+use super::ticker::EPOCH_TICK;
 use super::ticker::{Running, Ticker};
-use super::{Backend, CallObserver, EPOCH_TICK};
 
 /// What `reconcile` returned: an outcome or the plugin's own error.
 pub type GuestResult = Result<Outcome, ReconcileError>;

@@ -14,13 +14,13 @@
 //!   and replaces it; after every run the [`Settings::max_interval`] timer is armed anew (a key
 //!   with nothing else pending keeps only its deadline, and runs at most a thousandth of the
 //!   interval after it);
-//! - a retryable failure is retried with the [`RetryPolicy`] backoff; the run knows its attempt
+//! - a retryable failure is retried with the [`RetryPolicy`](crate::retry::RetryPolicy) backoff; the run knows its attempt
 //!   number and whether it is the last attempt; success resets retries and earlier reschedules;
 //!   a trigger during a pending retry runs at once and does not count as an attempt; after the
 //!   last attempt a trigger still runs, still marked last attempt;
 //! - a run that could not reach the API server ([`Verdict::Unreachable`]) runs again after the
 //!   short [`Settings::reconnect`] backoff, indefinitely, and counts no attempt;
-//! - with a [`RateLimit`], a key runs at most `max_reconciles` times in any `period`; excess runs
+//! - with a [`RateLimit`](crate::ratelimit::RateLimit), a key runs at most `max_reconciles` times in any `period`; excess runs
 //!   are postponed, never dropped, whatever caused them;
 //! - a [`Verdict::Continue`] is followed at once by a run of the rest, with its attempt, past the
 //!   rate limit; a continuation's own `Continue` waits for the rate limit like any run, so a
@@ -40,8 +40,11 @@
 //! - runs that never wait let other tasks run between them: the task returns to the runtime
 //!   every [`TURN`] while it goes on.
 
+mod handle;
 mod interval;
+mod settings;
 mod state;
+mod verdict;
 
 use std::future::Future;
 use std::hash::Hash;
@@ -49,211 +52,16 @@ use std::time::Duration;
 
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use futures::FutureExt;
 use futures::stream::{FuturesUnordered, StreamExt};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::ratelimit::RateLimit;
-use crate::retry::RetryPolicy;
+pub use handle::{Handle, Inbox, Priority, WeakHandle, channel};
+pub use settings::{Observer, Settings};
 use state::State;
-
-/// One run of the action for a key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Run<K> {
-    /// The key to act on.
-    pub key: K,
-    /// 0 for a first run, `n` for the n-th retry after failures.
-    pub attempt: u32,
-    /// True when a failure of this run will not be retried.
-    pub last_attempt: bool,
-}
-
-/// What the action reports back about a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// The run succeeded; run again after `requeue_after` unless triggered earlier.
-    Done {
-        /// Delay before the next run, if any.
-        requeue_after: Option<Duration>,
-    },
-    /// The run failed; `retry` says whether a retry with backoff may help.
-    Failed {
-        /// Whether to retry with backoff.
-        retry: bool,
-    },
-    /// The run could not reach the API server (a transport error, or the server is
-    /// unavailable): run again soon with the [`Settings::reconnect`] backoff, counting no attempt.
-    Unreachable,
-    /// The run did a first step of the work (the host added its finalizer); the rest follows in
-    /// a run of its own, queued at live priority with the same cause and attempt. It follows at
-    /// once, not held back by the rate limit, which counted this run; unless this run was itself
-    /// such a continuation: then it waits for the rate limit, so a chain of `Continue`s is
-    /// limited like any other runs.
-    Continue,
-}
-
-/// How urgent a trigger is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
-    /// A live change: runs before background work.
-    Live,
-    /// Initial lists and periodic resyncs: yield to live changes until they age.
-    Background,
-}
-
-/// Scheduler settings.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Maximum number of runs of this scheduler in flight at once (at least 1).
-    pub max_concurrent: usize,
-    /// Permits shared with other schedulers; a run holds one while in flight.
-    pub global: Option<Arc<Semaphore>>,
-    /// Backoff for failed runs.
-    pub retry: RetryPolicy,
-    /// Backoff for runs that could not reach the API server; its `max_attempts` is not used,
-    /// they are retried until the server answers.
-    pub reconnect: RetryPolicy,
-    /// Run every key at least this long after its last run; `None` turns it off.
-    pub max_interval: Option<Duration>,
-    /// Per-key rate limit; `None` turns it off.
-    pub rate_limit: Option<RateLimit>,
-    /// How long a background trigger waits before it alternates with live ones.
-    pub aging: Duration,
-    /// Told about the queue and the runs, for metrics.
-    pub observer: Option<Arc<dyn Observer>>,
-    /// Runs start only while this is open (leader election), each under the ticket of the term
-    /// it was admitted in; triggers queue meanwhile.
-    pub gate: Option<crate::fence::Gate>,
-    /// Stops taking work once cancelled: no run starts any more (queued keys, timers and
-    /// retries are dropped, triggers no longer read), runs in flight go on, and [`run`] returns
-    /// once they have finished. `None`: [`run`] returns when every [`Handle`] is dropped.
-    pub stop: Option<CancellationToken>,
-    /// Aborts the runs in flight once cancelled: their futures are dropped, and [`run`] returns
-    /// only when none of them is alive any more. Implies [`Settings::stop`]. For the end of a
-    /// shutdown's grace period.
-    pub cancel: Option<CancellationToken>,
-}
-
-impl std::fmt::Debug for dyn Observer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Observer")
-    }
-}
-
-/// Watches a scheduler work: its queue and its runs (what controller-runtime's workqueue and
-/// reconcile metrics count).
-pub trait Observer: Send + Sync {
-    /// The scheduler starts with at most `max` runs in flight.
-    fn started(&self, max: usize);
-    /// The queue as it stands: `depth` keys ready, `adds` keys queued and `retries` retries
-    /// scheduled since the last report, `active` runs in flight.
-    fn queue(&self, depth: usize, adds: u64, retries: u64, active: usize);
-    /// A run starts after its key waited `waited` in the queue.
-    fn run_started(&self, waited: Duration);
-    /// A run took `took` and ended with `verdict`.
-    fn run_finished(&self, took: Duration, verdict: Verdict);
-}
-
-impl Default for Settings {
-    /// 16 concurrent runs, no shared permits, default retries, reconnects after 0.2 s growing
-    /// to 1 s (+-50%), no maximum interval, no rate limit, background triggers age after 5 s,
-    /// no gate, no stop or cancel token.
-    fn default() -> Self {
-        Self {
-            max_concurrent: 16,
-            global: None,
-            retry: RetryPolicy::default(),
-            reconnect: RetryPolicy::reconnect(),
-            max_interval: None,
-            rate_limit: None,
-            aging: Duration::from_secs(5),
-            observer: None,
-            gate: None,
-            stop: None,
-            cancel: None,
-        }
-    }
-}
-
-enum Command<K> {
-    Trigger(K, Priority),
-    Forget(K),
-}
-
-/// Sends work to a running scheduler. Cheap to clone; the scheduler stops once every handle is
-/// dropped and the runs in flight have finished.
-#[derive(Debug)]
-pub struct Handle<K> {
-    tx: mpsc::UnboundedSender<Command<K>>,
-}
-
-impl<K> Clone for Handle<K> {
-    fn clone(&self) -> Self {
-        Self { tx: self.tx.clone() }
-    }
-}
-
-impl<K> std::fmt::Debug for Command<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Command::Trigger(..) => "Trigger",
-            Command::Forget(_) => "Forget",
-        })
-    }
-}
-
-/// A handle that does not keep the scheduler running: for the runs themselves, which must not
-/// hold their own scheduler open.
-pub struct WeakHandle<K> {
-    tx: mpsc::WeakUnboundedSender<Command<K>>,
-}
-
-impl<K> WeakHandle<K> {
-    /// Asks for a run of `key` with the given priority, unless the scheduler has stopped.
-    pub fn trigger_with(&self, key: K, priority: Priority) {
-        if let Some(tx) = self.tx.upgrade() {
-            let _ = tx.send(Command::Trigger(key, priority));
-        }
-    }
-}
-
-impl<K> Handle<K> {
-    /// A handle for the scheduler's own runs: it does not keep the scheduler running.
-    pub fn downgrade(&self) -> WeakHandle<K> {
-        WeakHandle { tx: self.tx.downgrade() }
-    }
-
-    /// Asks for a run of `key` as soon as possible (a live event happened).
-    pub fn trigger(&self, key: K) {
-        self.trigger_with(key, Priority::Live);
-    }
-
-    /// Asks for a run of `key` with the given priority.
-    pub fn trigger_with(&self, key: K, priority: Priority) {
-        // A closed scheduler is shutting down: nothing left to run the key.
-        let _ = self.tx.send(Command::Trigger(key, priority));
-    }
-
-    /// Drops everything pending for `key` (the object is gone). A run in flight finishes.
-    pub fn forget(&self, key: K) {
-        let _ = self.tx.send(Command::Forget(key));
-    }
-}
-
-/// The receiving end of a [`Handle`], consumed by [`run`].
-#[derive(Debug)]
-pub struct Inbox<K> {
-    rx: mpsc::UnboundedReceiver<Command<K>>,
-}
-
-/// Creates a connected [`Handle`] and [`Inbox`].
-pub fn channel<K>() -> (Handle<K>, Inbox<K>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    (Handle { tx }, Inbox { rx })
-}
+pub use verdict::{Run, Verdict};
 
 /// Whether a key may run now ([`Admission::admit`]).
 pub enum Admit {

@@ -11,8 +11,10 @@ use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 use wasmop_core::table::KeyMap;
 
+use super::handle::{Command, Priority};
 use super::interval::Intervals;
-use super::{Command, Priority, Run, Settings, Verdict};
+use super::settings::Settings;
+use super::verdict::{Run, Verdict};
 use crate::ratelimit::Window;
 
 /// Why a run happens; decides how a failure counts.

@@ -8,6 +8,8 @@ use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::ratelimit::RateLimit;
+use crate::retry::RetryPolicy;
 
 /// One recorded run: key, start time in ms since the test began, attempt, last attempt.
 type Record = (&'static str, u64, u32, bool);

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 
-use super::{KubeSecrets, SecretError, SecretKey, SecretReader, SecretRef};
+use super::read::KubeSecrets;
+use super::reader::{SecretError, SecretKey, SecretReader, SecretRef};
 
 /// Reads the Secrets one plugin may have read for it, and refuses the others without a request.
 pub struct PluginSecrets {

@@ -3,32 +3,21 @@
 //! grant the account lost takes effect within [`CACHE_TTL`].
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
-use super::{CACHE_TTL, DEFAULT_NAMESPACE, SecretError, SecretKey, SecretReader};
+use super::reader::{Identity, SecretError, SecretKey, SecretReader};
 
-/// Whose rights a read is made with.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Identity {
-    /// The host's own client.
-    Host,
-    /// A client impersonating this user (`system:serviceaccount:<namespace>:<name>`).
-    User(Arc<str>),
-}
+/// How long a Secret read from the API server is used before it is read again: a rotated token
+/// is picked up within this time.
+pub const CACHE_TTL: Duration = Duration::from_secs(30);
 
-impl fmt::Display for Identity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Host => f.write_str("the host"),
-            Self::User(user) => write!(f, "user {user:?}"),
-        }
-    }
-}
+/// The namespace of a Secret that names none and a host that watches all namespaces.
+pub const DEFAULT_NAMESPACE: &str = "default";
 
 /// A Secret's data, decoded.
 type Data = Arc<BTreeMap<String, Vec<u8>>>;

@@ -47,7 +47,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wasmop_core::shard::{Assignment, Declarations, Handover, Ranges};
 
-use super::{Shards, Share};
+use super::share::{Publisher, Shards, Share};
 use crate::fence::Fence;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -170,7 +170,7 @@ struct Member {
     leadership: Arc<Leadership>,
     /// Open while this replica's own Lease is renewed in time.
     gate: crate::fence::Gate,
-    share: super::Publisher,
+    share: Publisher,
     shards: Shards,
     /// This replica's Lease as last written.
     lease: Option<Lease>,

@@ -3,15 +3,15 @@
 //! ([`super::tape`]). The guest's mark of a sensitive response (the request header
 //! [`SENSITIVE_RESPONSE`]) is recorded with the request and never sent.
 
-use std::pin::Pin;
 use std::sync::Arc;
 
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use wasmop_core::record::redact::SENSITIVE_RESPONSE;
 
-use super::outbound::{Outbound, Sent};
+use super::outbound::Outbound;
 use super::policy::{HTTP_EXPORTS, Refusal};
+use super::send::{Sending, Sent};
 use super::tape;
 use crate::runtime::tap::Tap;
 
@@ -21,9 +21,6 @@ pub struct Hooks {
     outbound: Option<Arc<Outbound>>,
     tap: Option<Arc<Tap>>,
 }
-
-/// A request on its way.
-pub(super) type Sending = Pin<Box<dyn Future<Output = Result<Sent, Error>> + Send>>;
 
 impl Hooks {
     /// The hooks of a call of `export`, under the plugin's grant (`None`: none, or not yet

@@ -9,13 +9,10 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use wasmtime_wasi_http::{Error, WasiBody};
 
-use super::Services;
 use super::body::{Code, Guarded, Record};
 use super::policy::{HTTP_EXPORTS, Origin, Policy, Refusal};
-use super::send;
-
-/// What the `wasi:http` hook hands back: the response head and the connection's driver.
-pub type Sent = (http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>);
+use super::send::{self, Sent};
+use super::services::Services;
 
 /// The metrics' `origin` of requests to origins the plugin was not granted: the requested one
 /// would let a plugin grow the label set without bound.

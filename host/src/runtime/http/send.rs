@@ -19,9 +19,14 @@ use tokio::net::TcpStream;
 use tokio_rustls::rustls;
 use wasmtime_wasi_http::{Error, WasiBody};
 
-use super::outbound::Sent;
 use super::policy::{Origin, Scheme};
 use crate::fence::Ticket;
+
+/// What the `wasi:http` hook hands back: the response head and the connection's driver.
+pub type Sent = (http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Error>> + Send>);
+
+/// A request on its way.
+pub(super) type Sending = Pin<Box<dyn Future<Output = Result<Sent, Error>> + Send>>;
 
 /// Addresses no granted host name may lead to, besides loopback and link-local ones: the API
 /// server's. Set once the host knows its cluster.

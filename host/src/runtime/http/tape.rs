@@ -26,8 +26,7 @@ use wasmop_core::record::format::{Body, HttpResponse};
 use wasmop_core::record::{Answer, Import};
 use wasmtime_wasi_http::{Error, WasiBody};
 
-use super::hooks::Sending;
-use super::outbound::Sent;
+use super::send::{Sending, Sent};
 use crate::runtime::tap::{Tap, unanswered};
 
 /// The `wasi:http` error codes without details, which a replay gives back as they were.

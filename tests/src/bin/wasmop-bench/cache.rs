@@ -24,6 +24,10 @@ use kube::runtime::watcher;
 use serde_json::json;
 use wasmop::informer::{Budget, Pool, PoolMetrics, Shape};
 
+/// The heap, counted, for part `cache`.
+#[global_allocator]
+static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
 /// The pool of the bounded cache measured.
 const BOUNDED_BUDGET: u64 = 1 << 20;
 
@@ -85,9 +89,9 @@ async fn measure<S, F>(cache: &'static str, objects: usize, fill: F) -> Measured
 where
     F: std::future::Future<Output = S>,
 {
-    let before = super::ALLOCATOR.allocated();
+    let before = ALLOCATOR.allocated();
     let held = fill.await;
-    let after = super::ALLOCATOR.allocated();
+    let after = ALLOCATOR.allocated();
     drop(held);
     let bytes_per_object = after.saturating_sub(before) as f64 / objects as f64;
     Measured { cache, bytes_per_object, objects }

@@ -1,7 +1,7 @@
 //! The end-to-end parts: the greeting plugin in the wasmop host against `wasmop-native` (the
 //! same reconcile as a kube-rs `Controller`), each its own process in a namespace of its own, on
 //! one control plane, side by side (at once), each with the same number of runtime worker
-//! threads ([`super::threads`]). Every figure is the controller process's own: its peak memory,
+//! threads ([`super::knobs::threads`]). Every figure is the controller process's own: its peak memory,
 //! anonymous first, then PSS and RSS ([`super::process`]), its CPU seconds
 //! (`/proc/<pid>/stat`), and the change-to-status latency from the write's start until the load
 //! generator's watch shows the status for it.
@@ -273,7 +273,7 @@ pub async fn paced(warm: Vec<Warm>) -> anyhow::Result<Vec<Run>> {
 /// in a hash set's order and folds those that wait long, wasmop's serves the oldest first) fares
 /// in an overload.
 pub async fn paced_in_turn(warm: &[Warm]) -> anyhow::Result<Vec<Run>> {
-    let seconds = super::env_number("BENCH_PACED_SECONDS", 20) as u64;
+    let seconds = super::knobs::env_number("BENCH_PACED_SECONDS", 20) as u64;
     let mut runs = Vec::with_capacity(warm.len());
     for w in warm {
         let phase = w.phase().await?;

@@ -24,12 +24,12 @@
 //! wasmop (its own group, [`process::TWIN_GROUP`]): the table `native twin / native` is then
 //! the spread of two identical controllers, the floor under any ratio of the others.
 //! `BENCH_ROUNDS` (default 2) sets how often each end-to-end part runs (its sides side by side,
-//! or in turn for `paced`, starting in the order of [`in_round_order`]; in `burst-10k` the
+//! or in turn for `paced`, starting in the order of [`in_round_order`](sides::in_round_order); in `burst-10k` the
 //! bounded host after the other two); `BENCH_SIDES` (e.g. `wasmop`) runs only
 //! some sides; `BENCH_THREADS` (default: the available parallelism, as `#[tokio::main]` takes
 //! it) sets the runtime worker threads of every controller process, the same on both sides
-//! ([`threads`]), and `BENCH_CONCURRENCY` (default 16) the reconciles each runs at once
-//! ([`concurrency`]); for experiments, `BENCH_WASMOP_ARGS` gives the host more flags (not
+//! ([`threads`](knobs::threads)), and `BENCH_CONCURRENCY` (default 16) the reconciles each runs at once
+//! ([`concurrency`](knobs::concurrency)); for experiments, `BENCH_WASMOP_ARGS` gives the host more flags (not
 //! `--worker-threads` or `--metrics-address`: the bench passes them) and `BENCH_WASMOP_LOG` its
 //! log filter (default `warn`); `BENCH_STOP=term` shuts the hosts down with SIGTERM instead of
 //! killing them (for `make layout`, whose instrumented hosts write their profiles as they exit).
@@ -50,6 +50,7 @@ mod apiserver;
 mod cache;
 mod call;
 mod e2e;
+mod knobs;
 mod languages;
 mod layout;
 mod load;
@@ -61,56 +62,12 @@ mod report;
 mod scale;
 mod secondaries;
 mod shadow;
+mod sides;
 
+use knobs::{concurrency, env_number, threads};
 use process::Side;
 use report::Report;
-
-/// A number from the environment, or `default`.
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// Runtime worker threads of every controller under test, the same on both sides: `BENCH_THREADS`,
-/// else the available parallelism (cgroup-aware, as `#[tokio::main]` and the host's
-/// `--worker-threads` default take it). The wasmop host gets `--worker-threads`, `wasmop-native`
-/// `WASMOP_WORKER_THREADS`.
-fn threads() -> usize {
-    env_number("BENCH_THREADS", cores())
-}
-
-/// Reconciles in flight at once per controller, the same on both sides: `BENCH_CONCURRENCY`,
-/// default 16 (the wasmop host gets `--plugin-concurrency`, `wasmop-native` its `CONCURRENCY`).
-fn concurrency() -> usize {
-    env_number("BENCH_CONCURRENCY", 16)
-}
-
-/// The heap, counted, for part `cache`.
-#[global_allocator]
-static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
-
-/// Whether `BENCH_SIDES` (comma-separated labels; default all but `native twin`) selects `side`.
-fn side_selected(side: Side) -> bool {
-    match std::env::var("BENCH_SIDES") {
-        Ok(sides) => sides.split(',').any(|s| s.trim() == side.label()),
-        Err(_) => side != Side::NativeTwin,
-    }
-}
-
-/// Those of `sides` that `BENCH_SIDES` selects, to run side by side.
-fn chosen(sides: &[Side]) -> Vec<Side> {
-    sides.iter().copied().filter(|s| side_selected(*s)).collect()
-}
-
-/// `sides` in the order in which `round` starts them: as given in odd rounds, reversed in even
-/// ones. Side by side, the side whose requests go out first each time could keep a head start at
-/// the shared API server; alternating spreads it over the sides, and in turn (`paced`), so does
-/// running first.
-fn in_round_order(mut sides: Vec<Side>, round: usize) -> Vec<Side> {
-    if round.is_multiple_of(2) {
-        sides.reverse();
-    }
-    sides
-}
+use sides::{chosen, in_round_order};
 
 /// Whether `BENCH_PARTS` selects `part`.
 fn selected(part: &str) -> bool {
@@ -261,22 +218,4 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report.json(seconds))?)?;
     println!("written: target/bench/report.md, target/bench/report.json");
     Ok(())
-}
-
-/// The cores this process may use (cgroup-aware), for the report's title and [`threads`].
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rounds_alternate_which_side_starts() {
-        let sides = vec![Side::Native, Side::Wasmop];
-        assert_eq!(in_round_order(sides.clone(), 1), [Side::Native, Side::Wasmop]);
-        assert_eq!(in_round_order(sides.clone(), 2), [Side::Wasmop, Side::Native]);
-        assert_eq!(in_round_order(sides, 3), [Side::Native, Side::Wasmop]);
-    }
 }

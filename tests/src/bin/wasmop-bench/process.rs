@@ -1,6 +1,6 @@
 //! The controllers under test, each its own process, so that its CPU time and memory are its
 //! own: the wasmop host running the greeting plugin, and `wasmop-native`, each with
-//! [`super::threads`] runtime worker threads.
+//! [`super::knobs::threads`] runtime worker threads.
 //!
 //! Memory leads with what the kernel cannot drop: anonymous resident memory (`RssAnon`: heap,
 //! stacks, sandboxes). Then PSS (`/proc/<pid>/smaps_rollup`), which adds the resident file pages
@@ -87,7 +87,7 @@ fn shadow_config(plugin: &str, candidate: &str) -> anyhow::Result<PathBuf> {
 
 /// The bounded side's host budget, MiB (`BENCH_CACHE_BUDGET_MIB`, default 2).
 pub fn budget_mib() -> usize {
-    super::env_number("BENCH_CACHE_BUDGET_MIB", 2)
+    super::knobs::env_number("BENCH_CACHE_BUDGET_MIB", 2)
 }
 
 /// A binary built next to this one (`target/release/`).
@@ -176,8 +176,8 @@ impl Controller {
         let mut command = match side {
             Side::Native | Side::NativeTwin => {
                 let mut c = tokio::process::Command::new(sibling("wasmop-native")?);
-                c.arg(ns).arg(super::concurrency().to_string()).args(["--group", side.group()]).args(extra);
-                c.env("WASMOP_WORKER_THREADS", super::threads().to_string());
+                c.arg(ns).arg(super::knobs::concurrency().to_string()).args(["--group", side.group()]).args(extra);
+                c.env("WASMOP_WORKER_THREADS", super::knobs::threads().to_string());
                 c
             }
             Side::Wasmop | Side::WasmopBounded | Side::WasmopShadowed => {
@@ -189,8 +189,8 @@ impl Controller {
                 };
                 compile_ahead(&plugins)?;
                 let mut c = tokio::process::Command::new(sibling("wasmop")?);
-                c.args(["run", "--namespace", ns, "--worker-threads", &super::threads().to_string()]);
-                c.args(["--plugin-concurrency", &super::concurrency().to_string()]);
+                c.args(["run", "--namespace", ns, "--worker-threads", &super::knobs::threads().to_string()]);
+                c.args(["--plugin-concurrency", &super::knobs::concurrency().to_string()]);
                 if extra.is_empty() {
                     c.args(["--plugin", &greeting]);
                 }

@@ -51,7 +51,7 @@ pub async fn reload(client: &Client, kubeconfig: &Path) -> anyhow::Result<(Value
     let root = wasmop_tests::workspace_root();
     wasmop_tests::apply_file(client, &root.join("plugins/fixtures/swap/crd.yaml"), None).await?;
     let ns = wasmop_tests::namespace(client, "bench-reload").await?;
-    let count = super::env_number("BENCH_SWAPS", 200);
+    let count = super::knobs::env_number("BENCH_SWAPS", 200);
     let dir = root.join("target/bench/reload");
     std::fs::create_dir_all(&dir)?;
     let module = dir.join("swap.wasm");

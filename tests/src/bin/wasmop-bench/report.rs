@@ -180,7 +180,7 @@ fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
 
 /// Everything the bench measured.
 pub struct Report {
-    /// Runtime worker threads of every controller under test ([`super::threads`]).
+    /// Runtime worker threads of every controller under test ([`super::knobs::threads`]).
     pub worker_threads: usize,
     /// The end-to-end runs.
     pub runs: Vec<Run>,
@@ -228,9 +228,9 @@ impl Report {
     fn title(&self, seconds: f64) -> String {
         format!(
             "wasmop bench: {seconds:.0} s on {} cores, {} worker threads and {} concurrent reconciles per controller (both sides)",
-            super::cores(),
+            super::knobs::cores(),
             self.worker_threads,
-            super::concurrency()
+            super::knobs::concurrency()
         )
     }
 
@@ -333,7 +333,7 @@ impl Report {
         };
         ReportJson {
             seconds,
-            cores: super::cores(),
+            cores: super::knobs::cores(),
             worker_threads: self.worker_threads,
             layout: self.layout,
             runs: self.runs.iter().map(Run::json).collect(),

@@ -166,7 +166,7 @@ fn round_report(round: usize, single: &Measured, sharded: &Measured) -> (String,
 /// Runs the part, `rounds` times each side (each round starting with the other side): its
 /// JSON and its Markdown section.
 pub async fn scale(client: &Client, kubeconfig: &std::path::Path, rounds: usize) -> anyhow::Result<(Value, String)> {
-    let objects = super::env_number("BENCH_SCALE_OBJECTS", OBJECTS);
+    let objects = super::knobs::env_number("BENCH_SCALE_OBJECTS", OBJECTS);
     let ns = format!("bench-scale-{}", std::process::id());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces.create(&PostParams::default(), &serde_json::from_value(json!({ "metadata": { "name": ns } }))?).await?;

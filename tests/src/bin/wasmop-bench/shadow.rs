@@ -22,7 +22,7 @@ const SUFFIX: &str = ", shadow part";
 
 /// One round: the runs of both hosts, and a line on the shadowed host's comparisons.
 pub async fn shadow(client: &Client, kubeconfig: &Path, round: usize) -> anyhow::Result<(Vec<Run>, String)> {
-    let sides = super::in_round_order(super::chosen(&[Side::Wasmop, Side::WasmopShadowed]), round);
+    let sides = super::sides::in_round_order(super::sides::chosen(&[Side::Wasmop, Side::WasmopShadowed]), round);
     let (mut runs, warm) = e2e::burst(client, kubeconfig, &sides, round, SUFFIX).await?;
     runs.extend(e2e::paced_in_turn(&warm).await?);
     let mut line = format!("round {round}:");
