@@ -16,6 +16,8 @@ crate::informer;`) imports nothing until an item is named through it. Comments, 
 code (`#[cfg(test)]` items and the files they declare) are not read: a test may reach anywhere.
 Prints the cycles found, with the paths that make each edge, and exits 1 when there is one.
 """
+from __future__ import annotations
+
 import json
 import pathlib
 import re
