@@ -11,26 +11,45 @@ use wasmop_tests::{RunningHost, apply, client, config, event_note, namespace, wi
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// A host on `ns` running `fixture-bulk` as the ServiceAccount `account` of `ns`, and the
+/// primary `bulk` (one ConfigMap to write, `bulk-0`) created.
+async fn bulk_as(client: &kube::Client, ns: &str, account: &str) -> anyhow::Result<RunningHost> {
+    let yaml = format!("plugins:\n  fixture-bulk:\n    serviceAccount: {{ namespace: {ns}, name: {account} }}\n");
+    let host = RunningHost::start_on(
+        Clusters::from_config(config().await?)?,
+        ns,
+        &["fixture-bulk"],
+        Limits::default(),
+        serde_saphyr::from_str(&yaml)?,
+    )?;
+    let primary: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "bulk", "labels": { "wasmop.dev/fixture": "bulk" } }, "data": { "count": "1" }
+    }))?;
+    Api::<ConfigMap>::namespaced(client.clone(), ns).create(&PostParams::default(), &primary).await?;
+    Ok(host)
+}
+
+/// The ConfigMap `bulk-0` once it is written (`what` names the wait).
+async fn written(config_maps: &Api<ConfigMap>, what: &str) -> anyhow::Result<ConfigMap> {
+    within(WAIT, what, async {
+        loop {
+            if let Some(written) = config_maps.get_opt("bulk-0").await? {
+                return anyhow::Ok(written);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await?
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_writes_only_what_its_service_account_may() -> anyhow::Result<()> {
     let client = client().await?;
     let ns = namespace(&client, "impersonation").await?;
     let account = serde_json::json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "bulk" } });
     apply(&client, account, Some(&ns)).await?;
-    let yaml = format!("plugins:\n  fixture-bulk:\n    serviceAccount: {{ namespace: {ns}, name: bulk }}\n");
-    let host = RunningHost::start_on(
-        Clusters::from_config(config().await?)?,
-        &ns,
-        &["fixture-bulk"],
-        Limits::default(),
-        serde_saphyr::from_str(&yaml)?,
-    )?;
-
+    let host = bulk_as(&client, &ns, "bulk").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let primary: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "bulk", "labels": { "wasmop.dev/fixture": "bulk" } }, "data": { "count": "1" }
-    }))?;
-    config_maps.create(&PostParams::default(), &primary).await?;
     // The host itself may write ConfigMaps; the account may not, and the API server says so.
     let user = format!("system:serviceaccount:{ns}:bulk");
     let note = event_note(&client, &ns, WAIT, "bulk", &format!("User \"{user}\" cannot patch")).await?;
@@ -50,15 +69,7 @@ async fn a_plugin_writes_only_what_its_service_account_may() -> anyhow::Result<(
     apply(&client, role, Some(&ns)).await?;
     apply(&client, binding, Some(&ns)).await?;
     // Retried with backoff: once RBAC allows it, the dependent is written as the account.
-    within(WAIT, "bulk-0 written once RBAC allows it", async {
-        loop {
-            if let Some(written) = config_maps.get_opt("bulk-0").await? {
-                return anyhow::Ok(written);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await??;
+    written(&config_maps, "bulk-0 written once RBAC allows it").await?;
     host.stop().await;
     Ok(())
 }
@@ -108,28 +119,9 @@ async fn a_plugin_whose_account_is_bound_to_the_edit_role_writes_as_it() -> anyh
     })
     .await??;
 
-    let yaml = format!("plugins:\n  fixture-bulk:\n    serviceAccount: {{ namespace: {ns}, name: editor }}\n");
-    let host = RunningHost::start_on(
-        Clusters::from_config(config().await?)?,
-        &ns,
-        &["fixture-bulk"],
-        Limits::default(),
-        serde_saphyr::from_str(&yaml)?,
-    )?;
+    let host = bulk_as(&client, &ns, "editor").await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let primary: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "bulk", "labels": { "wasmop.dev/fixture": "bulk" } }, "data": { "count": "1" }
-    }))?;
-    config_maps.create(&PostParams::default(), &primary).await?;
-    let written = within(WAIT, "bulk-0 written as the editor", async {
-        loop {
-            if let Some(written) = config_maps.get_opt("bulk-0").await? {
-                return anyhow::Ok(written);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await??;
+    let written = written(&config_maps, "bulk-0 written as the editor").await?;
     let managers: Vec<_> = written.metadata.managed_fields.iter().flatten().filter_map(|f| f.manager.clone()).collect();
     assert_eq!(managers, ["wasmop-fixture-bulk"]);
     host.stop().await;
