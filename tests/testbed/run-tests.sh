@@ -20,7 +20,9 @@ echo "using the cluster of $WASMOP_TEST_KUBECONFIG" >&2
 beside=(scaffold faults plugin_test languages)
 beside_log="${dir}-beside.log"
 mkdir -p "$(dirname "$beside_log")"
-mapfile -t beside_bins < <(cargo test -p wasmop-tests "${beside[@]/#/--test=}" --no-run --message-format=json |
+# Every cargo command here selects the whole workspace (then the targets): features are unified
+# over the packages selected, so selecting fewer would build the dependencies again.
+mapfile -t beside_bins < <(cargo test --workspace "${beside[@]/#/--test=}" --no-run --message-format=json |
   python3 -c 'import json, sys
 for line in sys.stdin:
     message = json.loads(line)
@@ -37,19 +39,19 @@ for line in sys.stdin:
   exit "$lane"
 ) >"$beside_log" 2>&1 &
 beside_pid=$!
-rest=()
-for file in tests/tests/*.rs; do
-  name=$(basename "$file" .rs)
-  [[ " ${beside[*]} " == *" $name "* ]] || rest+=("--test=$name")
-done
+# The workspace's other integration test targets, by name.
+mapfile -t rest < <(cargo metadata --no-deps --format-version 1 | python3 -c 'import json, sys
+beside = set(sys.argv[1:])
+names = {t["name"] for p in json.load(sys.stdin)["packages"] for t in p["targets"] if t["kind"] == ["test"]}
+for name in sorted(names - beside):
+    print("--test=" + name)' "${beside[@]}")
 status=0
 # run COMMAND...: runs it; a failure is remembered and the next command runs anyway.
 run() { "$@" || status=$?; }
 # The Python and TypeScript SDKs' and plugins' own tests: native, no cluster, no wasm.
 run tests/testbed/test-python.sh
 run tests/testbed/test-js.sh
-run cargo test --workspace --exclude wasmop-tests --all-targets "${@:2}"
-run cargo test -p wasmop-tests --lib --bins "${rest[@]}" "${@:2}"
+run cargo test --workspace --lib --bins --examples --benches "${rest[@]}" "${@:2}"
 # Documentation examples run too: the SDK promises runnable ones.
 run cargo test --workspace --doc
 wait "$beside_pid" || status=$?
