@@ -8,6 +8,9 @@ CLUSTER_DIR ?= target/cluster
 TEST_CLUSTER_DIR ?= target/test-cluster
 # Toolchains where their installers put them, for shells that did not read a profile (CI).
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(HOME)/go/bin:$(PATH)
+# A build from scratch (a fresh clone, CI) is faster, and its target directory a third smaller,
+# without incremental compilation's caches; `CARGO_INCREMENTAL=1 make ...` for an edit loop.
+export CARGO_INCREMENTAL ?= 0
 
 .PHONY: help run run-dns test test-parts test-build bench build image layout plugins control-plane registry helm cluster cluster-down lint docs
 

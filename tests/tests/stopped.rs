@@ -579,7 +579,24 @@ async fn a_leader_stopped_mid_burst_sends_nothing_to_the_external_service_after_
         *names.entry(record.name).or_default() += 1;
     }
     let expected: BTreeMap<String, usize> = (0..RECORDS).map(|i| (format!("r{i:02}"), 1)).collect();
-    anyhow::ensure!(names == expected, "one record per DnsRecord in the service, found {names:?}");
+    // On a failure, every create in the order the service gave IDs (`rec-N`), and who sent it.
+    let creates: Vec<String> = received
+        .iter()
+        .filter(|r| r.method == http::Method::POST)
+        .map(|r| {
+            let who = match r.sender {
+                Some(pid) if pid == old.pid() => "old",
+                Some(pid) if pid == new.pid() => "new",
+                _ => "unknown",
+            };
+            format!("{who} at {:?} after the stop", r.at.saturating_duration_since(stopped))
+        })
+        .collect();
+    let records: Vec<(String, String)> = service.zone(&ns).into_iter().map(|r| (r.id, r.name)).collect();
+    anyhow::ensure!(
+        names == expected,
+        "one record per DnsRecord in the service, found {names:?}; creates {creates:#?}; records {records:?}"
+    );
     anyhow::ensure!(new.leading("dns-leader").await == Some(true), "the new leader still leads");
     drop((old, new));
     let _ = std::fs::remove_dir_all(&dir);
