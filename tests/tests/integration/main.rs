@@ -23,5 +23,5 @@ mod remote;
 mod runtime;
 mod secondary;
 mod semantics;
-mod shared_watch;
 mod shards;
+mod shared_watch;
