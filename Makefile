@@ -12,7 +12,7 @@ export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 # without incremental compilation's caches; `CARGO_INCREMENTAL=1 make ...` for an edit loop.
 export CARGO_INCREMENTAL ?= 0
 
-.PHONY: help run run-dns test test-parts test-build bench build image layout plugins control-plane registry helm cluster cluster-down lint docs
+.PHONY: help run run-dns test test-parts test-build bench build image layout plugins control-plane registry helm cluster cluster-down lint format docs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -25,15 +25,24 @@ run-dns: build plugins ## Run the dnsrecord sample (an external dependent) with 
 
 test: ## Install what is missing, build everything, run unit and integration tests
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-parts
-	@tests/testbed/run-tests.sh "$(TEST_CLUSTER_DIR)"
+	@$(LINTED) tests/testbed/run-tests.sh "$(TEST_CLUSTER_DIR)"
 
-# What `make test` builds before the tests run, side by side: each part keeps the cores busy only
-# part of the time (downloads, linking, the host's one codegen unit, Go's build), so on a machine
-# of a few cores they overlap. Each part's output is printed whole once it is done.
-test-parts: lint docs plugins control-plane registry helm image test-build
+# Clippy lints the workspace's crates while the test build compiles them, through the wrapper
+# `cargo clippy` itself runs rustc with (its arguments in CLIPPY_ARGS, as cargo-clippy passes
+# them): `make test` then compiles no second, check-only build of every dependency. Every cargo
+# command of `make test` that builds tests runs with it; one without would build the
+# workspace's crates again. `make lint` runs `cargo clippy` as usual.
+LINTED := RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
-test-build: ## Build the unit and integration tests without running them
-	$(CARGO) test --workspace --all-targets --no-run
+# What `make test` builds before the tests run, side by side, the longest first: each part keeps
+# the cores busy only part of the time (downloads, linking, a crate compiled alone, Go's build),
+# so on a machine of a few cores they overlap. The test build, the plugins' Rust and the image
+# each hold their target directory while cargo builds, so the image has one of its own. Each
+# part's output is printed whole once it is done.
+test-parts: test-build image plugins format docs control-plane registry helm
+
+test-build: ## Build the unit and integration tests, clippy's warnings as errors, without running them
+	$(LINTED) $(CARGO) test --workspace --all-targets --no-run
 
 bench: plugins control-plane ## wasmop against a native kube-rs controller, report in target/bench/
 	@# The host alone, as `make build` builds it: built with the tests, its dependencies would
@@ -46,7 +55,7 @@ build: ## Build the host (release)
 	$(CARGO) build --release -p wasmop
 
 image: ## Build the OCI image (static host, FROM scratch) into target/image/wasmop.tar
-	@deploy/image/build.sh >/dev/null
+	@CARGO_TARGET_DIR="$(CURDIR)/target/image-build" deploy/image/build.sh >/dev/null
 
 layout: plugins control-plane image ## Profile hosts at work and write the order of the host's functions (host/layout), for the release build and the image
 	@tests/testbed/layout.sh
@@ -74,7 +83,9 @@ docs: ## Build the book (docs/) into target/book, its links, samples and the pro
 	@tests/testbed/check-book.py
 	@mdbook=$$(tests/testbed/build-mdbook.sh) && "$$mdbook" build docs
 
-lint: ## rustfmt and clippy, warnings are errors
+lint: format ## rustfmt, the layers' check and clippy, warnings are errors
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+format: ## rustfmt's check and the check that no two files import each other
 	$(CARGO) fmt --all -- --check
 	tests/testbed/check-layers.py
-	$(CARGO) clippy --workspace --all-targets -- -D warnings

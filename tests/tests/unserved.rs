@@ -84,19 +84,12 @@ async fn a_dependent_of_an_unserved_kind_is_reported_with_the_closest_and_runs_o
     let _alone = WIDGITS.lock().await;
     let client = client().await?;
     remove_widgits(&client).await?;
-    apply_file(&client, &workspace_root().join("plugins/fixtures/refused/crd.yaml"), None).await?;
-    apply(&client, crd("Widget"), None).await?;
+    fixture_crds(&client, false).await?;
     let ns = namespace(&client, "unserved").await?;
-    let gvk = GroupVersionKind::gvk("fixture.wasmop.dev", "v1", "Shape");
-    let shapes: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "shapes"));
-    let shape = json!({ "apiVersion": "fixture.wasmop.dev/v1", "kind": "Shape", "metadata": { "name": "s1" } });
-    apply(&client, shape, Some(&ns)).await?;
+    let shapes = shapes(&client, &ns);
+    apply(&client, shape("s1"), Some(&ns)).await?;
 
-    let host = bare_host(&client, &ns)?;
-    let bytes = std::fs::read(plugin("fixture-unserved"))?;
-    host.install("test", Path::new("fixture-unserved.wasm"), bytes, None).await?;
-    host.loaded();
+    let host = unserved_host(&client, &ns).await?;
 
     let expected = EXPECTED;
     let waiting = within(
@@ -163,6 +156,43 @@ async fn widgits_served(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The CRDs of the fixture's kinds: `Shape` (its primary), `Widget`, and, with `widgits`, the
+/// `Widgit` it means, once the API server serves it.
+async fn fixture_crds(client: &Client, widgits: bool) -> anyhow::Result<()> {
+    apply_file(client, &shapes_crd(), None).await?;
+    apply(client, crd("Widget"), None).await?;
+    if widgits {
+        apply(client, crd("Widgit"), None).await?;
+        widgits_served(client).await?;
+    }
+    Ok(())
+}
+
+/// The file of the `Shape` CRD.
+fn shapes_crd() -> std::path::PathBuf {
+    workspace_root().join("plugins/fixtures/refused/crd.yaml")
+}
+
+/// The fixture's primaries in `ns`.
+fn shapes(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("fixture.wasmop.dev", "v1", "Shape");
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "shapes"))
+}
+
+/// A `Shape` named `name`.
+fn shape(name: &str) -> serde_json::Value {
+    json!({ "apiVersion": "fixture.wasmop.dev/v1", "kind": "Shape", "metadata": { "name": name } })
+}
+
+/// A host of `fixture-unserved` alone, watching `ns`, once it is loaded.
+async fn unserved_host(client: &Client, ns: &str) -> anyhow::Result<std::sync::Arc<wasmop::host::Host>> {
+    let host = bare_host(client, ns)?;
+    let bytes = std::fs::read(plugin("fixture-unserved"))?;
+    host.install("test", Path::new("fixture-unserved.wasm"), bytes, None).await?;
+    host.loaded();
+    Ok(host)
+}
+
 /// The CRD of a watched kind deleted while the plugin runs: the host says the kind is not served,
 /// as when it is missing at start (the primaries' conditions and Events, `/readyz`, the log);
 /// once the CRD is back, the plugin starts again and reconciles, without a restart.
@@ -172,16 +202,10 @@ async fn a_crd_deleted_while_its_plugin_runs_is_reported_and_the_plugin_reconcil
     let _alone = WIDGITS.lock().await;
     let client = client().await?;
     remove_widgits(&client).await?;
-    apply_file(&client, &workspace_root().join("plugins/fixtures/refused/crd.yaml"), None).await?;
-    apply(&client, crd("Widget"), None).await?;
-    apply(&client, crd("Widgit"), None).await?;
-    widgits_served(&client).await?;
+    fixture_crds(&client, true).await?;
     let ns = namespace(&client, "unserved-deleted").await?;
-    let gvk = GroupVersionKind::gvk("fixture.wasmop.dev", "v1", "Shape");
-    let shapes: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "shapes"));
-    let shape = json!({ "apiVersion": "fixture.wasmop.dev/v1", "kind": "Shape", "metadata": { "name": "s1" } });
-    apply(&client, shape, Some(&ns)).await?;
+    let shapes = shapes(&client, &ns);
+    apply(&client, shape("s1"), Some(&ns)).await?;
     let gvk = GroupVersionKind::gvk(GROUP, "v1", "Widgit");
     let widgits: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "widgits"));
@@ -191,10 +215,7 @@ async fn a_crd_deleted_while_its_plugin_runs_is_reported_and_the_plugin_reconcil
     let ready =
         |o: Option<&DynamicObject>| o.is_some_and(|o| holds(o, "Ready", "True") && holds(o, "Degraded", "False"));
 
-    let host = bare_host(&client, &ns)?;
-    let bytes = std::fs::read(plugin("fixture-unserved"))?;
-    host.install("test", Path::new("fixture-unserved.wasm"), bytes, None).await?;
-    host.loaded();
+    let host = unserved_host(&client, &ns).await?;
     within(WAIT, "s1: Ready", await_condition(shapes.clone(), "s1", ready)).await??;
     until("the dependent Widgit s1", names, |names| names == &["s1"]).await?;
     assert_eq!(host.unserved("fixture-unserved"), None);
@@ -237,22 +258,11 @@ async fn a_primary_crd_deleted_while_its_plugin_runs_is_reported_and_new_primari
 -> anyhow::Result<()> {
     let _alone = WIDGITS.lock().await;
     let client = client().await?;
-    let shapes_crd = workspace_root().join("plugins/fixtures/refused/crd.yaml");
-    apply_file(&client, &shapes_crd, None).await?;
-    apply(&client, crd("Widget"), None).await?;
-    apply(&client, crd("Widgit"), None).await?;
-    widgits_served(&client).await?;
+    fixture_crds(&client, true).await?;
     let ns = namespace(&client, "unserved-primary").await?;
-    let gvk = GroupVersionKind::gvk("fixture.wasmop.dev", "v1", "Shape");
-    let shapes: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &ApiResource::from_gvk_with_plural(&gvk, "shapes"));
-    let shape =
-        |name: &str| json!({ "apiVersion": "fixture.wasmop.dev/v1", "kind": "Shape", "metadata": { "name": name } });
+    let shapes = shapes(&client, &ns);
     let ready = |o: Option<&DynamicObject>| o.is_some_and(|o| holds(o, "Ready", "True"));
-    let host = bare_host(&client, &ns)?;
-    let bytes = std::fs::read(plugin("fixture-unserved"))?;
-    host.install("test", Path::new("fixture-unserved.wasm"), bytes, None).await?;
-    host.loaded();
+    let host = unserved_host(&client, &ns).await?;
     apply(&client, shape("s1"), Some(&ns)).await?;
     within(WAIT, "s1: Ready", await_condition(shapes.clone(), "s1", ready)).await??;
 
@@ -269,7 +279,7 @@ async fn a_primary_crd_deleted_while_its_plugin_runs_is_reported_and_new_primari
     assert!(readyz.contains("Shape is not served"), "{readyz}");
 
     // The CRD is back: a new primary reconciles.
-    apply_file(&client, &shapes_crd, None).await?;
+    apply_file(&client, &shapes_crd(), None).await?;
     let created = async || Ok(apply(&client, shape("s2"), Some(&ns)).await.is_ok());
     until("s2 created once Shape is served", created, |created| *created).await?;
     within(WAIT, "s2: Ready", await_condition(shapes.clone(), "s2", ready)).await??;
@@ -295,8 +305,7 @@ async fn a_reconciler_plugin_waiting_for_an_unserved_kind_is_degraded_until_it_i
     let client = client().await?;
     remove_widgits(&client).await?;
     apply_file(&client, &workspace_root().join("host/crds/reconcilerplugin.yaml"), None).await?;
-    apply_file(&client, &workspace_root().join("plugins/fixtures/refused/crd.yaml"), None).await?;
-    apply(&client, crd("Widget"), None).await?;
+    fixture_crds(&client, false).await?;
     let ns = namespace(&client, "unserved-resource").await?;
     let loader = ResourceHost::start(&client, settings(&ns, HostConfig::default()), Metrics::new())?;
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
