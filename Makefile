@@ -12,7 +12,7 @@ export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 # without incremental compilation's caches; `CARGO_INCREMENTAL=1 make ...` for an edit loop.
 export CARGO_INCREMENTAL ?= 0
 
-.PHONY: help run run-dns test test-parts test-build bench build image layout plugins control-plane registry helm cluster cluster-down lint format docs
+.PHONY: help run run-dns test test-parts test-build bench build image test-image layout plugins control-plane registry helm cluster cluster-down lint format docs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -37,9 +37,9 @@ LINTED := RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-D__CLIPPY_HACKERY__
 # What `make test` builds before the tests run, side by side, the longest first: each part keeps
 # the cores busy only part of the time (downloads, linking, a crate compiled alone, Go's build),
 # so on a machine of a few cores they overlap. The test build, the plugins' Rust and the image
-# each hold their target directory while cargo builds, so the image has one of its own. Each
+# each hold their target directory while cargo builds, so the images have one of their own. Each
 # part's output is printed whole once it is done.
-test-parts: test-build image plugins format docs control-plane registry helm
+test-parts: test-build test-image plugins format docs control-plane registry helm
 
 test-build: ## Build the unit and integration tests, clippy's warnings as errors, without running them
 	$(LINTED) $(CARGO) test --workspace --all-targets --no-run
@@ -56,6 +56,10 @@ build: ## Build the host (release)
 
 image: ## Build the OCI image (static host, FROM scratch) into target/image/wasmop.tar
 	@CARGO_TARGET_DIR="$(CURDIR)/target/image-build" deploy/image/build.sh >/dev/null
+
+test-image: ## Build the image the tests run, less optimized (the `image-test` profile), into target/test-image/wasmop.tar
+	@CARGO_TARGET_DIR="$(CURDIR)/target/image-build" WASMOP_IMAGE_PROFILE=image-test WASMOP_IMAGE_DIR=target/test-image \
+	  deploy/image/build.sh >/dev/null
 
 layout: plugins control-plane image ## Profile hosts at work and write the order of the host's functions (host/layout), for the release build and the image
 	@tests/testbed/layout.sh

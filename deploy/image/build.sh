@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the wasmop image into target/image/wasmop.tar, an OCI archive tagged wasmop:dev
 # (WASMOP_IMAGE overrides): the host built statically for x86_64-unknown-linux-musl with the
-# `image` profile (release, stripped), FROM scratch, user 65532. Labelled (its config's Labels)
+# `image` profile (release, stripped), FROM scratch, user 65532. WASMOP_IMAGE_PROFILE and
+# WASMOP_IMAGE_DIR build it with another cargo profile into another directory (`make test-image`:
+# the `image-test` profile into target/test-image). Labelled (its config's Labels)
 # with the host's version, the git revision it was built from (GIT_REVISION, else
 # HEAD, `-dirty` when tracked files differ from it; the host's `wasmop version` reports the
 # same) and where its source is (WASMOP_SOURCE, else the git remote `origin` without
@@ -14,7 +16,8 @@ cd "$(dirname "$0")/../.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
 target=x86_64-unknown-linux-musl
-out=target/image
+profile="${WASMOP_IMAGE_PROFILE:-image}"
+out="${WASMOP_IMAGE_DIR:-target/image}"
 tag="${WASMOP_IMAGE:-wasmop:dev}"
 # Pinned: Debian 12's versions, checked by apt against the signed archive.
 packages=(musl-tools=1.2.3-1 umoci=0.4.7+ds-3+b7)
@@ -62,14 +65,14 @@ source_url="${WASMOP_SOURCE:-$(git remote get-url origin 2>/dev/null || true)}"
 source_url="$(sed -E 's#^([a-z+]+://)[^/@]*@#\1#' <<<"$source_url")"
 labels=(--build-arg "VERSION=$version" --build-arg "REVISION=$GIT_REVISION" --build-arg "SOURCE=$source_url")
 
-log "building the host for $target (version $version, revision ${GIT_REVISION:-unknown})"
-CC_x86_64_unknown_linux_musl=musl-gcc cargo build --locked --profile image --target "$target" -p wasmop >&2
+log "building the host for $target, profile $profile (version $version, revision ${GIT_REVISION:-unknown})"
+CC_x86_64_unknown_linux_musl=musl-gcc cargo build --locked --profile "$profile" --target "$target" -p wasmop >&2
 
 context="$out/context"
 rm -rf "$context" && mkdir -p "$context"
 # Where cargo put it: CARGO_TARGET_DIR or a cargo configuration may move it out of target/.
 built="$(cargo metadata --no-deps --format-version 1 | sed -E 's/.*"target_directory":"([^"]*)".*/\1/')"
-cp "$built/$target/image/wasmop" "$context/wasmop"
+cp "$built/$target/$profile/wasmop" "$context/wasmop"
 archive="$out/wasmop.tar"
 rm -f "$archive"
 if $docker_daemon; then

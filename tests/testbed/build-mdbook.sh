@@ -5,7 +5,9 @@
 # The version is pinned here and installed with `cargo install --locked`: cargo resolves mdBook's
 # dependencies from the lockfile published with that version and checks every crate against the
 # registry's checksums, so a new upstream release never changes what a fresh machine builds. Only
-# the `search` feature is built (no `serve` or `watch`: the build needs neither). To move to
+# the `search` feature is built (no `serve` or `watch`: the build needs neither), unoptimized
+# (`--debug`): it renders this book in about a second either way, and compiles in a fraction of
+# the time. To move to
 # another release, change MDBOOK_VERSION; the directory's name carries it, so a change installs.
 set -euo pipefail
 
@@ -26,7 +28,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 mkdir -p "$CACHE"
 tmp="$ROOT.tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
-cargo install mdbook --locked --version "=$MDBOOK_VERSION" --no-default-features --features search \
+cargo install mdbook --locked --debug --version "=$MDBOOK_VERSION" --no-default-features --features search \
   --root "$tmp" >&2
 rm -f "$tmp/.crates.toml" "$tmp/.crates2.json"
 mv "$tmp" "$ROOT"

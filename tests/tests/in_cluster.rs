@@ -1,5 +1,5 @@
-//! The in-cluster deployment, proven without a kubelet: the image `make image` built
-//! (`target/image/wasmop.tar`) is unpacked with umoci, and its entrypoint runs from the unpacked
+//! The in-cluster deployment, proven without a kubelet: the image `make test-image` built
+//! (`target/test-image/wasmop.tar`: `make image`'s, less optimized) is unpacked with umoci, and its entrypoint runs from the unpacked
 //! root filesystem as the image's non-root user, with a kubeconfig made from a token of the
 //! ServiceAccount the manifests in `deploy/` create, so with exactly the RBAC they grant. It runs
 //! sharded, as `deploy/sharded/` runs it: the shipped plugins reconcile, the host leads on a Lease
@@ -48,8 +48,8 @@ fn run(command: &mut Command) -> anyhow::Result<()> {
 
 /// Unpacks the OCI archive into `dir` with umoci.
 fn unpack(dir: &Path) -> anyhow::Result<Unpacked> {
-    let archive = workspace_root().join("target/image/wasmop.tar");
-    anyhow::ensure!(archive.exists(), "{} is missing: `make image` builds it", archive.display());
+    let archive = workspace_root().join("target/test-image/wasmop.tar");
+    anyhow::ensure!(archive.exists(), "{} is missing: `make test-image` builds it", archive.display());
     let layout = dir.join("layout");
     std::fs::create_dir_all(&layout)?;
     run(Command::new("tar").arg("-xf").arg(&archive).arg("-C").arg(&layout))?;
