@@ -17,6 +17,7 @@ pub mod inbound;
 pub mod informer;
 pub mod inspect;
 pub mod leader;
+pub mod listener;
 pub mod loader;
 pub mod mapping;
 pub mod metrics;

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use wasmop::fence::Fence;
 use wasmop::host::{Host, HostSettings};
 use wasmop::inbound::Endpoint;
-use wasmop::inbound::tls::TlsFiles;
+use wasmop::listener::tls::TlsFiles;
 use wasmop::informer::{ClusterSpec, Clusters};
 use wasmop::leader::{self, LeaseSettings};
 use wasmop::loader::Sources;
@@ -177,8 +177,8 @@ impl RunArgs {
     }
 
     /// How the inbound events listener bounds its clients.
-    fn events_limits(&self) -> wasmop::inbound::Limits {
-        wasmop::inbound::Limits {
+    fn events_limits(&self) -> wasmop::listener::Limits {
+        wasmop::listener::Limits {
             header_timeout: self.events_header_timeout,
             body_timeout: self.events_body_timeout,
             max_connections: self.events_max_connections,
