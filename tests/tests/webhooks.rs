@@ -1,0 +1,265 @@
+//! Admission webhooks served from plugins, against the real kube-apiserver: the host serves
+//! HTTPS on a loopback port with certificates it makes and keeps in a Secret, and writes the
+//! webhook configurations (URL client config at 127.0.0.1) that send the API server's
+//! admissions to it. The webpage sample refuses an empty `html` with its message and field and
+//! defaults `exposed`; `fixture-admission` (failure policy Fail) refuses a Gate when its
+//! `validate` traps, naming the plugin, and `fixture-admission-ignore` admits it; a standby
+//! replica serves admissions; the requests are counted under controller-runtime's names.
+//!
+//! Its own test binary: webhook configurations are cluster-scoped. Each test's have names of
+//! their own (the host's namespace in them) and match the objects of the test's namespace only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use wasmop::host::{Host, HostSettings};
+use wasmop::metrics::Metrics;
+use wasmop::settings::HostConfig;
+use wasmop::webhook::certificate::{Certificates, Source, managed::Managed};
+use wasmop::webhook::configurations::{Endpoint, Target};
+use wasmop_tests::{apply_file, client, namespace, observed_runtime, plugin, settings, until, workspace_root};
+
+/// A host serving its plugins' webhooks on a loopback port and writing their configurations.
+struct Hooks {
+    host: Arc<Host>,
+    stop: CancellationToken,
+}
+
+impl Hooks {
+    /// Runs `plugins` on `ns` with the webhooks served, as one replica with `settings`.
+    async fn start(client: &Client, ns: &str, plugins: &[&str], settings: HostSettings) -> anyhow::Result<Self> {
+        let metrics = Metrics::new();
+        let runtime = Arc::new(observed_runtime(Default::default(), Some(metrics.clone()))?);
+        let host = Arc::new(Host::new(wasmop::informer::Clusters::new(client.clone()), runtime, metrics, settings));
+        for name in plugins {
+            let file = plugin(name);
+            host.install(&file.display().to_string(), &file, std::fs::read(&file)?, None).await?;
+        }
+        host.loaded();
+        let stop = CancellationToken::new();
+        let managed = Managed { namespace: ns.into(), name: "wasmop-webhook-certs".into(), names: vec!["127.0.0.1".into()] };
+        let certificates = Certificates::start(Source::Managed(managed), client, stop.clone()).await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let endpoint = wasmop::webhook::Endpoint::on(listener, certificates.serving.server_config()?)?;
+        let url = format!("https://{}", endpoint.local_addr());
+        tokio::spawn(endpoint.serve(host.clone(), stop.clone()));
+        let target = Target { endpoint: Endpoint::Url(url), namespace: Some(ns.into()) };
+        let registration = wasmop::webhook::registration::run(
+            host.clone(),
+            client.clone(),
+            target,
+            certificates.bundle,
+            stop.clone(),
+        );
+        tokio::spawn(registration);
+        Ok(Self { host, stop })
+    }
+
+    /// Requests of `webhook` (`/validate/<plugin>`) answered with a review so far.
+    fn answered(&self, webhook: &str) -> u64 {
+        self.host.metrics().webhooks().requests_of(webhook, 200)
+    }
+
+    /// Stops the plugins (their configurations are removed) and the endpoint.
+    async fn stop(self, client: &Client, ns: &str, plugins: &[&str]) -> anyhow::Result<()> {
+        self.host.stop_all().await;
+        for name in plugins {
+            configurations_gone(client, &format!("wasmop-{name}-{ns}")).await?;
+        }
+        self.stop.cancel();
+        Ok(())
+    }
+}
+
+/// Waits until the webhook configurations named `name` are gone.
+async fn configurations_gone(client: &Client, name: &str) -> anyhow::Result<()> {
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let what = format!("the configurations {name} removed");
+    until(&what, async || Ok((validating.get_opt(name).await?, mutating.get_opt(name).await?)), |(v, m)| {
+        v.is_none() && m.is_none()
+    })
+    .await?;
+    Ok(())
+}
+
+fn web_pages(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("sample.wasmop.dev", "v1", "WebPage");
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "webpages"))
+}
+
+fn gates(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("fixture.wasmop.dev", "v1", "Gate");
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "gates"))
+}
+
+fn page(name: &str, spec: Value) -> anyhow::Result<DynamicObject> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "sample.wasmop.dev/v1", "kind": "WebPage", "metadata": { "name": name }, "spec": spec
+    }))?)
+}
+
+fn gate(name: &str, labels: Value) -> anyhow::Result<DynamicObject> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "fixture.wasmop.dev/v1", "kind": "Gate", "metadata": { "name": name, "labels": labels }
+    }))?)
+}
+
+fn dry_run() -> PostParams {
+    PostParams { dry_run: true, ..PostParams::default() }
+}
+
+/// The API server's refusal of `created`, or `None` when it was admitted.
+fn refusal(created: Result<DynamicObject, kube::Error>) -> anyhow::Result<Option<kube::core::ErrorResponse>> {
+    match created {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(status)) => Ok(Some(*status)),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// A WebPage with an empty `html` is refused at `kubectl apply` with the plugin's message and
+/// field; one without `exposed` is stored with the plugin's default; both webhooks count their
+/// requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webpage_plugin_refuses_an_empty_html_and_defaults_exposed() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let ns = namespace(&client, "webhooks-webpage").await?;
+    let hooks = Hooks::start(&client, &ns, &["webpage"], settings(&ns, HostConfig::default())).await?;
+    let pages = web_pages(&client, &ns);
+
+    // Once the API server has the configuration, the empty page is refused.
+    let empty = page("empty", json!({ "html": "" }))?;
+    let refused = until(
+        "the empty page refused",
+        async || refusal(pages.create(&dry_run(), &empty).await),
+        Option::is_some,
+    )
+    .await?
+    .expect("refused");
+    assert!(refused.message.ends_with("spec.html: html must not be empty"), "{refused:?}");
+    assert!(refused.message.contains("validate-0.webpage.wasmop.dev"), "{refused:?}");
+    assert_eq!((refused.code, refused.reason.as_str()), (422, "Invalid"), "{refused:?}");
+    let created = pages.create(&PostParams::default(), &empty).await;
+    assert!(refusal(created)?.is_some(), "a create, not only a dry run, is refused");
+    assert!(pages.get_opt("empty").await?.is_none());
+
+    // Once the API server has the mutating configuration too, `exposed` is defaulted.
+    let plain = page("plain", json!({ "html": "<h1>hi</h1>" }))?;
+    until(
+        "exposed defaulted on a dry run",
+        async || Ok(pages.create(&dry_run(), &plain).await?),
+        |page| page.data["spec"]["exposed"] == json!(false),
+    )
+    .await?;
+    let stored = pages.create(&PostParams::default(), &plain).await?;
+    assert_eq!(stored.data["spec"], json!({ "html": "<h1>hi</h1>", "exposed": false }));
+    let shown = page("shown", json!({ "html": "<h1>hi</h1>", "exposed": true }))?;
+    let stored = pages.create(&PostParams::default(), &shown).await?;
+    assert_eq!(stored.data["spec"]["exposed"], json!(true), "a page that says is stored as it says");
+
+    assert!(hooks.answered("/validate/webpage") >= 4, "every admission counted");
+    assert!(hooks.answered("/mutate/webpage") >= 2, "every defaulting counted");
+    let text = hooks.host.metrics().encode();
+    assert!(text.contains("controller_runtime_webhook_latency_seconds_count{webhook=\"/validate/webpage\"}"), "{text}");
+    hooks.stop(&client, &ns, &["webpage"]).await
+}
+
+/// A plugin whose `validate` traps refuses the request under the failure policy Fail, in a
+/// message naming the plugin, and admits it under Ignore; a denial names its field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trapping_plugin_refuses_under_fail_and_admits_under_ignore() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/admission/crd.yaml"), None).await?;
+    let failing = namespace(&client, "webhooks-fail").await?;
+    let ignoring = namespace(&client, "webhooks-ignore").await?;
+    let fail = Hooks::start(&client, &failing, &["fixture-admission"], settings(&failing, HostConfig::default())).await?;
+    let ignore =
+        Hooks::start(&client, &ignoring, &["fixture-admission-ignore"], settings(&ignoring, HostConfig::default()))
+            .await?;
+
+    let trapping = gate("trap", json!({ "wasmop.dev/trap": "yes" }))?;
+    let refused = until(
+        "the trapping gate refused",
+        async || refusal(gates(&client, &failing).create(&dry_run(), &trapping).await),
+        Option::is_some,
+    )
+    .await?
+    .expect("refused");
+    assert!(refused.message.contains("webhook of plugin \"fixture-admission\" failed"), "{refused:?}");
+    assert!(refused.message.contains("traps on purpose"), "the trap says why: {refused:?}");
+    let denied = gate("closed", json!({ "wasmop.dev/deny": "gates-are-closed" }))?;
+    let refused = refusal(gates(&client, &failing).create(&PostParams::default(), &denied).await)?.expect("denied");
+    assert!(refused.message.ends_with("metadata.labels: gates-are-closed"), "{refused:?}");
+    gates(&client, &failing).create(&PostParams::default(), &gate("open", json!({}))?).await?;
+
+    // Under Ignore the trap admits: once the webhook answers at all, the gate is stored.
+    let answered = ignore.answered("/validate/fixture-admission-ignore");
+    until(
+        "the ignoring webhook called",
+        async || {
+            gates(&client, &ignoring).create(&dry_run(), &trapping).await?;
+            Ok(ignore.answered("/validate/fixture-admission-ignore"))
+        },
+        |n| *n > answered,
+    )
+    .await?;
+    let stored = gates(&client, &ignoring).create(&PostParams::default(), &trapping).await?;
+    assert_eq!(stored.metadata.labels.unwrap_or_default()["wasmop.dev/trap"], "yes");
+
+    fail.stop(&client, &failing, &["fixture-admission"]).await?;
+    ignore.stop(&client, &ignoring, &["fixture-admission-ignore"]).await
+}
+
+/// A replica that does not lead (another holds the Lease) serves admissions all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_replica_serves_admissions() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let ns = namespace(&client, "webhooks-standby").await?;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let held: Lease = serde_json::from_value(json!({
+        "metadata": { "name": "webhooks-standby" },
+        "spec": { "holderIdentity": "the-leader", "leaseDurationSeconds": 3600, "acquireTime": now, "renewTime": now }
+    }))?;
+    leases.create(&PostParams::default(), &held).await?;
+    let lease = wasmop::leader::LeaseSettings {
+        namespace: ns.clone(),
+        name: "webhooks-standby".into(),
+        identity: wasmop::leader::identity("standby"),
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(200),
+        peers: None,
+    };
+    let release = CancellationToken::new();
+    let (fence, election) = wasmop::leader::elect(client.clone(), lease, Metrics::new(), release.clone());
+    let standby = HostSettings { fence, ..settings(&ns, HostConfig::default()) };
+    let hooks = Hooks::start(&client, &ns, &["webpage"], standby).await?;
+    let leading = || hooks.host.fence().gate().is_some_and(|gate| gate.is_open());
+    assert!(!leading(), "this replica is a standby");
+
+    let refused = until(
+        "the empty page refused by the standby",
+        async || refusal(web_pages(&client, &ns).create(&dry_run(), &page("empty", json!({ "html": "" }))?).await),
+        Option::is_some,
+    )
+    .await?
+    .expect("refused");
+    assert!(refused.message.ends_with("spec.html: html must not be empty"), "{refused:?}");
+    assert!(hooks.answered("/validate/webpage") >= 1);
+    assert!(!leading(), "still a standby");
+
+    hooks.stop(&client, &ns, &["webpage"]).await?;
+    release.cancel();
+    election.await?;
+    Ok(())
+}
