@@ -65,7 +65,8 @@ fn check(sent: usize, desired: &str, converted: &[String]) -> Result<Vec<Value>,
 
 /// The response failing the conversion of `request`: `plugin` said or did `why`.
 pub fn failed(plugin: &str, request: ConversionRequest, why: &str) -> ConversionReview {
-    let message = bounded::text(&format!("conversion webhook of plugin {plugin:?} failed: {why}"), bounded::MAX_MESSAGE);
+    let message =
+        bounded::text(&format!("conversion webhook of plugin {plugin:?} failed: {why}"), bounded::MAX_MESSAGE);
     ConversionResponse::for_request(request).failure(Status::failure(&message, "InternalError")).into_review()
 }
 

@@ -44,7 +44,7 @@ mod tests {
         let ops = serde_json::to_value(&patch).unwrap();
         assert_eq!(ops, serde_json::json!([{ "op": "add", "path": "/spec/exposed", "value": false }]));
         let mut applied = sent.clone();
-        json_patch::patch(&mut applied, &patch).unwrap();
+        json_patch::patch(&mut applied, &patch.0).unwrap();
         assert_eq!(applied, serde_json::from_str::<Value>(defaulted).unwrap());
         assert!(between(&sent, &sent.to_string()).unwrap().0.is_empty());
     }

@@ -39,7 +39,8 @@ pub enum Failed {
 
 /// The answer of `plugin`'s webhook under `policy` when the call failed with `error`.
 pub fn failed(plugin: &str, policy: FailurePolicy, error: &str) -> Failed {
-    let message = super::bounded::text(&format!("webhook of plugin {plugin:?} failed: {error}"), super::bounded::MAX_MESSAGE);
+    let message =
+        super::bounded::text(&format!("webhook of plugin {plugin:?} failed: {error}"), super::bounded::MAX_MESSAGE);
     match policy {
         FailurePolicy::Fail => Failed::Denied(message),
         FailurePolicy::Ignore => Failed::Admitted(format!("{message} (admitted: its failure policy is Ignore)")),
