@@ -72,8 +72,11 @@ impl Files {
     pub fn read(&self) -> Result<Read, FilesError> {
         let read = |path: &Path| std::fs::read(path).map_err(|source| FilesError::Read { path: path.into(), source });
         let (cert, key) = (read(&self.cert)?, read(&self.key)?);
-        serving::certified(&cert, &key)
-            .map_err(|source| FilesError::Pem { cert: self.cert.clone(), key: self.key.clone(), source })?;
+        serving::certified(&cert, &key).map_err(|source| FilesError::Pem {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            source,
+        })?;
         let bundle = match &self.ca {
             Some(ca) => read(ca)?,
             None => cert.clone(),

@@ -129,11 +129,14 @@ mod tests {
         use tokio_rustls::rustls::client::danger::ServerCertVerifier as _;
         use tokio_rustls::rustls::pki_types::pem::PemObject as _;
         let mut roots = tokio_rustls::rustls::RootCertStore::empty();
-        roots.add(tokio_rustls::rustls::pki_types::CertificateDer::from_pem_slice(ca.cert.as_bytes()).unwrap()).unwrap();
-        let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-        let verifier = tokio_rustls::rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider)
-            .build()
+        roots
+            .add(tokio_rustls::rustls::pki_types::CertificateDer::from_pem_slice(ca.cert.as_bytes()).unwrap())
             .unwrap();
+        let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let verifier =
+            tokio_rustls::rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider)
+                .build()
+                .unwrap();
         let end = tokio_rustls::rustls::pki_types::CertificateDer::from_pem_slice(leaf.cert.as_bytes()).unwrap();
         let name = tokio_rustls::rustls::pki_types::ServerName::try_from("hooks.wasmop.svc").unwrap();
         let at = tokio_rustls::rustls::pki_types::UnixTime::since_unix_epoch(Duration::from_secs(now));

@@ -190,7 +190,8 @@ impl Managed {
 
     /// What `secret` holds.
     fn read(&self, secret: &Secret) -> Result<Stored, ManagedError> {
-        let foreign = |why: String| ManagedError::Foreign { namespace: self.namespace.clone(), name: self.name.clone(), why };
+        let foreign =
+            |why: String| ManagedError::Foreign { namespace: self.namespace.clone(), name: self.name.clone(), why };
         let data = secret.data.clone().unwrap_or_default();
         let text = |key: &str| {
             let bytes = data.get(key).ok_or_else(|| foreign(format!("no key {key}")))?;
@@ -257,7 +258,10 @@ mod tests {
         let written = stored(now);
         let read = managed.read(&managed.secret(&written, None)).unwrap();
         assert_eq!(read.held(), written.held());
-        assert_eq!((read.ca.key, read.cert.not_after, read.names), (written.ca.key, written.cert.not_after, written.names));
+        assert_eq!(
+            (&read.ca.key, read.cert.not_after, &read.names),
+            (&written.ca.key, written.cert.not_after, &written.names)
+        );
         assert!(managed.renewed(&read_back(&managed, &written), now).unwrap().is_none(), "nothing is due yet");
     }
 
