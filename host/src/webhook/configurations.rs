@@ -221,10 +221,8 @@ pub fn validating(config: &PluginConfig, target: &Target, bundle: &[u8]) -> Opti
             ..ValidatingWebhook::default()
         })
         .collect::<Vec<_>>();
-    (!webhooks.is_empty()).then(|| ValidatingWebhookConfiguration {
-        metadata: target.metadata(&config.name),
-        webhooks: Some(webhooks),
-    })
+    (!webhooks.is_empty())
+        .then(|| ValidatingWebhookConfiguration { metadata: target.metadata(&config.name), webhooks: Some(webhooks) })
 }
 
 /// The mutating configuration of `config`'s plugin; `None` when it declares no mutating
@@ -245,10 +243,8 @@ pub fn mutating(config: &PluginConfig, target: &Target, bundle: &[u8]) -> Option
             ..MutatingWebhook::default()
         })
         .collect::<Vec<_>>();
-    (!webhooks.is_empty()).then(|| MutatingWebhookConfiguration {
-        metadata: target.metadata(&config.name),
-        webhooks: Some(webhooks),
-    })
+    (!webhooks.is_empty())
+        .then(|| MutatingWebhookConfiguration { metadata: target.metadata(&config.name), webhooks: Some(webhooks) })
 }
 
 /// The name of the primary's CRD, `<plural>.<group>`.

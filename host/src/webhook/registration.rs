@@ -62,7 +62,7 @@ pub async fn run(
     let writer = Writer { client, target };
     let mut written: BTreeMap<String, Written> = BTreeMap::new();
     loop {
-        changes.borrow_and_update();
+        let _ = changes.borrow_and_update();
         let ca = bundle.borrow_and_update().clone();
         let wanted: BTreeMap<String, PluginConfig> = host
             .plugins()
@@ -90,8 +90,8 @@ pub async fn run(
         }
         let gone: Vec<String> = written.keys().filter(|name| !wanted.contains_key(*name)).cloned().collect();
         for name in gone {
-            let Written { primary, conversion, .. } = &written[&name];
-            match writer.remove(&name, primary, *conversion).await {
+            let (primary, conversion) = (written[&name].primary.clone(), written[&name].conversion);
+            match writer.remove(&name, &primary, conversion).await {
                 Ok(()) => {
                     tracing::info!(plugin = name, "webhook configurations removed");
                     written.remove(&name);
