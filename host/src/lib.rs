@@ -40,5 +40,6 @@ pub mod shards;
 pub mod shutdown;
 pub mod source;
 pub mod trim;
+pub mod webhook;
 pub mod wire;
 pub mod writer;

@@ -75,6 +75,11 @@ pub enum Unanswered {
     Conversion(#[from] conversion::ConversionError),
 }
 
+/// Whether the plugin declares a webhook of `path`'s type.
+pub fn serves(module: &Module, path: Path) -> bool {
+    module.webhooks().iter().any(|webhook| webhook.webhook_type == path.webhook_type())
+}
+
 /// The plugin's webhook of `path`'s type that serves `kind`: the one declared for its group and
 /// kind (the primary when a webhook names no kinds), else the only one of the type.
 pub fn declared<'a>(module: &'a Module, path: Path, kind: Option<&KindRef>) -> Option<&'a Webhook> {
@@ -154,8 +159,14 @@ pub async fn convert(plugin: &Plugin, body: &[u8]) -> Result<String, Unanswered>
     let request = conversion::parse(body)?;
     let webhook = declared(&plugin.module, Path::Convert, None).ok_or_else(|| not_declared(plugin, Path::Convert))?;
     let deadline = policy::deadline(policy::timeout(webhook));
-    let span = tracing::info_span!("webhook", plugin = plugin.name, path = "/convert", uid = request.uid,
-        desired = request.desired_api_version, objects = request.objects.len());
+    let span = tracing::info_span!(
+        "webhook",
+        plugin = plugin.name,
+        path = "/convert",
+        uid = request.uid,
+        desired = request.desired_api_version,
+        objects = request.objects.len()
+    );
     let objects = conversion::objects(&request);
     let desired = request.desired_api_version.clone();
     let called = within(deadline, plugin.module.convert(plugin.cache.clone(), &objects, &desired, deadline));

@@ -103,9 +103,11 @@ impl Endpoint {
     /// finish.
     pub async fn serve(self, host: Arc<Host>, shutdown: CancellationToken) {
         let route = |path: Path| {
-            axum::routing::post(move |state: State<Arc<Host>>, name: UrlPath<String>, headers: HeaderMap, body: Body| {
-                handle(state, name, headers, body, path)
-            })
+            axum::routing::post(
+                move |state: State<Arc<Host>>, name: UrlPath<String>, headers: HeaderMap, body: Body| {
+                    handle(state, name, headers, body, path)
+                },
+            )
         };
         let app = axum::Router::new()
             .route("/validate/{name}", route(Path::Validate))
@@ -149,7 +151,7 @@ async fn handle(
 ) -> Response {
     let started = Instant::now();
     let webhook = format!("{}/{name}", path.prefix());
-    let found = reader::plugin(&host, &name).filter(|(module, _)| call::declared(module, path, None).is_some());
+    let found = reader::plugin(&host, &name).filter(|(module, _)| call::serves(module, path));
     let answer = match found {
         // Names of plugins that do not run are the caller's words: not a label (unbounded series).
         None => {
@@ -175,7 +177,12 @@ async fn handle(
         Err((label, refusal)) => {
             let status = refusal.status();
             metrics.answered(&label, status.as_u16(), started.elapsed());
-            tracing::warn!(plugin = name, path = path.prefix(), code = status.as_u16(), "webhook request refused: {refusal}");
+            tracing::warn!(
+                plugin = name,
+                path = path.prefix(),
+                code = status.as_u16(),
+                "webhook request refused: {refusal}"
+            );
             (status, [(CONTENT_TYPE, "text/plain")], refusal.to_string()).into_response()
         }
     }

@@ -15,7 +15,10 @@ use crate::runtime::{CacheReader, GetResult, ListResult, Module};
 /// Plugin `name`'s current module and what its webhook calls read, if it runs.
 pub fn plugin(host: &Host, name: &str) -> Option<(Arc<Module>, Arc<dyn CacheReader>)> {
     let (module, inlet) = host.inlet(name)?;
-    let reader = inlet.reader().unwrap_or_else(|_| Arc::new(NotYet));
+    let reader: Arc<dyn CacheReader> = match inlet.reader() {
+        Ok(reader) => reader,
+        Err(_) => Arc::new(NotYet),
+    };
     Some((module, reader))
 }
 
