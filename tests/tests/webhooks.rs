@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
@@ -21,19 +22,35 @@ use tokio_util::sync::CancellationToken;
 use wasmop::host::{Host, HostSettings};
 use wasmop::metrics::Metrics;
 use wasmop::settings::HostConfig;
-use wasmop::webhook::certificate::{Certificates, Source, managed::Managed};
+use wasmop::webhook::certificate::{Certificates, Source, files::Files, managed::Managed};
 use wasmop::webhook::configurations::{Endpoint, Target};
 use wasmop_tests::{apply_file, client, namespace, observed_runtime, plugin, settings, until, workspace_root};
 
 /// A host serving its plugins' webhooks on a loopback port and writing their configurations.
 struct Hooks {
     host: Arc<Host>,
+    /// Where the endpoint listens, `https://127.0.0.1:PORT`.
+    url: String,
     stop: CancellationToken,
 }
 
 impl Hooks {
-    /// Runs `plugins` on `ns` with the webhooks served, as one replica with `settings`.
+    /// Runs `plugins` on `ns` with the webhooks served, as one replica with `settings`, with
+    /// certificates the host makes and keeps in a Secret of `ns`.
     async fn start(client: &Client, ns: &str, plugins: &[&str], settings: HostSettings) -> anyhow::Result<Self> {
+        let managed =
+            Managed { namespace: ns.into(), name: "wasmop-webhook-certs".into(), names: vec!["127.0.0.1".into()] };
+        Self::start_with(client, ns, plugins, settings, Source::Managed(managed)).await
+    }
+
+    /// Like [`Hooks::start`], with the certificates of `source`.
+    async fn start_with(
+        client: &Client,
+        ns: &str,
+        plugins: &[&str],
+        settings: HostSettings,
+        source: Source,
+    ) -> anyhow::Result<Self> {
         let metrics = Metrics::new();
         let runtime = Arc::new(observed_runtime(Default::default(), Some(metrics.clone()))?);
         let host = Arc::new(Host::new(wasmop::informer::Clusters::new(client.clone()), runtime, metrics, settings));
@@ -43,22 +60,16 @@ impl Hooks {
         }
         host.loaded();
         let stop = CancellationToken::new();
-        let managed = Managed { namespace: ns.into(), name: "wasmop-webhook-certs".into(), names: vec!["127.0.0.1".into()] };
-        let certificates = Certificates::start(Source::Managed(managed), client, stop.clone()).await?;
+        let certificates = Certificates::start(source, client, stop.clone()).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let endpoint = wasmop::webhook::Endpoint::on(listener, certificates.serving.server_config()?)?;
         let url = format!("https://{}", endpoint.local_addr());
         tokio::spawn(endpoint.serve(host.clone(), stop.clone()));
-        let target = Target { endpoint: Endpoint::Url(url), namespace: Some(ns.into()) };
-        let registration = wasmop::webhook::registration::run(
-            host.clone(),
-            client.clone(),
-            target,
-            certificates.bundle,
-            stop.clone(),
-        );
+        let target = Target { endpoint: Endpoint::Url(url.clone()), namespace: Some(ns.into()) };
+        let registration =
+            wasmop::webhook::registration::run(host.clone(), client.clone(), target, certificates.bundle, stop.clone());
         tokio::spawn(registration);
-        Ok(Self { host, stop })
+        Ok(Self { host, url, stop })
     }
 
     /// Requests of `webhook` (`/validate/<plugin>`) answered with a review so far.
@@ -82,9 +93,11 @@ async fn configurations_gone(client: &Client, name: &str) -> anyhow::Result<()> 
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let what = format!("the configurations {name} removed");
-    until(&what, async || Ok((validating.get_opt(name).await?, mutating.get_opt(name).await?)), |(v, m)| {
-        v.is_none() && m.is_none()
-    })
+    until(
+        &what,
+        async || Ok((validating.get_opt(name).await?, mutating.get_opt(name).await?)),
+        |(v, m)| v.is_none() && m.is_none(),
+    )
     .await?;
     Ok(())
 }
@@ -116,7 +129,7 @@ fn dry_run() -> PostParams {
 }
 
 /// The API server's refusal of `created`, or `None` when it was admitted.
-fn refusal(created: Result<DynamicObject, kube::Error>) -> anyhow::Result<Option<kube::core::ErrorResponse>> {
+fn refusal(created: Result<DynamicObject, kube::Error>) -> anyhow::Result<Option<kube::core::Status>> {
     match created {
         Ok(_) => Ok(None),
         Err(kube::Error::Api(status)) => Ok(Some(*status)),
@@ -137,13 +150,10 @@ async fn the_webpage_plugin_refuses_an_empty_html_and_defaults_exposed() -> anyh
 
     // Once the API server has the configuration, the empty page is refused.
     let empty = page("empty", json!({ "html": "" }))?;
-    let refused = until(
-        "the empty page refused",
-        async || refusal(pages.create(&dry_run(), &empty).await),
-        Option::is_some,
-    )
-    .await?
-    .expect("refused");
+    let refused =
+        until("the empty page refused", async || refusal(pages.create(&dry_run(), &empty).await), Option::is_some)
+            .await?
+            .expect("refused");
     assert!(refused.message.ends_with("spec.html: html must not be empty"), "{refused:?}");
     assert!(refused.message.contains("validate-0.webpage.wasmop.dev"), "{refused:?}");
     assert_eq!((refused.code, refused.reason.as_str()), (422, "Invalid"), "{refused:?}");
@@ -180,7 +190,8 @@ async fn a_trapping_plugin_refuses_under_fail_and_admits_under_ignore() -> anyho
     apply_file(&client, &workspace_root().join("plugins/fixtures/admission/crd.yaml"), None).await?;
     let failing = namespace(&client, "webhooks-fail").await?;
     let ignoring = namespace(&client, "webhooks-ignore").await?;
-    let fail = Hooks::start(&client, &failing, &["fixture-admission"], settings(&failing, HostConfig::default())).await?;
+    let fail =
+        Hooks::start(&client, &failing, &["fixture-admission"], settings(&failing, HostConfig::default())).await?;
     let ignore =
         Hooks::start(&client, &ignoring, &["fixture-admission-ignore"], settings(&ignoring, HostConfig::default()))
             .await?;
@@ -261,5 +272,95 @@ async fn a_standby_replica_serves_admissions() -> anyhow::Result<()> {
     hooks.stop(&client, &ns, &["webpage"]).await?;
     release.cancel();
     election.await?;
+    Ok(())
+}
+
+/// A CA made in the test, and serving certificates for 127.0.0.1 it signs, written as files.
+struct Issuer {
+    dir: std::path::PathBuf,
+    ca: rcgen::Issuer<'static, rcgen::KeyPair>,
+    ca_pem: String,
+}
+
+impl Issuer {
+    fn new(test: &str) -> anyhow::Result<Self> {
+        let dir = std::env::temp_dir().join(format!("wasmop-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_pem = params.self_signed(&key)?.pem();
+        std::fs::write(dir.join("ca.pem"), &ca_pem)?;
+        Ok(Self { dir, ca: rcgen::Issuer::new(params, key), ca_pem })
+    }
+
+    fn files(&self) -> Files {
+        Files { cert: self.dir.join("tls.crt"), key: self.dir.join("tls.key"), ca: Some(self.dir.join("ca.pem")) }
+    }
+
+    /// Writes a new serving certificate and key, each by a rename, as a rewrite of a mounted
+    /// Secret swaps them; its DER.
+    fn rewrite(&self) -> anyhow::Result<Vec<u8>> {
+        let key = rcgen::KeyPair::generate()?;
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])?.signed_by(&key, &self.ca)?;
+        for (name, text) in [("tls.key", key.serialize_pem()), ("tls.crt", cert.pem())] {
+            let written = self.dir.join(format!(".{name}.new"));
+            std::fs::write(&written, text)?;
+            std::fs::rename(&written, self.dir.join(name))?;
+        }
+        Ok(cert.der().to_vec())
+    }
+}
+
+/// The certificate the endpoint at `url` serves now (DER).
+async fn served(http: &reqwest::Client, url: &str) -> anyhow::Result<Vec<u8>> {
+    let response = http.post(format!("{url}/validate/webpage")).body("{}").send().await?;
+    let info = response.extensions().get::<reqwest::tls::TlsInfo>().context("no TLS info")?;
+    Ok(info.peer_certificate().context("no peer certificate")?.to_vec())
+}
+
+/// Serving certificates rewritten as files while admissions flow: the endpoint serves each new
+/// one without a restart, and every admission in the meantime gets the plugin's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_rewritten_while_requests_flow_fails_none() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let ns = namespace(&client, "webhooks-rotation").await?;
+    let issuer = Issuer::new(&ns)?;
+    let mut der = issuer.rewrite()?;
+    let source = Source::Files(issuer.files());
+    let hooks = Hooks::start_with(&client, &ns, &["webpage"], settings(&ns, HostConfig::default()), source).await?;
+    let pages = web_pages(&client, &ns);
+    let empty = page("empty", json!({ "html": "" }))?;
+    until("the empty page refused", async || refusal(pages.create(&dry_run(), &empty).await), Option::is_some).await?;
+
+    // Admissions flow, each expecting the plugin's refusal, until the rewrites are done.
+    let flowing = CancellationToken::new();
+    let flow = tokio::spawn({
+        let (pages, empty, flowing) = (pages.clone(), empty.clone(), flowing.clone());
+        async move {
+            let (mut answered, mut wrong) = (0_u32, Vec::new());
+            while !flowing.is_cancelled() {
+                match refusal(pages.create(&dry_run(), &empty).await) {
+                    Ok(Some(status)) if status.message.ends_with("spec.html: html must not be empty") => answered += 1,
+                    other => wrong.push(format!("{other:?}")),
+                }
+            }
+            (answered, wrong)
+        }
+    });
+    let root = reqwest::Certificate::from_pem(issuer.ca_pem.as_bytes())?;
+    let http = reqwest::Client::builder().add_root_certificate(root).tls_info(true).build()?;
+    assert_eq!(served(&http, &hooks.url).await?, der);
+    for _ in 0..2 {
+        der = issuer.rewrite()?;
+        until("the rewritten certificate served", async || served(&http, &hooks.url).await, |now| *now == der).await?;
+    }
+    flowing.cancel();
+    let (answered, wrong) = flow.await?;
+    assert!(wrong.is_empty(), "admissions that failed during the rewrites: {wrong:?}");
+    assert!(answered > 0, "no admission flowed");
+    hooks.stop(&client, &ns, &["webpage"]).await?;
+    std::fs::remove_dir_all(&issuer.dir)?;
     Ok(())
 }
