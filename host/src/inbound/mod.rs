@@ -41,6 +41,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::host::Host;
+use crate::listener::Limits;
 use crate::listener::body;
 use crate::listener::server;
 use crate::listener::tls::{TlsError, TlsFiles, TlsListener};
@@ -49,7 +50,6 @@ use crate::secrets::SecretKey;
 use crate::source::inbound::{Inlet, NotRunning};
 use forward::{ForwardError, Forwarded, Forwarder, PartFailed};
 use route::{LeaderRoute, Unroutable};
-use crate::listener::Limits;
 
 /// The largest payload taken: 1 MiB.
 pub const MAX_PAYLOAD: usize = 1024 * 1024;
