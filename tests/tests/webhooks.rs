@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
@@ -362,5 +363,35 @@ async fn a_certificate_rewritten_while_requests_flow_fails_none() -> anyhow::Res
     assert!(answered > 0, "no admission flowed");
     hooks.stop(&client, &ns, &["webpage"]).await?;
     std::fs::remove_dir_all(&issuer.dir)?;
+    Ok(())
+}
+
+/// Replicas share the certificates the host makes: of two that start at once, one creates the
+/// Secret and the other reads it; one started with other names adds them, under the same CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_the_certificates_the_host_makes() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "webhooks-certificates").await?;
+    let managed = Managed { namespace: ns.clone(), name: "hooks".into(), names: vec!["127.0.0.1".into()] };
+    let stop = CancellationToken::new();
+    let (a, b) = tokio::join!(
+        Certificates::start(Source::Managed(managed.clone()), &client, stop.clone()),
+        Certificates::start(Source::Managed(managed.clone()), &client, stop.clone()),
+    );
+    let (a, b) = (a?, b?);
+    let bundle = a.bundle.borrow().clone();
+    assert_eq!(bundle, *b.bundle.borrow(), "both replicas trust the same CA");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let secret = secrets.get("hooks").await?;
+    assert_eq!(secret.data.clone().unwrap_or_default()["ca.crt"].0, bundle);
+
+    let other = Managed { names: vec!["hooks.wasmop.svc".into()], ..managed };
+    let c = Certificates::start(Source::Managed(other), &client, stop.clone()).await?;
+    assert_eq!(*c.bundle.borrow(), bundle, "the same CA");
+    let renewed = secrets.get("hooks").await?;
+    let names = renewed.metadata.annotations.unwrap_or_default()["wasmop.dev/cert-names"].clone();
+    assert_eq!(names, "127.0.0.1,hooks.wasmop.svc");
+    assert_ne!(renewed.data.unwrap_or_default()["tls.crt"], secret.data.unwrap_or_default()["tls.crt"]);
+    stop.cancel();
     Ok(())
 }
