@@ -52,6 +52,8 @@ impl Hooks {
         settings: HostSettings,
         source: Source,
     ) -> anyhow::Result<Self> {
+        // The host's log goes to the test's captured output.
+        wasmop_tests::overlaps::Overlaps::in_process();
         let metrics = Metrics::new();
         let runtime = Arc::new(observed_runtime(Default::default(), Some(metrics.clone()))?);
         let host = Arc::new(Host::new(wasmop::informer::Clusters::new(client.clone()), runtime, metrics, settings));
@@ -313,8 +315,11 @@ impl Issuer {
     }
 }
 
-/// The certificate the endpoint at `url` serves now (DER).
-async fn served(http: &reqwest::Client, url: &str) -> anyhow::Result<Vec<u8>> {
+/// The certificate the endpoint at `url` serves now (DER), to a client trusting `ca`: a new one
+/// each time, since a client resuming its TLS session is shown the certificate of the first.
+async fn served(ca: &str, url: &str) -> anyhow::Result<Vec<u8>> {
+    let root = reqwest::Certificate::from_pem(ca.as_bytes())?;
+    let http = reqwest::Client::builder().add_root_certificate(root).tls_info(true).build()?;
     let response = http.post(format!("{url}/validate/webpage")).body("{}").send().await?;
     let info = response.extensions().get::<reqwest::tls::TlsInfo>().context("no TLS info")?;
     Ok(info.peer_certificate().context("no peer certificate")?.to_vec())
@@ -350,12 +355,11 @@ async fn a_certificate_rewritten_while_requests_flow_fails_none() -> anyhow::Res
             (answered, wrong)
         }
     });
-    let root = reqwest::Certificate::from_pem(issuer.ca_pem.as_bytes())?;
-    let http = reqwest::Client::builder().add_root_certificate(root).tls_info(true).build()?;
-    assert_eq!(served(&http, &hooks.url).await?, der);
+    assert_eq!(served(&issuer.ca_pem, &hooks.url).await?, der);
     for _ in 0..2 {
         der = issuer.rewrite()?;
-        until("the rewritten certificate served", async || served(&http, &hooks.url).await, |now| *now == der).await?;
+        until("the rewritten certificate served", async || served(&issuer.ca_pem, &hooks.url).await, |now| *now == der)
+            .await?;
     }
     flowing.cancel();
     let (answered, wrong) = flow.await?;
