@@ -25,7 +25,9 @@ use wasmop::metrics::Metrics;
 use wasmop::settings::HostConfig;
 use wasmop::webhook::certificate::{Certificates, Source, files::Files, managed::Managed};
 use wasmop::webhook::configurations::{Endpoint, Target};
-use wasmop_tests::{apply_file, client, namespace, observed_runtime, plugin, settings, until, workspace_root};
+use wasmop_tests::{
+    apply_file, client, kubeconfig, namespace, observed_runtime, plugin, settings, until, wasmop_binary, workspace_root,
+};
 
 /// A host serving its plugins' webhooks on a loopback port and writing their configurations.
 struct Hooks {
@@ -397,5 +399,67 @@ async fn replicas_share_the_certificates_the_host_makes() -> anyhow::Result<()> 
     assert_eq!(names, "127.0.0.1,hooks.wasmop.svc");
     assert_ne!(renewed.data.unwrap_or_default()["tls.crt"], secret.data.unwrap_or_default()["tls.crt"]);
     stop.cancel();
+    Ok(())
+}
+
+/// A `wasmop run` process killed when dropped.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `wasmop run --webhook-addr --webhook-url`: the host makes its certificates in a Secret of
+/// its namespace, writes the configurations and serves the admissions; without a URL or Service
+/// nor certificate files it refuses to start, saying what it needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wasmop_run_serves_webhooks_with_certificates_of_its_own() -> anyhow::Result<()> {
+    use std::process::{Command, Stdio};
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let ns = namespace(&client, "webhooks-run").await?;
+    let nameless = Command::new(wasmop_binary()?)
+        .args(["run", "--plugin"])
+        .arg(plugin("webpage"))
+        .args(["--webhook-addr", "127.0.0.1:0"])
+        .env("KUBECONFIG", kubeconfig())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&nameless.stderr);
+    assert!(!nameless.status.success(), "managed certificates without names are refused");
+    assert!(stderr.contains("need --webhook-url or --webhook-service"), "{stderr}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let _host = Running(
+        Command::new(wasmop_binary()?)
+            .args(["run", "--plugin"])
+            .arg(plugin("webpage"))
+            .args(["--namespace", &ns, "--webhook-addr", &format!("127.0.0.1:{port}")])
+            .args(["--webhook-url", &format!("https://127.0.0.1:{port}")])
+            .env("KUBECONFIG", kubeconfig())
+            .env("POD_NAMESPACE", &ns)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?,
+    );
+    let pages = web_pages(&client, &ns);
+    let empty = page("empty", json!({ "html": "" }))?;
+    let refused = until(
+        "the empty page refused through wasmop run",
+        async || refusal(pages.create(&dry_run(), &empty).await),
+        Option::is_some,
+    )
+    .await?
+    .expect("refused");
+    assert!(refused.message.ends_with("spec.html: html must not be empty"), "{refused:?}");
+    let secret = Api::<Secret>::namespaced(client.clone(), &ns).get("wasmop-webhook-certs").await?;
+    assert!(secret.data.unwrap_or_default().contains_key("ca.crt"));
+    // Killed, the host removes nothing (other replicas would still serve): the test does.
+    let name = format!("wasmop-webpage-{ns}");
+    Api::<ValidatingWebhookConfiguration>::all(client.clone()).delete(&name, &Default::default()).await?;
+    Api::<MutatingWebhookConfiguration>::all(client.clone()).delete(&name, &Default::default()).await?;
     Ok(())
 }
