@@ -463,3 +463,54 @@ async fn wasmop_run_serves_webhooks_with_certificates_of_its_own() -> anyhow::Re
     Api::<MutatingWebhookConfiguration>::all(client.clone()).delete(&name, &Default::default()).await?;
     Ok(())
 }
+
+/// Hot swaps while admissions flow at about 50 a second: each request runs on the version
+/// current when it arrives, and none fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_swap_while_admissions_flow_fails_none() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let ns = namespace(&client, "webhooks-swap").await?;
+    let hooks = Hooks::start(&client, &ns, &["webpage"], settings(&ns, HostConfig::default())).await?;
+    let pages = web_pages(&client, &ns);
+    let empty = page("empty", json!({ "html": "" }))?;
+    until("the empty page refused", async || refusal(pages.create(&dry_run(), &empty).await), Option::is_some).await?;
+
+    let flowing = CancellationToken::new();
+    let flow = tokio::spawn({
+        let (pages, empty, flowing) = (pages.clone(), empty.clone(), flowing.clone());
+        async move {
+            let (mut answered, mut wrong) = (0_u32, Vec::new());
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            while !flowing.is_cancelled() {
+                tick.tick().await;
+                match refusal(pages.create(&dry_run(), &empty).await) {
+                    Ok(Some(status)) if status.message.ends_with("spec.html: html must not be empty") => answered += 1,
+                    other => wrong.push(format!("{other:?}")),
+                }
+            }
+            (answered, wrong)
+        }
+    });
+    // The same plugin owned by its file, swapped to another build of it and back.
+    let owner = plugin("webpage").display().to_string();
+    let first = hooks.host.module("webpage").expect("runs").digest().to_string();
+    for (build, swaps) in [("fixture-webpage-odd", 1), ("webpage", 2), ("fixture-webpage-odd", 3)] {
+        let file = plugin(build);
+        hooks.host.install(&owner, &file, std::fs::read(&file)?, None).await?;
+        let answered = hooks.answered("/validate/webpage");
+        until(
+            "admissions answered by the new version",
+            async || Ok(hooks.answered("/validate/webpage")),
+            |n| *n >= answered + 5,
+        )
+        .await?;
+        let running = hooks.host.module("webpage").expect("runs").digest().to_string();
+        assert_eq!(running != first, swaps % 2 == 1, "swap {swaps} runs {build}");
+    }
+    flowing.cancel();
+    let (answered, wrong) = flow.await?;
+    assert!(wrong.is_empty(), "admissions that failed during the swaps: {wrong:?}");
+    assert!(answered >= 15, "only {answered} admissions flowed");
+    hooks.stop(&client, &ns, &["webpage"]).await
+}
