@@ -436,3 +436,25 @@ async fn an_admission_call_stops_at_the_shorter_deadline() {
     assert!(ended, "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
 }
+
+/// The webpage's validating webhook refuses an empty `html` at its field in every language,
+/// through the host's call of the built component.
+async fn refuses_an_empty_html(plugin_name: &str) -> anyhow::Result<()> {
+    use wasmop::runtime::bindings::wasmop::plugin::types::{Operation, WebhookType};
+    let module = runtime(Limits { deadline: Duration::from_secs(5), ..limits() })?.load(&plugin(plugin_name))?;
+    assert_eq!(module.webhooks()[0].webhook_type, WebhookType::Validating, "{plugin_name}");
+    let mut page = webpage(1);
+    page["spec"]["html"] = serde_json::json!("");
+    let verdict =
+        module.validate(Arc::new(EmptyCache), &admission(Operation::Create, &page), Duration::from_secs(5)).await?;
+    assert!(!verdict.allowed, "{plugin_name}: {verdict:?}");
+    assert_eq!(verdict.message.as_deref(), Some("html must not be empty"), "{plugin_name}");
+    assert_eq!(verdict.field.as_deref(), Some("spec.html"), "{plugin_name}");
+    let verdict = module
+        .validate(Arc::new(EmptyCache), &admission(Operation::Create, &webpage(1)), Duration::from_secs(5))
+        .await?;
+    assert!(verdict.allowed, "{plugin_name}: {verdict:?}");
+    Ok(())
+}
+
+wasmop_tests::in_every_language!(refuses_an_empty_html, "webpage");
