@@ -236,7 +236,7 @@ mod tests {
         assert_eq!(checked[0].timeout(), Duration::from_secs(10));
         assert_eq!(checked[1].operations, [], "conversion has no operations");
         let declared = Webhook { operations: vec![Operation::Delete], timeout_ms: Some(3_000), ..checked[0].clone() };
-        let checked = check(&[declared.clone()]).unwrap();
+        let checked = check(std::slice::from_ref(&declared)).unwrap();
         assert_eq!(checked, [declared], "what is declared is kept");
     }
 

@@ -545,7 +545,9 @@ impl Module {
 /// HTTP is refused in them as everywhere outside the exports made for it
 /// ([`super::http::HTTP_EXPORTS`]), whatever the plugin's grant. The API server waits for an
 /// answer only so long: a call may run for `deadline` (or the plugin's own deadline, if
-/// shorter) and takes at most `deadline` by the wall clock, waiting included.
+/// shorter) and takes at most `deadline` by the wall clock, waiting included; past either it
+/// fails with [`CallError::DeadlineExceeded`] or [`CallError::WallClockExceeded`], whichever
+/// came first (a call that spins meets both at about the same time).
 impl Module {
     /// The webhooks the plugin declared in describe().
     ///
