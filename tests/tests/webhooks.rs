@@ -187,8 +187,9 @@ async fn the_webpage_plugin_refuses_an_empty_html_and_defaults_exposed() -> anyh
     hooks.stop(&client, &ns, &["webpage"]).await
 }
 
-/// A plugin whose `validate` traps refuses the request under the failure policy Fail, in a
-/// message naming the plugin, and admits it under Ignore; a denial names its field.
+/// A plugin whose `validate` traps, or runs past its deadline, refuses the request under the
+/// failure policy Fail, in a message naming the plugin, and admits it under Ignore; a denial
+/// names its field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trapping_plugin_refuses_under_fail_and_admits_under_ignore() -> anyhow::Result<()> {
     let client = client().await?;
@@ -211,6 +212,11 @@ async fn a_trapping_plugin_refuses_under_fail_and_admits_under_ignore() -> anyho
     .expect("refused");
     assert!(refused.message.contains("webhook of plugin \"fixture-admission\" failed"), "{refused:?}");
     assert!(refused.message.contains("traps on purpose"), "the trap says why: {refused:?}");
+    // A call that runs past its deadline fails as a trap does.
+    let spinning = gate("spin", json!({ "wasmop.dev/spin": "yes" }))?;
+    let refused = refusal(gates(&client, &failing).create(&dry_run(), &spinning).await)?.expect("refused");
+    assert!(refused.message.contains("webhook of plugin \"fixture-admission\" failed"), "{refused:?}");
+    assert!(refused.message.contains("deadline"), "the deadline says why: {refused:?}");
     let denied = gate("closed", json!({ "wasmop.dev/deny": "gates-are-closed" }))?;
     let refused = refusal(gates(&client, &failing).create(&PostParams::default(), &denied).await)?.expect("denied");
     assert!(refused.message.ends_with("metadata.labels: gates-are-closed"), "{refused:?}");
