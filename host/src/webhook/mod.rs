@@ -72,7 +72,6 @@ pub enum EndpointError {
 pub struct Endpoint {
     listener: TlsListener,
     address: SocketAddr,
-    limits: Limits,
 }
 
 impl Endpoint {
@@ -85,13 +84,7 @@ impl Endpoint {
     /// Answers on `listener`, already bound (port 0 in tests), with the TLS configuration `tls`.
     pub fn on(listener: TcpListener, tls: Arc<ServerConfig>) -> Result<Self, EndpointError> {
         let address = listener.local_addr().map_err(EndpointError::Address)?;
-        Ok(Self { listener: TlsListener::new(listener, tls), address, limits: Limits::default() })
-    }
-
-    /// This endpoint, bounding its clients by `limits` rather than the defaults.
-    #[must_use]
-    pub fn with_limits(self, limits: Limits) -> Self {
-        Self { limits, ..self }
+        Ok(Self { listener: TlsListener::new(listener, tls), address })
     }
 
     /// The address it listens on.
@@ -114,7 +107,8 @@ impl Endpoint {
             .route("/mutate/{name}", route(Path::Mutate))
             .route("/convert/{name}", route(Path::Convert))
             .with_state(host);
-        let (address, limits) = (self.address, self.limits);
+        // The events listener's bounds: 10 s for the headers, 30 s for the body, 1024 connections.
+        let (address, limits) = (self.address, Limits::default());
         tracing::info!(%address, ?limits, "serving webhooks on /validate/<plugin>, /mutate/<plugin>, /convert/<plugin>");
         server::serve(self.listener, app, limits, shutdown).await;
     }
