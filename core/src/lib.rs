@@ -31,6 +31,7 @@
 //! | [`shadow`] | a candidate version's ending compared with the live one's, and the summary its shadow runs come to |
 //! | [`shard`] | which replica owns an object (the API server's FNV-1a, rendezvous-hashed buckets), and when it may run it during a handover |
 //! | [`status`] | the status patch, `observedGeneration` and the host's conditions |
+//! | [`webhook`] | the admission and conversion webhooks a plugin declares: the rules, the defaults, which requests each serves |
 
 pub mod capability;
 pub mod check;
@@ -54,6 +55,7 @@ pub mod shadow;
 pub mod shard;
 pub mod status;
 pub mod table;
+pub mod webhook;
 pub mod workflow;
 
 pub use kind::{KindRef, ObjectKey};

@@ -9,6 +9,7 @@ use crate::external::{ExternalDependent, Polling};
 use crate::grant::{HttpGrant, Inbound};
 use crate::kind::Kind;
 use crate::predicate::Predicate;
+use crate::webhook::Webhook;
 use crate::wire::millis;
 
 /// The annotation naming a secondary's primary, read by the annotations mapper
@@ -598,6 +599,9 @@ pub struct Config {
     /// How a host run with `--shards` splits the primaries across its replicas; the host's
     /// default ([`Sharding::Uid`]) when absent. See [`Config::sharding`].
     pub sharding: Option<Sharding>,
+    /// The admission and conversion webhooks the plugin serves; none by default. See
+    /// [`Config::webhook`].
+    pub webhooks: Vec<Webhook>,
 }
 
 /// How a host run with `--shards` splits a plugin's primaries across its replicas (the host's own
@@ -672,6 +676,7 @@ impl Config {
             inbound: None,
             external_dependents: Vec::new(),
             sharding: None,
+            webhooks: Vec::new(),
         }
     }
 
@@ -1018,6 +1023,24 @@ impl Config {
         self
     }
 
+    /// Serves `webhook` through the host: the API server calls the host, and the host calls the
+    /// plugin's [`Validator`](crate::Validator), [`Defaulter`](crate::Defaulter) or
+    /// [`Converter`](crate::Converter), which the plugin must implement (else the host refuses
+    /// it at load). At most one webhook of each type.
+    ///
+    /// ```
+    /// use wasmop_guest::{Config, FailurePolicy, Kind, Webhook};
+    ///
+    /// let config = Config::new("web", Kind::namespaced("example.com", "v1", "Web"))
+    ///     .webhook(Webhook::validating().failure_policy(FailurePolicy::Ignore));
+    /// assert_eq!(config.webhooks[0].failure_policy, FailurePolicy::Ignore);
+    /// ```
+    #[must_use]
+    pub fn webhook(mut self, webhook: Webhook) -> Self {
+        self.webhooks.push(webhook);
+        self
+    }
+
     /// The WIT form; `cleanup` says whether the reconciler implements [`Cleaner`](crate::Cleaner).
     pub(crate) fn into_wit(self, cleanup: bool) -> wit::PluginConfig {
         wit::PluginConfig {
@@ -1056,6 +1079,7 @@ impl Config {
             inbound: self.inbound.map(Inbound::into_wit),
             external_dependents: self.external_dependents.into_iter().map(ExternalDependent::into_wit).collect(),
             sharding: self.sharding.map(sharding_to_wit),
+            webhooks: self.webhooks.into_iter().map(Webhook::into_wit).collect(),
         }
     }
 }
@@ -1063,7 +1087,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::__private::describe;
+    use crate::__private::{Implements, describe};
     use crate::{Context, Error, Outcome, Reconciler};
 
     struct Defaults;
@@ -1126,7 +1150,7 @@ mod tests {
 
     #[test]
     fn describe_with_defaults() {
-        let config = describe::<Defaults>(false);
+        let config = describe::<Defaults>(Implements::default());
         assert_eq!(config.name, "defaults");
         assert_eq!(
             (config.primary.group.as_str(), config.primary.version.as_str(), config.primary.kind.as_str()),
@@ -1155,7 +1179,7 @@ mod tests {
 
     #[test]
     fn describe_with_every_setting() {
-        let config = describe::<Everything>(true);
+        let config = describe::<Everything>(Implements { cleanup: true, ..Implements::default() });
         assert_eq!(config.primary.plural.as_deref(), Some("policies"));
         assert!(!config.primary.namespaced);
         assert_eq!(config.label_selector.as_deref(), Some("app=web"));
@@ -1270,6 +1294,60 @@ mod tests {
         let retry = config.retry.expect("a retry policy");
         assert_eq!((retry.max_attempts, retry.initial_interval_ms, retry.max_interval_ms), (5, 2_000, 300_000));
         assert_eq!((retry.multiplier, retry.jitter), (1.5, 0.0));
+    }
+
+    #[test]
+    fn webhooks_go_through_describe() {
+        use crate::{FailurePolicy, Operation, Webhook};
+        let config = Config::new("w", Kind::namespaced("example.com", "v1", "Thing"))
+            .webhook(
+                Webhook::validating()
+                    .kinds([Kind::namespaced("", "v1", "ConfigMap")])
+                    .operations([Operation::Delete])
+                    .failure_policy(FailurePolicy::Ignore)
+                    .timeout(Duration::from_secs(3)),
+            )
+            .webhook(Webhook::conversion())
+            .into_wit(false);
+        let [validating, conversion] = &config.webhooks[..] else { panic!("two webhooks: {:?}", config.webhooks) };
+        assert!(matches!(validating.webhook_type, wit::WebhookType::Validating));
+        assert_eq!(validating.kinds[0].kind, "ConfigMap");
+        assert!(matches!(validating.operations[..], [wit::Operation::Delete]));
+        assert!(matches!(validating.failure_policy, wit::FailurePolicy::Ignore));
+        assert_eq!(validating.timeout_ms, Some(3_000));
+        assert!(matches!(conversion.webhook_type, wit::WebhookType::Conversion));
+        assert!(matches!(conversion.failure_policy, wit::FailurePolicy::Fail), "kubebuilder's default");
+        assert_eq!((conversion.timeout_ms, conversion.operations.len()), (None, 0), "the host's defaults");
+    }
+
+    /// Declares a validating webhook without implementing Validator.
+    struct Undeclared;
+
+    impl Reconciler for Undeclared {
+        type Primary = serde_json::Value;
+
+        fn config() -> Config {
+            Config::new("undeclared", Kind::namespaced("example.com", "v1", "Thing"))
+                .webhook(crate::Webhook::validating())
+        }
+
+        fn reconcile(_: Self::Primary, _: &Context) -> Result<Outcome, Error> {
+            Ok(Outcome::done())
+        }
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "plugin undeclared declares a validating webhook but does not implement wasmop_guest::Validator"
+    )]
+    fn a_webhook_without_its_trait_fails_describe() {
+        describe::<Undeclared>(Implements { default: true, convert: true, ..Implements::default() });
+    }
+
+    #[test]
+    fn a_webhook_with_its_trait_is_described() {
+        let config = describe::<Undeclared>(Implements { validate: true, ..Implements::default() });
+        assert_eq!(config.webhooks.len(), 1);
     }
 
     #[test]

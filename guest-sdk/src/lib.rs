@@ -125,6 +125,7 @@ pub use serde;
 pub use serde_json;
 pub use wit_bindgen;
 
+mod admission;
 pub mod conditions;
 mod config;
 mod context;
@@ -139,8 +140,10 @@ mod predicate;
 mod refs;
 mod resource;
 pub mod testing;
+mod webhook;
 mod wire;
 
+pub use admission::{Admission, Verdict};
 pub use config::{
     Config, Filters, Finalizer, Mapper, PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, RateLimit, Retry,
     Sharding, Watch,
@@ -157,8 +160,10 @@ pub use refs::{PrimaryRef, SecondaryRef};
 pub use resource::Resource;
 pub use wasmop_core::check::Check;
 pub use wasmop_core::dependent::Phase;
+pub use webhook::{FailurePolicy, Operation, Webhook, WebhookType};
 
-/// The raw bindings wit-bindgen generates for the `wasmop:plugin` WIT world.
+/// The raw bindings wit-bindgen generates for the `wasmop:plugin` WIT world `operator`: a
+/// reconciler that also exports the admission interface.
 ///
 /// Plugin authors do not need these: [`Reconciler`] and [`export!`] wrap them. They are public so
 /// that the [`export!`] macro can name them from the plugin's crate.
@@ -600,6 +605,247 @@ pub trait Cleaner: Reconciler {
     fn cleanup(primary: Self::Primary, ctx: &Context) -> Result<Cleanup, Error>;
 }
 
+/// A [`Reconciler`] that validates its objects as the API server admits them (controller-runtime's
+/// `Validator[T]`, kubebuilder's validating webhook): declare it with
+/// [`Webhook::validating`](crate::Webhook::validating), and [`export!`](crate::export) finds the
+/// implementation by itself.
+///
+/// It runs in a sandbox for every admission the webhook declares (creates and updates of the
+/// primary by default), reading the host's caches through `ctx`; it must have no side effects,
+/// for the API server may not store what it admits. A simple rule the API server can check
+/// itself (a pattern, a minimum length, a CEL rule in the CRD) needs no webhook.
+///
+/// ```
+/// use wasmop_guest::serde_json::{Value, json};
+/// use wasmop_guest::testing::FakeHost;
+/// use wasmop_guest::{Admission, Config, Context, Error, Kind, Outcome, Reconciler, Validator, Verdict, Webhook};
+///
+/// struct Page;
+/// impl Reconciler for Page {
+///     type Primary = Value;
+///     fn config() -> Config {
+///         Config::new("page", Kind::namespaced("example.com", "v1", "Page")).webhook(Webhook::validating())
+///     }
+///     fn reconcile(_: Value, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+/// }
+/// impl Validator for Page {
+///     fn validate(request: &Admission<Value>, _ctx: &Context) -> Verdict {
+///         match request.object.as_ref().and_then(|page| page["spec"]["html"].as_str()) {
+///             Some("") => Verdict::deny("html must not be empty").at("spec.html"),
+///             _ => Verdict::allow(),
+///         }
+///     }
+/// }
+/// wasmop_guest::export!(Page);
+///
+/// let empty = json!({ "apiVersion": "example.com/v1", "kind": "Page", "metadata": { "name": "a" }, "spec": { "html": "" } });
+/// let verdict = FakeHost::new().validate::<Page>(&Admission::create(&empty)).unwrap();
+/// assert_eq!(verdict.message(), Some("html must not be empty"));
+/// ```
+pub trait Validator: Reconciler {
+    /// Admits or denies a request about a primary. A primary that does not deserialize as
+    /// [`Reconciler::Primary`] is denied without a call, naming the field at fault.
+    fn validate(request: &Admission<Self::Primary>, ctx: &Context) -> Verdict;
+
+    /// Admits or denies a request about an object of another kind the webhook declares
+    /// ([`Webhook::kinds`](crate::Webhook::kinds)). The default denies, naming the plugin: a
+    /// plugin whose webhook names other kinds must implement it.
+    fn validate_other(request: &Admission, ctx: &Context) -> Verdict {
+        let _ = ctx;
+        Verdict::deny(format!(
+            "plugin {} validates {} but does not implement Validator::validate_other",
+            Self::config().name,
+            request.kind
+        ))
+    }
+}
+
+/// A [`Reconciler`] that fills in the defaults of its objects as the API server admits them
+/// (controller-runtime's `Defaulter[T]`, kubebuilder's defaulting webhook): declare it with
+/// [`Webhook::mutating`](crate::Webhook::mutating).
+///
+/// The object is given as [`Reconciler::Primary`]; what `default` changes in it is changed in
+/// the object the API server sent, and fields the type does not know are kept. The host answers
+/// with the JSON patch.
+///
+/// ```
+/// use wasmop_guest::serde::{Deserialize, Serialize};
+/// use wasmop_guest::serde_json::{Value, json};
+/// use wasmop_guest::testing::FakeHost;
+/// use wasmop_guest::{Admission, Config, Context, Defaulter, Error, Kind, Outcome, Reconciler, Webhook};
+///
+/// #[derive(Deserialize, Serialize)]
+/// # #[serde(crate = "wasmop_guest::serde")]
+/// struct Page {
+///     spec: PageSpec,
+/// }
+/// #[derive(Deserialize, Serialize)]
+/// # #[serde(crate = "wasmop_guest::serde")]
+/// struct PageSpec {
+///     exposed: Option<bool>,
+/// }
+///
+/// struct Pages;
+/// impl Reconciler for Pages {
+///     type Primary = Page;
+///     fn config() -> Config {
+///         Config::new("page", Kind::namespaced("example.com", "v1", "Page")).webhook(Webhook::mutating())
+///     }
+///     fn reconcile(_: Page, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+/// }
+/// impl Defaulter for Pages {
+///     fn default(page: &mut Page, _ctx: &Context) -> Result<(), String> {
+///         page.spec.exposed.get_or_insert(false);
+///         Ok(())
+///     }
+/// }
+/// wasmop_guest::export!(Pages);
+///
+/// let page = json!({ "apiVersion": "example.com/v1", "kind": "Page", "metadata": { "name": "a" }, "spec": { "html": "hi" } });
+/// let stored = FakeHost::new().default_object::<Pages>(&Admission::create(&page)).unwrap();
+/// assert_eq!(stored["spec"], json!({ "html": "hi", "exposed": false }));
+/// ```
+pub trait Defaulter: Reconciler<Primary: serde::Serialize> {
+    /// Fills in the defaults of a primary as it is created or updated; an `Err` denies the
+    /// request with its message. A primary that does not deserialize is denied without a call,
+    /// naming the field at fault.
+    fn default(object: &mut Self::Primary, ctx: &Context) -> Result<(), String>;
+
+    /// Fills in the defaults of an object of another kind the webhook declares. The default
+    /// denies, naming the plugin.
+    fn default_other(object: &mut serde_json::Value, ctx: &Context) -> Result<(), String> {
+        let _ = (object, ctx);
+        Err(format!("plugin {} does not implement Defaulter::default_other", Self::config().name))
+    }
+}
+
+/// A [`Reconciler`] whose primary's CustomResourceDefinition serves several versions, converted
+/// by the plugin: declare it with [`Webhook::conversion`](crate::Webhook::conversion).
+///
+/// ```
+/// use wasmop_guest::serde_json::{Value, json};
+/// use wasmop_guest::testing::FakeHost;
+/// use wasmop_guest::{Config, Context, Converter, Error, Kind, Outcome, Reconciler, Webhook};
+///
+/// struct Pages;
+/// impl Reconciler for Pages {
+///     type Primary = Value;
+///     fn config() -> Config {
+///         Config::new("page", Kind::namespaced("example.com", "v2", "Page")).webhook(Webhook::conversion())
+///     }
+///     fn reconcile(_: Value, _: &Context) -> Result<Outcome, Error> { Ok(Outcome::done()) }
+/// }
+/// impl Converter for Pages {
+///     // v1 has `spec.content`, v2 calls it `spec.html`.
+///     fn convert(mut page: Value, to: &str, _ctx: &Context) -> Result<Value, String> {
+///         let spec = page["spec"].as_object_mut().ok_or("no spec")?;
+///         let (from, into) = if to == "example.com/v2" { ("content", "html") } else { ("html", "content") };
+///         if let Some(value) = spec.remove(from) {
+///             spec.insert(into.into(), value);
+///         }
+///         Ok(page)
+///     }
+/// }
+/// wasmop_guest::export!(Pages);
+///
+/// let v1 = json!({ "apiVersion": "example.com/v1", "kind": "Page", "spec": { "content": "hi" } });
+/// let v2 = FakeHost::new().convert::<Pages>(&[v1], "example.com/v2").unwrap();
+/// assert_eq!(v2[0], json!({ "apiVersion": "example.com/v2", "kind": "Page", "spec": { "html": "hi" } }));
+/// ```
+pub trait Converter: Reconciler {
+    /// `object` (JSON, of a version of the primary's CRD other than `desired_api_version`)
+    /// converted to `desired_api_version` (`group/version`); the SDK sets its `apiVersion`.
+    /// An `Err` fails the conversion with its message.
+    fn convert(
+        object: serde_json::Value,
+        desired_api_version: &str,
+        ctx: &Context,
+    ) -> Result<serde_json::Value, String>;
+}
+
+/// Runs `R`'s validation of `request` (objects as JSON text): the one code path shared by the
+/// component export and [`crate::testing`].
+pub(crate) fn validate<R: Validator>(request: Admission<String>, ctx: &Context) -> Verdict {
+    if crate::admission::is_primary(&request.kind, &R::config().primary) {
+        match request.try_map(|object| decode_at::<R::Primary>(&object)) {
+            Ok(request) => R::validate(&request, ctx),
+            Err(invalid) => crate::admission::undecodable(invalid),
+        }
+    } else {
+        match request.try_map(|object| decode_at::<serde_json::Value>(&object)) {
+            Ok(request) => R::validate_other(&request, ctx),
+            Err(invalid) => crate::admission::undecodable(invalid),
+        }
+    }
+}
+
+/// Runs `R`'s defaulting of `request`'s object: the object as it should be stored (JSON text),
+/// or the refusal. Shared by the component export and [`crate::testing`].
+pub(crate) fn default_object<R: Defaulter>(request: Admission<String>, ctx: &Context) -> Result<String, String> {
+    let refused = |(field, message): (Option<String>, String)| match field {
+        Some(field) => format!("{field}: {message}"),
+        None => message,
+    };
+    let object = request.object.ok_or_else(|| format!("a {:?} request has no object to default", request.operation))?;
+    let mut sent: serde_json::Value = decode_at(&object).map_err(refused)?;
+    if !crate::admission::is_primary(&request.kind, &R::config().primary) {
+        R::default_other(&mut sent, ctx)?;
+        return Ok(sent.to_string());
+    }
+    let mut typed: R::Primary = decode_at(&object).map_err(refused)?;
+    let before = serde_json::to_value(&typed).map_err(|e| format!("the primary does not serialize: {e}"))?;
+    R::default(&mut typed, ctx)?;
+    let after = serde_json::to_value(&typed).map_err(|e| format!("the defaulted primary does not serialize: {e}"))?;
+    crate::admission::apply_changes(&mut sent, &before, &after);
+    Ok(sent.to_string())
+}
+
+/// Runs `R`'s conversion of `objects` (JSON text) to `desired_api_version`: an object already of
+/// that version is kept as it is, each converted one gets the version as its `apiVersion`.
+/// Shared by the component export and [`crate::testing`].
+pub(crate) fn convert<R: Converter>(
+    objects: Vec<String>,
+    desired_api_version: &str,
+    ctx: &Context,
+) -> Result<Vec<String>, String> {
+    objects
+        .into_iter()
+        .map(|object| {
+            let object: serde_json::Value =
+                serde_json::from_str(&object).map_err(|e| format!("an object to convert is not JSON: {e}"))?;
+            if object["apiVersion"] == desired_api_version {
+                return Ok(object.to_string());
+            }
+            let mut converted = R::convert(object, desired_api_version, ctx)?;
+            if !converted.is_object() {
+                return Err(format!("the conversion to {desired_api_version} did not give an object: {converted}"));
+            }
+            converted["apiVersion"] = desired_api_version.into();
+            Ok(converted.to_string())
+        })
+        .collect()
+}
+
+/// Panics, naming the plugin and the trait, when `config` declares a webhook whose function the
+/// plugin does not implement, given which of [`Validator`], [`Defaulter`] and [`Converter`] it
+/// implements: the host then refuses the plugin at load (`describe` failed), as it refuses a
+/// component declaring webhooks without the admission export.
+pub(crate) fn check_implemented(config: &Config, validates: bool, defaults: bool, converts: bool) {
+    for webhook in &config.webhooks {
+        let (implemented, trait_name) = match webhook.webhook_type {
+            crate::WebhookType::Validating => (validates, "Validator"),
+            crate::WebhookType::Mutating => (defaults, "Defaulter"),
+            crate::WebhookType::Conversion => (converts, "Converter"),
+        };
+        assert!(
+            implemented,
+            "plugin {} declares a {} webhook but does not implement wasmop_guest::{trait_name}",
+            config.name,
+            webhook.webhook_type.name()
+        );
+    }
+}
+
 /// Exports a [`Reconciler`] as the plugin's `wasmop:plugin/reconciler` implementation.
 ///
 /// Call it once, at the top level of the plugin crate. It implements the wit-bindgen `Guest`
@@ -635,10 +881,19 @@ macro_rules! export {
 
             impl $crate::__private::Guest for __WasmopGuestExport {
                 fn describe() -> $crate::__private::PluginConfig {
-                    #[allow(unused_imports, reason = "one of the two probes answers")]
-                    use $crate::__private::{ProbeCleaner as _, ProbeNoCleaner as _};
-                    let cleans = (&&$crate::__private::Probe::<$reconciler>::new()).cleans();
-                    $crate::__private::describe::<$reconciler>(cleans)
+                    #[allow(unused_imports, reason = "one of each two probes answers")]
+                    use $crate::__private::{
+                        ProbeCleaner as _, ProbeConverter as _, ProbeDefaulter as _, ProbeNoCleaner as _,
+                        ProbeNoConverter as _, ProbeNoDefaulter as _, ProbeNoValidator as _, ProbeValidator as _,
+                    };
+                    let probe = &&$crate::__private::Probe::<$reconciler>::new();
+                    let implements = $crate::__private::Implements {
+                        cleanup: probe.cleans(),
+                        validate: probe.validates(),
+                        default: probe.defaults(),
+                        convert: probe.converts(),
+                    };
+                    $crate::__private::describe::<$reconciler>(implements)
                 }
 
                 fn reconcile(
@@ -743,8 +998,33 @@ macro_rules! export {
                 }
             }
 
+            impl $crate::__private::AdmissionGuest for __WasmopGuestExport {
+                fn validate(request: $crate::__private::WitAdmissionRequest) -> $crate::__private::WitVerdict {
+                    #[allow(unused_imports, reason = "one of the two probes answers")]
+                    use $crate::__private::{ProbeNoValidator as _, ProbeValidator as _};
+                    (&&$crate::__private::Probe::<$reconciler>::new()).validate(request)
+                }
+
+                fn default(
+                    request: $crate::__private::WitAdmissionRequest,
+                ) -> ::core::result::Result<::std::string::String, ::std::string::String> {
+                    #[allow(unused_imports, reason = "one of the two probes answers")]
+                    use $crate::__private::{ProbeDefaulter as _, ProbeNoDefaulter as _};
+                    (&&$crate::__private::Probe::<$reconciler>::new()).default_object(request)
+                }
+
+                fn convert(
+                    objects: ::std::vec::Vec<::std::string::String>,
+                    desired_api_version: ::std::string::String,
+                ) -> ::core::result::Result<::std::vec::Vec<::std::string::String>, ::std::string::String> {
+                    #[allow(unused_imports, reason = "one of the two probes answers")]
+                    use $crate::__private::{ProbeConverter as _, ProbeNoConverter as _};
+                    (&&$crate::__private::Probe::<$reconciler>::new()).convert(objects, desired_api_version)
+                }
+            }
+
             #[cfg(target_arch = "wasm32")]
-            $crate::__export_plugin_impl!(
+            $crate::__export_operator_impl!(
                 __WasmopGuestExport with_types_in $crate::bindings
             );
 
@@ -783,6 +1063,14 @@ macro_rules! export {
                 )
                     -> ::core::result::Result<$crate::__private::WitCleanupOutcome, $crate::__private::ReconcileError>,
                 fn(::std::string::String, ::std::string::String, ::core::option::Option<::std::string::String>) -> bool,
+                fn($crate::__private::WitAdmissionRequest) -> $crate::__private::WitVerdict,
+                fn(
+                    $crate::__private::WitAdmissionRequest,
+                ) -> ::core::result::Result<::std::string::String, ::std::string::String>,
+                fn(
+                    ::std::vec::Vec<::std::string::String>,
+                    ::std::string::String,
+                ) -> ::core::result::Result<::std::vec::Vec<::std::string::String>, ::std::string::String>,
             ) = (
                 <__WasmopGuestExport as $crate::__private::Guest>::describe,
                 <__WasmopGuestExport as $crate::__private::Guest>::reconcile,
@@ -792,6 +1080,9 @@ macro_rules! export {
                 <__WasmopGuestExport as $crate::__private::Guest>::desired,
                 <__WasmopGuestExport as $crate::__private::Guest>::cleanup,
                 <__WasmopGuestExport as $crate::__private::Guest>::check,
+                <__WasmopGuestExport as $crate::__private::AdmissionGuest>::validate,
+                <__WasmopGuestExport as $crate::__private::AdmissionGuest>::default,
+                <__WasmopGuestExport as $crate::__private::AdmissionGuest>::convert,
             );
         };
     };
@@ -813,24 +1104,34 @@ pub(crate) fn run<R: Reconciler>(object: &str, ctx: &Context) -> Result<Outcome,
 /// was most of a small reconcile's time in the guest; only an invalid one is decoded again,
 /// tracking it, to name the field at fault.
 fn primary<R: Reconciler>(object: &str) -> Result<R::Primary, Error> {
-    serde_json::from_str(object).or_else(|_| {
-        let mut json = serde_json::Deserializer::from_str(object);
-        serde_path_to_error::deserialize(&mut json).map_err(|e| Error::invalid(invalid_primary(object, &e)))
+    decode_at(object).map_err(|(path, message)| match path {
+        Some(path) => Error::invalid(format!("{path}: {message}")),
+        None => Error::invalid(message),
     })
 }
 
 /// The longest value an invalid-primary message quotes, in characters.
 const QUOTED_VALUE: usize = 60;
 
-/// What is wrong with the primary `object`, from serde's error: without serde's position in the
-/// JSON text (which the user never sees) or Rust type names.
-fn invalid_primary(object: &str, error: &serde_path_to_error::Error<serde_json::Error>) -> String {
+/// `object` as a `T`, or the path of the field at fault (none for the object itself) and what
+/// is wrong with it ([`invalid_field`]).
+pub(crate) fn decode_at<T: serde::de::DeserializeOwned>(object: &str) -> Result<T, (Option<String>, String)> {
+    serde_json::from_str(object).or_else(|_| {
+        let mut json = serde_json::Deserializer::from_str(object);
+        serde_path_to_error::deserialize(&mut json).map_err(|e| invalid_field(object, &e))
+    })
+}
+
+/// The path of the field at fault in `object` (none for the object itself) and what is wrong
+/// with it, from serde's error: without serde's position in the JSON text (which the user never
+/// sees) or Rust type names.
+fn invalid_field(object: &str, error: &serde_path_to_error::Error<serde_json::Error>) -> (Option<String>, String) {
     let inner = error.inner();
     let text = inner.to_string();
     let position = format!(" at line {} column {}", inner.line(), inner.column());
     let message = text.strip_suffix(&position).unwrap_or(&text);
     if !matches!(inner.classify(), serde_json::error::Category::Data) {
-        return format!("the primary is not JSON: {message}");
+        return (None, format!("the primary is not JSON: {message}"));
     }
     let mismatch = message.strip_prefix("invalid type: ").or_else(|| message.strip_prefix("invalid value: "));
     let message = match mismatch.and_then(|m| m.rsplit_once(", expected ")) {
@@ -841,7 +1142,8 @@ fn invalid_primary(object: &str, error: &serde_path_to_error::Error<serde_json::
         }
         None => message.to_owned(),
     };
-    if error.path().iter().next().is_none() { message } else { format!("{}: {message}", error.path()) }
+    let path = error.path().iter().next().is_some().then(|| error.path().to_string());
+    (path, message)
 }
 
 /// The value at `path` in `object`, if the path leads to one.
@@ -944,20 +1246,39 @@ pub(crate) fn secondaries_of<R: Reconciler>(primary: &str, ctx: &Context) -> Res
 /// Glue used by [`export!`]; not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::bindings::exports::wasmop::plugin::admission::Guest as AdmissionGuest;
     pub use crate::bindings::exports::wasmop::plugin::reconciler::Guest;
     pub use crate::bindings::wasmop::plugin::types::{
-        CleanupOutcome as WitCleanupOutcome, DesiredObject as WitDesiredObject, EventKind as WitEventKind,
-        ExternalObject as WitExternalObject, ObjectRef as WitObjectRef, Outcome as WitOutcome, PluginConfig,
-        PrimaryState as WitPrimaryState, ReconcileError, ReconcileRequest, SecondaryRef as WitSecondaryRef,
-        TrackedId as WitTrackedId,
+        AdmissionRequest as WitAdmissionRequest, CleanupOutcome as WitCleanupOutcome,
+        DesiredObject as WitDesiredObject, EventKind as WitEventKind, ExternalObject as WitExternalObject,
+        ObjectRef as WitObjectRef, Outcome as WitOutcome, PluginConfig, PrimaryState as WitPrimaryState,
+        ReconcileError, ReconcileRequest, SecondaryRef as WitSecondaryRef, TrackedId as WitTrackedId,
+        Verdict as WitVerdict,
     };
 
     use crate::context::{Context, WitHost};
-    use crate::{Cleaner, Reconciler};
+    use crate::{Cleaner, Converter, Defaulter, Reconciler, Validator};
 
-    /// `describe` for `R`; `cleans` says whether `R` implements [`Cleaner`].
-    pub fn describe<R: Reconciler>(cleans: bool) -> PluginConfig {
-        R::config().into_wit(cleans)
+    /// Which of the optional traits a reconciler implements, as [`export!`](crate::export)'s
+    /// probes find out.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Implements {
+        /// [`Cleaner`].
+        pub cleanup: bool,
+        /// [`Validator`].
+        pub validate: bool,
+        /// [`Defaulter`].
+        pub default: bool,
+        /// [`Converter`].
+        pub convert: bool,
+    }
+
+    /// `describe` for `R`, which implements what `implements` says. Panics when `R` declares a
+    /// webhook whose trait it does not implement: the host refuses it at load.
+    pub fn describe<R: Reconciler>(implements: Implements) -> PluginConfig {
+        let config = R::config();
+        crate::check_implemented(&config, implements.validate, implements.default, implements.convert);
+        config.into_wit(implements.cleanup)
     }
 
     /// Finds out in [`export!`](crate::export) whether a reconciler implements [`Cleaner`]
@@ -1007,6 +1328,108 @@ pub mod __private {
     }
 
     impl<R> ProbeNoCleaner for Probe<R> {}
+
+    /// The answer for a reconciler that implements [`Validator`].
+    pub trait ProbeValidator {
+        /// True.
+        fn validates(&self) -> bool;
+        /// `validate`, calling [`Validator::validate`].
+        fn validate(&self, request: WitAdmissionRequest) -> WitVerdict;
+    }
+
+    impl<R: Validator> ProbeValidator for &Probe<R> {
+        fn validates(&self) -> bool {
+            true
+        }
+
+        fn validate(&self, request: WitAdmissionRequest) -> WitVerdict {
+            crate::validate::<R>(crate::Admission::<String>::from_wit(request), &outside()).into_wit()
+        }
+    }
+
+    /// The answer for a reconciler without [`Validator`]: it may declare no validating webhook,
+    /// so `validate` is never called; if it were, it would deny.
+    pub trait ProbeNoValidator {
+        /// False.
+        fn validates(&self) -> bool {
+            false
+        }
+        /// `validate` that denies.
+        fn validate(&self, request: WitAdmissionRequest) -> WitVerdict {
+            let _ = request;
+            crate::Verdict::deny("the plugin does not implement Validator").into_wit()
+        }
+    }
+
+    impl<R> ProbeNoValidator for Probe<R> {}
+
+    /// The answer for a reconciler that implements [`Defaulter`].
+    pub trait ProbeDefaulter {
+        /// True.
+        fn defaults(&self) -> bool;
+        /// `default`, calling [`Defaulter::default`].
+        fn default_object(&self, request: WitAdmissionRequest) -> Result<String, String>;
+    }
+
+    impl<R: Defaulter> ProbeDefaulter for &Probe<R> {
+        fn defaults(&self) -> bool {
+            true
+        }
+
+        fn default_object(&self, request: WitAdmissionRequest) -> Result<String, String> {
+            crate::default_object::<R>(crate::Admission::<String>::from_wit(request), &outside())
+        }
+    }
+
+    /// The answer for a reconciler without [`Defaulter`]: it may declare no mutating webhook, so
+    /// `default` is never called; if it were, it would refuse.
+    pub trait ProbeNoDefaulter {
+        /// False.
+        fn defaults(&self) -> bool {
+            false
+        }
+        /// `default` that refuses.
+        fn default_object(&self, request: WitAdmissionRequest) -> Result<String, String> {
+            let _ = request;
+            Err("the plugin does not implement Defaulter".into())
+        }
+    }
+
+    impl<R> ProbeNoDefaulter for Probe<R> {}
+
+    /// The answer for a reconciler that implements [`Converter`].
+    pub trait ProbeConverter {
+        /// True.
+        fn converts(&self) -> bool;
+        /// `convert`, calling [`Converter::convert`].
+        fn convert(&self, objects: Vec<String>, desired_api_version: String) -> Result<Vec<String>, String>;
+    }
+
+    impl<R: Converter> ProbeConverter for &Probe<R> {
+        fn converts(&self) -> bool {
+            true
+        }
+
+        fn convert(&self, objects: Vec<String>, desired_api_version: String) -> Result<Vec<String>, String> {
+            crate::convert::<R>(objects, &desired_api_version, &outside())
+        }
+    }
+
+    /// The answer for a reconciler without [`Converter`]: it may declare no conversion webhook,
+    /// so `convert` is never called; if it were, it would fail.
+    pub trait ProbeNoConverter {
+        /// False.
+        fn converts(&self) -> bool {
+            false
+        }
+        /// `convert` that fails.
+        fn convert(&self, objects: Vec<String>, desired_api_version: String) -> Result<Vec<String>, String> {
+            let _ = (objects, desired_api_version);
+            Err("the plugin does not implement Converter".into())
+        }
+    }
+
+    impl<R> ProbeNoConverter for Probe<R> {}
 
     /// The context of `request`, talking to the real host imports.
     fn context(request: ReconcileRequest) -> (String, Context) {

@@ -263,6 +263,8 @@ pub struct Host {
     secrets: Arc<KubeSecrets>,
     /// Each running plugin's candidate version, if any, by plugin name.
     shadows: Mutex<HashMap<String, Arc<Shadow>>>,
+    /// Told whenever a plugin starts, is replaced or stops ([`Host::changes`]).
+    changes: tokio::sync::watch::Sender<()>,
 }
 
 impl Host {
@@ -287,7 +289,14 @@ impl Host {
             loaded: AtomicBool::new(false),
             secrets,
             shadows: Mutex::new(HashMap::new()),
+            changes: tokio::sync::watch::Sender::new(()),
         }
+    }
+
+    /// Marked changed whenever a plugin starts, is replaced by a new version or stops: what
+    /// keeps something per running plugin (the webhook configurations) looks again.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<()> {
+        self.changes.subscribe()
     }
 
     /// Checks that the host can run `module` beside the running plugins: its name is free and
@@ -325,6 +334,7 @@ impl Host {
         let secrets = self.plugin_secrets(&module, plan, own.map(|(_, reader)| reader));
         let running = self.spawn(module.clone(), owner, overrides, None, secrets)?;
         self.controllers.lock().expect("never poisoned").insert(module.name().to_string(), running);
+        self.changes.send_replace(());
         Ok(())
     }
 
@@ -462,6 +472,7 @@ impl Host {
         let Some((running_owner, running, same_overrides)) = previous else {
             let running = self.spawn(module.clone(), owner.to_string(), overrides, None, secrets)?;
             self.controllers.lock().expect("never poisoned").insert(name.clone(), running);
+            self.changes.send_replace(());
             tracing::info!(plugin = name, digest = module.digest(), owner, "plugin started");
             return Ok(installed(Change::Started));
         };
@@ -477,6 +488,7 @@ impl Host {
             controllers[&name].module.replace(module.clone());
             // Level-based: every primary is reconciled by the new version, live changes first.
             controllers[&name].reconcile_all.notify_one();
+            self.changes.send_replace(());
             tracing::info!(plugin = name, from = running.digest(), to = module.digest(), "plugin swapped in place");
             return Ok(installed(Change::Swapped));
         }
@@ -501,6 +513,7 @@ impl Host {
             }
         }
         handover.send(()).ok();
+        self.changes.send_replace(());
         tracing::info!(
             plugin = name,
             from = running.digest(),
@@ -638,6 +651,7 @@ impl Host {
             tracing::error!(plugin = name, %err, "a controller stopped abnormally");
         }
         self.runtime.forget_secrets_of(name);
+        self.changes.send_replace(());
         tracing::info!(plugin = name, "plugin unloaded");
         true
     }

@@ -6,7 +6,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::runtime::bindings::wasmop::plugin::types::{
-    Condition, Dependent, KindRef, Mapper, Owners, Ownership, PluginConfig, Watch,
+    Condition, Dependent, FailurePolicy, KindRef, Mapper, Operation, Owners, Ownership, PluginConfig, Watch, Webhook,
+    WebhookType,
 };
 
 /// The CustomResourceDefinition `module` generates for its primary kind (its `crd` export), as
@@ -42,7 +43,46 @@ pub fn describe(config: &PluginConfig) -> Value {
     out.insert("watches".into(), config.watches.iter().map(watch).collect());
     out.insert("dependents".into(), config.dependents.iter().map(dependent).collect());
     beyond(config, &mut out);
+    if !config.webhooks.is_empty() {
+        out.insert("webhooks".into(), config.webhooks.iter().map(|w| webhook(w, &config.primary)).collect());
+    }
     Value::Object(out)
+}
+
+/// A webhook as the API server's webhook configurations name its settings; kinds that are
+/// the primary's shown as the primary.
+fn webhook(webhook: &Webhook, primary: &KindRef) -> Value {
+    let type_ = match webhook.webhook_type {
+        WebhookType::Validating => "validating (validate)",
+        WebhookType::Mutating => "mutating (default)",
+        WebhookType::Conversion => "conversion (convert)",
+    };
+    let kinds = if webhook.kinds.is_empty() { std::slice::from_ref(primary) } else { &webhook.kinds[..] };
+    let mut out = json!({
+        "type": type_,
+        "kinds": kinds.iter().map(kind).collect::<Vec<_>>(),
+        "failurePolicy": match webhook.failure_policy {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        },
+    });
+    if webhook.webhook_type != WebhookType::Conversion {
+        let operations: Vec<&str> = webhook
+            .operations
+            .iter()
+            .map(|op| match op {
+                Operation::Create => "CREATE",
+                Operation::Update => "UPDATE",
+                Operation::Delete => "DELETE",
+                Operation::Connect => "CONNECT",
+            })
+            .collect();
+        out["operations"] = json!(operations);
+    }
+    if let Some(timeout_ms) = webhook.timeout_ms {
+        out["timeoutMs"] = json!(timeout_ms);
+    }
+    out
 }
 
 /// What the plugin reaches beyond the API server: granted HTTP, polling, inbound events and
@@ -234,6 +274,42 @@ mod tests {
         // What `inspect` prints under `settings` is a valid overrides block.
         let back: wasmop_core::settings::Settings = serde_json::from_value(described["settings"].clone()).unwrap();
         assert_eq!(back.retry.and_then(|r| r.initial_interval_ms), Some(500));
+    }
+
+    #[test]
+    fn webhooks_read_as_the_webhook_configurations_name_them() {
+        assert_eq!(describe(&test_config("Widget")).get("webhooks"), None, "none declared, none shown");
+        let config = PluginConfig {
+            webhooks: vec![
+                Webhook {
+                    webhook_type: WebhookType::Validating,
+                    kinds: Vec::new(),
+                    operations: vec![Operation::Create, Operation::Delete],
+                    failure_policy: FailurePolicy::Ignore,
+                    timeout_ms: Some(5_000),
+                },
+                Webhook {
+                    webhook_type: WebhookType::Conversion,
+                    kinds: Vec::new(),
+                    operations: Vec::new(),
+                    failure_policy: FailurePolicy::Fail,
+                    timeout_ms: Some(10_000),
+                },
+            ],
+            ..test_config("Widget")
+        };
+        let described = describe(&config);
+        assert_eq!(
+            described["webhooks"][0],
+            json!({
+                "type": "validating (validate)",
+                "kinds": [{ "apiVersion": "g/v1", "kind": "Widget" }],
+                "operations": ["CREATE", "DELETE"],
+                "failurePolicy": "Ignore",
+                "timeoutMs": 5000,
+            })
+        );
+        assert_eq!(described["webhooks"][1].get("operations"), None, "conversion has none");
     }
 
     #[test]

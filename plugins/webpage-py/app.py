@@ -2,12 +2,12 @@
 ConfigMap holding its HTML, an nginx Deployment serving it, a Service, and an Ingress while
 spec.exposed is true. The host applies them, owned by the page, and tells the plugin where they
 stand; the status names the ConfigMap and says whether the page is Ready (its dependents are
-applied) and Available (nginx runs)."""
+applied) and Available (nginx runs). Its validating webhook refuses an empty spec.html."""
 
 from dataclasses import dataclass, field
 
-from wasmop import (Check, Cleanup, Config, Context, Dependent, Desired, Error, Event, Kind, ObjectMeta, Outcome,
-                    Phase, conditions, export)
+from wasmop import (AdmissionRequest, Check, Cleanup, Config, Context, Dependent, Desired, Error, Event, Kind,
+                    ObjectMeta, Outcome, Phase, Verdict, Webhook, conditions, export)
 from wasmop.conditions import Condition
 
 CONFIG_MAP = Kind.namespaced("", "v1", "ConfigMap").plural("configmaps")
@@ -44,6 +44,7 @@ class WebPageReconciler:
         .dependent(Dependent("service", SERVICE).depends_on("configmap"))
         .dependent(Dependent("ingress", INGRESS).depends_on("service")
                    .reconcile_when(Check.field_equals("spec.exposed", True)))
+        .webhook(Webhook.validating())
     )
 
     # ANCHOR: validate
@@ -102,6 +103,14 @@ class WebPageReconciler:
         if page.status is not None and conditions.is_true(page.status.conditions, "Ready"):
             return outcome
         return outcome.event(Event.normal("Ready", "Reconcile").note("the WebPage is ready"))
+
+    # ANCHOR: webhook
+    def validate(self, request: AdmissionRequest, ctx: Context) -> Verdict:
+        page = request.object
+        if page is not None and not page.spec.html:
+            return Verdict.deny("html must not be empty").at("spec.html")
+        return Verdict.allow()
+    # ANCHOR_END: webhook
 
     def cleanup(self, page: WebPage, ctx: Context) -> Cleanup:
         note = f"WebPage {page.metadata.name or ''} deleted; the garbage collector removes its dependents"

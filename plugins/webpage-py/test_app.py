@@ -1,7 +1,8 @@
 """The WebPage plugin, natively: no cluster, no wasm."""
+import pytest
 from app import CONFIG_MAP, WebPageReconciler
 
-from wasmop import Check, Error, EventType, Phase
+from wasmop import AdmissionRequest, Check, Error, EventType, Phase
 from wasmop.testing import FakeHost
 
 
@@ -66,3 +67,20 @@ def test_page_without_html_is_invalid():
 def test_cleanup_records_an_event_and_releases_the_finalizer():
     cleanup = FakeHost().cleanup(WebPageReconciler, page())
     assert not cleanup.keeps_finalizer and cleanup.events[0].reason == "CleanedUp"
+
+
+def test_an_empty_html_is_refused_at_its_field():
+    empty = page()
+    empty["spec"]["html"] = ""
+    verdict = FakeHost().validate(WebPageReconciler, AdmissionRequest.create(empty))
+    assert (verdict.allowed, verdict.message, verdict.field) == (False, "html must not be empty", "spec.html")
+    assert FakeHost().validate(WebPageReconciler, AdmissionRequest.update(page(), empty)).allowed
+
+
+def test_a_page_that_does_not_decode_is_refused_and_deletes_are_not_validated():
+    odd = page()
+    del odd["spec"]["html"]
+    verdict = FakeHost().validate(WebPageReconciler, AdmissionRequest.create(odd))
+    assert not verdict.allowed and "html" in verdict.message
+    with pytest.raises(LookupError, match="declares no validating webhook for delete"):
+        FakeHost().validate(WebPageReconciler, AdmissionRequest.delete(page()))

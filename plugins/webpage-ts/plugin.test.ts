@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
+import { AdmissionRequest } from "@wasmop/guest";
 import { FakeHost } from "@wasmop/guest/testing";
 
 import webpage from "./plugin.ts";
@@ -79,4 +80,18 @@ test("cleanup records an event and releases the finalizer", () => {
   assert.equal(cleanup.keepFinalizer, false);
   assert.equal(cleanup.events[0]?.reason, "CleanedUp");
   assert.equal(new FakeHost().describe(webpage).cleanup, true);
+});
+
+test("an empty html is refused at its field", () => {
+  const empty = page(1);
+  empty.spec.html = "";
+  const verdict = new FakeHost().validate(webpage, AdmissionRequest.create(empty));
+  assert.deepEqual([verdict.allowed, verdict.message, verdict.field], [false, "html must not be empty", "spec.html"]);
+  assert.equal(new FakeHost().validate(webpage, AdmissionRequest.update(page(1), empty)).allowed, true);
+});
+
+test("a page that does not decode is refused, and deletes are not validated", () => {
+  const odd = { ...page(1), spec: {} };
+  assert.equal(new FakeHost().validate(webpage, AdmissionRequest.create(odd)).allowed, false);
+  assert.throws(() => new FakeHost().validate(webpage, AdmissionRequest.delete(page(1))), /no validating webhook for Delete/);
 });

@@ -2,7 +2,7 @@
 // ConfigMap holding its HTML, an nginx Deployment serving it, a Service, and an Ingress while
 // `spec.exposed` is true. The host applies them, owned by the page, and tells the plugin where
 // they stand; the status names the ConfigMap and says whether the page is Ready (its dependents
-// are applied) and Available (nginx runs).
+// are applied) and Available (nginx runs). Its validating webhook refuses an empty `spec.html`.
 import {
   Check,
   Cleanup,
@@ -13,6 +13,8 @@ import {
   Kind,
   Outcome,
   ReconcileError,
+  Verdict,
+  Webhook,
   conditions,
   requireFields,
   type Reconciler,
@@ -58,7 +60,8 @@ export default {
       .dependent(new Dependent("service", service).dependsOn("configmap"))
       .dependent(
         new Dependent("ingress", ingress).dependsOn("service").reconcileWhen(Check.fieldEquals("spec.exposed", true)),
-      ),
+      )
+      .webhook(Webhook.validating()),
 
   decode: requireFields({ "spec.html": "string" }),
 
@@ -122,6 +125,15 @@ export default {
       }),
     ];
   },
+
+  // ANCHOR: webhook
+  validate(request) {
+    if (request.object !== undefined && request.object.spec.html === "") {
+      return Verdict.deny("html must not be empty").at("spec.html");
+    }
+    return Verdict.allow();
+  },
+  // ANCHOR_END: webhook
 
   reconcile(page, ctx) {
     const name = page.metadata.name ?? "";

@@ -36,7 +36,7 @@ for app in "${apps[@]}"; do
   start=$SECONDS
   # The plugin's directory first, then the environment's site-packages (VIRTUAL_ENV), which hold
   # the SDK; the WIT world is the repository's.
-  VIRTUAL_ENV="$WASMOP_PYTHON_VENV" "$WASMOP_COMPONENTIZE" -d wit -w plugin \
+  VIRTUAL_ENV="$WASMOP_PYTHON_VENV" "$WASMOP_COMPONENTIZE" -d wit -w operator \
     componentize app -p "$dir" -o "$dst.tmp" >/dev/null
   if [[ -n "$wasm_tools" ]]; then
     "$wasm_tools" validate "$dst.tmp"

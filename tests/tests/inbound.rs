@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasmop::host::Host;
 use wasmop::inbound::Endpoint;
-use wasmop::inbound::tls::TlsFiles;
+use wasmop::listener::tls::TlsFiles;
 use wasmop::metrics::Metrics;
 use wasmop::settings::{HostConfig, Settings};
 use wasmop_tests::{

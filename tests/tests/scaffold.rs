@@ -182,7 +182,7 @@ async fn a_scaffolded_python_plugin_passes_its_tests_builds_and_reconciles_its_e
         &plugin_dir,
         r#"source "$ROOT/tests/testbed/python-toolchain.sh" && python_toolchain_ensure
            "$WASMOP_PY" -m pytest -q -p no:cacheprovider
-           VIRTUAL_ENV="$WASMOP_PYTHON_VENV" "$WASMOP_COMPONENTIZE" -d "$ROOT/wit" -w plugin componentize app -p . -o hello-py.wasm"#,
+           VIRTUAL_ENV="$WASMOP_PYTHON_VENV" "$WASMOP_COMPONENTIZE" -d "$ROOT/wit" -w operator componentize app -p . -o hello-py.wasm"#,
     )?;
     let readme = std::fs::read_to_string(plugin_dir.join("README.md"))?;
     assert!(readme.contains("componentize app -p . -o hello-py.wasm"), "the README builds what this test builds");

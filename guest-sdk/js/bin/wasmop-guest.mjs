@@ -5,7 +5,8 @@
 //   wasmop-guest sdk                      build this package: dist/ (tsc) and dist/wit/plugin.wit
 //   wasmop-guest check [dir]              tsc --noEmit -p dir
 //   wasmop-guest test [dir]               bundle every *.test.ts under dir with esbuild, run node --test
-//   wasmop-guest build [dir] --out FILE   bundle dir/plugin.ts into a wasmop:plugin component
+//   wasmop-guest build [dir] --out FILE   bundle dir/plugin.ts into a wasmop:plugin component of
+//                                         the operator world (reconciler and admission)
 //
 // dir defaults to the current directory. A plugin directory holds plugin.ts, whose default export
 // is the Reconciler, and resolves @wasmop/guest from its node_modules.
@@ -19,7 +20,7 @@ import { fileURLToPath } from "node:url";
 const SDK = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(join(SDK, "package.json"));
 const WIT = join(SDK, "dist", "wit");
-const HOST_IMPORT = "wasmop:plugin/host@0.7.0";
+const HOST_IMPORT = "wasmop:plugin/host@0.8.0";
 // No wasi:http: the host links it only for plugins granted HTTP, and refuses others that import it.
 const DISABLED_FEATURES = ["http", "fetch-event"];
 
@@ -91,9 +92,10 @@ async function buildPlugin(dir, out) {
       stdin: {
         contents: [
           `import * as host from "${HOST_IMPORT}";`,
-          `import { exportReconciler } from "@wasmop/guest/component";`,
+          `import { exportAdmission, exportReconciler } from "@wasmop/guest/component";`,
           `import plugin from "./plugin.ts";`,
           `export const reconciler = exportReconciler(plugin, host);`,
+          `export const admission = exportAdmission(plugin, host);`,
         ].join("\n"),
         resolveDir: dir,
         sourcefile: "entry.ts",
@@ -110,7 +112,7 @@ async function buildPlugin(dir, out) {
     const { component } = await componentize({
       sourcePath: bundle,
       witPath: WIT,
-      worldName: "plugin",
+      worldName: "operator",
       disableFeatures: DISABLED_FEATURES,
     });
     // Write then rename, so a host watching the output never reads a half-written component.

@@ -1,9 +1,9 @@
 /**
  * The component glue: turns a {@link Reconciler} into the object componentize-js exports as
- * `wasmop:plugin/reconciler@0.7.0`, calling the host through the `wasmop:plugin/host@0.7.0`
+ * `wasmop:plugin/reconciler@0.8.0`, calling the host through the `wasmop:plugin/host@0.8.0`
  * imports it is given. A plugin's build generates the entry module that imports the host and
- * calls {@link exportReconciler}; nothing else in the SDK knows about the component, so plugins
- * and their tests run in plain Node.
+ * calls {@link exportReconciler} and {@link exportAdmission}; nothing else in the SDK knows about
+ * the component, so plugins and their tests run in plain Node.
  *
  * Conventions of componentize-js this follows: an export returning `result` returns the `ok`
  * value and throws the `err` value (an `Error` thrown instead would trap); the host's imports
@@ -18,6 +18,7 @@ import { External, Tracked } from "./external.js";
 import type { Kind } from "./kind.js";
 import { Outcome } from "./outcome.js";
 import type { Reconciler } from "./reconciler.js";
+import { Verdict, type AdmissionRequest } from "./webhook.js";
 import {
   cleanupToWit,
   configToWit,
@@ -30,8 +31,11 @@ import {
   kindToWit,
   outcomeToWit,
   parseOr,
+  admissionRequestFromWit,
   primaryRefToWit,
   secondaryRefToWit,
+  verdictToWit,
+  type WitAdmissionRequest,
   type WitCleanupOutcome,
   type WitDesiredObject,
   type WitEventKind,
@@ -44,9 +48,10 @@ import {
   type WitReconcileError,
   type WitReconcileRequest,
   type WitSecondaryRef,
+  type WitVerdict,
 } from "./wire.js";
 
-/** The `wasmop:plugin/host@0.7.0` imports, as componentize-js provides them. */
+/** The `wasmop:plugin/host@0.8.0` imports, as componentize-js provides them. */
 export interface HostImports {
   log(level: WitLogLevel, message: string, fields: [string, string][]): void;
   get(kind: WitKindRef, namespace: string | undefined, name: string): string | undefined;
@@ -54,7 +59,7 @@ export interface HostImports {
   secondaries(kind: WitKindRef): string[];
 }
 
-/** The `wasmop:plugin/reconciler@0.7.0` export, as componentize-js expects it. */
+/** The `wasmop:plugin/reconciler@0.8.0` export, as componentize-js expects it. */
 export interface ReconcilerExport {
   describe(): WitPluginConfig;
   desired(request: WitReconcileRequest): WitDesiredObject[];
@@ -73,8 +78,15 @@ export interface ReconcilerExport {
   filter(name: string, event: WitEventKind, object: string, old: string | undefined): boolean;
 }
 
+/** The `wasmop:plugin/admission@0.8.0` export, as componentize-js expects it. */
+export interface AdmissionExport {
+  validate(request: WitAdmissionRequest): WitVerdict;
+  default(request: WitAdmissionRequest): string;
+  convert(objects: string[], desiredApiVersion: string): string[];
+}
+
 /** The SDK's {@link Host} over the component's imports. */
-function hostOver(imports: HostImports): Host {
+export function hostOver(imports: HostImports): Host {
   return {
     log: (level, message, fields) => imports.log(level, message, fields),
     get: (kind: Kind, namespace, name) => imports.get(kindToWit(kind), namespace, name),
@@ -127,7 +139,60 @@ function isObject(value: unknown): value is Record<string, unknown> {
 export function describe<P>(reconciler: Reconciler<P>): WitPluginConfig {
   const config = reconciler.config();
   if (!(config instanceof Config)) throw new TypeError("config() must return a Config");
+  const types = config.webhooks.map((w) => w.webhookType);
+  const twice = types.find((type, i) => types.indexOf(type) !== i);
+  if (twice !== undefined) throw new TypeError(`plugin ${config.name} declares two ${twice} webhooks: one per type`);
+  if (types.includes("Validating") && typeof reconciler.validate !== "function") {
+    throw new TypeError(`plugin ${config.name} declares a validating webhook but does not implement validate`);
+  }
+  const other = types.find((type) => type !== "Validating");
+  if (other !== undefined) {
+    throw new TypeError(`plugin ${config.name} declares a ${other} webhook, which the TypeScript SDK does not serve: it serves validating webhooks`);
+  }
   return configToWit(config, typeof reconciler.cleanup === "function");
+}
+
+/**
+ * The `wasmop:plugin/admission` export of `reconciler`, calling the host through `imports`:
+ * `validate` calls the reconciler's; `default` and `convert` refuse, as the host never calls
+ * them for a plugin of this SDK (it declares no such webhook).
+ */
+export function exportAdmission<P>(reconciler: Reconciler<P>, imports: HostImports): AdmissionExport {
+  const outside = new Context(hostOver(imports), OUTSIDE);
+  const name = () => reconciler.config().name;
+  return {
+    validate: (request) => verdictToWit(validate(reconciler, admissionRequestFromWit(request), outside)),
+    default: () => {
+      throw `plugin ${name()} does not implement default`;
+    },
+    convert: () => {
+      throw `plugin ${name()} does not implement convert`;
+    },
+  };
+}
+
+/**
+ * Runs `reconciler.validate` on `request` (its objects JSON text): decoded with `decode` for the
+ * primary's kind (one that does not decode is denied), parsed for other kinds.
+ */
+export function validate<P>(reconciler: Reconciler<P>, request: AdmissionRequest<string>, ctx: Context): Verdict {
+  if (reconciler.validate === undefined) return Verdict.deny(`plugin ${reconciler.config().name} does not implement validate`);
+  const primary = reconciler.config().primary;
+  const isPrimary = request.kind.group === primary.group && request.kind.kind === primary.kind;
+  let objects: [P | undefined, P | undefined];
+  try {
+    const parse = (text: string | undefined): P | undefined => {
+      if (text === undefined) return undefined;
+      const object = parseObject(text, "the object");
+      return isPrimary && reconciler.decode !== undefined ? reconciler.decode(object) : (object as P);
+    };
+    objects = [parse(request.object), parse(request.oldObject)];
+  } catch (error) {
+    return Verdict.deny(messageOf(error));
+  }
+  const verdict = reconciler.validate({ ...request, object: objects[0], oldObject: objects[1] }, ctx);
+  if (!(verdict instanceof Verdict)) throw new TypeError("validate must return a Verdict");
+  return verdict;
 }
 
 /**
@@ -136,10 +201,11 @@ export function describe<P>(reconciler: Reconciler<P>): WitPluginConfig {
  * @example
  * ```ts
  * // The entry module a plugin's build generates:
- * import * as host from "wasmop:plugin/host@0.7.0";
- * import { exportReconciler } from "@wasmop/guest/component";
+ * import * as host from "wasmop:plugin/host@0.8.0";
+ * import { exportAdmission, exportReconciler } from "@wasmop/guest/component";
  * import plugin from "./plugin.ts";
  * export const reconciler = exportReconciler(plugin, host);
+ * export const admission = exportAdmission(plugin, host);
  * ```
  */
 export function exportReconciler<P>(reconciler: Reconciler<P>, imports: HostImports): ReconcilerExport {

@@ -8,6 +8,7 @@ import type { ExternalDependent, Polling } from "./external.js";
 import type { HttpGrant, Inbound } from "./grant.js";
 import type { Kind } from "./kind.js";
 import type { Predicate } from "./predicate.js";
+import type { Webhook } from "./webhook.js";
 
 /** The annotation naming a secondary's primary, read by the annotations mapper. */
 export const PRIMARY_NAME_ANNOTATION = "wasmop.dev/primary-name";
@@ -246,6 +247,8 @@ export class Config {
   readonly externalDependents: ExternalDependent[] = [];
   /** How a sharded host splits the primaries; absent: the host's default (`Uid`). */
   shardingValue: Sharding | undefined = undefined;
+  /** The admission webhooks the plugin serves; none by default. */
+  readonly webhooks: Webhook[] = [];
 
   constructor(
     /** Unique plugin name: logs, metrics, the field manager and the derived finalizer. */
@@ -392,6 +395,15 @@ export class Config {
   /** Declares an external dependent. */
   externalDependent(dependent: ExternalDependent): this {
     this.externalDependents.push(dependent);
+    return this;
+  }
+
+  /**
+   * Serves `webhook` through the host: the API server calls the host, and the host calls the
+   * plugin's `validate` for a {@link Webhook.validating}. At most one of each type.
+   */
+  webhook(webhook: Webhook): this {
+    this.webhooks.push(webhook);
     return this;
   }
 }

@@ -1,6 +1,6 @@
 /**
  * The wasmop guest SDK for TypeScript: write a Kubernetes reconciler that the wasmop host runs as
- * a WebAssembly component (`wasmop:plugin@0.7.0`). The same concepts and names as the Rust SDK
+ * a WebAssembly component (`wasmop:plugin@0.8.0`). The same concepts and names as the Rust SDK
  * (`wasmop-guest`), in TypeScript's spelling.
  *
  * A plugin's `plugin.ts` default-exports a {@link Reconciler}; `wasmop-guest build` bundles it
@@ -35,3 +35,4 @@ export { Predicate, type EventKind, type PredicateTerm } from "./predicate.js";
 export type { PrimaryState, Reconciler } from "./reconciler.js";
 export { PrimaryRef, SecondaryRef } from "./refs.js";
 export type { KubeObject, ObjectMeta, OwnerReference, Resource } from "./resource.js";
+export { AdmissionRequest, Verdict, Webhook, type FailurePolicy, type Operation, type WebhookType } from "./webhook.js";

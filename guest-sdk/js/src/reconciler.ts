@@ -11,6 +11,7 @@ import type { Outcome } from "./outcome.js";
 import type { EventKind } from "./predicate.js";
 import type { PrimaryRef, SecondaryRef } from "./refs.js";
 import type { KubeObject, Resource } from "./resource.js";
+import type { AdmissionRequest, Verdict } from "./webhook.js";
 
 /** The external state of one primary, from `fetchAll`. */
 export interface PrimaryState {
@@ -91,4 +92,12 @@ export interface Reconciler<P = Resource> {
 
   /** The plugin predicate `name` on a watch event (`old`: the previous version of an update). */
   filter?(name: string, event: EventKind, object: KubeObject, old: KubeObject | undefined): boolean;
+
+  /**
+   * A validating webhook ({@link Webhook.validating}): admits or denies a request about the
+   * primary (its objects as `decode` gives them) or another kind the webhook declares (plain
+   * JSON). A primary that does not decode is denied without a call; a throw fails the call, and
+   * the webhook's failure policy decides.
+   */
+  validate?(request: AdmissionRequest<P>, ctx: Context): Verdict;
 }

@@ -11,14 +11,15 @@
  * ```
  * @module
  */
-import type { Level } from "./context.js";
-import { describe, exportReconciler, type HostImports, type ReconcilerExport } from "./component.js";
+import { Context, OUTSIDE, type Level } from "./context.js";
+import { describe, exportReconciler, hostOver, validate, type HostImports, type ReconcilerExport } from "./component.js";
 import type { Phase } from "./dependent.js";
 import { ReconcileError } from "./errors.js";
 import type { External } from "./external.js";
 import type { Kind } from "./kind.js";
 import type { Readiness } from "./outcome.js";
 import type { Reconciler } from "./reconciler.js";
+import type { AdmissionRequest, Verdict } from "./webhook.js";
 import {
   errorFromWit,
   externalToWit,
@@ -348,6 +349,28 @@ export class FakeHost {
       rescheduleAfterMs: ms === undefined ? undefined : Number(ms),
       events: cleanup.events.map(eventFromWit),
     };
+  }
+
+  /**
+   * Runs `reconciler.validate` for `request` (its objects JSON-encoded as the API server sends
+   * them), as the host does for the plugin's validating webhook; throws when the plugin declares
+   * no validating webhook for the request's kind and operation (the API server would not call it).
+   */
+  validate<P>(reconciler: Reconciler<P>, request: AdmissionRequest<unknown>): Verdict {
+    const config = reconciler.config();
+    describe(reconciler);
+    const served = config.webhooks.some(
+      (w) => w.webhookType === "Validating" && w.serves(config.primary, request.kind, request.operation),
+    );
+    if (!served) {
+      throw new Error(
+        `plugin ${config.name} declares no validating webhook for ${request.operation} of ${request.kind}: the API server would not call it`,
+      );
+    }
+    const text = (object: unknown) => (object === undefined ? undefined : JSON.stringify(object));
+    const sent = { ...request, object: text(request.object), oldObject: text(request.oldObject) };
+    const ctx = new Context(hostOver(this.imports(caches(describe(reconciler)))), OUTSIDE);
+    return validate(reconciler, sent, ctx);
   }
 
   /**

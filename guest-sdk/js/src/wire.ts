@@ -1,5 +1,5 @@
 /**
- * The WIT types of `wasmop:plugin@0.7.0` as componentize-js hands them to JavaScript (records
+ * The WIT types of `wasmop:plugin@0.8.0` as componentize-js hands them to JavaScript (records
  * with camelCase fields, `option` as `undefined`, `u64` as `bigint`, variants as
  * `{ tag, val }`, enums as kebab-case strings), and the conversions between them and the SDK's
  * types. Pure data: nothing here touches the host.
@@ -12,11 +12,12 @@ import { DependentState, type Cleanup, type Dependent, type Desired, type Phase 
 import { ReconcileError, type ErrorKind } from "./errors.js";
 import { External, type ExternalDependent, type Polling } from "./external.js";
 import type { HttpGrant, Inbound, Origin, SecretKey } from "./grant.js";
-import type { Kind } from "./kind.js";
+import { Kind } from "./kind.js";
 import type { Event, Outcome } from "./outcome.js";
 import type { EventKind, Predicate } from "./predicate.js";
 import type { PrimaryRef, SecondaryRef } from "./refs.js";
 import type { KubeObject } from "./resource.js";
+import type { AdmissionRequest, Operation, Verdict, Webhook } from "./webhook.js";
 
 export interface WitKindRef {
   group: string;
@@ -109,6 +110,15 @@ export interface WitPluginConfig {
   inbound: { token: WitSecretKey; caching: boolean } | undefined;
   externalDependents: WitExternalDependent[];
   sharding: "uid" | "namespace" | "none" | undefined;
+  webhooks: WitWebhook[];
+}
+export type WitOperation = "create" | "update" | "delete" | "connect";
+export interface WitWebhook {
+  webhookType: "validating" | "mutating" | "conversion";
+  kinds: WitKindRef[];
+  operations: WitOperation[];
+  failurePolicy: "fail" | "ignore";
+  timeoutMs: number | undefined;
 }
 export interface WitEvent {
   eventType: "normal" | "warning";
@@ -336,7 +346,56 @@ export function configToWit(config: Config, cleanup: boolean): WitPluginConfig {
     inbound: inboundToWit(config.inboundValue),
     externalDependents: config.externalDependents.map(externalDependentToWit),
     sharding: shardingToWit(config.shardingValue),
+    webhooks: config.webhooks.map(webhookToWit),
   };
+}
+
+const OPERATIONS = { Create: "create", Update: "update", Delete: "delete", Connect: "connect" } as const;
+
+function webhookToWit(webhook: Webhook): WitWebhook {
+  return {
+    webhookType: ({ Validating: "validating", Mutating: "mutating", Conversion: "conversion" } as const)[webhook.webhookType],
+    kinds: webhook.kindList.map(kindToWit),
+    operations: webhook.operationList.map((operation) => OPERATIONS[operation]),
+    failurePolicy: webhook.failurePolicyValue === "Fail" ? "fail" : "ignore",
+    timeoutMs: webhook.timeoutMs,
+  };
+}
+
+/** An `admission-request` with its objects as JSON text. */
+export interface WitAdmissionRequest {
+  uid: string;
+  kind: WitKindRef;
+  operation: WitOperation;
+  namespace: string | undefined;
+  name: string;
+  object: string | undefined;
+  oldObject: string | undefined;
+  username: string;
+  groups: string[];
+  dryRun: boolean;
+}
+
+/** A `verdict`. */
+export interface WitVerdict {
+  allowed: boolean;
+  message: string | undefined;
+  field: string | undefined;
+  warnings: string[];
+}
+
+/** An `admission-request` as the SDK's request, its objects still JSON text. */
+export function admissionRequestFromWit(request: WitAdmissionRequest): AdmissionRequest<string> {
+  const k = request.kind;
+  const kind = k.namespaced ? Kind.namespaced(k.group, k.version, k.kind) : Kind.cluster(k.group, k.version, k.kind);
+  if (k.plural !== undefined) kind.plural(k.plural);
+  const operation = (Object.keys(OPERATIONS) as Operation[]).find((o) => OPERATIONS[o] === request.operation) ?? "Create";
+  return { ...request, kind, operation, groups: [...request.groups] };
+}
+
+/** A {@link Verdict} as a `verdict`. */
+export function verdictToWit(verdict: Verdict): WitVerdict {
+  return { allowed: verdict.allowed, message: verdict.message, field: verdict.field, warnings: [...verdict.warnings] };
 }
 
 function shardingToWit(sharding: Sharding | undefined): WitPluginConfig["sharding"] {

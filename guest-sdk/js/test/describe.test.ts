@@ -15,9 +15,12 @@ import {
   Polling,
   Predicate,
   SecretKey,
+  Verdict,
   Watch,
+  Webhook,
   type Reconciler,
 } from "../src/index.js";
+import { exportAdmission } from "../src/component.js";
 import { FakeHost } from "../src/testing.js";
 
 const thing = Kind.namespaced("example.com", "v1", "Thing");
@@ -52,6 +55,7 @@ test("describe with the defaults", () => {
     inbound: undefined,
     externalDependents: [],
     sharding: undefined,
+    webhooks: [],
   });
 });
 
@@ -284,4 +288,44 @@ test("every sharding reaches describe in the WIT's spelling", () => {
     (sharding) => new FakeHost().describe(plugin(() => new Config("s", thing).sharding(sharding))).sharding,
   );
   assert.deepEqual(described, ["uid", "namespace", "none"]);
+});
+
+test("a validating webhook reaches describe, and the admission export calls validate", () => {
+  const configMap = Kind.namespaced("", "v1", "ConfigMap");
+  const gatekeeper = plugin(
+    () =>
+      new Config("gatekeeper", thing).webhook(
+        Webhook.validating().kinds(configMap).operations("Delete").failurePolicy("Ignore").timeout(3000),
+      ),
+    { validate: (request) => Verdict.deny(`no ${request.operation}`).at("metadata.name") },
+  );
+  assert.deepEqual(new FakeHost().describe(gatekeeper).webhooks, [
+    {
+      webhookType: "validating",
+      kinds: [{ group: "", version: "v1", kind: "ConfigMap", plural: undefined, namespaced: true }],
+      operations: ["delete"],
+      failurePolicy: "ignore",
+      timeoutMs: 3000,
+    },
+  ]);
+  const host = { log: () => {}, get: () => undefined, list: () => [], secondaries: () => [] };
+  const cm = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", namespace: "ns" } };
+  const verdict = exportAdmission(gatekeeper, host).validate({
+    uid: "u",
+    kind: { group: "", version: "v1", kind: "ConfigMap", plural: undefined, namespaced: true },
+    operation: "delete",
+    namespace: "ns",
+    name: "c",
+    object: undefined,
+    oldObject: JSON.stringify(cm),
+    username: "alice",
+    groups: [],
+    dryRun: false,
+  });
+  assert.deepEqual(verdict, { allowed: false, message: "no Delete", field: "metadata.name", warnings: [] });
+});
+
+test("a webhook without its handler is refused at describe", () => {
+  const hookless = plugin(() => new Config("hookless", thing).webhook(Webhook.validating()));
+  assert.throws(() => new FakeHost().describe(hookless), /declares a validating webhook but does not implement validate/);
 });

@@ -20,7 +20,7 @@ def component(tmp_path_factory):
     if not os.path.exists(tool) or not WIT.is_dir():
         pytest.skip("needs componentize-py and the repository's wit/")
     out = tmp_path_factory.mktemp("bindings")
-    subprocess.run([tool, "-d", str(WIT), "-w", "plugin", "bindings", str(out)], check=True, capture_output=True)
+    subprocess.run([tool, "-d", str(WIT), "-w", "operator", "bindings", str(out)], check=True, capture_output=True)
     sys.path.insert(0, str(out))
     try:
         yield importlib.import_module("wasmop.component")

@@ -3,9 +3,11 @@
 import dataclasses
 import json
 
-from wasmop import (Check, Cleanup, Config, Dependent, Error, Event, ExternalDependent, Filters, HttpGrant,
-                    Inbound, Kind, Origin, Outcome, Polling, Predicate, RateLimit, Retry, SecretKey, Sharding, Tracking,
-                    Watch)
+import pytest
+
+from wasmop import (Check, Cleanup, Config, Dependent, Error, Event, ExternalDependent, FailurePolicy, Filters,
+                    HttpGrant, Inbound, Kind, Operation, Origin, Outcome, Polling, Predicate, RateLimit, Retry,
+                    SecretKey, Sharding, Tracking, Verdict, Watch, Webhook)
 from wasmop.plugin import Plugin
 
 CONFIG_MAP = Kind.namespaced("", "v1", "ConfigMap").plural("configmaps")
@@ -34,6 +36,7 @@ class Everything:
         .external_dependent(ExternalDependent("records").depends_on("cm").ready_when(Check.plugin("r"))
                             .reconcile_when(Check.fields_equal("a", "b")).tracked_in(Tracking.SECRET))
         .sharding(Sharding.NONE)
+        .webhook(Webhook.validating())
     )
 
     def reconcile(self, primary, ctx):
@@ -41,6 +44,9 @@ class Everything:
 
     def cleanup(self, primary, ctx):
         return Cleanup.done()
+
+    def validate(self, request, ctx):
+        return Verdict.allow()
 
 
 def test_every_field_of_plugin_config_is_set(component):
@@ -91,6 +97,7 @@ def test_defaults_match_the_rust_sdk(component):
     assert described.finalizer == component.wit.Finalizer_Derived()
     assert described.watches == [] and described.projection is None and described.retry is None
     assert described.sharding is None, "the host's default"
+    assert described.webhooks == [], "no webhooks"
     by_namespace = Config("ns", Kind.namespaced("", "v1", "ConfigMap")).sharding(Sharding.NAMESPACE)
     assert component.plugin_config(by_namespace, False).sharding == component.wit.Sharding.NAMESPACE
     core = component.plugin_config(Config("core", Kind.namespaced("", "v1", "ConfigMap")), False)
@@ -110,3 +117,41 @@ def test_outcomes_errors_and_cleanups_cross_into_the_records(component):
     assert component.from_reconcile_error(wit.ReconcileError_Transient("t")) == Error.transient("t")
     cleanup = component.cleanup_outcome(Cleanup.done().keep_finalizer().reschedule_after(30))
     assert cleanup == wit.CleanupOutcome(True, 30_000, [])
+
+
+class Gatekeeper:
+    config = Config("gatekeeper", Kind.namespaced("example.com", "v1", "Gate")).webhook(
+        Webhook.validating().kinds(CONFIG_MAP).operations(Operation.DELETE).failure_policy(FailurePolicy.IGNORE)
+        .timeout(3))
+
+    def reconcile(self, primary, ctx):
+        return Outcome.done()
+
+    def validate(self, request, ctx):
+        return Verdict.deny(f"no {request.operation.value}").at("metadata.name")
+
+
+def test_a_validating_webhook_reaches_describe_and_validate_its_verdict(component):
+    [webhook] = component.plugin_config(Gatekeeper.config, False).webhooks
+    wit = component.wit
+    assert (webhook.webhook_type, webhook.operations, webhook.failure_policy) == (
+        wit.WebhookType.VALIDATING, [wit.Operation.DELETE], wit.FailurePolicy.IGNORE)
+    assert (webhook.kinds[0].kind, webhook.timeout_ms) == ("ConfigMap", 3000)
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}}
+    request = wit.AdmissionRequest("u", component.kind_ref(CONFIG_MAP), wit.Operation.DELETE, "ns", "c", None,
+                                   json.dumps(cm), "alice", [], False)
+    admission = component.admission_request(request)
+    assert (admission.kind.kind, admission.operation) == ("ConfigMap", Operation.DELETE)
+    verdict = Plugin(Gatekeeper).validate(admission, None)
+    assert component.verdict(verdict) == wit.Verdict(False, "no delete", "metadata.name", [])
+
+
+def test_a_webhook_without_its_handler_is_refused():
+    class Hookless:
+        config = Config("hookless", Kind.namespaced("example.com", "v1", "Gate")).webhook(Webhook.validating())
+
+        def reconcile(self, primary, ctx):
+            return Outcome.done()
+
+    with pytest.raises(TypeError, match="declares a validating webhook but does not implement validate"):
+        Plugin(Hookless)

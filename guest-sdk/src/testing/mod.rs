@@ -9,8 +9,10 @@
 //! [`FakeHost::reconciles_on_watched`] say which watch events would reconcile, by the plugin's
 //! filters and predicates (calling [`Reconciler::filter`] for its plugin terms).
 //! [`FakeHost::from_record`] loads a record `wasmop run --record` wrote, and [`FakeHost::replay`]
-//! runs its reconcile again, comparing the outcome with the recorded one. Nothing here calls the
-//! host imports, so it works under a plain `cargo test`.
+//! runs its reconcile again, comparing the outcome with the recorded one.
+//! [`FakeHost::validate`], [`FakeHost::default_object`] and [`FakeHost::convert`] call the
+//! plugin's webhooks for the requests the API server would send it, by the host's rules. Nothing
+//! here calls the host imports, so it works under a plain `cargo test`.
 //!
 //! ```
 //! use wasmop_guest::serde_json::{json, Value};
@@ -41,6 +43,7 @@
 //! assert_eq!(run.logs()[0].message, "2 keys");
 //! ```
 
+mod admission;
 mod events;
 mod host;
 mod record;

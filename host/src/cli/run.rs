@@ -10,9 +10,9 @@ use tokio_util::sync::CancellationToken;
 use wasmop::fence::Fence;
 use wasmop::host::{Host, HostSettings};
 use wasmop::inbound::Endpoint;
-use wasmop::inbound::tls::TlsFiles;
 use wasmop::informer::{ClusterSpec, Clusters};
 use wasmop::leader::{self, LeaseSettings};
+use wasmop::listener::tls::TlsFiles;
 use wasmop::loader::Sources;
 use wasmop::loader::fetch::FetchPolicy;
 use wasmop::loader::oci::Registries;
@@ -20,6 +20,8 @@ use wasmop::metrics::Metrics;
 use wasmop::settings::{Defaults, HostConfig};
 use wasmop::shards::{self, MembershipSettings};
 use wasmop::shutdown::Shutdown;
+use wasmop::webhook::certificate::{Certificates, Source, files::Files, managed::Managed};
+use wasmop::webhook::configurations::{Endpoint as WebhookEndpoint, Target};
 
 use super::runtime::RuntimeArgs;
 
@@ -159,6 +161,33 @@ pub struct RunArgs {
     /// --events-addr in a pod, else the address --events-addr is bound to.
     #[arg(long, value_name = "HOST:PORT", env = "WASMOP_EVENTS_ADVERTISE_ADDR", requires = "events_addr")]
     events_advertise_addr: Option<String>,
+    /// Serve the plugins' admission and conversion webhooks over HTTPS on this address, e.g.
+    /// 0.0.0.0:9443; off by default. Every replica serves them, leader or not.
+    #[arg(long, env = "WASMOP_WEBHOOK_ADDR")]
+    webhook_addr: Option<std::net::SocketAddr>,
+    /// The webhook endpoint's certificate chain (PEM), read again when it changes; with
+    /// --webhook-key. Default: a CA and certificate the host makes and keeps in --webhook-secret.
+    #[arg(long, value_name = "FILE", requires_all = ["webhook_addr", "webhook_key"])]
+    webhook_cert: Option<PathBuf>,
+    /// The private key (PEM) of --webhook-cert.
+    #[arg(long, value_name = "FILE", requires_all = ["webhook_addr", "webhook_cert"])]
+    webhook_key: Option<PathBuf>,
+    /// The CA bundle (PEM) the webhook configurations tell the API server to trust, with
+    /// --webhook-cert. Default: the certificate chain.
+    #[arg(long, value_name = "FILE", requires = "webhook_cert")]
+    webhook_ca: Option<PathBuf>,
+    /// The Secret, in the election namespace, holding the webhook certificates the host manages;
+    /// shared by every replica.
+    #[arg(long, value_name = "NAME", default_value = "wasmop-webhook-certs")]
+    webhook_secret: String,
+    /// Where the API server reaches the webhook endpoint, e.g. https://127.0.0.1:9443: the host
+    /// writes each plugin's webhook configurations with this URL.
+    #[arg(long, value_name = "URL", requires = "webhook_addr", conflicts_with = "webhook_service")]
+    webhook_url: Option<String>,
+    /// The Service through which the API server reaches the webhook endpoint: the host writes
+    /// each plugin's webhook configurations with it.
+    #[arg(long, value_name = "NAMESPACE/NAME[:PORT]", requires = "webhook_addr")]
+    webhook_service: Option<WebhookEndpoint>,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -176,9 +205,36 @@ impl RunArgs {
         Some(TlsFiles { cert, key })
     }
 
+    /// The webhook endpoint to serve, when `--webhook-addr` is given.
+    fn webhooks(&self) -> anyhow::Result<Option<Webhooks>> {
+        let Some(address) = self.webhook_addr else { return Ok(None) };
+        let endpoint = match (&self.webhook_url, &self.webhook_service) {
+            (Some(url), _) => Some(WebhookEndpoint::Url(url.clone())),
+            (None, service) => service.clone(),
+        };
+        let source = match (&self.webhook_cert, &self.webhook_key) {
+            (Some(cert), Some(key)) => {
+                Source::Files(Files { cert: cert.clone(), key: key.clone(), ca: self.webhook_ca.clone() })
+            }
+            _ => {
+                let endpoint = endpoint.as_ref().context(
+                    "the webhook certificates the host makes need --webhook-url or --webhook-service, for the \
+                     names they are for; or give --webhook-cert and --webhook-key",
+                )?;
+                Source::Managed(Managed {
+                    namespace: self.leader_election_namespace.clone(),
+                    name: self.webhook_secret.clone(),
+                    names: endpoint.names(),
+                })
+            }
+        };
+        let target = endpoint.map(|endpoint| Target { endpoint, namespace: self.namespace.clone() });
+        Ok(Some(Webhooks { address, source, target }))
+    }
+
     /// How the inbound events listener bounds its clients.
-    fn events_limits(&self) -> wasmop::inbound::Limits {
-        wasmop::inbound::Limits {
+    fn events_limits(&self) -> wasmop::listener::Limits {
+        wasmop::listener::Limits {
             header_timeout: self.events_header_timeout,
             body_timeout: self.events_body_timeout,
             max_connections: self.events_max_connections,
@@ -203,6 +259,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         wasmop::host::load_all(&runtime, &files, &config)?;
     }
     let (events, advertised) = events_endpoint(&args).await?;
+    let webhooks = args.webhooks()?;
     let kube_config = kube::Config::infer().await.context("cannot find a Kubernetes configuration")?;
     // No granted host name leads a plugin to the API server the host writes to.
     runtime.refuse_addresses(api_server_addresses(&kube_config.cluster_url).await);
@@ -244,6 +301,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let host = Arc::new(Host::new(clusters, runtime, metrics, settings));
     if let Some(events) = events {
         serve_events(events, forwarder, host.clone(), shutdown.clone());
+    }
+    if let Some(webhooks) = webhooks {
+        webhooks.serve(host.clone(), shutdown.clone()).await?;
     }
     let sources = Sources {
         files: args.plugins,
@@ -376,6 +436,30 @@ fn serve_events(
             tracing::error!(%err, "cannot serve inbound events");
         }
     });
+}
+
+/// The webhook endpoint `wasmop run` serves.
+struct Webhooks {
+    address: std::net::SocketAddr,
+    source: Source,
+    /// Where the configurations the host writes point; `None`: it writes none.
+    target: Option<Target>,
+}
+
+impl Webhooks {
+    /// Has the certificates, listens, and serves the webhooks of `host`'s plugins (and writes
+    /// their configurations) until `stop`.
+    async fn serve(self, host: Arc<Host>, stop: CancellationToken) -> anyhow::Result<()> {
+        let client = host.clusters().local().client().clone();
+        let certificates = Certificates::start(self.source, &client, stop.clone()).await?;
+        let tls = certificates.serving.server_config().context("the webhook endpoint's TLS configuration")?;
+        let endpoint = wasmop::webhook::Endpoint::bind(self.address, tls).await?;
+        tokio::spawn(endpoint.serve(host.clone(), stop.clone()));
+        if let Some(target) = self.target {
+            tokio::spawn(wasmop::webhook::registration::run(host, client, target, certificates.bundle, stop));
+        }
+        Ok(())
+    }
 }
 
 /// Runs `loader` until it ends; once the process is stopping, the reconciles in flight get

@@ -40,7 +40,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 
-use super::tls::{TlsError, TlsFiles};
+use crate::listener::tls::{TlsError, TlsFiles};
 use crate::object::ObjectKey;
 use crate::peers::Peers;
 

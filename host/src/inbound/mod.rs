@@ -1,13 +1,14 @@
 //! Inbound events (JOSDK's SimpleInboundEventSource and CachingInboundEventSource,
 //! controller-runtime's `source.Channel`): `POST /plugins/<name>/events` on the host's events
 //! listener (`wasmop run --events-addr`, off by default; TLS with a certificate and key, see
-//! [`tls`]). The listener bounds its clients ([`Limits`], see [`server`]): the headers of a request
+//! [`crate::listener::tls`]). The listener bounds its clients ([`Limits`], see
+//! [`crate::listener::server`]): the headers of a request
 //! within 10 s, its body within 30 s (else 408), at most 1024 connections at once.
 //!
 //! A request goes through, in order: the plugin must run and declare `inbound` (404); the
 //! `Authorization: Bearer` token must be the one its `inbound.token` Secret key holds ([`auth`];
 //! 401, or 503 when the Secret cannot be read now); the
-//! body must be at most [`body::MAX_PAYLOAD`] (413), arrive in time (408) and be JSON (400). Only then does the plugin see
+//! body must be at most [`MAX_PAYLOAD`] (413), arrive in time (408) and be JSON (400). Only then does the plugin see
 //! it: its `map-inbound` names the primaries to reconcile (its error: 422), which are enqueued in
 //! its controller's scheduler through the plugin's
 //! [`Inlet`](crate::source::inbound::Inlet), with the payload kept for `reconcile` when the
@@ -24,11 +25,8 @@
 //! `ReconcilerPlugin` resources take events as soon as their controller runs.
 
 pub mod auth;
-pub mod body;
 pub mod forward;
 pub mod route;
-pub mod server;
-pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -43,13 +41,18 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::host::Host;
+use crate::listener::Limits;
+use crate::listener::body;
+use crate::listener::server;
+use crate::listener::tls::{TlsError, TlsFiles, TlsListener};
 use crate::runtime::CallError;
 use crate::secrets::SecretKey;
 use crate::source::inbound::{Inlet, NotRunning};
 use forward::{ForwardError, Forwarded, Forwarder, PartFailed};
 use route::{LeaderRoute, Unroutable};
-pub use server::Limits;
-use tls::{TlsError, TlsFiles, TlsListener};
+
+/// The largest payload taken: 1 MiB.
+pub const MAX_PAYLOAD: usize = 1024 * 1024;
 
 /// The path of a plugin's inbound events.
 pub const ROUTE: &str = "/plugins/{name}/events";
@@ -215,9 +218,8 @@ impl Rejection {
             Self::Unroutable(_) | Self::Forward(_) | Self::PartsFailed(_) | Self::Placement(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            Self::Body(body::BodyError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Body(body::BodyError::TimedOut { .. }) => StatusCode::REQUEST_TIMEOUT,
-            Self::Body(body::BodyError::Unreadable(_)) | Self::NotJson(_) => StatusCode::BAD_REQUEST,
+            Self::Body(err) => err.status(),
+            Self::NotJson(_) => StatusCode::BAD_REQUEST,
             Self::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -309,7 +311,7 @@ async fn accept(events: &Events, name: &str, headers: &HeaderMap, body: Body) ->
         }
     };
     let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
-    let bytes = body::read(body, declared, body::MAX_PAYLOAD).await?;
+    let bytes = body::read(body, declared, MAX_PAYLOAD).await?;
     let payload = std::str::from_utf8(&bytes).map_err(|e| Rejection::NotJson(e.to_string()))?;
     serde_json::from_str::<serde::de::IgnoredAny>(payload).map_err(|e| Rejection::NotJson(e.to_string()))?;
     let authorization = headers.get(axum::http::header::AUTHORIZATION);

@@ -1,12 +1,15 @@
 //! The host's Prometheus metrics, served on `/metrics` (`wasmop run --metrics-address`): the
-//! `wasmop_*` ones, and controller-runtime's names ([`controller_runtime`]).
+//! `wasmop_*` ones, and controller-runtime's names ([`controller_runtime`], and the webhooks'
+//! [`WebhookMetrics`]).
 
 pub mod controller_runtime;
 mod shadow;
 mod shards;
+mod webhooks;
 
 pub use shadow::ShadowMetrics;
 pub use shards::ShardMetrics;
+pub use webhooks::{InFlight, WebhookMetrics};
 
 use std::sync::Arc;
 
@@ -244,6 +247,7 @@ pub struct Metrics {
     caches: CacheFamilies,
     shards: ShardMetrics,
     shadow: ShadowMetrics,
+    webhooks: WebhookMetrics,
 }
 
 impl Metrics {
@@ -251,6 +255,7 @@ impl Metrics {
     pub fn new() -> Arc<Self> {
         let mut root = Registry::default();
         let controller_runtime = controller_runtime::ControllerRuntime::register(&mut root);
+        let webhooks = WebhookMetrics::register(&mut root);
         let leader = Family::<LeaseLabels, Gauge>::default();
         root.register(
             "leader_election_master_status",
@@ -360,6 +365,7 @@ impl Metrics {
             caches,
             shards,
             shadow,
+            webhooks,
             registry: root,
             controller_runtime,
             leader,
@@ -407,6 +413,11 @@ impl Metrics {
     /// The shadow runs' metrics.
     pub fn shadow(&self) -> &ShadowMetrics {
         &self.shadow
+    }
+
+    /// The webhook endpoint's metrics.
+    pub fn webhooks(&self) -> &WebhookMetrics {
+        &self.webhooks
     }
 
     /// The scheduler observer of plugin `name`'s controller: controller-runtime's reconcile and

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::bindings::Plugin;
+use super::bindings::Operator;
 use super::error::LoadError;
 use super::sandbox::Sandbox;
 use super::ticker::Ticker;
@@ -49,7 +49,7 @@ impl Backend {
         // runtime thread that awaits it, with no hop to a blocking thread, and yields at every
         // epoch tick (see `Instances::enter`).
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(LoadError::engine)?;
-        Plugin::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
+        Operator::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s).map_err(LoadError::engine)?;
         // wasi:random through the sandbox, which records and replays it when a call is tapped.
         {
             use wasmtime_wasi::p2::bindings::random::{insecure, insecure_seed, random};

@@ -3,7 +3,9 @@
 
 wasmtime::component::bindgen!({
     path: "../wit",
-    world: "plugin",
+    // `operator` is `plugin` and the `admission` export: its imports are every plugin's, and
+    // a plugin of the `plugin` world simply lacks the admission functions (`exports.rs`).
+    world: "operator",
     additional_derives: [serde::Serialize],
     // Calls run on the runtime's threads as fibers that yield at the epoch ticks, and the
     // cache reads they import may wait on the API server (a bounded cache's evicted object).
@@ -14,10 +16,13 @@ wasmtime::component::bindgen!({
 // every instantiation: `exports.rs` checks them once per module against the same Rust types.
 
 /// The contract version this host implements, as found in the exported interface name.
-pub const CONTRACT_VERSION: &str = "0.7.0";
+pub const CONTRACT_VERSION: &str = "0.8.0";
 
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";
+
+/// The exported interface of a plugin that serves webhooks, without its version.
+pub const ADMISSION_INTERFACE: &str = "wasmop:plugin/admission";
 
 use self::wasmop::plugin::types;
 
@@ -155,6 +160,81 @@ pub fn predicate(terms: Option<&[types::PredicateTerm]>) -> Result<Option<wasmop
     terms.map(|terms| wasmop_core::predicate::Predicate::new(terms.iter().map(Into::into).collect())).transpose()
 }
 
+impl From<&types::Webhook> for wasmop_core::webhook::Webhook {
+    fn from(webhook: &types::Webhook) -> Self {
+        use wasmop_core::webhook::{FailurePolicy, WebhookType};
+        Self {
+            webhook_type: match webhook.webhook_type {
+                types::WebhookType::Validating => WebhookType::Validating,
+                types::WebhookType::Mutating => WebhookType::Mutating,
+                types::WebhookType::Conversion => WebhookType::Conversion,
+            },
+            kinds: webhook.kinds.iter().map(Into::into).collect(),
+            operations: webhook.operations.iter().map(|&op| op.into()).collect(),
+            failure_policy: match webhook.failure_policy {
+                types::FailurePolicy::Fail => FailurePolicy::Fail,
+                types::FailurePolicy::Ignore => FailurePolicy::Ignore,
+            },
+            timeout_ms: webhook.timeout_ms,
+        }
+    }
+}
+
+impl From<&wasmop_core::webhook::Webhook> for types::Webhook {
+    fn from(webhook: &wasmop_core::webhook::Webhook) -> Self {
+        use wasmop_core::webhook::{FailurePolicy, WebhookType};
+        Self {
+            webhook_type: match webhook.webhook_type {
+                WebhookType::Validating => types::WebhookType::Validating,
+                WebhookType::Mutating => types::WebhookType::Mutating,
+                WebhookType::Conversion => types::WebhookType::Conversion,
+            },
+            kinds: webhook.kinds.iter().map(Into::into).collect(),
+            operations: webhook.operations.iter().map(|&op| op.into()).collect(),
+            failure_policy: match webhook.failure_policy {
+                FailurePolicy::Fail => types::FailurePolicy::Fail,
+                FailurePolicy::Ignore => types::FailurePolicy::Ignore,
+            },
+            timeout_ms: webhook.timeout_ms,
+        }
+    }
+}
+
+impl From<types::Operation> for wasmop_core::webhook::Operation {
+    fn from(operation: types::Operation) -> Self {
+        match operation {
+            types::Operation::Create => Self::Create,
+            types::Operation::Update => Self::Update,
+            types::Operation::Delete => Self::Delete,
+            types::Operation::Connect => Self::Connect,
+        }
+    }
+}
+
+impl From<wasmop_core::webhook::Operation> for types::Operation {
+    fn from(operation: wasmop_core::webhook::Operation) -> Self {
+        use wasmop_core::webhook::Operation;
+        match operation {
+            Operation::Create => Self::Create,
+            Operation::Update => Self::Update,
+            Operation::Delete => Self::Delete,
+            Operation::Connect => Self::Connect,
+        }
+    }
+}
+
+impl From<&wasmop_core::KindRef> for types::KindRef {
+    fn from(kind: &wasmop_core::KindRef) -> Self {
+        Self {
+            group: kind.group.clone(),
+            version: kind.version.clone(),
+            kind: kind.kind.clone(),
+            plural: kind.plural.clone(),
+            namespaced: kind.namespaced,
+        }
+    }
+}
+
 /// A plugin's settings as its `describe()` states them: the one conversion of the WIT record
 /// into the settings users read and override (`wasmop_core::settings`).
 pub fn settings(config: &types::PluginConfig) -> wasmop_core::settings::Settings {
@@ -235,5 +315,6 @@ pub(crate) fn test_config(kind: &str) -> wasmop::plugin::types::PluginConfig {
         inbound: None,
         external_dependents: Vec::new(),
         sharding: None,
+        webhooks: Vec::new(),
     }
 }

@@ -44,12 +44,14 @@ pub enum LoadError {
         /// The version the host implements.
         supported: &'static str,
     },
-    /// The component's reconciler interface lacks a function of the contract, or one has
-    /// another type.
-    #[error("{} does not implement wasmop:plugin/reconciler@{}: {reason}", path.display(), super::bindings::CONTRACT_VERSION)]
+    /// An interface the component exports (the reconciler, the admission interface) lacks a
+    /// function of the contract, or one has another type.
+    #[error("{} does not implement {interface}: {reason}", path.display())]
     ExportMismatch {
         /// The plugin file.
         path: PathBuf,
+        /// The interface, with its version.
+        interface: String,
         /// Which function is missing or differs, and how.
         reason: String,
     },
@@ -78,6 +80,20 @@ pub enum LoadError {
     HttpNotGranted {
         /// The plugin file.
         path: PathBuf,
+    },
+    /// `describe()` declares webhooks, but the component does not export the admission
+    /// interface their calls need.
+    #[error(
+        "{}: plugin {plugin:?} declares webhooks but does not export {}@{}: implement the functions its \
+         webhooks call (validate, default, convert) and export them (the operator world), or declare no \
+         webhooks",
+        path.display(), super::bindings::ADMISSION_INTERFACE, super::bindings::CONTRACT_VERSION
+    )]
+    AdmissionNotExported {
+        /// The plugin file.
+        path: PathBuf,
+        /// The plugin's name.
+        plugin: String,
     },
     /// `describe()` returned an unusable configuration.
     #[error("{}: invalid plugin configuration: {reason}", path.display())]
@@ -121,6 +137,10 @@ pub enum CallError {
     /// A fresh instance could not be created.
     #[error("cannot instantiate plugin: {0}")]
     InstantiateFailed(String),
+    /// The plugin does not export the function called (an admission function of a plugin that
+    /// declares no webhooks).
+    #[error("{0}")]
+    NotExported(String),
 }
 
 impl CallError {
@@ -135,6 +155,7 @@ impl CallError {
             Self::Panicked(_) => "PluginPanicked",
             Self::Trapped(_) => "PluginTrapped",
             Self::InstantiateFailed(_) => "InstantiateFailed",
+            Self::NotExported(_) => "NotExported",
         }
     }
 }
@@ -152,6 +173,7 @@ mod tests {
             CallError::Panicked("p".into()),
             CallError::Trapped("t".into()),
             CallError::InstantiateFailed("i".into()),
+            CallError::NotExported("n".into()),
         ];
         let reasons: std::collections::HashSet<_> = errors.iter().map(CallError::reason).collect();
         assert_eq!(reasons.len(), errors.len());

@@ -1,4 +1,5 @@
-//! The functions of the exported reconciler interface, found and type-checked once per module.
+//! The functions of the exported reconciler interface, and of the admission interface when the
+//! plugin exports it, found and type-checked once per module.
 //!
 //! `bindgen!`'s `PluginPre::instantiate_async` looks up and type-checks every export of the
 //! interface on every instantiation (`GuestIndices::load`): 15 functions for a call that uses
@@ -13,10 +14,10 @@ use wasmtime::component::{ComponentExportIndex, ComponentNamedList, Instance, In
 use wasmtime::{Store, format_err};
 
 use super::bindings::wasmop::plugin::types::{
-    CleanupOutcome, DesiredObject, EventKind, ExternalObject, ObjectRef, Outcome, PluginConfig, PrimaryState,
-    ReconcileError, ReconcileRequest, SecondaryRef, TrackedId,
+    AdmissionRequest, CleanupOutcome, DesiredObject, EventKind, ExternalObject, ObjectRef, Outcome, PluginConfig,
+    PrimaryState, ReconcileError, ReconcileRequest, SecondaryRef, TrackedId, Verdict,
 };
-use super::bindings::{CONTRACT_VERSION, RECONCILER_INTERFACE};
+use super::bindings::{ADMISSION_INTERFACE, CONTRACT_VERSION, RECONCILER_INTERFACE};
 use super::sandbox::Sandbox;
 
 /// The index of `name` in `interface`, once its type is checked to be `(Params) -> Results`
@@ -38,25 +39,26 @@ where
     Ok(index)
 }
 
-/// Declares [`Exports`]: one field per function, checked in `Exports::new`, and a method that
-/// calls it with the same signature.
+/// Declares a struct of the functions of one exported interface: one field per function,
+/// checked in its `find`, and a method that calls it with the same signature.
 macro_rules! exports {
-    ($($(#[$doc:meta])* $field:ident = $name:literal ($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
-        /// The functions of the reconciler interface, each checked against its signature here.
-        pub(crate) struct Exports {
+    (
+        $(#[$struct_doc:meta])* struct $struct:ident in $interface:ident;
+        $($(#[$doc:meta])* $field:ident = $name:literal ($($arg:ident: $ty:ty),*) -> $ret:ty;)*
+    ) => {
+        $(#[$struct_doc])*
+        pub(crate) struct $struct {
             $($field: ComponentExportIndex,)*
         }
 
-        impl Exports {
-            /// Finds every function of the component's reconciler interface and checks its type;
-            /// `Err` says which is missing or differs.
-            pub(crate) fn new(pre: &InstancePre<Sandbox>) -> Result<Self, String> {
-                let interface = format!("{RECONCILER_INTERFACE}@{CONTRACT_VERSION}");
-                let interface = pre
-                    .component()
-                    .get_export_index(None, &interface)
-                    .ok_or_else(|| format!("it does not export {interface}"))?;
-                Ok(Self { $($field: find::<($($ty,)*), ($ret,)>(pre, &interface, $name)?,)* })
+        impl $struct {
+            /// Finds every function of the interface in the component and checks its type;
+            /// `Ok(None)` when the component does not export the interface, `Err` says which
+            /// function is missing or differs.
+            pub(crate) fn find(pre: &InstancePre<Sandbox>) -> Result<Option<Self>, String> {
+                let interface = format!("{}@{CONTRACT_VERSION}", $interface);
+                let Some(interface) = pre.component().get_export_index(None, &interface) else { return Ok(None) };
+                Ok(Some(Self { $($field: find::<($($ty,)*), ($ret,)>(pre, &interface, $name)?,)* }))
             }
 
             $(
@@ -71,7 +73,7 @@ macro_rules! exports {
                         .get_func(&mut *store, &self.$field)
                         .ok_or_else(|| format_err!("the instance has no function `{}`", $name))?;
                     #[allow(unsafe_code, reason = "the type was checked at load; see the comment")]
-                    // SAFETY: `Exports::new` checked this function against these very types (the
+                    // SAFETY: `find` checked this function against these very types (the
                     // macro writes one signature for both), in the component `instance` is of:
                     // `get_func` refuses an index of another component.
                     let func = unsafe { TypedFunc::<($($ty,)*), ($ret,)>::new_unchecked(func) };
@@ -82,7 +84,17 @@ macro_rules! exports {
     };
 }
 
+impl Exports {
+    /// Finds every function of the component's reconciler interface and checks its type; `Err`
+    /// says which is missing or differs, or that the interface is not exported.
+    pub(crate) fn new(pre: &InstancePre<Sandbox>) -> Result<Self, String> {
+        Self::find(pre)?.ok_or_else(|| format!("it does not export {RECONCILER_INTERFACE}@{CONTRACT_VERSION}"))
+    }
+}
+
 exports! {
+    /// The functions of the reconciler interface, each checked against its signature here.
+    struct Exports in RECONCILER_INTERFACE;
     /// `describe`: the plugin's configuration.
     describe = "describe"() -> PluginConfig;
     /// `reconcile`: the plugin's outcome for the primary in `request`.
@@ -115,4 +127,16 @@ exports! {
     map_inbound = "map-inbound"(payload: &str) -> Result<Vec<ObjectRef>, String>;
     /// `filter`: whether the plugin predicate `name` holds for a watch event.
     filter = "filter"(name: &str, event: EventKind, object: &str, old: Option<&str>) -> bool;
+}
+
+exports! {
+    /// The functions of the admission interface, each checked against its signature here; a
+    /// plugin of the `plugin` world has none.
+    struct Admission in ADMISSION_INTERFACE;
+    /// `validate`: admits or denies an admission request.
+    validate = "validate"(request: &AdmissionRequest) -> Verdict;
+    /// `default`: the object as it should be stored, or the plugin's refusal.
+    default = "default"(request: &AdmissionRequest) -> Result<String, String>;
+    /// `convert`: objects in another version of the primary's CRD, or the plugin's refusal.
+    convert = "convert"(objects: &[String], desired_api_version: &str) -> Result<Vec<String>, String>;
 }

@@ -32,7 +32,7 @@ pub use tap::{Recorder, Tap};
 
 use artifacts::ArtifactCache;
 use backend::Backend;
-use bindings::{CONTRACT_VERSION, RECONCILER_INTERFACE};
+use bindings::{ADMISSION_INTERFACE, CONTRACT_VERSION, RECONCILER_INTERFACE};
 
 pub use ticker::EPOCH_TICK;
 
@@ -152,11 +152,18 @@ impl Runtime {
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::LinkFailed { path: origin.into(), reason: format!("{e:#}") })?;
-        let exports = exports::Exports::new(&instance_pre)
-            .map_err(|reason| LoadError::ExportMismatch { path: origin.into(), reason })?;
+        let mismatch = |interface: &str, reason| LoadError::ExportMismatch {
+            path: origin.into(),
+            interface: format!("{interface}@{CONTRACT_VERSION}"),
+            reason,
+        };
+        let exports = exports::Exports::new(&instance_pre).map_err(|reason| mismatch(RECONCILER_INTERFACE, reason))?;
+        let admission =
+            exports::Admission::find(&instance_pre).map_err(|reason| mismatch(ADMISSION_INTERFACE, reason))?;
         let call = module::Instances::new(
             instance_pre,
             exports,
+            admission,
             backend,
             self.limits,
             self.observer.clone(),

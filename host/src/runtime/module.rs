@@ -6,16 +6,17 @@ use std::time::{Duration, Instant};
 
 use wasmop_core::finalizer::Finalizers;
 use wasmop_core::record::{Call as RecordedCall, Ending, Request};
+use wasmop_core::webhook::Refused;
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::backend::Backend;
 use super::bindings::wasmop::plugin::types::{
-    CleanupOutcome, DesiredObject, EventKind, ExternalObject, Finalizer, Mapper, ObjectRef, Outcome, PluginConfig,
-    PrimaryState, ReconcileError, ReconcileRequest, SecondaryRef, TrackedId,
+    AdmissionRequest, CleanupOutcome, DesiredObject, EventKind, ExternalObject, Finalizer, Mapper, ObjectRef, Outcome,
+    PluginConfig, PrimaryState, ReconcileError, ReconcileRequest, SecondaryRef, TrackedId, Verdict, Webhook,
 };
 use super::error::{CallError, LoadError};
-use super::exports::Exports;
+use super::exports::{Admission, Exports};
 use super::http::{Hooks, Outbound, Policy, Services};
 use super::limits::Limits;
 use super::observer::CallObserver;
@@ -42,6 +43,8 @@ pub(crate) struct Instances {
     pre: InstancePre<Sandbox>,
     /// The functions a call runs, found and type-checked at load.
     exports: Exports,
+    /// The admission functions, when the plugin exports them.
+    admission: Option<Admission>,
     engine: Engine,
     /// Advances `engine`'s epoch while a call runs.
     ticker: Arc<Ticker>,
@@ -78,8 +81,24 @@ struct Call<'a> {
     store: Store<Sandbox>,
     instance: Instance,
     report: Report<'a>,
+    clock: Clock,
     /// Keeps the epoch advancing until the call ends.
     _running: Running,
+}
+
+/// How long one call may take: the running time its deadline counts
+/// ([`limit_running_time`]) and its wall-clock backstop, waiting included ([`within`]).
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    deadline: Duration,
+    wall_clock: Duration,
+}
+
+impl Clock {
+    /// The clock of a call within `limits`.
+    fn of(limits: Limits) -> Self {
+        Self { deadline: limits.deadline, wall_clock: limits.wall_clock() }
+    }
 }
 
 /// What the observer and the log are told when a call ends.
@@ -133,9 +152,13 @@ impl Module {
             let config = instances.exports.describe(&mut call.store, call.instance).await;
             instances.leave(call, Ok(config))
         };
-        let config = futures::executor::block_on(described)
+        let mut config = futures::executor::block_on(described)
             .map_err(|source| LoadError::DescribeFailed { path: path.into(), source })?;
         validate(&config).map_err(|reason| LoadError::InvalidConfig { path: path.into(), reason })?;
+        config.webhooks = webhooks(&config, instances.admission.is_some()).map_err(|refused| match refused {
+            Refused::NotExported { plugin } => LoadError::AdmissionNotExported { path: path.into(), plugin },
+            Refused::Invalid(reason) => LoadError::InvalidConfig { path: path.into(), reason },
+        })?;
         if let Some(grant) = &config.http {
             let policy = Policy::new(grant).map_err(|reason| LoadError::InvalidConfig { path: path.into(), reason })?;
             instances.outbound = Some(Arc::new(Outbound::new(&config.name, policy, instances.http.clone())));
@@ -209,7 +232,7 @@ impl Module {
     ) -> Result<GuestResult, CallError> {
         let mut call = self.instances.enter(&self.config.name, "reconcile", cache, tap).await?;
         let export = self.instances.exports.reconcile(&mut call.store, call.instance, request);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -298,7 +321,7 @@ impl Module {
     ) -> Result<Option<String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "update-error-status", cache, tap).await?;
         let export = self.instances.exports.update_error_status(&mut call.store, call.instance, request, error);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -324,7 +347,7 @@ impl Module {
     ) -> Result<Result<Vec<DesiredObject>, ReconcileError>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "desired", cache, tap).await?;
         let export = self.instances.exports.desired(&mut call.store, call.instance, request);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -349,7 +372,7 @@ impl Module {
     ) -> Result<Result<CleanupOutcome, ReconcileError>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "cleanup", cache, tap).await?;
         let export = self.instances.exports.cleanup(&mut call.store, call.instance, request);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -363,7 +386,7 @@ impl Module {
     ) -> Result<bool, CallError> {
         let mut call = self.instances.enter(&self.config.name, "check", cache, None).await?;
         let export = self.instances.exports.check(&mut call.store, call.instance, name, primary, dependent);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -383,7 +406,7 @@ impl Module {
     ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "map-secondary", cache, None).await?;
         let export = self.instances.exports.map_secondary(&mut call.store, call.instance, secondary, previous);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -392,7 +415,7 @@ impl Module {
     pub async fn crd(&self) -> Result<Option<String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "crd", Arc::new(NoCache), None).await?;
         let export = self.instances.exports.crd(&mut call.store, call.instance);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -405,7 +428,7 @@ impl Module {
     ) -> Result<Result<Vec<SecondaryRef>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "secondaries-of", cache, None).await?;
         let export = self.instances.exports.secondaries_of(&mut call.store, call.instance, primary);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 }
@@ -422,7 +445,7 @@ impl Module {
     ) -> Result<Result<Vec<ExternalObject>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "fetch", cache, None).await?;
         let export = self.instances.exports.fetch(&mut call.store, call.instance, primary, tracked);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -430,7 +453,7 @@ impl Module {
     pub async fn fetch_all(&self, cache: Arc<dyn CacheReader>) -> Result<Result<Vec<PrimaryState>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "fetch-all", cache, None).await?;
         let export = self.instances.exports.fetch_all(&mut call.store, call.instance);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -459,7 +482,7 @@ impl Module {
     ) -> Result<Result<ExternalObject, ReconcileError>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "apply-external", cache, tap).await?;
         let export = self.instances.exports.apply_external(&mut call.store, call.instance, primary, desired, actual);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -486,7 +509,7 @@ impl Module {
     ) -> Result<Result<(), ReconcileError>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "delete-external", cache, tap).await?;
         let export = self.instances.exports.delete_external(&mut call.store, call.instance, primary, actual);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -498,7 +521,7 @@ impl Module {
     ) -> Result<Result<Vec<ObjectRef>, String>, CallError> {
         let mut call = self.instances.enter(&self.config.name, "map-inbound", cache, None).await?;
         let export = self.instances.exports.map_inbound(&mut call.store, call.instance, payload);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
 
@@ -512,9 +535,101 @@ impl Module {
     ) -> Result<bool, CallError> {
         let mut call = self.instances.enter(&self.config.name, "filter", Arc::new(NoCache), None).await?;
         let export = self.instances.exports.filter(&mut call.store, call.instance, name, event, object, old);
-        let result = within(self.limits(), export).await;
+        let result = within(call.clock.wall_clock, export).await;
         self.instances.leave(call, result)
     }
+}
+
+/// The admission and conversion webhooks (contract 0.8.0). Each call runs in a sandbox like a
+/// reconcile's, within the plugin's memory cap, and counted and logged as every call is; outgoing
+/// HTTP is refused in them as everywhere outside the exports made for it
+/// ([`super::http::HTTP_EXPORTS`]), whatever the plugin's grant. The API server waits for an
+/// answer only so long: a call may run for `deadline` (or the plugin's own deadline, if
+/// shorter) and takes at most `deadline` by the wall clock, waiting included; past either it
+/// fails with [`CallError::DeadlineExceeded`] or [`CallError::WallClockExceeded`], whichever
+/// came first (a call that spins meets both at about the same time).
+impl Module {
+    /// The webhooks the plugin declared in describe().
+    ///
+    /// Checked at load, with their defaults filled in: a timeout (10 s when the plugin gives
+    /// none) and, for admission webhooks, their operations (create and update when it gives
+    /// none). Empty `kinds` means the primary. A module with webhooks exports the admission
+    /// interface.
+    pub fn webhooks(&self) -> &[Webhook] {
+        &self.config.webhooks
+    }
+
+    /// `validate` in a fresh sandbox reading `cache`, under `deadline` (capped by the module's own).
+    pub async fn validate(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &AdmissionRequest,
+        deadline: Duration,
+    ) -> Result<Verdict, CallError> {
+        let admission = self.admission("validate")?;
+        let mut call =
+            self.instances.enter_on(&self.config.name, "validate", cache, None, self.clock(deadline)).await?;
+        let export = admission.validate(&mut call.store, call.instance, request);
+        let result = within(call.clock.wall_clock, export).await;
+        self.instances.leave(call, result)
+    }
+
+    /// `default`: the object as it should be stored (JSON), or the plugin's refusal.
+    pub async fn default_object(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        request: &AdmissionRequest,
+        deadline: Duration,
+    ) -> Result<Result<String, String>, CallError> {
+        let admission = self.admission("default")?;
+        let mut call = self.instances.enter_on(&self.config.name, "default", cache, None, self.clock(deadline)).await?;
+        let export = admission.default(&mut call.store, call.instance, request);
+        let result = within(call.clock.wall_clock, export).await;
+        self.instances.leave(call, result)
+    }
+
+    /// `convert`: the objects in `desired_api_version`, or the plugin's refusal.
+    pub async fn convert(
+        &self,
+        cache: Arc<dyn CacheReader>,
+        objects: &[String],
+        desired_api_version: &str,
+        deadline: Duration,
+    ) -> Result<Result<Vec<String>, String>, CallError> {
+        let admission = self.admission("convert")?;
+        let mut call = self.instances.enter_on(&self.config.name, "convert", cache, None, self.clock(deadline)).await?;
+        let export = admission.convert(&mut call.store, call.instance, objects, desired_api_version);
+        let result = within(call.clock.wall_clock, export).await;
+        self.instances.leave(call, result)
+    }
+
+    /// The admission functions, or the error of a call of `export` on a plugin without them
+    /// (one that declares no webhooks: the host never calls it so).
+    fn admission(&self, export: &str) -> Result<&Admission, CallError> {
+        self.instances.admission.as_ref().ok_or_else(|| {
+            CallError::NotExported(format!(
+                "plugin {} does not export {}@{} and has no function `{export}`",
+                self.config.name,
+                super::bindings::ADMISSION_INTERFACE,
+                super::bindings::CONTRACT_VERSION
+            ))
+        })
+    }
+
+    /// The clock of an admission call given `deadline`: it runs for `deadline` or the plugin's
+    /// own deadline, whichever is shorter, and takes `deadline` at most by the wall clock.
+    fn clock(&self, deadline: Duration) -> Clock {
+        Clock { deadline: deadline.min(self.limits().deadline), wall_clock: deadline }
+    }
+}
+
+/// The webhooks `config` declares, checked by the core's rules and with their defaults filled in,
+/// given whether the plugin exports the admission interface.
+fn webhooks(config: &PluginConfig, exports_admission: bool) -> Result<Vec<Webhook>, Refused> {
+    let declared: Vec<wasmop_core::webhook::Webhook> = config.webhooks.iter().map(Into::into).collect();
+    let checked =
+        wasmop_core::webhook::declared(&config.name, &(&config.primary).into(), &declared, exports_admission)?;
+    Ok(checked.iter().map(Into::into).collect())
 }
 
 /// Runs `call` with a recording tap when `cache` is a recorded reconcile's view (none
@@ -545,6 +660,7 @@ impl Instances {
     pub(super) fn new(
         pre: InstancePre<Sandbox>,
         exports: Exports,
+        admission: Option<Admission>,
         backend: &Backend,
         limits: Limits,
         observer: Arc<dyn CallObserver>,
@@ -553,6 +669,7 @@ impl Instances {
         Self {
             pre,
             exports,
+            admission,
             engine: backend.engine.clone(),
             ticker: backend.ticker.clone(),
             metered: backend.metered,
@@ -577,13 +694,25 @@ impl Instances {
         cache: Arc<dyn CacheReader>,
         tap: Option<Arc<Tap>>,
     ) -> Result<Call<'a>, CallError> {
+        self.enter_on(name, export, cache, tap, Clock::of(self.limits)).await
+    }
+
+    /// Like [`Instances::enter`], for a call that may take only `clock`'s time.
+    async fn enter_on<'a>(
+        &self,
+        name: &'a str,
+        export: &'static str,
+        cache: Arc<dyn CacheReader>,
+        tap: Option<Arc<Tap>>,
+        clock: Clock,
+    ) -> Result<Call<'a>, CallError> {
         let started = Instant::now();
         let running = self.ticker.running();
         let hooks = Hooks::new(export, self.outbound.clone(), tap.clone());
         let budget = self.metered.then(|| self.limits.fuel.unwrap_or(u64::MAX));
         let report = Report { name, export, started, budget };
         let ready = |store: &mut Store<Sandbox>| {
-            limit_running_time(store, self.limits.deadline);
+            limit_running_time(store, clock.deadline);
             if let Some(budget) = budget {
                 store.set_fuel(budget).expect("the engine meters fuel");
             }
@@ -593,15 +722,15 @@ impl Instances {
         if let Some(Warm { mut store, instance }) = kept {
             store.data_mut().reuse(cache, hooks);
             ready(&mut store);
-            return Ok(Call { store, instance, report, _running: running });
+            return Ok(Call { store, instance, report, clock, _running: running });
         }
         let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache, hooks, tap));
         store.limiter(|s| &mut s.limiter);
         ready(&mut store);
         match self.pre.instantiate_async(&mut store).await {
-            Ok(instance) => Ok(Call { store, instance, report, _running: running }),
+            Ok(instance) => Ok(Call { store, instance, report, clock, _running: running }),
             Err(e) => {
-                let err = match self.classify(&store, e) {
+                let err = match self.classify(&store, e, clock) {
                     CallError::Trapped(msg) => CallError::InstantiateFailed(msg),
                     other => other,
                 };
@@ -617,8 +746,8 @@ impl Instances {
     /// output buffers or grew its memory by more than [`WARM_GROWTH_BYTES`] is dropped.
     fn leave<R>(&self, call: Call<'_>, result: Result<wasmtime::Result<R>, Elapsed>) -> Result<R, CallError> {
         let result = match result {
-            Ok(result) => result.map_err(|e| self.classify(&call.store, e)),
-            Err(Elapsed) => Err(CallError::WallClockExceeded(self.limits.wall_clock())),
+            Ok(result) => result.map_err(|e| self.classify(&call.store, e, call.clock)),
+            Err(Elapsed) => Err(CallError::WallClockExceeded(call.clock.wall_clock)),
         };
         self.report(&call.report, &call.store);
         // The instance `describe()` ran in is not kept: the limits may change after it.
@@ -646,13 +775,13 @@ impl Instances {
         forward_output(if report.name.is_empty() { report.export } else { report.name }, store);
     }
 
-    /// Turns a wasmtime error into the cause a user can act on.
-    fn classify(&self, store: &Store<Sandbox>, err: wasmtime::Error) -> CallError {
+    /// Turns a wasmtime error of a call on `clock` into the cause a user can act on.
+    fn classify(&self, store: &Store<Sandbox>, err: wasmtime::Error, clock: Clock) -> CallError {
         if let Some(exceeded) = store.data().limiter.exceeded {
             return CallError::MemoryLimitExceeded(exceeded);
         }
         match err.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => return CallError::DeadlineExceeded(self.limits.deadline),
+            Some(Trap::Interrupt) => return CallError::DeadlineExceeded(clock.deadline),
             Some(Trap::OutOfFuel) => return CallError::FuelExhausted(self.limits.fuel.unwrap_or(u64::MAX)),
             _ => {}
         }
@@ -689,10 +818,10 @@ fn limit_running_time<T>(store: &mut Store<T>, deadline: Duration) {
 #[derive(Debug)]
 struct Elapsed;
 
-/// Awaits `call` (an export's call in progress) for at most `limits`' wall-clock backstop,
+/// Awaits `call` (an export's call in progress) for at most `wall_clock` (a backstop),
 /// waiting included; past it the call's future is dropped, which cancels the call.
-async fn within<R>(limits: Limits, call: impl Future<Output = R>) -> Result<R, Elapsed> {
-    tokio::time::timeout(limits.wall_clock(), call).await.map_err(|_| Elapsed)
+async fn within<R>(wall_clock: Duration, call: impl Future<Output = R>) -> Result<R, Elapsed> {
+    tokio::time::timeout(wall_clock, call).await.map_err(|_| Elapsed)
 }
 
 /// Extracts the message of a Rust panic from the guest's stderr.
@@ -846,7 +975,7 @@ mod tests {
         let mut store = Store::new(engine, ());
         limit_running_time(&mut store, deadline);
         let limits = Limits { deadline, ..Limits::default() };
-        within(limits, async {
+        within(limits.wall_clock(), async {
             let instance = linker.instantiate_async(&mut store, module).await?;
             match n {
                 Some(n) => instance.get_typed_func::<i64, ()>(&mut store, export)?.call_async(&mut store, n).await,

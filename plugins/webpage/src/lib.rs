@@ -4,33 +4,41 @@
 //! they stand; the status names the ConfigMap and says whether the page is Ready (its dependents
 //! are applied) and Available (nginx runs).
 //!
+//! The plugin also serves two webhooks for its WebPages: a validating one that refuses an empty
+//! `spec.html`, and a mutating one that sets `spec.exposed` to `false` when it is absent.
+//!
 //! `fixture-webpage-odd` (the `odd` feature) is a shadow candidate of this plugin: for WebPages
 //! whose name ends in an odd digit, it desires one more key in the ConfigMap and a Service of
 //! another name (`<page>-shadow`, the Ingress pointing at it); the rest is the same.
 //! `fixture-webpage-escape` (the `escape` feature) is another: for those WebPages it desires its
 //! ConfigMap in namespace `kube-system`, which the host refuses (`CapabilityDenied`).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use wasmop_guest::conditions::{self, Condition};
 use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use wasmop_guest::serde_json::json;
 use wasmop_guest::{
-    Check, Cleaner, Cleanup, Config, Context, Dependent, Desired, Error, Event, Kind, Outcome, Phase, Reconciler,
+    Admission, Check, Cleaner, Cleanup, Config, Context, Defaulter, Dependent, Desired, Error, Event, Kind, Outcome,
+    Phase, Reconciler, Validator, Verdict, Webhook,
 };
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 struct WebPage {
     metadata: ObjectMeta,
     spec: WebPageSpec,
+    #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<WebPageStatus>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 struct WebPageSpec {
     html: String,
+    /// Whether an Ingress routes to the page; the mutating webhook makes it `false` when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exposed: Option<bool>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 struct WebPageStatus {
     #[serde(default)]
     conditions: Vec<Condition>,
@@ -73,6 +81,8 @@ impl Reconciler for WebPageReconciler {
                     .depends_on("service")
                     .reconcile_when(Check::field_equals("spec.exposed", true)),
             )
+            .webhook(Webhook::validating())
+            .webhook(Webhook::mutating())
     }
     // ANCHOR_END: config
 
@@ -166,13 +176,31 @@ impl Cleaner for WebPageReconciler {
     }
 }
 
+// ANCHOR: webhooks
+impl Validator for WebPageReconciler {
+    fn validate(request: &Admission<WebPage>, _ctx: &Context) -> Verdict {
+        match &request.object {
+            Some(page) if page.spec.html.is_empty() => Verdict::deny("html must not be empty").at("spec.html"),
+            _ => Verdict::allow(),
+        }
+    }
+}
+
+impl Defaulter for WebPageReconciler {
+    fn default(page: &mut WebPage, _ctx: &Context) -> Result<(), String> {
+        page.spec.exposed.get_or_insert(false);
+        Ok(())
+    }
+}
+// ANCHOR_END: webhooks
+
 wasmop_guest::export!(WebPageReconciler);
 
 #[cfg(test)]
 mod tests {
     use wasmop_guest::serde_json::Value;
     use wasmop_guest::testing::{FakeHost, Run};
-    use wasmop_guest::{Error, EventType};
+    use wasmop_guest::{Admission, Error, EventType};
 
     use super::*;
 
@@ -271,6 +299,40 @@ mod tests {
     fn page_without_html_is_invalid() {
         let run = reconcile(&FakeHost::new(), &json!({ "metadata": { "name": "hello" }, "spec": {} }));
         assert!(matches!(run.error(), Error::Invalid(m) if m == "spec: missing field `html`"), "{:?}", run.error());
+    }
+
+    #[test]
+    fn an_empty_html_is_refused_at_its_field() {
+        let mut empty = page(1, Value::Null);
+        empty["spec"]["html"] = json!("");
+        let verdict = FakeHost::new().validate::<WebPageReconciler>(&Admission::create(&empty)).unwrap();
+        assert!(!verdict.is_allowed());
+        assert_eq!((verdict.message(), verdict.field()), (Some("html must not be empty"), Some("spec.html")));
+        let updated = Admission::update(&empty, &page(1, Value::Null));
+        assert!(!FakeHost::new().validate::<WebPageReconciler>(&updated).unwrap().is_allowed());
+        let verdict = FakeHost::new().validate::<WebPageReconciler>(&Admission::create(&page(1, Value::Null)));
+        assert!(verdict.unwrap().is_allowed());
+    }
+
+    #[test]
+    fn a_page_that_is_not_a_web_page_is_refused_at_the_field_at_fault() {
+        let mut odd = page(1, Value::Null);
+        odd["spec"]["html"] = json!(42);
+        let verdict = FakeHost::new().validate::<WebPageReconciler>(&Admission::create(&odd)).unwrap();
+        assert_eq!(verdict.field(), Some("spec.html"));
+        assert!(verdict.message().is_some_and(|m| m.contains("expected a string")), "{verdict:?}");
+    }
+
+    #[test]
+    fn exposed_defaults_to_false_and_the_rest_is_kept() {
+        let mut sent = page(1, Value::Null);
+        sent["spec"]["extra"] = json!("kept");
+        let stored = FakeHost::new().default_object::<WebPageReconciler>(&Admission::create(&sent)).unwrap();
+        assert_eq!(stored["spec"], json!({ "html": "<h1>Hello</h1>", "exposed": false, "extra": "kept" }));
+        assert_eq!(stored["metadata"], sent["metadata"]);
+        sent["spec"]["exposed"] = json!(true);
+        let stored = FakeHost::new().default_object::<WebPageReconciler>(&Admission::create(&sent)).unwrap();
+        assert_eq!(stored, sent, "a page that says whether it is exposed is stored as it is");
     }
 
     #[test]

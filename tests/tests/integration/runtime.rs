@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use wasmop::runtime::bindings::CONTRACT_VERSION;
 use wasmop::runtime::bindings::wasmop::plugin::types::{KindRef, ReconcileError, ReconcileRequest};
 use wasmop::runtime::{CallError, GetResult, Limits, ListResult, LoadError};
 use wasmop_tests::{EmptyCache, plugin, runtime};
@@ -278,3 +279,182 @@ async fn a_candidate_following_the_live_call_reads_what_it_read_not_what_the_cac
     let other = module.reconcile_following(later, &request(swap("other")), calls).await;
     assert_eq!(status(other)["secretKeys"], 0);
 }
+
+/// An admission request for `object` (JSON) doing `operation`, by user `test`.
+fn admission(
+    operation: wasmop::runtime::bindings::wasmop::plugin::types::Operation,
+    object: &serde_json::Value,
+) -> wasmop::runtime::bindings::wasmop::plugin::types::AdmissionRequest {
+    use wasmop::runtime::bindings::wasmop::plugin::types::AdmissionRequest;
+    let (group, version) = object["apiVersion"].as_str().unwrap().rsplit_once('/').unwrap();
+    AdmissionRequest {
+        uid: "u".into(),
+        kind: KindRef {
+            group: group.into(),
+            version: version.into(),
+            kind: object["kind"].as_str().unwrap().into(),
+            plural: None,
+            namespaced: true,
+        },
+        operation,
+        namespace: Some("default".into()),
+        name: object["metadata"]["name"].as_str().unwrap().into(),
+        object: Some(object.to_string()),
+        old_object: None,
+        username: "test".into(),
+        groups: Vec::new(),
+        dry_run: false,
+    }
+}
+
+fn gate(labels: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "fixture.wasmop.dev/v1", "kind": "Gate",
+        "metadata": { "name": "g", "namespace": "default", "labels": labels }
+    })
+}
+
+/// The bytes of `name`'s plugin with its admission interface renamed: a component that exports
+/// no `wasmop:plugin/admission`, as one of the `plugin` world.
+fn without_admission(name: &str) -> Vec<u8> {
+    let interface = format!("{}@{}", wasmop::runtime::bindings::ADMISSION_INTERFACE, CONTRACT_VERSION);
+    let renamed = interface.replace("admission@", "admissiox@");
+    wasmop_tests::with_names_swapped(&std::fs::read(plugin(name)).unwrap(), &interface, &renamed)
+}
+
+/// The webhooks come back with the host's defaults filled in: a timeout of 10 s, creates and
+/// updates.
+#[test]
+fn a_plugins_webhooks_are_checked_and_completed_at_load() {
+    use wasmop::runtime::bindings::wasmop::plugin::types::{FailurePolicy, Operation, WebhookType};
+    let module = runtime(limits()).unwrap().load(&plugin("fixture-admission")).unwrap();
+    let [webhook] = module.webhooks() else { panic!("one webhook: {:?}", module.webhooks()) };
+    assert_eq!(webhook.webhook_type, WebhookType::Validating);
+    assert_eq!(webhook.failure_policy, FailurePolicy::Fail);
+    assert_eq!(webhook.timeout_ms, Some(10_000));
+    assert_eq!(webhook.operations, [Operation::Create, Operation::Update]);
+    let ignoring = runtime(limits()).unwrap().load(&plugin("fixture-admission-ignore")).unwrap();
+    assert_eq!(ignoring.webhooks()[0].failure_policy, FailurePolicy::Ignore);
+}
+
+/// A component of the `plugin` world (no admission export) declaring no webhooks loads, and has
+/// none; calling an admission function on it is an error, not a trap.
+#[tokio::test]
+async fn a_plugin_without_the_admission_interface_loads_without_webhooks() {
+    use wasmop::runtime::bindings::wasmop::plugin::types::Operation;
+    let bytes = without_admission("greeting");
+    let module = runtime(limits()).unwrap().load_bytes(std::path::Path::new("plain.wasm"), &bytes).unwrap();
+    assert!(module.webhooks().is_empty());
+    let err = module
+        .validate(Arc::new(EmptyCache), &admission(Operation::Create, &gate(serde_json::json!({}))), limits().deadline)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CallError::NotExported(_)), "{err:?}");
+}
+
+#[test]
+fn a_plugin_declaring_webhooks_without_the_admission_interface_is_refused_naming_both() {
+    let bytes = without_admission("fixture-admission");
+    let err = runtime(limits()).unwrap().load_bytes(std::path::Path::new("hookless.wasm"), &bytes).unwrap_err();
+    match &err {
+        LoadError::AdmissionNotExported { plugin, .. } => assert_eq!(plugin, "fixture-admission"),
+        other => panic!("expected a refusal for the missing admission interface, got {other:?}"),
+    }
+    let message = err.to_string();
+    assert!(message.contains("\"fixture-admission\"") && message.contains("wasmop:plugin/admission@"), "{message}");
+}
+
+/// `validate` admits, denies with the plugin's message and field, and a panic in it is a call
+/// error naming the panic, as a trap in a reconcile is; every call is counted as the plugin's
+/// other calls are.
+#[tokio::test]
+async fn validate_admits_denies_and_traps_as_the_plugin_says() {
+    use wasmop::runtime::bindings::wasmop::plugin::types::Operation;
+    let metrics = wasmop::metrics::Metrics::new();
+    let module = wasmop_tests::observed_runtime(limits(), Some(metrics.clone()))
+        .unwrap()
+        .load(&plugin("fixture-admission"))
+        .unwrap();
+    let deadline = Duration::from_secs(2);
+    let validate = |labels| {
+        let request = admission(Operation::Create, &gate(labels));
+        let module = &module;
+        async move { module.validate(Arc::new(EmptyCache), &request, deadline).await }
+    };
+    let admitted = validate(serde_json::json!({})).await.unwrap();
+    assert!(admitted.allowed && admitted.message.is_none(), "{admitted:?}");
+    let denied = validate(serde_json::json!({ "wasmop.dev/deny": "closed today" })).await.unwrap();
+    assert!(!denied.allowed);
+    assert_eq!((denied.message.as_deref(), denied.field.as_deref()), (Some("closed today"), Some("metadata.labels")));
+    let err = validate(serde_json::json!({ "wasmop.dev/trap": "yes" })).await.unwrap_err();
+    assert!(matches!(&err, CallError::Panicked(m) if m.contains("traps on purpose for gate g")), "{err:?}");
+    // The instance that trapped is not reused: the next call answers.
+    assert!(validate(serde_json::json!({})).await.unwrap().allowed);
+    assert_eq!(metrics.calls_of("fixture-admission", "validate"), 4);
+}
+
+/// The webpage sample refuses an empty `html` at its field and defaults `exposed`, through the
+/// host's calls.
+#[tokio::test]
+async fn the_webpage_refuses_an_empty_html_and_defaults_exposed() {
+    use wasmop::runtime::bindings::wasmop::plugin::types::{Operation, WebhookType};
+    let module = runtime(limits()).unwrap().load(&plugin("webpage")).unwrap();
+    let types: Vec<_> = module.webhooks().iter().map(|w| w.webhook_type).collect();
+    assert_eq!(types, [WebhookType::Validating, WebhookType::Mutating]);
+    let mut page = webpage(1);
+    page["spec"]["html"] = serde_json::json!("");
+    let verdict =
+        module.validate(Arc::new(EmptyCache), &admission(Operation::Create, &page), limits().deadline).await.unwrap();
+    assert!(!verdict.allowed);
+    assert_eq!(
+        (verdict.message.as_deref(), verdict.field.as_deref()),
+        (Some("html must not be empty"), Some("spec.html"))
+    );
+    let stored = module
+        .default_object(Arc::new(EmptyCache), &admission(Operation::Create, &webpage(1)), limits().deadline)
+        .await
+        .unwrap()
+        .unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    assert_eq!(stored["spec"], serde_json::json!({ "html": "<h1>hi</h1>", "exposed": false }));
+}
+
+/// An admission call ends at the deadline it is given when that is shorter than the plugin's
+/// own, whether its running time or the wall clock reaches it first.
+#[tokio::test]
+async fn an_admission_call_stops_at_the_shorter_deadline() {
+    use wasmop::runtime::bindings::wasmop::plugin::types::Operation;
+    let module = runtime(Limits { deadline: Duration::from_secs(30), ..limits() })
+        .unwrap()
+        .load(&plugin("fixture-admission"))
+        .unwrap();
+    let request = admission(Operation::Create, &gate(serde_json::json!({ "wasmop.dev/spin": "yes" })));
+    let deadline = Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    let err = module.validate(Arc::new(EmptyCache), &request, deadline).await.unwrap_err();
+    let ended = matches!(err, CallError::DeadlineExceeded(d) | CallError::WallClockExceeded(d) if d == deadline);
+    assert!(ended, "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+/// The webpage's validating webhook refuses an empty `html` at its field in every language,
+/// through the host's call of the built component.
+async fn refuses_an_empty_html(plugin_name: &str) -> anyhow::Result<()> {
+    use wasmop::runtime::bindings::wasmop::plugin::types::{Operation, WebhookType};
+    let module = runtime(Limits { deadline: Duration::from_secs(5), ..limits() })?.load(&plugin(plugin_name))?;
+    assert_eq!(module.webhooks()[0].webhook_type, WebhookType::Validating, "{plugin_name}");
+    let mut page = webpage(1);
+    page["spec"]["html"] = serde_json::json!("");
+    let verdict =
+        module.validate(Arc::new(EmptyCache), &admission(Operation::Create, &page), Duration::from_secs(5)).await?;
+    assert!(!verdict.allowed, "{plugin_name}: {verdict:?}");
+    assert_eq!(verdict.message.as_deref(), Some("html must not be empty"), "{plugin_name}");
+    assert_eq!(verdict.field.as_deref(), Some("spec.html"), "{plugin_name}");
+    let verdict = module
+        .validate(Arc::new(EmptyCache), &admission(Operation::Create, &webpage(1)), Duration::from_secs(5))
+        .await?;
+    assert!(verdict.allowed, "{plugin_name}: {verdict:?}");
+    Ok(())
+}
+
+wasmop_tests::in_every_language!(refuses_an_empty_html, "webpage");

@@ -27,6 +27,7 @@ handlers; ``wasmop.testing`` runs them natively under pytest, without a cluster 
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 from . import conditions
 from .config import Config, Filters, RateLimit, Retry, Sharding
@@ -42,27 +43,32 @@ from .predicate import EventKind, Predicate
 from .refs import PrimaryRef, SecondaryRef
 from .resource import ObjectMeta, Resource
 from .watch import PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, Mapper, Watch
+from .webhook import AdmissionRequest, FailurePolicy, Operation, Verdict, Webhook, WebhookType
 
 __all__ = [
-    "PRIMARY_NAME_ANNOTATION", "PRIMARY_NAMESPACE_ANNOTATION", "Check", "Cleanup", "Config", "Context",
-    "Dependent", "DependentState", "Desired", "Error", "Event", "EventKind", "EventType", "External",
-    "ExternalDependent", "Filters", "HttpGrant", "Inbound", "Kind", "Level", "Mapper", "ObjectMeta", "Origin",
-    "Outcome", "Phase", "Polling", "Predicate", "PrimaryRef", "RateLimit", "Resource", "Retry", "SecondaryRef",
-    "SecretKey", "Sharding", "Tracked", "Tracking", "Watch", "conditions", "export",
+    "PRIMARY_NAME_ANNOTATION", "PRIMARY_NAMESPACE_ANNOTATION", "AdmissionRequest", "Check", "Cleanup", "Config",
+    "Context", "Dependent", "DependentState", "Desired", "Error", "Event", "EventKind", "EventType", "External",
+    "ExternalDependent", "FailurePolicy", "Filters", "HttpGrant", "Inbound", "Kind", "Level", "Mapper", "ObjectMeta",
+    "Operation", "Origin", "Outcome", "Phase", "Polling", "Predicate", "PrimaryRef", "RateLimit", "Resource", "Retry",
+    "SecondaryRef", "SecretKey", "Sharding", "Tracked", "Tracking", "Verdict", "Watch", "Webhook", "WebhookType",
+    "conditions", "export",
 ]
 
 
 def export(cls: type) -> type:
-    """Exports plugin class ``cls`` as the component's ``wasmop:plugin/reconciler``.
+    """Exports plugin class ``cls`` as the component's ``wasmop:plugin/reconciler`` and
+    ``wasmop:plugin/admission`` (the ``operator`` world).
 
-    End the plugin module with ``Reconciler = export(MyPlugin)``: componentize-py looks for a
-    class named ``Reconciler`` (the exported interface) in the module it builds. Inside a
-    component build that is the glue driving ``cls``; natively, where there are no generated
-    bindings (pytest), ``cls`` is checked and returned as it is.
+    End the plugin module with ``Reconciler = export(MyPlugin)``: componentize-py looks for
+    classes named ``Reconciler`` and ``Admission`` (the exported interfaces) in the module it
+    builds. Inside a component build the first is the glue driving ``cls``, returned, and the
+    second is set on ``cls``'s module; natively, where there are no generated bindings (pytest),
+    ``cls`` is checked and returned as it is.
     """
     if importlib.util.find_spec("wit_world") is None:
         Plugin(cls)  # the same checks the component makes, so tests catch a broken plugin class
         return cls
     from . import component
 
+    sys.modules[cls.__module__].Admission = component.admission(cls)
     return component.reconciler(cls)

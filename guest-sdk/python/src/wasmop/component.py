@@ -1,7 +1,8 @@
 """The component glue: the only module that imports the bindings componentize-py generates for
 the ``wasmop:plugin`` world (``wit_world``). It turns the SDK's values into the WIT records and
-back, and gives componentize-py the class it instantiates for the exported ``reconciler``
-interface. Plugins do not import it; :func:`wasmop.export` does, inside a component build.
+back, and gives componentize-py the classes it instantiates for the exported ``reconciler`` and
+``admission`` interfaces (the ``operator`` world). Plugins do not import it; :func:`wasmop.export`
+does, inside a component build.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .plugin import Plugin, failure
 from .predicate import EventKind, Predicate
 from .refs import PrimaryRef, SecondaryRef
 from .watch import Mapper, Watch
+from .webhook import AdmissionRequest, Operation, Verdict, Webhook
 from .wire import millis
 
 
@@ -202,7 +204,33 @@ def plugin_config(c: Config, cleanup: bool) -> wit.PluginConfig:
         inbound=inbound(c.inbound_),
         external_dependents=[external_dependent(d) for d in c.external_dependents],
         sharding=sharding(c.sharding_),
+        webhooks=[webhook(w) for w in c.webhooks],
     )
+
+
+def webhook(w: Webhook) -> wit.Webhook:
+    """A :class:`Webhook` as a ``webhook``."""
+    return wit.Webhook(
+        webhook_type=wit.WebhookType[w.webhook_type.name],
+        kinds=[kind_ref(k) for k in w.kinds_],
+        operations=[wit.Operation[o.name] for o in w.operations_],
+        failure_policy=wit.FailurePolicy[w.failure_policy_.name],
+        timeout_ms=_ms(w.timeout_seconds),
+    )
+
+
+def admission_request(request: wit.AdmissionRequest) -> AdmissionRequest:
+    """An ``admission-request`` as an :class:`AdmissionRequest`, its objects JSON text."""
+    k = request.kind
+    kind = Kind(k.group, k.version, k.kind, k.plural, not k.namespaced)
+    return AdmissionRequest(request.uid, kind, Operation[request.operation.name], request.namespace, request.name,
+                            request.object, request.old_object, request.username, list(request.groups),
+                            request.dry_run)
+
+
+def verdict(v: Verdict) -> wit.Verdict:
+    """A :class:`Verdict` as a ``verdict``."""
+    return wit.Verdict(v.allowed, v.message, v.field, list(v.warnings))
 
 
 def event(e: Event) -> wit.Event:
@@ -376,6 +404,29 @@ class _Reconciler(exports.Reconciler):
 
     def filter(self, name: str, event: wit.EventKind, object: str, old: str | None) -> bool:
         return self.plugin.filter(name, EventKind[event.name], object, old)
+
+
+class _Admission(exports.Admission):
+    """The ``admission`` export for :attr:`plugin`: ``validate``; ``default`` and ``convert``
+    refuse, as the host never calls them for a plugin of this SDK (it declares none)."""
+
+    plugin: Plugin
+
+    def validate(self, request: wit.AdmissionRequest) -> wit.Verdict:
+        if not callable(getattr(self.plugin.instance, "validate", None)):
+            return verdict(Verdict.deny(f"plugin {self.plugin.config.name} does not implement validate"))
+        return verdict(self.plugin.validate(admission_request(request), _outside()))
+
+    def default(self, request: wit.AdmissionRequest) -> str:
+        raise Err(f"plugin {self.plugin.config.name} does not implement default")
+
+    def convert(self, objects: list[str], desired_api_version: str) -> list[str]:
+        raise Err(f"plugin {self.plugin.config.name} does not implement convert")
+
+
+def admission(cls: type) -> type:
+    """The class componentize-py instantiates for the ``admission`` export, driving ``cls``."""
+    return type("Admission", (_Admission,), {"plugin": Plugin(cls), "__doc__": cls.__doc__})
 
 
 def reconciler(cls: type) -> type:

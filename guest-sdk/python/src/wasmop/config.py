@@ -13,6 +13,7 @@ from .grant import HttpGrant, Inbound
 from .kinds import Kind
 from .predicate import Predicate
 from .watch import Watch
+from .webhook import Webhook
 
 #: A duration: seconds, or a timedelta.
 Seconds = float | datetime.timedelta
@@ -100,6 +101,7 @@ class Config:
     inbound_: Inbound | None = None
     external_dependents: list[ExternalDependent] = field(default_factory=list)
     sharding_: Sharding | None = None
+    webhooks: list[Webhook] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.conditions is None:
@@ -212,4 +214,10 @@ class Config:
         :attr:`Sharding.UID`); :attr:`Sharding.NONE` runs the plugin on the elected leader alone.
         A deploy-time override beats it; without ``--shards`` it changes nothing."""
         self.sharding_ = sharding
+        return self
+
+    def webhook(self, webhook: Webhook) -> Config:
+        """Serves ``webhook`` through the host: the API server calls the host, and the host calls
+        the plugin's ``validate`` for a :meth:`Webhook.validating`. At most one of each type."""
+        self.webhooks.append(webhook)
         return self

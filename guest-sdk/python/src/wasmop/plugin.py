@@ -21,6 +21,7 @@ ctx)`` / ``delete_external(primary, actual,
 ctx)``
 ``map_inbound(payload, ctx)``                  an error (``Inbound``)
 ``crd() -> dict``                              None: the CRD is written by hand
+``validate(request, ctx) -> Verdict``          required by a ``Webhook.validating()``
 =============================================  ==================================================
 
 The primary arrives as the type annotated on ``reconcile``'s first parameter: a dataclass such
@@ -45,6 +46,7 @@ from .outcome import Outcome
 from .predicate import EventKind
 from .refs import PrimaryRef, SecondaryRef
 from .typed import DecodeError, decode, encode
+from .webhook import AdmissionRequest, Verdict, WebhookType
 
 
 def failure(exception: BaseException) -> Error:
@@ -80,6 +82,21 @@ class Plugin:
         self.primary_type = _primary_type(cls)
         #: Whether the class defines ``cleanup``: then the host gives its primaries a finalizer.
         self.cleans = callable(getattr(cls, "cleanup", None))
+        self._check_webhooks(cls)
+
+    def _check_webhooks(self, cls: type) -> None:
+        """Refuses webhooks the class cannot serve, as the host refuses the component."""
+        types = [w.webhook_type for w in self.config.webhooks]
+        for webhook_type in set(types):
+            if types.count(webhook_type) > 1:
+                raise TypeError(f"plugin {self.config.name} declares two {webhook_type.value} webhooks: one per type")
+        if WebhookType.VALIDATING in types and not callable(getattr(cls, "validate", None)):
+            raise TypeError(f"plugin {self.config.name} declares a validating webhook but does not implement "
+                            f"validate(self, request, ctx)")
+        other = [t for t in types if t is not WebhookType.VALIDATING]
+        if other:
+            raise TypeError(f"plugin {self.config.name} declares a {other[0].value} webhook, which the Python SDK "
+                            f"does not serve: it serves validating webhooks")
 
     def _handler(self, name: str) -> Callable[..., Any] | None:
         return getattr(self.instance, name, None)
@@ -213,6 +230,25 @@ class Plugin:
         except ValueError as e:
             raise Error.invalid(f"the payload is not JSON: {e}") from None
         return list(self._call("map_inbound", decoded, ctx))
+
+    def validate(self, request: AdmissionRequest, ctx: Context) -> Verdict:
+        """``validate`` on a request whose objects are JSON text: decoded as the primary type for
+        the primary's kind (a primary that does not decode is denied, naming the field at fault),
+        as dicts for other kinds. An exception in the handler fails the call: the webhook's
+        failure policy decides."""
+        is_primary = (request.kind.group, request.kind.kind) == (self.config.primary.group, self.config.primary.kind)
+        try:
+            objects = [None if text is None else json.loads(text) for text in (request.object, request.old_object)]
+            if is_primary and self.primary_type is not None:
+                objects = [None if o is None else decode(o, self.primary_type) for o in objects]
+        except (ValueError, DecodeError) as e:
+            return Verdict.deny(str(e))
+        typed = AdmissionRequest(request.uid, request.kind, request.operation, request.namespace, request.name,
+                                 objects[0], objects[1], request.username, list(request.groups), request.dry_run)
+        verdict = self.instance.validate(typed, ctx)
+        if not isinstance(verdict, Verdict):
+            raise TypeError(f"validate must return a Verdict, got {verdict!r}")
+        return verdict
 
     def crd(self) -> dict[str, Any] | None:
         """The plugin's CRD as a dict, or None."""

@@ -31,6 +31,7 @@ from .plugin import Plugin
 from .predicate import EventKind
 from .refs import PrimaryRef, SecondaryRef
 from .typed import encode
+from .webhook import AdmissionRequest, Verdict, WebhookType
 
 
 @dataclass
@@ -361,3 +362,21 @@ class FakeHost:
         """Runs ``map_inbound``."""
         plugin = Plugin(cls)
         return plugin.map_inbound(json.dumps(encode(payload)), self._context(_caches(plugin.config)))
+
+    def validate(self, cls: type, request: AdmissionRequest) -> Verdict:
+        """Runs ``validate`` for ``request`` (its objects dicts, or what ``encode`` takes), as the
+        host does for the plugin's validating webhook; raises ``LookupError`` when the plugin
+        declares no validating webhook for the request's kind and operation (the API server would
+        not call it)."""
+        plugin = Plugin(cls)
+        config = plugin.config
+        if not any(w.webhook_type is WebhookType.VALIDATING and w.serves(config.primary, request.kind, request.operation)
+                   for w in config.webhooks):
+            raise LookupError(f"plugin {config.name} declares no validating webhook for {request.operation.value} "
+                              f"of {request.kind}: the API server would not call it")
+        text = {name: None if obj is None else json.dumps(encode(obj))
+                for name, obj in (("object", request.object), ("old_object", request.old_object))}
+        sent = AdmissionRequest(request.uid, request.kind, request.operation, request.namespace, request.name,
+                                text["object"], text["old_object"], request.username, list(request.groups),
+                                request.dry_run)
+        return plugin.validate(sent, self._context(_caches(config)))

@@ -1,4 +1,4 @@
-//! The events listener's HTTP/1.1 server, bounded against slow and many clients ([`Limits`]):
+//! The listeners' HTTP/1.1 server, bounded against slow and many clients ([`Limits`]):
 //! a client must send its request's headers within the header timeout and its body within the
 //! body timeout, and at most `max_connections` connections are served at once; more wait in the
 //! kernel's backlog until one closes. The same for plain and TLS connections (a TLS handshake
@@ -21,7 +21,7 @@ use tower::ServiceExt as _;
 
 use super::body::Timed;
 
-/// How the events listener bounds its clients.
+/// How a listener bounds its clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// How long a client may take to send a request's headers, from the connection's start or
@@ -96,7 +96,7 @@ async fn connection<I>(
         }
     };
     if let Err(err) = served {
-        tracing::debug!(%peer, %err, "inbound events: connection closed");
+        tracing::debug!(%peer, %err, "connection closed");
     }
 }
 
@@ -111,13 +111,13 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::inbound::body;
+    use crate::listener::body;
 
-    /// A router whose one route reads the body as the events route does.
+    /// A router whose one route reads the body as the endpoints' routes do.
     fn router() -> Router {
-        let read = async |request: Request<Body>| match body::read(request.into_body(), None, body::MAX_PAYLOAD).await {
+        let read = async |request: Request<Body>| match body::read(request.into_body(), None, 1024 * 1024).await {
             Ok(bytes) => (StatusCode::OK, format!("{} bytes", bytes.len())).into_response(),
-            Err(err) => super::super::Rejection::Body(err).into_response(),
+            Err(err) => (err.status(), err.to_string()).into_response(),
         };
         Router::new().route("/", axum::routing::post(read).get(async || "hello"))
     }

@@ -1,4 +1,4 @@
-//! Reading an inbound event's body within its size limit: never more than the limit is kept, and
+//! Reading a request's body within its size limit: never more than the limit is kept, and
 //! an oversized body is refused as soon as it is known to be one (its declared length, or the
 //! bytes read so far). The server gives every request body a deadline ([`Timed`]): a body still
 //! arriving at it is refused too.
@@ -11,12 +11,9 @@ use axum::body::{Body, Bytes};
 use futures::StreamExt as _;
 use http_body::{Frame, SizeHint};
 
-/// The largest payload taken: 1 MiB.
-pub const MAX_PAYLOAD: usize = 1024 * 1024;
-
 /// How much of an oversized body is read and thrown away before the refusal, so that a client
 /// still sending gets the answer rather than a reset connection; a larger one is cut off.
-const DRAIN_BYTES: u64 = 8 * MAX_PAYLOAD as u64;
+const DRAIN_BYTES: u64 = 8 * 1024 * 1024;
 
 /// How long an oversized body may take to be thrown away.
 const DRAIN_TIME: Duration = Duration::from_secs(5);
@@ -42,6 +39,16 @@ pub enum BodyError {
 }
 
 impl BodyError {
+    /// The HTTP status of the refusal: 413 too large, 408 too slow, 400 unreadable.
+    pub fn status(&self) -> axum::http::StatusCode {
+        use axum::http::StatusCode;
+        match self {
+            Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::TimedOut { .. } => StatusCode::REQUEST_TIMEOUT,
+            Self::Unreadable(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+
     /// A failed read of a chunk: too slow ([`Timed`]'s deadline passed), or anything else.
     fn of(err: axum::Error) -> Self {
         let err = err.into_inner();
@@ -159,7 +166,7 @@ mod tests {
     async fn a_declared_length_over_the_limit_is_refused_before_reading() {
         // Declared larger than what can be drained: refused without reading a byte.
         let endless = Body::from_stream(futures::stream::repeat_with(|| Ok::<_, std::io::Error>(Bytes::from("x"))));
-        let err = read(endless, Some(DRAIN_BYTES + 1), MAX_PAYLOAD).await.unwrap_err();
+        let err = read(endless, Some(DRAIN_BYTES + 1), 1024 * 1024).await.unwrap_err();
         assert!(matches!(err, BodyError::TooLarge { .. }));
     }
 
@@ -169,7 +176,7 @@ mod tests {
             Ok(Bytes::from("{")),
             Err(std::io::Error::other("connection reset")),
         ]));
-        let err = read(failing, None, MAX_PAYLOAD).await.unwrap_err();
+        let err = read(failing, None, 1024 * 1024).await.unwrap_err();
         assert!(matches!(err, BodyError::Unreadable(_)), "{err}");
     }
 }

@@ -1,6 +1,7 @@
-//! TLS for the events listener (`--events-tls-cert`, `--events-tls-key`): a certificate chain
-//! and its private key in PEM files, served with rustls (ring). Handshakes run beside the
-//! accept loop, each bounded in time, so a slow client holds up no one.
+//! TLS for the listeners: a certificate chain and its private key in PEM files
+//! (`--events-tls-cert`, `--events-tls-key`, `--webhook-cert`, `--webhook-key`), served with
+//! rustls (ring). Handshakes run beside the accept loop, each bounded in time, so a slow client
+//! holds up no one.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -127,11 +128,11 @@ impl TlsListener {
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => Some((tls, peer)),
                 Ok(Err(err)) => {
-                    tracing::debug!(%peer, %err, "inbound events: TLS handshake failed");
+                    tracing::debug!(%peer, %err, "TLS handshake failed");
                     None
                 }
                 Err(_) => {
-                    tracing::debug!(%peer, "inbound events: TLS handshake timed out");
+                    tracing::debug!(%peer, "TLS handshake timed out");
                     None
                 }
             }
@@ -173,7 +174,7 @@ async fn accept_failed(err: std::io::Error) {
     if matches!(err.kind(), ConnectionRefused | ConnectionAborted | ConnectionReset) {
         return;
     }
-    tracing::error!(%err, "inbound events: accept failed; trying again in a second");
+    tracing::error!(%err, "accept failed; trying again in a second");
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
