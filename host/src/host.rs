@@ -538,14 +538,15 @@ impl Host {
             let plugin = module.name().to_string();
             recording.selection().map_err(|source| HostError::Recording { plugin, source })?;
         }
-        let writes = match &overrides.service_account {
-            None => None,
-            Some(account) => Some(
-                self.clusters
-                    .impersonating(&account.user())
-                    .map_err(|source| HostError::Impersonation { plugin: module.name().to_string(), source })?,
-            ),
+        let (fence, shards) = match (&self.settings.shards, resolved.sharding) {
+            (Some(joined), Some(_)) => (joined.fence.clone(), Some(joined.clone())),
+            _ => (self.settings.fence.clone(), None),
         };
+        let user = overrides.service_account.as_ref().map(|account| account.user());
+        let writes = self
+            .clusters
+            .writing(&fence, user.as_deref())
+            .map_err(|source| HostError::Impersonation { plugin: module.name().to_string(), source })?;
         // Past the last refusal: from here on the plugin (and, for a restart, the version it
         // replaces) reads its Secrets under these overrides.
         self.runtime.read_secrets_for(module.name(), Arc::new(secrets));
@@ -558,10 +559,6 @@ impl Host {
         let synced = Arc::new(AtomicBool::new(false));
         let unserved = controller::Unserved::default();
         let inlet = Inlet::new(module.config());
-        let (fence, shards) = match (&self.settings.shards, resolved.sharding) {
-            (Some(joined), Some(_)) => (joined.fence.clone(), Some(joined.clone())),
-            _ => (self.settings.fence.clone(), None),
-        };
         let controller = Controller {
             inlet: inlet.clone(),
             synced: synced.clone(),

@@ -62,9 +62,9 @@ pub struct Controller {
     pub global: Option<Arc<Semaphore>>,
     /// The host's metrics.
     pub metrics: Arc<Metrics>,
-    /// The client that writes for the plugin (for example one impersonating its service
-    /// account); `None` writes with the primaries' cluster client.
-    pub writes: Option<Client>,
+    /// The clients that write for the plugin (its objects, for example as its ServiceAccount,
+    /// and its Events), within the fence's terms ([`Clusters::writing`]).
+    pub writes: informer::Writes,
     /// Where the primary's and the declared watches' bounded caches keep warm objects; `None`
     /// caches every object.
     pub pool: Option<informer::Pool>,
@@ -133,10 +133,9 @@ pub async fn run(mut controller: Controller, shutdown: CancellationToken) {
 
 /// One run of `controller`, from resolving its kinds to stopping: see [`run`].
 async fn run_once(controller: &Controller, handover: Option<Handover>, shutdown: &CancellationToken) -> Ended {
-    let Controller { module, clusters, settings, metrics, fence, inlet, .. } = controller;
+    let Controller { module, settings, metrics, fence, inlet, .. } = controller;
     let config = module.get().config().clone();
-    let writes = controller.writes.clone().unwrap_or_else(|| clusters.local().client().clone());
-    let events = clusters.local().client().clone();
+    let informer::Writes { objects: writes, events } = controller.writes.clone();
     let sharded = sharded_watch(controller);
     let Some(watched) = subscribe(controller, &config, (&writes, &events), sharded.clone(), shutdown).await else {
         return Ended::Stopped;

@@ -2,11 +2,12 @@
 //! (`wasmop run --cluster NAME=...`), each with its own registry of shared watches.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use kube::Client;
 
 use super::Registry;
+use crate::fence::Fence;
 
 /// A watch names a cluster the host was not given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -25,6 +26,17 @@ pub struct Clusters {
     /// How the local client was made, to make impersonating ones.
     local_config: Option<kube::Config>,
     remote: BTreeMap<String, Arc<Registry>>,
+    /// The host's own writing clients, one per fence they write under ([`Clusters::writing`]).
+    writing: Arc<Mutex<Vec<(Fence, Client)>>>,
+}
+
+/// The clients that write for one plugin.
+#[derive(Clone)]
+pub struct Writes {
+    /// Writes the plugin's objects: as its ServiceAccount, when it has one.
+    pub objects: Client,
+    /// Publishes its Events: as the host.
+    pub events: Client,
 }
 
 /// A client impersonating someone could not be made.
@@ -48,7 +60,7 @@ impl Clusters {
     /// Only the primaries' cluster, reached with `client`.
     pub fn new(client: Client) -> Self {
         let client = bounded(client);
-        Self { local: Registry::new(client), local_config: None, remote: BTreeMap::new() }
+        Self { local: Registry::new(client), local_config: None, remote: BTreeMap::new(), writing: Arc::default() }
     }
 
     /// Only the primaries' cluster, reached with a client made from `config`; the host can then
@@ -56,7 +68,46 @@ impl Clusters {
     pub fn from_config(config: kube::Config) -> Result<Self, kube::Error> {
         let config = without_retries(config);
         let client = bounded(Client::try_from(config.clone())?);
-        Ok(Self { local: Registry::new(client), local_config: Some(config), remote: BTreeMap::new() })
+        let local = Registry::new(client);
+        Ok(Self { local, local_config: Some(config), remote: BTreeMap::new(), writing: Arc::default() })
+    }
+
+    /// The clients that write for a plugin under `fence`, as `user` (its ServiceAccount) when
+    /// given. Under an election their connections write only within the term they were opened
+    /// in ([`crate::fence::client`]); the host's own one is shared by the plugins of a fence.
+    pub fn writing(&self, fence: &Fence, user: Option<&str>) -> Result<Writes, ImpersonationError> {
+        let Some(config) = self.local_config.as_ref().filter(|_| fence.is_elected()) else {
+            let objects = match user {
+                Some(user) => self.impersonating(user)?,
+                None => self.local.client().clone(),
+            };
+            return Ok(Writes { objects, events: self.local.client().clone() });
+        };
+        let fenced = |config: kube::Config, who: &str| {
+            crate::fence::client(&config, fence)
+                .map(bounded)
+                .map_err(|source| ImpersonationError::Client { user: who.into(), source })
+        };
+        let events = {
+            let mut writing = self.writing.lock().expect("never poisoned");
+            match writing.iter().find(|(of, _)| of.shares_terms(fence)) {
+                Some((_, client)) => client.clone(),
+                None => {
+                    let client = fenced(config.clone(), "the host")?;
+                    writing.push((fence.clone(), client.clone()));
+                    client
+                }
+            }
+        };
+        let objects = match user {
+            Some(user) => {
+                let mut config = config.clone();
+                config.auth_info.impersonate = Some(user.to_string());
+                fenced(config, user)?
+            }
+            None => events.clone(),
+        };
+        Ok(Writes { objects, events })
     }
 
     /// A client of the primaries' cluster whose requests the API server authorizes as `user`

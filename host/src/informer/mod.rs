@@ -27,7 +27,7 @@ mod whole;
 pub use crate::trim::{LAST_APPLIED, trim};
 pub use bounded::{Bounded, Tag};
 pub use cache::Cache;
-pub use clusters::{ClusterError, ClusterSpec, Clusters, ImpersonationError, UnknownCluster};
+pub use clusters::{ClusterError, ClusterSpec, Clusters, ImpersonationError, UnknownCluster, Writes};
 pub use decoded::watch_backoff;
 pub use discovery::{InformerError, not_served, resolve};
 pub use listing::Listing;

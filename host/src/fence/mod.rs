@@ -15,12 +15,18 @@
 //!   is abandoned (its future dropped, its connection closed) when the term ends: a healthy
 //!   leader finishes a long external call, a replica that lost its lease abandons it.
 //! - Outgoing HTTP checks the ticket where bytes leave the process ([`Ticket::open`] in the
-//!   socket's write), since `wasi:http` sends run in tasks of their own.
+//!   socket's write), since `wasi:http` sends run in tasks of their own; so do the clients that
+//!   write to the API server for plugins ([`client`]): hyper writes from its connection's task,
+//!   after the check in [`Fence::write`].
+
+mod connector;
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+pub use connector::client;
 
 /// A term of leadership.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +83,20 @@ impl Fence {
         identity: &str,
     ) -> Self {
         Self { terms: Some(terms), leading: Some(leading), identity: Some(identity.into()) }
+    }
+
+    /// Whether an election (or a shard membership) decides this fence.
+    pub fn is_elected(&self) -> bool {
+        self.terms.is_some()
+    }
+
+    /// Whether `other` is a clone of this fence: the same election's terms.
+    pub fn shares_terms(&self, other: &Fence) -> bool {
+        match (&self.terms, &other.terms) {
+            (Some(mine), Some(theirs)) => mine.same_channel(theirs),
+            (None, None) => true,
+            _ => false,
+        }
     }
 
     /// This replica's identity in the lease (it reports its Events as this instance); `None`
