@@ -20,7 +20,7 @@ use hyper_util::rt::TokioExecutor;
 use kube::client::ConfigExt;
 use tower::{BoxError, ServiceBuilder};
 
-use super::{Fence, Ticket};
+use super::terms::{Fence, Ticket};
 
 /// Why a connection refuses to send.
 const ENDED: &str = "not the leader: the term this connection was opened in ended, nothing more is sent";
@@ -160,7 +160,7 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
-    use super::super::tests_support::{fence, lead};
+    use super::super::terms::tests_support::{fence, lead};
     use super::*;
 
     /// How long a test waits for what must happen at once.
@@ -185,7 +185,8 @@ mod tests {
                         }
                         let text = String::from_utf8_lossy(&buf[..n]).to_string();
                         seen.lock().unwrap().push(text.lines().next().unwrap_or_default().to_string());
-                        let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                        let answer =
+                            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
                         if socket.write_all(answer).await.is_err() {
                             return;
                         }
