@@ -242,6 +242,8 @@ struct Running {
     task: JoinHandle<()>,
     /// Where the events endpoint hands the plugin's inbound events.
     inlet: Inlet,
+    /// Where its reconciles and webhook calls are recorded, when they are.
+    records: Option<Arc<crate::record::Records>>,
 }
 
 /// Runs one controller per plugin; plugins can be started, replaced and stopped at any time,
@@ -408,6 +410,16 @@ impl Host {
         shadow.candidate().map(|candidate| (candidate, shadow.tally()))
     }
 
+    /// Where plugin `name`'s reconciles and webhook calls are recorded, if it runs and records.
+    pub(crate) fn records_of(&self, name: &str) -> Option<Arc<crate::record::Records>> {
+        self.controllers.lock().expect("never poisoned").get(name).and_then(|r| r.records.clone())
+    }
+
+    /// Plugin `name`'s shadow, if it ever had a candidate.
+    pub(crate) fn shadow_of(&self, name: &str) -> Option<Arc<Shadow>> {
+        self.shadows.lock().expect("never poisoned").get(name).cloned()
+    }
+
     /// Plugin `name`'s shadow, made the first time it is asked for.
     fn shadow(&self, name: &str) -> Arc<Shadow> {
         let mut shadows = self.shadows.lock().expect("never poisoned");
@@ -559,6 +571,7 @@ impl Host {
         let synced = Arc::new(AtomicBool::new(false));
         let unserved = controller::Unserved::default();
         let inlet = Inlet::new(module.config());
+        let records = controller::records(module.config(), &resolved, &self.metrics);
         let controller = Controller {
             inlet: inlet.clone(),
             synced: synced.clone(),
@@ -575,11 +588,12 @@ impl Host {
             global: Some(self.global.clone()),
             metrics: self.metrics.clone(),
             writes,
+            records: records.clone(),
             handover,
             shadow: self.shadow(module.name()),
         };
         let task = tokio::spawn(controller::run(controller, stop.clone()));
-        Ok(Running { module: current, owner, overrides, reconcile_all, synced, unserved, stop, task, inlet })
+        Ok(Running { module: current, owner, overrides, reconcile_all, synced, unserved, stop, task, inlet, records })
     }
 
     /// Says that the plugins given at start are loaded: from now on [`Host::ready`] depends on

@@ -4,9 +4,10 @@
 //! whose recorder the runtime fills with a step per export call; once the reconcile ended,
 //! [`Records::finish`] writes the record or not, redacted, within the plugin's budget.
 //!
-//! A plugin's records are the files `DIR/<plugin>/*.json`. The budget counts the files there
-//! (a write lists the directory), so records left by an earlier run count too, and the oldest
-//! go first. Writes of one plugin's records take turns, on the blocking pool.
+//! A plugin's records are the files `DIR/<plugin>/*.json`, and its recorded webhook calls the
+//! webhook fixtures `DIR/<plugin>/*.yaml` ([`Records::review`]). The budget counts the files
+//! there (a write lists the directory), so records left by an earlier run count too, and the
+//! oldest go first. Writes of one plugin's records take turns, on the blocking pool.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use std::time::SystemTime;
 
 use futures::future::BoxFuture;
 use wasmop_core::ObjectKey;
-use wasmop_core::record::budget::{Budget, Stored};
+use wasmop_core::record::budget::{Admission, Budget, Stored};
 use wasmop_core::record::format::{FORMAT_VERSION, Plugin, PrimaryName};
 use wasmop_core::record::select::{Plan, Secrets, Selection, SettingError};
 use wasmop_core::record::{Record, Step, redact};
@@ -117,12 +118,79 @@ impl Records {
         }
     }
 
+    /// Writes a webhook call about `object` (`key`, answered by the endpoint's `webhook`,
+    /// `validate`), as the webhook fixture `fixture` (its review and the answer it got,
+    /// [`crate::webhook::fixture`]), when the plan says so: `refused` (a denial, a failed call
+    /// or conversion) counts as a failure. Redacted unless the setting keeps Secrets, within the
+    /// budget as records are. Never fails: what goes wrong is logged and counted.
+    pub async fn review(
+        self: &Arc<Self>,
+        (object, key): (&serde_json::Value, &ObjectKey),
+        refused: bool,
+        webhook: &'static str,
+        mut fixture: serde_json::Value,
+    ) {
+        let object = if self.selection.reads_primary() { object } else { &serde_json::Value::Null };
+        let Some(reason) = self.selection.plan(object, fastrand::f64()).reason(refused) else { return };
+        if self.secrets == Secrets::Redact {
+            redact::redact_review(&mut fixture);
+        }
+        let text = match serde_saphyr::to_string(&fixture) {
+            Ok(text) => text,
+            Err(err) => {
+                tracing::warn!(plugin = self.plugin, object = %key, %err, "webhook call not recorded");
+                self.metrics.recorded(&self.plugin, 0, 0, Some("error"));
+                return;
+            }
+        };
+        let time: String = humantime::format_rfc3339_millis(SystemTime::now())
+            .to_string()
+            .chars()
+            .filter(|c| !matches!(c, ':' | '-'))
+            .collect();
+        let object = match &key.namespace {
+            Some(namespace) => format!("{namespace}-{}", key.name),
+            None => key.name.clone(),
+        };
+        let reason = format!("{reason:?}").to_lowercase();
+        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+        let name = format!("{time}-{object}-{webhook}-{reason}-{sequence:06}");
+        let name: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') { c } else { '_' }).collect();
+        let _turn = self.turn.lock().await;
+        let this = self.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&this.dir)?;
+            let admission = this.budget.admit_whole(text.into_bytes(), &stored(&this.dir)?);
+            this.admit(admission, &format!("{name}.yaml"))
+        })
+        .await;
+        match written {
+            Ok(Ok(Some(name))) => {
+                tracing::info!(plugin = self.plugin, object = %key, record = name, "webhook call recorded")
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(err)) => {
+                tracing::warn!(plugin = self.plugin, object = %key, %err, dir = %self.dir.display(), "cannot record a webhook call");
+                self.metrics.recorded(&self.plugin, 0, 0, Some("error"));
+            }
+            Err(err) => tracing::warn!(plugin = self.plugin, %err, "the webhook call's record write stopped"),
+        }
+    }
+
     /// Admits `record` into the directory: deletes what the budget says, writes the record
     /// (to a temporary file renamed into place); its file name, `None` when it was dropped.
     fn write(&self, mut record: Record) -> std::io::Result<Option<String>> {
         std::fs::create_dir_all(&self.dir)?;
         let stored = stored(&self.dir)?;
         let admission = self.budget.admit(&mut record, &stored);
+        let name = record.file_name(self.sequence.fetch_add(1, Ordering::Relaxed) + 1);
+        self.admit(admission, &name)
+    }
+
+    /// Carries out `admission` of the file `name`: deletes what the budget says, writes the
+    /// file (to a temporary file renamed into place); its name, `None` when it was dropped.
+    fn admit(&self, admission: Admission, name: &str) -> std::io::Result<Option<String>> {
         let mut deleted = 0;
         for name in &admission.delete {
             match std::fs::remove_file(self.dir.join(name)) {
@@ -136,22 +204,22 @@ impl Records {
             tracing::warn!(plugin = self.plugin, "record dropped: larger than the size cap or the budget");
             return Ok(None);
         };
-        let name = record.file_name(self.sequence.fetch_add(1, Ordering::Relaxed) + 1);
         let partial = self.dir.join(format!(".{name}.partial"));
         std::fs::write(&partial, &bytes)?;
-        std::fs::rename(&partial, self.dir.join(&name))?;
+        std::fs::rename(&partial, self.dir.join(name))?;
         self.metrics.recorded(&self.plugin, 1, deleted, None);
-        Ok(Some(name))
+        Ok(Some(name.to_string()))
     }
 }
 
-/// The records in `dir`: its `*.json` files, their sizes and when they were written.
+/// The records in `dir`: its `*.json` records and `*.yaml` webhook fixtures, their sizes and
+/// when they were written.
 fn stored(dir: &Path) -> std::io::Result<Vec<Stored>> {
     let mut stored = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || !name.ends_with(".json") {
+        if name.starts_with('.') || !(name.ends_with(".json") || name.ends_with(".yaml")) {
             continue;
         }
         let Ok(meta) = entry.metadata() else { continue };

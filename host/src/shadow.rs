@@ -12,7 +12,9 @@
 //! returns is applied: no write, no finalizer, no Event, no external call; its outgoing HTTP is
 //! refused ([`Module::without_http`]). Its runs are spawned apart from the live reconcile, a few
 //! at a time, each within the candidate's own limits; its traps and timeouts are counted as
-//! shadow failures and never reach the live version.
+//! shadow failures and never reach the live version. The webhook requests the live version
+//! answers are asked of the candidate too, once the live answer is made: the two answers are
+//! compared and counted ([`Shadow::compare_answer`]), and only the live one is returned.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -240,9 +242,57 @@ impl Shadow {
         }
         let comparison = compare(live, shadowed);
         let kinds: Vec<&'static str> = comparison.kinds.iter().map(|k| k.as_str()).collect();
+        self.counted(key, kinds, &comparison.diff);
+    }
+
+    /// Asks the candidate, if the plugin has one, the request of `webhook` (`/validate/<plugin>`)
+    /// about `key` that the live version answered with the review `live`: `answer` asks it the
+    /// same way, `None` when the candidate declares no such webhook. The two review responses
+    /// are compared and counted ([`crate::metrics::ShadowMetrics::answered`]), a difference
+    /// logged. Spawned once the live answer is made: the API server gets the live version's
+    /// answer only, and never waits for the candidate.
+    pub(crate) fn compare_answer<F, Fut>(self: &Arc<Self>, (webhook, key): (String, ObjectKey), live: String, answer: F)
+    where
+        F: FnOnce(Arc<Module>) -> Fut + Send + 'static,
+        Fut: Future<Output = Option<String>> + Send + 'static,
+    {
+        let Some(candidate) = self.candidate() else { return };
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= WAITING {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            self.failed(&candidate, "Overloaded");
+            return;
+        }
+        let shadow = self.clone();
+        let span = tracing::info_span!(parent: None, "shadow", plugin = %self.plugin, candidate = &candidate.digest()[..12],
+            webhook, "resource.namespace" = key.namespace.as_deref().unwrap_or(""), "resource.name" = %key.name);
+        let task = async move {
+            let permit = shadow.running.clone().acquire_owned().await;
+            let shadowed = answer(candidate.clone()).await;
+            drop(permit);
+            shadow.waiting.fetch_sub(1, Ordering::AcqRel);
+            if !shadow.current(&candidate) {
+                return;
+            }
+            let response = |review: &str| {
+                serde_json::from_str::<serde_json::Value>(review).map(|mut v| v["response"].take()).unwrap_or_default()
+            };
+            let (live, shadowed) = (response(&live), shadowed.as_deref().map(response));
+            let same = shadowed.as_ref() == Some(&live);
+            shadow.metrics.shadow().answered(&shadow.plugin, &webhook, same);
+            if !same {
+                let candidate_said = shadowed.map_or_else(|| "no such webhook".to_string(), |s| s.to_string());
+                tracing::info!(object = %key, webhook, "the candidate answers differently from the live version:\n- {live}\n+ {candidate_said}");
+            }
+        };
+        tokio::spawn(task.instrument(span));
+    }
+
+    /// Counts a comparison about `key` that found the differences `kinds` (none: the same),
+    /// logging the `diff` when it found any.
+    fn counted(&self, key: &ObjectKey, kinds: Vec<&'static str>, diff: &wasmop_core::record::diff::Diff) {
         self.metrics.shadow().compared(&self.plugin, &kinds);
         let differed = (!kinds.is_empty()).then(|| {
-            tracing::info!(object = %key, ?kinds, "the candidate differs from the live version:\n{}", short(&comparison.diff));
+            tracing::info!(object = %key, ?kinds, "the candidate differs from the live version:\n{}", short(diff));
             Differed {
                 namespace: key.namespace.clone(),
                 name: key.name.clone(),

@@ -137,7 +137,7 @@ fn a_record_holds_for_the_recorded_version_and_fails_for_one_that_ends_otherwise
 /// The webpage sample's fixtures (`plugins/webpage/fixtures/`, which the book includes) hold for
 /// its Rust, Python and TypeScript builds: a page gets its dependents, a Deployment among them (a
 /// kind outside the core group), and no Ingress until it is exposed; an invalid page fails in
-/// `desired` and gets none.
+/// `desired` and gets none; and its validating webhook refuses an empty html at the field.
 #[test]
 fn the_webpage_fixtures_hold_for_every_language() -> anyhow::Result<()> {
     let fixtures = workspace_root().join("plugins/webpage/fixtures");
@@ -145,10 +145,56 @@ fn the_webpage_fixtures_hold_for_every_language() -> anyhow::Result<()> {
         let output = wasmop_test(&build(file), &[&fixtures])?;
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "{file}: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-        for fixture in ["invalid", "page"] {
+        for fixture in ["empty-html", "invalid", "page"] {
             assert!(stdout.contains(&format!("fixture: {fixture}\n")), "{file}: {stdout}");
         }
-        assert!(stdout.ends_with("# 2 fixtures, all held\n"), "{file}: {stdout}");
+        assert!(stdout.contains("answer:\n  allowed: false\n"), "{file}: {stdout}");
+        assert!(stdout.ends_with("# 3 fixtures, all held\n"), "{file}: {stdout}");
     }
+    Ok(())
+}
+
+/// Webhook fixtures: a defaulting review holds when the patch makes the object expected, and a
+/// fixture whose verdict, field or object the plugin does not answer fails naming each; a trap
+/// answers as the failure policy says, naming the plugin.
+#[test]
+fn webhook_fixtures_hold_when_the_plugin_answers_as_expected_and_fail_naming_what_differs() -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("wasmop-review-fixtures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let page = "{ apiVersion: sample.wasmop.dev/v1, kind: WebPage, metadata: { name: p }, spec: { html: x } }";
+    std::fs::write(
+        dir.join("defaults.yaml"),
+        format!(
+            "review: {{ webhook: mutating, object: {page} }}\n\
+             expect: {{ allowed: true, object: {{ apiVersion: sample.wasmop.dev/v1, kind: WebPage, metadata: {{ name: p }}, spec: {{ html: x, exposed: false }} }} }}\n"
+        ),
+    )?;
+    let held = wasmop_test(&build("webpage.wasm"), &[&dir.join("defaults.yaml")])?;
+    let stdout = String::from_utf8_lossy(&held.stdout);
+    assert!(held.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&held.stderr));
+    assert!(stdout.contains("/spec/exposed"), "the patch is shown: {stdout}");
+    assert!(stdout.ends_with("# 1 fixtures, all held\n"), "{stdout}");
+
+    std::fs::write(
+        dir.join("wrong.yaml"),
+        format!("review: {{ object: {page} }}\nexpect: {{ allowed: false, field: spec.html }}\n"),
+    )?;
+    let trap = "{ apiVersion: fixture.wasmop.dev/v1, kind: Gate, metadata: { name: g, labels: { wasmop.dev/trap: \"yes\" } } }";
+    std::fs::write(
+        dir.join("trap.yaml"),
+        format!(
+            "review: {{ object: {trap} }}\nexpect: {{ allowed: false, message: webhook of plugin \"fixture-admission\" failed }}\n"
+        ),
+    )?;
+    let failed = wasmop_test(&build("webpage.wasm"), &[&dir.join("wrong.yaml")])?;
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    assert_eq!(failed.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("allowed: expected false, got true"), "{stdout}");
+    assert!(stdout.contains(r#"field: expected \"spec.html\", got null"#), "{stdout}");
+    let trapped = wasmop_test(&build("fixture-admission.wasm"), &[&dir.join("trap.yaml")])?;
+    let stdout = String::from_utf8_lossy(&trapped.stdout);
+    assert!(trapped.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&trapped.stderr));
+    assert!(stdout.contains("traps on purpose"), "{stdout}");
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

@@ -4,7 +4,9 @@
 //! admissions to it. The webpage sample refuses an empty `html` with its message and field and
 //! defaults `exposed`; `fixture-admission` (failure policy Fail) refuses a Gate when its
 //! `validate` traps, naming the plugin, and `fixture-admission-ignore` admits it; a standby
-//! replica serves admissions; the requests are counted under controller-runtime's names.
+//! replica serves admissions; the requests are counted under controller-runtime's names. A
+//! shadow candidate's answers are compared and counted, never returned; a recording plugin's
+//! refusals become webhook fixtures that `wasmop test` and `wasmop replay` answer again.
 //!
 //! Its own test binary: webhook configurations are cluster-scoped. Each test's have names of
 //! their own (the host's namespace in them) and match the objects of the test's namespace only.
@@ -519,4 +521,101 @@ async fn a_hot_swap_while_admissions_flow_fails_none() -> anyhow::Result<()> {
     assert!(wrong.is_empty(), "admissions that failed during the swaps: {wrong:?}");
     assert!(answered >= 15, "only {answered} admissions flowed");
     hooks.stop(&client, &ns, &["webpage"]).await
+}
+
+/// A plugin's shadow candidate is asked the admissions its live version answers: each answer is
+/// compared with the live one and counted, and only the live answer reaches the API server. The
+/// candidate (`fixture-admission-strict`) denies the strict Gate the live version admits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidates_verdicts_are_compared_and_counted_never_returned() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/fixtures/admission/crd.yaml"), None).await?;
+    let ns = namespace(&client, "webhooks-shadow").await?;
+    let hooks = Hooks::start(&client, &ns, &["fixture-admission"], settings(&ns, HostConfig::default())).await?;
+    let live = plugin("fixture-admission");
+    let candidate = plugin("fixture-admission-strict");
+    hooks.host.propose(&live.display().to_string(), &candidate, std::fs::read(&candidate)?, None).await?;
+    let webhook = "/validate/fixture-admission";
+    let answers = |same| hooks.host.metrics().shadow().answers_of("fixture-admission", webhook, same);
+    let plain = gate("plain", json!({}))?;
+    until(
+        "the webhook called",
+        async || {
+            gates(&client, &ns).create(&dry_run(), &plain).await?;
+            Ok(hooks.answered(webhook))
+        },
+        |n| *n > 0,
+    )
+    .await?;
+    until("the candidate's same answer counted", async || Ok(answers(true)), |n| *n > 0).await?;
+    assert_eq!(answers(false), 0, "the two versions admit a plain gate alike");
+
+    // The live version admits the strict gate: it is stored, whatever the candidate says.
+    let strict = gate("strict", json!({ "wasmop.dev/strict": "yes" }))?;
+    let stored = gates(&client, &ns).create(&PostParams::default(), &strict).await?;
+    assert_eq!(stored.metadata.labels.unwrap_or_default()["wasmop.dev/strict"], "yes");
+    until("the candidate's other answer counted", async || Ok(answers(false)), |n| *n == 1).await?;
+    let same = answers(true);
+    let denied = gate("closed", json!({ "wasmop.dev/deny": "gates-are-closed" }))?;
+    let refused = refusal(gates(&client, &ns).create(&PostParams::default(), &denied).await)?.expect("denied");
+    assert!(refused.message.ends_with("metadata.labels: gates-are-closed"), "{refused:?}");
+    until("the candidate's same denial counted", async || Ok(answers(true)), |n| *n > same).await?;
+    assert_eq!(answers(false), 1, "only the strict gate differed");
+    hooks.stop(&client, &ns, &["fixture-admission"]).await
+}
+
+/// A recording plugin's refused admission is written as a webhook fixture beside its records
+/// (`--record DIR`; by default the refusals, as failed reconciles are), redacted, and `wasmop
+/// test` answers it again alike with the plugin's Rust and Python builds, `wasmop replay` with
+/// its TypeScript build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_admission_is_recorded_as_a_fixture_that_wasmop_test_answers_again() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let ns = namespace(&client, "webhooks-record").await?;
+    let dir = std::env::temp_dir().join(format!("wasmop-webhook-records-{ns}"));
+    let mut recording = settings(&ns, HostConfig::default());
+    recording.defaults.record_dir = Some(dir.clone());
+    let hooks = Hooks::start(&client, &ns, &["webpage"], recording).await?;
+    let pages = web_pages(&client, &ns);
+    let empty = page("empty", json!({ "html": "" }))?;
+    until("the empty page refused", async || refusal(pages.create(&dry_run(), &empty).await), Option::is_some).await?;
+    pages.create(&PostParams::default(), &page("fine", json!({ "html": "<p>fine</p>" }))?).await?;
+    refusal(pages.create(&PostParams::default(), &empty).await)?.expect("refused");
+    let fixtures = || -> Vec<std::path::PathBuf> {
+        let entries = std::fs::read_dir(dir.join("webpage")).into_iter().flatten().flatten();
+        entries.map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "yaml")).collect()
+    };
+    let recorded = until("the refusal recorded", async || Ok(fixtures()), |files| !files.is_empty()).await?;
+    let text = std::fs::read_to_string(&recorded[0])?;
+    assert!(text.contains("webhook: validating") && text.contains("operation: CREATE"), "{text}");
+    assert!(text.contains("field: spec.html"), "the answer is expected: {text}");
+    assert!(recorded[0].display().to_string().contains(&format!("{ns}-empty-validate-failed")), "{recorded:?}");
+    hooks.stop(&client, &ns, &["webpage"]).await?;
+    assert!(fixtures().iter().all(|f| !f.display().to_string().contains("-fine-")), "an admitted page is not recorded");
+
+    for build in ["webpage", "webpage-py"] {
+        let output = std::process::Command::new(wasmop_binary()?)
+            .arg("test")
+            .arg(plugin(build))
+            .arg(&recorded[0])
+            .env("RUST_LOG", "off")
+            .output()?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{build}: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+        assert!(stdout.ends_with("# 1 fixtures, all held\n"), "{build}: {stdout}");
+    }
+    // `wasmop replay` answers a recorded webhook call again too.
+    let replayed = std::process::Command::new(wasmop_binary()?)
+        .arg("replay")
+        .arg(&recorded[0])
+        .arg("--plugin")
+        .arg(plugin("webpage-ts"))
+        .env("RUST_LOG", "off")
+        .output()?;
+    let stdout = String::from_utf8_lossy(&replayed.stdout);
+    assert!(replayed.status.success(), "{stdout}{}", String::from_utf8_lossy(&replayed.stderr));
+    assert!(stdout.contains("result: ok"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }

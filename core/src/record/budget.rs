@@ -82,6 +82,17 @@ impl Budget {
             bytes = record.to_vec();
             counts.truncated = 1;
         }
+        self.admit_bytes(bytes, stored, counts)
+    }
+
+    /// Decides what happens to a file of `bytes` that cannot be truncated (a webhook fixture),
+    /// the directory holding `stored`: dropped when over the cap, else written after the oldest
+    /// files are deleted to make room.
+    pub fn admit_whole(&self, bytes: Vec<u8>, stored: &[Stored]) -> Admission {
+        self.admit_bytes(bytes, stored, Counts::default())
+    }
+
+    fn admit_bytes(&self, bytes: Vec<u8>, stored: &[Stored], mut counts: Counts) -> Admission {
         if len(&bytes) > self.max_record_bytes.min(self.budget_bytes) {
             let counts = Counts { dropped_for_size: 1, ..Counts::default() };
             return Admission { write: None, delete: Vec::new(), counts };
@@ -166,6 +177,17 @@ mod tests {
         let objects = (0..items).map(|i| format!("{{\"n\":\"{i:0>92}\"}}")).collect();
         record.steps[1].calls.push(Call { import, answer: Answer::Objects(Ok(objects)) });
         record
+    }
+
+    #[test]
+    fn a_whole_file_is_written_within_the_budget_or_dropped_over_the_cap() {
+        let budget = Budget { max_record_bytes: 100, budget_bytes: 150 };
+        let kept = [stored("old", 80, 1), stored("new", 50, 2)];
+        let admitted = budget.admit_whole(vec![b'x'; 60], &kept);
+        assert_eq!(admitted.write.map(|w| w.len()), Some(60));
+        assert_eq!(admitted.delete, ["old"], "the oldest goes to make room");
+        let dropped = budget.admit_whole(vec![b'x'; 101], &kept);
+        assert_eq!((dropped.write, dropped.counts.dropped_for_size), (None, 1));
     }
 
     #[test]

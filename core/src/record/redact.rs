@@ -122,6 +122,25 @@ pub fn redact(record: &mut Record) -> Result<usize, ReadError> {
     Ok(replaced)
 }
 
+/// Redacts a webhook fixture (`review:`, `expect:`, as `wasmop run --record` writes one per
+/// recorded webhook call) by the rule of records: every Secret in the review keeps its keys and
+/// each value becomes its marker, and the values found are scrubbed from the answer expected (a
+/// message, warning or patch that copied one). Returns how many values were replaced.
+pub fn redact_review(fixture: &mut Value) -> usize {
+    let mut found = Found::default();
+    if let Some(review) = fixture.get_mut("review") {
+        hide_secrets(review, false, &mut found);
+    }
+    found.values.retain(|value| value.len() >= MIN_SCRUBBED);
+    found.values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    found.values.dedup();
+    let values = std::mem::take(&mut found.values);
+    if let Some(expect) = fixture.get_mut("expect") {
+        scrub(expect, &values, &mut found.replaced);
+    }
+    found.replaced
+}
+
 /// Whether a header or query parameter named `name` carries a credential: its lower case
 /// contains one of [`CREDENTIAL_WORDS`].
 pub fn is_credential(name: &str) -> bool {
@@ -568,6 +587,23 @@ mod tests {
 
     fn text(record: &Record) -> String {
         String::from_utf8(record.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_webhook_fixture_of_a_secret_holds_none_of_its_values_in_the_review_or_the_answer() {
+        let secret = json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "db" },
+                             "stringData": { "password": PASSWORD } });
+        let mut fixture = json!({
+            "review": { "webhook": "validating", "object": secret },
+            "expect": { "allowed": false, "message": format!("password {PASSWORD} is too weak") },
+        });
+        assert_eq!(redact_review(&mut fixture), 2);
+        let text = fixture.to_string();
+        assert!(!text.contains(PASSWORD), "{text}");
+        assert_eq!(fixture["review"]["object"]["stringData"]["password"], marker(PASSWORD.len()));
+        assert_eq!(fixture["expect"]["message"], format!("password {} is too weak", marker(PASSWORD.len())));
+        let mut plain = json!({ "review": { "object": { "kind": "WebPage" } }, "expect": { "allowed": true } });
+        assert_eq!(redact_review(&mut plain), 0);
     }
 
     #[test]

@@ -15,7 +15,9 @@ use super::runtime::RuntimeArgs;
 /// prints a diff of the status, labels, desired objects and events between the recorded
 /// reconcile and the new version's (`no difference` when there is none) and exits 0, or 1
 /// when the new version made a call the record cannot answer. Exits 2 when the record or
-/// the module cannot be loaded.
+/// the module cannot be loaded. A recorded webhook call (a `*.yaml` webhook fixture) is
+/// answered again by either module: its answer is printed, with what differs from the
+/// recorded one (exit 1) or `ok`.
 #[derive(Debug, clap::Args)]
 pub struct ReplayArgs {
     /// The record file.
@@ -35,6 +37,9 @@ pub struct ReplayArgs {
 pub async fn replay(args: ReplayArgs) -> i32 {
     let ReplayArgs { record, module, plugin, runtime } = &args;
     let (record, module, plugin) = (record.as_path(), module.as_deref(), plugin.as_deref());
+    if let Some(text) = std::fs::read_to_string(record).ok().filter(|text| wasmop::webhook::fixture::is_fixture(text)) {
+        return review(record, &text, plugin.or(module), runtime).await;
+    }
     let loaded = (|| -> anyhow::Result<_> {
         let bytes = std::fs::read(record).with_context(|| format!("cannot read {}", record.display()))?;
         let record = wasmop_core::record::Record::from_slice(&bytes)
@@ -77,4 +82,40 @@ pub async fn replay(args: ReplayArgs) -> i32 {
             1
         }
     }
+}
+
+/// Replays the recorded webhook call `text` (from `file`) with the module at `path`: as `wasmop
+/// test` answers a webhook fixture.
+async fn review(file: &std::path::Path, text: &str, path: Option<&std::path::Path>, runtime: &RuntimeArgs) -> i32 {
+    let loaded = (|| -> anyhow::Result<_> {
+        let path = path.context("give the module with --module or --plugin")?;
+        Ok(runtime.runtime(None)?.load(path)?)
+    })();
+    let module = match loaded {
+        Ok(module) => module,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return 2;
+        }
+    };
+    let name = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let text = text.to_string();
+    let answered = tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+        wasmop::harness::reviews::answer(&module, &runtime, &name, &text)
+    })
+    .await
+    .unwrap_or_else(|e| Err(e.to_string()));
+    let answered = match answered {
+        Ok(answered) => answered,
+        Err(e) => {
+            eprintln!("error: {}: {e}", file.display());
+            return 2;
+        }
+    };
+    let shown = serde_saphyr::to_string(&answered.shown()).unwrap_or_else(|e| format!("# not printable: {e}\n"));
+    if print_out(&shown).is_err() {
+        return 2;
+    }
+    i32::from(!answered.failures.is_empty())
 }

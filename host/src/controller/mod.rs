@@ -40,6 +40,7 @@ pub use coverage::{Covered, covered};
 use dispatch::{Dispatch, Ended, Scheduler};
 use listed::List;
 use pipeline::Outside;
+pub use pipeline::records;
 use reconcile::Reconciler;
 use references::References;
 use sources::Feeds;
@@ -62,6 +63,8 @@ pub struct Controller {
     pub global: Option<Arc<Semaphore>>,
     /// The host's metrics.
     pub metrics: Arc<Metrics>,
+    /// Where its reconciles (and webhook calls) are recorded, when they are ([`records`]).
+    pub records: Option<Arc<crate::record::Records>>,
     /// The clients that write for the plugin (its objects, for example as its ServiceAccount,
     /// and its Events), within the fence's terms ([`Clusters::writing`]).
     pub writes: informer::Writes,
@@ -151,7 +154,7 @@ async fn run_once(controller: &Controller, handover: Option<Handover>, shutdown:
     // The plugin's external state, fetched by its poller (started with the sources).
     let namespace = settings.namespace.as_deref();
     let (outside, polled) = Outside::new(&config, (&writes, fence), namespace, inlet.payloads(), &controller.shadow);
-    let records = pipeline::records(&config, settings, metrics);
+    let records = controller.records.clone();
     let reconciler =
         pipeline::reconciler(module, &config, &watched, writes, events, metrics, runs_sink, fence, outside, records);
     let Some(reconciler) = reconciler else {

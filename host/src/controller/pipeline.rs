@@ -61,7 +61,7 @@ impl Outside {
 
 /// The plugin's recording, when `settings` record (`--record DIR`); one that cannot start is
 /// logged, and the plugin runs unrecorded.
-pub(super) fn records(
+pub fn records(
     config: &PluginConfig,
     settings: &Resolved,
     metrics: &Arc<Metrics>,

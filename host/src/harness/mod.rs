@@ -7,7 +7,8 @@
 //! `wasmop_core::fixture`'s: the conformance scenarios are fixtures as they stand.
 //!
 //! A fixture may also be a record `wasmop run --record` wrote ([`records`]): it holds when the
-//! plugin ends as the recorded reconcile did.
+//! plugin ends as the recorded reconcile did; or an admission or conversion review with the
+//! answer expected ([`reviews`]).
 //!
 //! For each fixture, [`render`] shows the writes the host would make (applies of dependents'
 //! objects, deletes, external objects, the primary's metadata and status patches), the events
@@ -23,6 +24,7 @@ use wasmop_core::settle::{Mapper, PluginSpec, Settle, WatchSpec};
 
 mod component;
 pub mod records;
+pub mod reviews;
 mod shown;
 
 pub use component::Component;
@@ -118,6 +120,8 @@ pub enum Ran {
     },
     /// A record, replayed.
     Record(records::Replayed),
+    /// A webhook fixture, answered.
+    Review(reviews::Answered),
 }
 
 impl Ran {
@@ -126,6 +130,7 @@ impl Ran {
         match self {
             Ran::Fixture { scenario, .. } => &scenario.name,
             Ran::Record(replayed) => &replayed.name,
+            Ran::Review(answered) => &answered.name,
         }
     }
 
@@ -134,6 +139,7 @@ impl Ran {
         match self {
             Ran::Fixture { outcome, .. } => outcome.failures.is_empty(),
             Ran::Record(replayed) => replayed.failures.is_empty(),
+            Ran::Review(answered) => answered.failures.is_empty(),
         }
     }
 
@@ -142,12 +148,13 @@ impl Ran {
         match self {
             Ran::Fixture { scenario, outcome } => render(scenario, outcome),
             Ran::Record(replayed) => replayed.shown(),
+            Ran::Review(answered) => answered.shown(),
         }
     }
 }
 
 /// Runs every fixture in `files` through `module`, `$NS` and `$OTHER` standing for `namespace`
-/// and `other`, and replays every record. An error when the plugin's configuration or a fixture cannot be used.
+/// and `other`, answers every webhook fixture and replays every record. An error when the plugin's configuration or a fixture cannot be used.
 pub fn run(module: &Module, files: &[PathBuf], namespace: &str, other: &str) -> Result<Vec<Ran>, String> {
     let spec = spec(module.config()).map_err(|e| format!("{}: {e}", module.path().display()))?;
     let component = Component::new(module).map_err(|e| e.to_string())?;
@@ -157,6 +164,13 @@ pub fn run(module: &Module, files: &[PathBuf], namespace: &str, other: &str) -> 
         .map(|file| {
             if records::is_record(file) {
                 return records::replay(&component, file).map(Ran::Record);
+            }
+            let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            if crate::webhook::fixture::is_fixture(&text) {
+                let text = text.replace("$NS", namespace).replace("$OTHER", other);
+                let name = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let answered = reviews::answer(module, &component.runtime, &name, &text);
+                return answered.map(Ran::Review).map_err(|e| format!("{}: {e}", file.display()));
             }
             let scenario = load(file, namespace, other)?;
             let outcome =

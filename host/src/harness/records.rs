@@ -30,6 +30,7 @@ impl Replayed {
             fixture: &self.name,
             description: &self.description,
             passes: Vec::new(),
+            answer: None,
             result: Some(if self.failures.is_empty() { "ok" } else { "FAILED" }),
             failures: &self.failures,
         }

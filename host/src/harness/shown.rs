@@ -62,7 +62,11 @@ pub struct Shown<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     pub description: &'a str,
     /// Every pass of every stage.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub passes: Vec<ShownPass<'a>>,
+    /// A webhook fixture's answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<&'a serde_json::Value>,
     /// `ok` or `FAILED`; absent when the fixture expects nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<&'static str>,
@@ -83,6 +87,7 @@ pub fn render<'a>(scenario: &'a Scenario, outcome: &'a fixture::Outcome) -> Show
         fixture: &scenario.name,
         description: &scenario.description,
         passes,
+        answer: None,
         result: expects.then_some(if outcome.failures.is_empty() { "ok" } else { "FAILED" }),
         failures: &outcome.failures,
     }

@@ -1,5 +1,6 @@
 //! The shadow runs' metrics: reconciles a candidate version ran and the host compared, the
-//! differences by kind, and the candidate's failures by reason.
+//! differences by kind, the candidate's failures by reason, and the webhook requests it
+//! answered beside the live version, by outcome.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -26,17 +27,30 @@ struct FailureLabels {
     reason: &'static str,
 }
 
+/// Labels of the webhook requests compared.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AnswerLabels {
+    plugin: String,
+    webhook: String,
+    outcome: &'static str,
+}
+
 /// The shadow runs' metric families.
 pub struct ShadowMetrics {
     reconciles: Family<PluginLabels, Counter>,
     differences: Family<DifferenceLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
+    answers: Family<AnswerLabels, Counter>,
 }
 
 impl ShadowMetrics {
     pub(super) fn register(registry: &mut Registry) -> Self {
-        let metrics =
-            Self { reconciles: Family::default(), differences: Family::default(), failures: Family::default() };
+        let metrics = Self {
+            reconciles: Family::default(),
+            differences: Family::default(),
+            failures: Family::default(),
+            answers: Family::default(),
+        };
         registry.register(
             "shadow_reconciles",
             "Reconciles a candidate version ran beside the live one and the host compared, by plugin",
@@ -54,7 +68,28 @@ impl ShadowMetrics {
              (Overloaded), by plugin and reason; never compared, never felt by the live version",
             metrics.failures.clone(),
         );
+        registry.register(
+            "shadow_webhook_requests",
+            "Webhook requests a candidate version answered beside the live one and the host compared, by plugin, \
+             webhook (`/validate/<plugin>`) and outcome: same (the same review response) or differed; only the \
+             live version's answer is returned",
+            metrics.answers.clone(),
+        );
         metrics
+    }
+
+    /// Counts a webhook request of `plugin`'s `webhook` its candidate answered as the live
+    /// version did (`same`) or not.
+    pub fn answered(&self, plugin: &str, webhook: &str, same: bool) {
+        let outcome = if same { "same" } else { "differed" };
+        self.answers.get_or_create(&AnswerLabels { plugin: plugin.into(), webhook: webhook.into(), outcome }).inc();
+    }
+
+    /// Webhook requests of `plugin`'s `webhook` its candidate answered as the live version did
+    /// (`same`) or not.
+    pub fn answers_of(&self, plugin: &str, webhook: &str, same: bool) -> u64 {
+        let outcome = if same { "same" } else { "differed" };
+        self.answers.get_or_create(&AnswerLabels { plugin: plugin.into(), webhook: webhook.into(), outcome }).get()
     }
 
     /// Counts a compared reconcile of `plugin`'s candidate and each `kind` that differed.

@@ -94,21 +94,21 @@ pub fn declared<'a>(module: &'a Module, path: Path, kind: Option<&KindRef>) -> O
 }
 
 /// A plugin, its current module and what its calls read.
-pub struct Plugin {
+pub struct Plugin<'a> {
     /// Its name.
-    pub name: String,
+    pub name: &'a str,
     /// The module that takes this request.
-    pub module: Arc<Module>,
+    pub module: &'a Module,
     /// What the call reads.
     pub cache: Arc<dyn CacheReader>,
 }
 
 /// Answers the admission review `body` with `plugin`'s `validate` or `default` (by `path`):
 /// the review's JSON.
-pub async fn admit(plugin: &Plugin, path: Path, body: &[u8]) -> Result<String, Unanswered> {
+pub async fn admit(plugin: &Plugin<'_>, path: Path, body: &[u8]) -> Result<String, Unanswered> {
     let request = review::parse(body)?;
     let kind = review::kind(&request);
-    let webhook = declared(&plugin.module, path, Some(&kind)).ok_or_else(|| not_declared(plugin, path))?;
+    let webhook = declared(plugin.module, path, Some(&kind)).ok_or_else(|| not_declared(plugin, path))?;
     let deadline = policy::deadline(policy::timeout(webhook));
     let span = tracing::info_span!("webhook", plugin = plugin.name, path = path.prefix(), kind = kind.kind,
         namespace = request.namespace.as_deref().unwrap_or(""), name = request.name, uid = request.uid,
@@ -116,7 +116,7 @@ pub async fn admit(plugin: &Plugin, path: Path, body: &[u8]) -> Result<String, U
     let response = async {
         let fail = |err: &dyn std::fmt::Display| {
             tracing::warn!(%err, "webhook call failed");
-            review::failed(&request, policy::failed(&plugin.name, webhook.failure_policy, &err.to_string()))
+            review::failed(&request, policy::failed(plugin.name, webhook.failure_policy, &err.to_string()))
         };
         let asked = match review::to_plugin(&request) {
             Ok(asked) => asked,
@@ -155,9 +155,9 @@ fn patched(request: &review::Request, defaulted: &str) -> Result<AdmissionRespon
 }
 
 /// Answers the conversion review `body` with `plugin`'s `convert`: the review's JSON.
-pub async fn convert(plugin: &Plugin, body: &[u8]) -> Result<String, Unanswered> {
+pub async fn convert(plugin: &Plugin<'_>, body: &[u8]) -> Result<String, Unanswered> {
     let request = conversion::parse(body)?;
-    let webhook = declared(&plugin.module, Path::Convert, None).ok_or_else(|| not_declared(plugin, Path::Convert))?;
+    let webhook = declared(plugin.module, Path::Convert, None).ok_or_else(|| not_declared(plugin, Path::Convert))?;
     let deadline = policy::deadline(policy::timeout(webhook));
     let span = tracing::info_span!(
         "webhook",
@@ -171,18 +171,18 @@ pub async fn convert(plugin: &Plugin, body: &[u8]) -> Result<String, Unanswered>
     let desired = request.desired_api_version.clone();
     let called = within(deadline, plugin.module.convert(plugin.cache.clone(), &objects, &desired, deadline));
     let answer = match called.instrument(span).await {
-        Ok(Ok(converted)) => conversion::converted(&plugin.name, request, &converted),
-        Ok(Err(message)) => conversion::failed(&plugin.name, request, &message),
+        Ok(Ok(converted)) => conversion::converted(plugin.name, request, &converted),
+        Ok(Err(message)) => conversion::failed(plugin.name, request, &message),
         Err(err) => {
             tracing::warn!(plugin = plugin.name, %err, "conversion webhook call failed");
-            conversion::failed(&plugin.name, request, &err.to_string())
+            conversion::failed(plugin.name, request, &err.to_string())
         }
     };
     Ok(to_json(&answer))
 }
 
-fn not_declared(plugin: &Plugin, path: Path) -> Unanswered {
-    Unanswered::NotDeclared { plugin: plugin.name.clone(), kind: path.kind() }
+fn not_declared(plugin: &Plugin<'_>, path: Path) -> Unanswered {
+    Unanswered::NotDeclared { plugin: plugin.name.to_string(), kind: path.kind() }
 }
 
 /// A call that ran past its deadline by the wall clock (waiting on a cache read included).

@@ -16,18 +16,24 @@
 //! bounded handshakes and connections), with TLS always, its certificate given or managed by
 //! the host ([`certificate`]); the host writes the webhook configurations that point the API
 //! server at it ([`registration`]). Requests are counted under controller-runtime's webhook
-//! metric names ([`crate::metrics::WebhookMetrics`]) and traced, one span per call.
+//! metric names ([`crate::metrics::WebhookMetrics`]) and traced, one span per call. A
+//! plugin's shadow candidate is asked each request once the live answer is made, its answer
+//! compared and counted, never returned ([`shadowed`]); a recording plugin's calls are written
+//! as webhook fixtures ([`recorded`]).
 
 pub mod bounded;
 pub mod call;
 pub mod certificate;
 pub mod configurations;
 pub mod conversion;
+pub mod fixture;
 pub mod patch;
 pub mod policy;
 pub mod reader;
+pub mod recorded;
 pub mod registration;
 pub mod review;
+pub mod shadowed;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -157,9 +163,19 @@ async fn handle(
         }
         Some((module, cache)) => {
             let _in_flight = host.metrics().webhooks().in_flight(&webhook);
-            let plugin = Plugin { name: name.clone(), module, cache };
+            let plugin = Plugin { name: &name, module: &module, cache };
             let answered = answer(&plugin, path, &headers, body).await;
-            answered.map_err(|refusal| (webhook.clone(), refusal))
+            answered
+                .map(|(review, body)| {
+                    if let Some(records) = host.records_of(&name) {
+                        recorded::record(&records, path, &body, &review);
+                    }
+                    if let Some(shadow) = host.shadow_of(&name) {
+                        shadowed::compare(&shadow, &plugin, path, body, &review);
+                    }
+                    review
+                })
+                .map_err(|refusal| (webhook.clone(), refusal))
         }
     };
     let metrics = host.metrics().webhooks();
@@ -182,12 +198,18 @@ async fn handle(
     }
 }
 
-/// Reads the review and has the plugin answer it.
-async fn answer(plugin: &Plugin, path: Path, headers: &HeaderMap, body: Body) -> Result<String, Refusal> {
+/// Reads the review and has the plugin answer it: the answer, and the review it answered.
+async fn answer(
+    plugin: &Plugin<'_>,
+    path: Path,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(String, bytes::Bytes), Refusal> {
     let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
     let bytes = body::read(body, declared, MAX_REVIEW).await?;
-    Ok(match path {
+    let answer = match path {
         Path::Convert => call::convert(plugin, &bytes).await?,
         Path::Validate | Path::Mutate => call::admit(plugin, path, &bytes).await?,
-    })
+    };
+    Ok((answer, bytes))
 }
