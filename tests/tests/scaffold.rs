@@ -13,7 +13,10 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::wait::await_condition;
 use wasmop_tests::{apply_file, client, kubeconfig, namespace, plugin, wasmop_binary, within, workspace_root};
 
-const WAIT: Duration = Duration::from_secs(60);
+/// How long the host may take to compile a scaffolded plugin it has never seen (a Python or
+/// TypeScript component of 20-40 MB: a minute of a busy 2-core machine's time) and reconcile
+/// its example; a wait on the condition, not a sleep.
+const WAIT: Duration = Duration::from_secs(180);
 
 /// A `wasmop run` process this test started, killed when dropped (on failure too).
 struct Running(std::process::Child);

@@ -120,7 +120,7 @@ pub enum CallError {
     DeadlineExceeded(Duration),
     /// The call took longer than its wall-clock backstop ([`super::Limits::wall_clock`]),
     /// waiting included (on a host import, for a thread), and was cancelled.
-    #[error("took longer than {0:?} by the wall clock (waiting included); the call was cancelled")]
+    #[error("deadline of {0:?} exceeded by the wall clock (waiting included); the call was cancelled")]
     WallClockExceeded(Duration),
     /// The plugin tried to grow its memory past the cap.
     #[error(transparent)]
