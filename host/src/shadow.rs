@@ -198,9 +198,7 @@ impl Shadow {
         if calls.is_empty() {
             return;
         }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= WAITING {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            self.failed(&candidate, "Overloaded");
+        if !self.enqueue(&candidate) {
             return;
         }
         let shadow = self.clone();
@@ -208,10 +206,7 @@ impl Shadow {
         let span = tracing::info_span!(parent: None, "shadow", plugin = %self.plugin, candidate = &candidate.digest()[..12],
             "resource.namespace" = key.namespace.as_deref().unwrap_or(""), "resource.name" = %key.name);
         let task = async move {
-            let permit = shadow.running.clone().acquire_owned().await;
-            let ended = run(&candidate, &workflow, calls, view).await;
-            drop(permit);
-            shadow.waiting.fetch_sub(1, Ordering::AcqRel);
+            let ended = shadow.in_turn(run(&candidate, &workflow, calls, view)).await;
             match ended {
                 Ok((live, shadowed)) => shadow.compared(&candidate, &key, &live, &shadowed),
                 Err(err) => {
@@ -221,6 +216,26 @@ impl Shadow {
             }
         };
         tokio::spawn(task.instrument(span));
+    }
+
+    /// Takes a place among the candidate's runs waiting or running; `false`, counted as an
+    /// `Overloaded` failure, when there are [`WAITING`] already.
+    fn enqueue(&self, candidate: &Arc<Module>) -> bool {
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= WAITING {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            self.failed(candidate, "Overloaded");
+            return false;
+        }
+        true
+    }
+
+    /// Runs `work`, enqueued, once one of the [`RUNNING`] places is free, and leaves the queue.
+    async fn in_turn<T>(&self, work: impl Future<Output = T>) -> T {
+        let permit = self.running.clone().acquire_owned().await;
+        let done = work.await;
+        drop(permit);
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        done
     }
 
     /// Whether `candidate` is still the candidate: runs of one replaced or dropped meanwhile
@@ -257,19 +272,14 @@ impl Shadow {
         Fut: Future<Output = Option<String>> + Send + 'static,
     {
         let Some(candidate) = self.candidate() else { return };
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= WAITING {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            self.failed(&candidate, "Overloaded");
+        if !self.enqueue(&candidate) {
             return;
         }
         let shadow = self.clone();
         let span = tracing::info_span!(parent: None, "shadow", plugin = %self.plugin, candidate = &candidate.digest()[..12],
             webhook, "resource.namespace" = key.namespace.as_deref().unwrap_or(""), "resource.name" = %key.name);
         let task = async move {
-            let permit = shadow.running.clone().acquire_owned().await;
-            let shadowed = answer(candidate.clone()).await;
-            drop(permit);
-            shadow.waiting.fetch_sub(1, Ordering::AcqRel);
+            let shadowed = shadow.in_turn(answer(candidate.clone())).await;
             if !shadow.current(&candidate) {
                 return;
             }
