@@ -11,8 +11,13 @@ use crate::runtime::bindings::wasmop::plugin::types::{
 };
 
 /// The CustomResourceDefinition `module` generates for its primary kind (its `crd` export), as
-/// YAML; an error saying so when the plugin declares none.
-pub async fn crd_yaml(module: &crate::runtime::Module) -> anyhow::Result<String> {
+/// YAML, with the conversion section that sends conversions to the plugin at `endpoint` when
+/// it declares a conversion webhook (as the host writes it, without the CA bundle the host
+/// injects); an error saying so when the plugin declares no CRD.
+pub async fn crd_yaml(
+    module: &crate::runtime::Module,
+    endpoint: Option<&crate::webhook::configurations::Endpoint>,
+) -> anyhow::Result<String> {
     use anyhow::Context as _;
     let path = module.path().display();
     let json = module.crd().await.with_context(|| format!("{path}: the crd() call failed"))?;
@@ -23,8 +28,18 @@ pub async fn crd_yaml(module: &crate::runtime::Module) -> anyhow::Result<String>
             module.name()
         );
     };
-    let crd: Value = serde_json::from_str(&json).with_context(|| format!("{path}: crd() did not return JSON"))?;
+    let mut crd: Value = serde_json::from_str(&json).with_context(|| format!("{path}: crd() did not return JSON"))?;
+    let conversion =
+        endpoint.and_then(|endpoint| crate::webhook::configurations::conversion_section(module.config(), endpoint, &[]));
+    if let (Some(conversion), Some(spec)) = (conversion, crd.get_mut("spec").and_then(Value::as_object_mut)) {
+        spec.insert("conversion".into(), conversion);
+    }
     Ok(serde_saphyr::to_string(&crd)?)
+}
+
+/// Whether `config` declares a conversion webhook.
+pub fn converts(config: &PluginConfig) -> bool {
+    config.webhooks.iter().any(|webhook| webhook.webhook_type == WebhookType::Conversion)
 }
 
 /// The plugin's description, ready to print as YAML or JSON.
