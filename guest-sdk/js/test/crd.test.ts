@@ -5,6 +5,7 @@ import { test } from "node:test";
 
 import { Crd, Kind, schema } from "../src/index.js";
 
+// ANCHOR: spec
 const spec = schema.object(
   {
     name: schema.string({ minLength: 1, maxLength: 63, pattern: "^[a-z][a-z0-9-]*$" }),
@@ -18,6 +19,7 @@ const spec = schema.object(
   },
   { rules: [{ rule: "self.minReplicas <= self.maxReplicas", message: "minReplicas must not exceed maxReplicas" }] },
 );
+// ANCHOR_END: spec
 
 test("fields keep their shapes and checks", () => {
   assert.deepEqual(spec.required, ["name", "minReplicas", "maxReplicas", "mode", "tags"]);

@@ -26,6 +26,7 @@ class Backend:
     port: int | None = None
 
 
+# ANCHOR: spec
 @rules(Rule("self.minReplicas <= self.maxReplicas", "minReplicas must not exceed maxReplicas"))
 @dataclass
 class Spec:
@@ -38,6 +39,7 @@ class Spec:
     labels: dict[str, str] = field(default_factory=dict)
     zone: Annotated[str | None, Rule("self == oldSelf", "immutable")] = None
     extra: Any = None
+# ANCHOR_END: spec
 
 
 @dataclass
