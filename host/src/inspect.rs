@@ -11,13 +11,8 @@ use crate::runtime::bindings::wasmop::plugin::types::{
 };
 
 /// The CustomResourceDefinition `module` generates for its primary kind (its `crd` export), as
-/// YAML, with the conversion section that sends conversions to the plugin at `endpoint` when
-/// it declares a conversion webhook (as the host writes it, without the CA bundle the host
-/// injects); an error saying so when the plugin declares no CRD.
-pub async fn crd_yaml(
-    module: &crate::runtime::Module,
-    endpoint: Option<&crate::webhook::configurations::Endpoint>,
-) -> anyhow::Result<String> {
+/// JSON; an error saying so when the plugin declares none.
+pub async fn crd(module: &crate::runtime::Module) -> anyhow::Result<Value> {
     use anyhow::Context as _;
     let path = module.path().display();
     let json = module.crd().await.with_context(|| format!("{path}: the crd() call failed"))?;
@@ -28,13 +23,7 @@ pub async fn crd_yaml(
             module.name()
         );
     };
-    let mut crd: Value = serde_json::from_str(&json).with_context(|| format!("{path}: crd() did not return JSON"))?;
-    let conversion =
-        endpoint.and_then(|endpoint| crate::webhook::configurations::conversion_section(module.config(), endpoint, &[]));
-    if let (Some(conversion), Some(spec)) = (conversion, crd.get_mut("spec").and_then(Value::as_object_mut)) {
-        spec.insert("conversion".into(), conversion);
-    }
-    Ok(serde_saphyr::to_string(&crd)?)
+    serde_json::from_str(&json).with_context(|| format!("{path}: crd() did not return JSON"))
 }
 
 /// Whether `config` declares a conversion webhook.

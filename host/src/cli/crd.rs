@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use wasmop::webhook::configurations::Endpoint;
+use serde_json::Value;
+use wasmop::webhook::configurations::{Endpoint, conversion_section};
 
 use super::output::print_out;
 use super::runtime::RuntimeArgs;
@@ -40,5 +41,11 @@ pub async fn crd(args: CrdArgs) -> anyhow::Result<()> {
             module.name()
         );
     }
-    print_out(&wasmop::inspect::crd_yaml(&module, endpoint.as_ref()).await?)
+    let mut crd = wasmop::inspect::crd(&module).await?;
+    // The conversion section as the host writes it, without the CA bundle the host injects.
+    let conversion = endpoint.and_then(|endpoint| conversion_section(module.config(), &endpoint, &[]));
+    if let (Some(conversion), Some(spec)) = (conversion, crd.get_mut("spec").and_then(Value::as_object_mut)) {
+        spec.insert("conversion".into(), conversion);
+    }
+    print_out(&serde_saphyr::to_string(&crd)?)
 }

@@ -7,7 +7,7 @@
 //! The plugin also serves three webhooks for its WebPages: a validating one that refuses an
 //! empty `spec.html`, a mutating one that sets `spec.exposed` to `false` when it is absent, and
 //! the conversion between the CRD's two versions: `v1`, the one stored and reconciled, and
-//! `v2` ([`v2`]), which moves the HTML into `spec.content.html` and says `spec.exposure:
+//! `v2` ([`v2`], converted by [`conversion`]), which moves the HTML into `spec.content.html` and says `spec.exposure:
 //! Public|Private`. Its CRD (`crd.yaml`) is generated from the types, with a rule the API server
 //! checks itself: the HTML fits in a ConfigMap.
 //!
@@ -17,6 +17,8 @@
 //! `fixture-webpage-escape` (the `escape` feature) is another: for those WebPages it desires its
 //! ConfigMap in namespace `kube-system`, which the host refuses (`CapabilityDenied`).
 
+pub mod conversion;
+pub mod v1;
 pub mod v2;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +31,8 @@ use wasmop_guest::{
     Kind, Outcome, Phase, Reconciler, Validator, Verdict, Webhook,
 };
 
+use self::v1::WebPageSpec;
+
 /// A WebPage as the plugin reads it (`v1`).
 #[derive(Deserialize, Serialize)]
 pub struct WebPage {
@@ -37,22 +41,6 @@ pub struct WebPage {
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<WebPageStatus>,
 }
-
-// ANCHOR: spec
-/// A web page served by nginx (`v1`).
-#[derive(Deserialize, Serialize, JsonSchema)]
-#[schemars(crate = "wasmop_guest::schemars")]
-pub struct WebPageSpec {
-    /// The HTML the page serves.
-    #[schemars(extend("x-kubernetes-validations" = [
-        { "rule": "size(self) <= 1048576", "message": "the HTML must fit in a ConfigMap (1 MiB)" }
-    ]))]
-    html: String,
-    /// Whether an Ingress routes to the page; the mutating webhook makes it `false` when absent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exposed: Option<bool>,
-}
-// ANCHOR_END: spec
 
 /// The conditions of a WebPage's status, as the plugin reads them.
 #[derive(Deserialize, Serialize)]
@@ -236,8 +224,8 @@ impl Converter for WebPageReconciler {
     fn convert(mut page: Value, to: &str, _ctx: &Context) -> Result<Value, String> {
         let spec = page.get_mut("spec").map(Value::take).ok_or("the WebPage has no spec")?;
         page["spec"] = match to {
-            "sample.wasmop.dev/v2" => v2::from_v1(spec)?,
-            "sample.wasmop.dev/v1" => v2::to_v1(spec)?,
+            "sample.wasmop.dev/v2" => conversion::to_v2(spec)?,
+            "sample.wasmop.dev/v1" => conversion::to_v1(spec)?,
             other => return Err(format!("WebPage has no version {other}")),
         };
         Ok(page)
