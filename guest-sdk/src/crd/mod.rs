@@ -96,9 +96,10 @@ use crate::Kind;
 ///     .version::<SpecV2, ()>("v2")
 ///     .hub("v2")
 ///     .to_value();
-/// let versions = crd["spec"]["versions"].as_array().unwrap();
-/// let stored: Vec<_> = versions.iter().map(|v| (&v["name"], &v["served"], &v["storage"])).collect();
-/// assert_eq!(stored, [(&"v1".into(), &true.into(), &false.into()), (&"v2".into(), &true.into(), &true.into())]);
+/// let versions = &crd["spec"]["versions"];
+/// assert_eq!((&versions[0]["name"], &versions[1]["name"]), (&"v1".into(), &"v2".into()));
+/// assert_eq!((&versions[0]["served"], &versions[1]["served"]), (&true.into(), &true.into()), "both served");
+/// assert_eq!((&versions[0]["storage"], &versions[1]["storage"]), (&false.into(), &true.into()), "v2 stored");
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Crd {
