@@ -65,9 +65,11 @@ async fn conversion_of(client: &Client, crd: &str) -> anyhow::Result<Value> {
 
 /// Waits until the CRD `crd` converts by the API version only (strategy `None`) again.
 async fn conversion_taken_back(client: &Client, crd: &str) -> anyhow::Result<()> {
-    until(&format!("the conversion of {crd} taken back"), async || conversion_of(client, crd).await, |c| {
-        c["strategy"] == "None"
-    })
+    until(
+        &format!("the conversion of {crd} taken back"),
+        async || conversion_of(client, crd).await,
+        |c| c["strategy"] == "None",
+    )
     .await?;
     Ok(())
 }
@@ -523,9 +525,11 @@ async fn wasmop_run_serves_webhooks_with_certificates_of_its_own() -> anyhow::Re
     let secret = Api::<Secret>::namespaced(client.clone(), &ns).get("wasmop-webhook-certs").await?;
     assert!(secret.data.unwrap_or_default().contains_key("ca.crt"));
     let url = format!("https://127.0.0.1:{port}/convert/webpage");
-    until("the conversion written", async || conversion_of(&client, crd).await, |c| {
-        c["webhook"]["clientConfig"]["url"] == url.as_str()
-    })
+    until(
+        "the conversion written",
+        async || conversion_of(&client, crd).await,
+        |c| c["webhook"]["clientConfig"]["url"] == url.as_str(),
+    )
     .await?;
     // Killed, the host removes nothing (other replicas would still serve): the test does, the
     // conversion too (the API server's garbage collector reads WebPages through it).
@@ -593,7 +597,11 @@ async fn a_hot_swap_while_admissions_flow_fails_none() -> anyhow::Result<()> {
 
 /// `wasmop crd --plugin webpage.wasm ARGS`: the CRD it prints, and what it says on stderr.
 fn wasmop_crd(args: &[&str]) -> anyhow::Result<(Value, String)> {
-    let out = std::process::Command::new(wasmop_binary()?).args(["crd", "--plugin"]).arg(plugin("webpage")).args(args).output()?;
+    let out = std::process::Command::new(wasmop_binary()?)
+        .args(["crd", "--plugin"])
+        .arg(plugin("webpage"))
+        .args(args)
+        .output()?;
     anyhow::ensure!(out.status.success(), "wasmop crd failed: {}", String::from_utf8_lossy(&out.stderr));
     Ok((serde_saphyr::from_str(&String::from_utf8(out.stdout)?)?, String::from_utf8_lossy(&out.stderr).into_owned()))
 }
@@ -609,11 +617,12 @@ async fn a_web_page_stored_as_v1_reads_as_v2_and_back() -> anyhow::Result<()> {
     let ns = namespace(&client, "webhooks-conversion").await?;
     let hooks = Hooks::start(&client, &ns, &["webpage"], settings(&ns, HostConfig::default())).await?;
     let url = format!("{}/convert/webpage", hooks.url);
-    let conversion =
-        until("the conversion written", async || conversion_of(&client, crd).await, |c| {
-            c["webhook"]["clientConfig"]["url"] == url.as_str()
-        })
-        .await?;
+    let conversion = until(
+        "the conversion written",
+        async || conversion_of(&client, crd).await,
+        |c| c["webhook"]["clientConfig"]["url"] == url.as_str(),
+    )
+    .await?;
     assert_eq!(conversion["strategy"], "Webhook");
     assert_eq!(conversion["webhook"]["conversionReviewVersions"], json!(["v1"]));
     assert!(conversion["webhook"]["clientConfig"]["caBundle"].is_string(), "{conversion}");
@@ -624,16 +633,19 @@ async fn a_web_page_stored_as_v1_reads_as_v2_and_back() -> anyhow::Result<()> {
     let printed = wasmop_crd(&["--webhook-url", &hooks.url])?;
     assert_eq!(printed.0["spec"]["conversion"], written);
     let (plain, said) = wasmop_crd(&[])?;
-    let checked_in: Value = serde_saphyr::from_str(&std::fs::read_to_string(workspace_root().join("plugins/webpage/crd.yaml"))?)?;
+    let checked_in: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(workspace_root().join("plugins/webpage/crd.yaml"))?)?;
     assert_eq!(plain, checked_in, "crd.yaml is `wasmop crd --plugin webpage.wasm`");
     assert!(said.contains("give --webhook-url or --webhook-service"), "{said}");
 
     // Created as v1, read as v2 once the API server converts through the host.
     let (v1, v2) = (web_pages(&client, &ns), web_pages_v2(&client, &ns));
     v1.create(&PostParams::default(), &page("one", json!({ "html": "<h1>one</h1>", "exposed": true }))?).await?;
-    let read = until("page one read as v2", async || Ok(v2.get("one").await.ok()), |read| {
-        read.as_ref().is_some_and(|page| page.data["spec"].get("content").is_some())
-    })
+    let read = until(
+        "page one read as v2",
+        async || Ok(v2.get("one").await.ok()),
+        |read| read.as_ref().is_some_and(|page| page.data["spec"].get("content").is_some()),
+    )
     .await?
     .expect("read");
     assert_eq!(read.types.as_ref().map(|t| t.api_version.as_str()), Some("sample.wasmop.dev/v2"));
@@ -676,20 +688,21 @@ async fn a_conversion_by_a_trapping_plugin_fails_naming_the_plugin() -> anyhow::
     let ns = namespace(&client, "webhooks-conversion-trap").await?;
     let hooks = Hooks::start(&client, &ns, &["fixture-admission"], settings(&ns, HostConfig::default())).await?;
     let url = format!("{}/convert/fixture-admission", hooks.url);
-    until("the conversion written", async || conversion_of(&client, crd).await, |c| {
-        c["webhook"]["clientConfig"]["url"] == url.as_str()
-    })
+    until(
+        "the conversion written",
+        async || conversion_of(&client, crd).await,
+        |c| c["webhook"]["clientConfig"]["url"] == url.as_str(),
+    )
     .await?;
     gates(&client, &ns).create(&PostParams::default(), &gate("plain", json!({}))?).await?;
     let trapping = gate("trapping", json!({ "wasmop.dev/trap-conversion": "yes" }))?;
     gates(&client, &ns).create(&PostParams::default(), &trapping).await?;
 
     let v2 = gates_of(&client, &ns, "v2");
-    let plain = until("the plain gate read as v2 through the plugin", async || Ok(v2.get("plain").await.ok()), |g| {
-        g.is_some()
-    })
-    .await?
-    .expect("read");
+    let plain =
+        until("the plain gate read as v2 through the plugin", async || Ok(v2.get("plain").await.ok()), |g| g.is_some())
+            .await?
+            .expect("read");
     assert_eq!(plain.types.map(|t| t.api_version), Some("fixture.wasmop.dev/v2".to_string()));
     let converted = hooks.answered("/convert/fixture-admission");
     assert!(converted >= 1, "the plugin converted the plain gate");
@@ -718,9 +731,11 @@ async fn a_crd_rule_refuses_without_calling_the_validating_webhook() -> anyhow::
     // Once the webhooks are called, an empty page is the plugin's to refuse.
     let empty = page("empty", json!({ "html": "" }))?;
     until("the empty page refused", async || refusal(pages.create(&dry_run(), &empty).await), Option::is_some).await?;
-    until("exposed defaulted", async || Ok(pages.create(&dry_run(), &page("plain", json!({ "html": "hi" }))?).await?), |p| {
-        p.data["spec"]["exposed"] == json!(false)
-    })
+    until(
+        "exposed defaulted",
+        async || Ok(pages.create(&dry_run(), &page("plain", json!({ "html": "hi" }))?).await?),
+        |p| p.data["spec"]["exposed"] == json!(false),
+    )
     .await?;
 
     let validated = hooks.answered("/validate/webpage");

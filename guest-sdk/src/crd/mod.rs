@@ -164,7 +164,11 @@ impl Crd {
     /// ```
     #[must_use]
     pub fn version<Spec: JsonSchema, Status: JsonSchema>(mut self, name: &str) -> Self {
-        assert!(!self.versions.iter().any(|v| v.name == name), "Crd::version: {} already has a version {name}", self.kind.kind);
+        assert!(
+            !self.versions.iter().any(|v| v.name == name),
+            "Crd::version: {} already has a version {name}",
+            self.kind.kind
+        );
         self.versions.push(Version::of::<Spec, Status>(name));
         self
     }
@@ -175,7 +179,11 @@ impl Crd {
     /// Panics when the kind has no such version (add it with [`Crd::version`] first).
     #[must_use]
     pub fn hub(mut self, version: &str) -> Self {
-        assert!(self.versions.iter().any(|v| v.name == version), "Crd::hub: {} has no version {version}", self.kind.kind);
+        assert!(
+            self.versions.iter().any(|v| v.name == version),
+            "Crd::hub: {} has no version {version}",
+            self.kind.kind
+        );
         version.clone_into(&mut self.hub);
         self
     }

@@ -354,7 +354,10 @@ mod tests {
         let printed = conversion_section(&config, &service.endpoint, b"").unwrap();
         assert_eq!(printed["strategy"], "Webhook");
         assert!(printed["webhook"]["clientConfig"].get("caBundle").is_none(), "no bundle: the host injects it");
-        assert_eq!(printed["webhook"]["clientConfig"]["service"], crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]);
+        assert_eq!(
+            printed["webhook"]["clientConfig"]["service"],
+            crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+        );
     }
 
     #[test]

@@ -397,15 +397,18 @@ mod tests {
     fn a_page_converts_to_v2_and_back_unchanged() {
         let mut v1 = page(2, json!({ "htmlConfigMap": "hello-html", "available": true }));
         v1["spec"]["exposed"] = json!(true);
-        let v2 = FakeHost::new().convert::<WebPageReconciler>(&[v1.clone()], "sample.wasmop.dev/v2").unwrap();
+        let v2 =
+            FakeHost::new().convert::<WebPageReconciler>(std::slice::from_ref(&v1), "sample.wasmop.dev/v2").unwrap();
         let v2 = &v2[0];
         assert_eq!(v2["apiVersion"], "sample.wasmop.dev/v2");
         assert_eq!(v2["spec"], json!({ "content": { "html": "<h1>Hello</h1>" }, "exposure": "Public" }));
         assert_eq!((&v2["metadata"], &v2["status"]), (&v1["metadata"], &v1["status"]));
-        let back = FakeHost::new().convert::<WebPageReconciler>(&[v2.clone()], "sample.wasmop.dev/v1").unwrap();
+        let back =
+            FakeHost::new().convert::<WebPageReconciler>(std::slice::from_ref(v2), "sample.wasmop.dev/v1").unwrap();
         assert_eq!(back[0], v1);
         let unset = page(1, Value::Null);
-        let v2 = FakeHost::new().convert::<WebPageReconciler>(&[unset.clone()], "sample.wasmop.dev/v2").unwrap();
+        let v2 =
+            FakeHost::new().convert::<WebPageReconciler>(std::slice::from_ref(&unset), "sample.wasmop.dev/v2").unwrap();
         assert_eq!(v2[0]["spec"], json!({ "content": { "html": "<h1>Hello</h1>" } }), "no exposure when unset");
         let back = FakeHost::new().convert::<WebPageReconciler>(&v2, "sample.wasmop.dev/v1").unwrap();
         assert_eq!(back[0], unset);

@@ -412,7 +412,8 @@ async fn the_webpage_refuses_an_empty_html_defaults_exposed_and_converts() {
     let page: serde_json::Value = serde_json::from_str(&v2[0]).unwrap();
     assert_eq!(page["apiVersion"], "sample.wasmop.dev/v2");
     assert_eq!(page["spec"], serde_json::json!({ "content": { "html": "<h1>hi</h1>" } }));
-    let back = module.convert(Arc::new(EmptyCache), &v2, "sample.wasmop.dev/v1", limits().deadline).await.unwrap().unwrap();
+    let back =
+        module.convert(Arc::new(EmptyCache), &v2, "sample.wasmop.dev/v1", limits().deadline).await.unwrap().unwrap();
     assert_eq!(serde_json::from_str::<serde_json::Value>(&back[0]).unwrap(), webpage(1));
     let mut page = webpage(1);
     page["spec"]["html"] = serde_json::json!("");
