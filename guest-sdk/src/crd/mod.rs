@@ -562,10 +562,21 @@ mod tests {
         min_replicas: i32,
         max_replicas: i32,
         mode: Mode,
+        level: Option<Level>,
         #[schemars(extend("x-kubernetes-validations" = [{ "rule": "self == oldSelf", "message": "immutable" }]))]
         zone: Option<String>,
         #[schemars(length(min = 1))]
         tags: Vec<String>,
+    }
+
+    /// A unit enum whose variants have doc comments.
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    #[allow(dead_code)] // Only its schema is used.
+    enum Level {
+        /// The lowest.
+        Low,
+        /// The highest.
+        High,
     }
 
     #[test]
@@ -580,6 +591,11 @@ mod tests {
         assert_eq!(name["pattern"], "^[a-z][a-z0-9-]*$");
         assert_eq!(spec["properties"]["minReplicas"]["minimum"], 0);
         assert_eq!(spec["properties"]["mode"]["enum"], json!(["Fast", "Safe"]));
+        let level = &spec["properties"]["level"];
+        assert_eq!(
+            (&level["type"], &level["enum"], &level["nullable"]),
+            (&json!("string"), &json!(["Low", "High"]), &json!(true))
+        );
         assert_eq!(spec["properties"]["tags"]["minItems"], 1);
         assert_eq!(
             spec["x-kubernetes-validations"],

@@ -103,8 +103,14 @@ fn structural(schema: &mut Value, path: &str) -> Result<(), String> {
         object.remove("additionalProperties");
     }
     for keyword in ["oneOf", "anyOf"] {
-        if let Some(Value::Array(branches)) = object.remove(keyword) {
-            variants(object, branches, path)?;
+        let Some(Value::Array(branches)) = object.remove(keyword) else { continue };
+        match constants(&branches) {
+            // A unit enum whose variants have doc comments: one branch per value.
+            Some((type_, values)) => {
+                object.insert("type".into(), type_);
+                object.insert("enum".into(), Value::Array(values));
+            }
+            None => variants(object, branches, path)?,
         }
     }
     if let Some(Value::Object(properties)) = object.get_mut("properties") {
@@ -130,6 +136,25 @@ fn structural(schema: &mut Value, path: &str) -> Result<(), String> {
         object.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
     }
     Ok(())
+}
+
+/// The type and values of `branches` when each admits constants of one type only (`const`, or
+/// `enum`), as schemars gives the variants of a unit enum that have doc comments.
+fn constants(branches: &[Value]) -> Option<(Value, Vec<Value>)> {
+    let mut type_ = None;
+    let mut values = Vec::new();
+    for branch in branches {
+        let of = branch.get("type")?;
+        if type_.get_or_insert_with(|| of.clone()) != of {
+            return None;
+        }
+        match (branch.get("const"), branch.get("enum")) {
+            (Some(value), _) => values.push(value.clone()),
+            (None, Some(Value::Array(more))) => values.extend(more.iter().cloned()),
+            _ => return None,
+        }
+    }
+    Some((type_?, values))
 }
 
 /// Whether `branch` only admits `null`.
