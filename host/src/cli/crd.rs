@@ -2,8 +2,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::Value;
-use wasmop::webhook::configurations::{Endpoint, conversion_section};
+use wasmop::webhook::configurations::{Endpoint, with_conversion};
 
 use super::output::print_out;
 use super::runtime::RuntimeArgs;
@@ -42,10 +41,8 @@ pub async fn crd(args: CrdArgs) -> anyhow::Result<()> {
         );
     }
     let mut crd = wasmop::inspect::crd(&module).await?;
-    // The conversion section as the host writes it, without the CA bundle the host injects.
-    let conversion = endpoint.and_then(|endpoint| conversion_section(module.config(), &endpoint, &[]));
-    if let (Some(conversion), Some(spec)) = (conversion, crd.get_mut("spec").and_then(Value::as_object_mut)) {
-        spec.insert("conversion".into(), conversion);
+    if let Some(endpoint) = &endpoint {
+        crd = with_conversion(crd, module.config(), endpoint);
     }
     print_out(&serde_saphyr::to_string(&crd)?)
 }

@@ -277,6 +277,17 @@ pub fn conversion_section(config: &PluginConfig, endpoint: &Endpoint, bundle: &[
     }))
 }
 
+/// `crd` (the primary's CRD, as `wasmop crd --plugin` prints it) with the conversion section
+/// that sends conversions to `config`'s plugin at `endpoint`, without a CA bundle (the host
+/// injects it), when the plugin declares a conversion webhook; as it is otherwise.
+pub fn with_conversion(mut crd: Value, config: &PluginConfig, endpoint: &Endpoint) -> Value {
+    let conversion = conversion_section(config, endpoint, &[]);
+    if let (Some(conversion), Some(spec)) = (conversion, crd.get_mut("spec").and_then(Value::as_object_mut)) {
+        spec.insert("conversion".into(), conversion);
+    }
+    crd
+}
+
 /// The server-side apply that takes the primary CRD's conversion back from the plugin.
 pub fn no_conversion(primary: &KindRef) -> Value {
     json!({
@@ -358,6 +369,25 @@ mod tests {
             printed["webhook"]["clientConfig"]["service"],
             crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
         );
+    }
+
+    #[test]
+    fn the_printed_crd_has_the_conversion_section_the_host_writes_but_the_bundle() {
+        let crd = json!({ "kind": "CustomResourceDefinition", "spec": { "group": "example.wasmop.dev" } });
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
+        let converting = config(vec![webhook(WebhookType::Conversion, FailurePolicy::Fail)]);
+        let printed = with_conversion(crd.clone(), &converting, &endpoint);
+        let target = Target { endpoint: endpoint.clone(), namespace: None };
+        let mut written = conversion(&converting, &target, b"CA").unwrap()["spec"]["conversion"].clone();
+        written["webhook"]["clientConfig"].as_object_mut().unwrap().remove("caBundle");
+        assert_eq!(printed["spec"]["conversion"], written);
+        assert_eq!(
+            printed["spec"]["conversion"]["webhook"]["clientConfig"]["url"],
+            "https://127.0.0.1:9443/convert/webpage"
+        );
+        assert_eq!(printed["spec"]["group"], "example.wasmop.dev", "the rest is kept");
+        let validating = config(vec![webhook(WebhookType::Validating, FailurePolicy::Fail)]);
+        assert_eq!(with_conversion(crd.clone(), &validating, &endpoint), crd, "no conversion webhook, no section");
     }
 
     #[test]
