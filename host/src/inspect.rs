@@ -11,8 +11,8 @@ use crate::runtime::bindings::wasmop::plugin::types::{
 };
 
 /// The CustomResourceDefinition `module` generates for its primary kind (its `crd` export), as
-/// YAML; an error saying so when the plugin declares none.
-pub async fn crd_yaml(module: &crate::runtime::Module) -> anyhow::Result<String> {
+/// JSON; an error saying so when the plugin declares none.
+pub async fn crd(module: &crate::runtime::Module) -> anyhow::Result<Value> {
     use anyhow::Context as _;
     let path = module.path().display();
     let json = module.crd().await.with_context(|| format!("{path}: the crd() call failed"))?;
@@ -23,8 +23,12 @@ pub async fn crd_yaml(module: &crate::runtime::Module) -> anyhow::Result<String>
             module.name()
         );
     };
-    let crd: Value = serde_json::from_str(&json).with_context(|| format!("{path}: crd() did not return JSON"))?;
-    Ok(serde_saphyr::to_string(&crd)?)
+    serde_json::from_str(&json).with_context(|| format!("{path}: crd() did not return JSON"))
+}
+
+/// Whether `config` declares a conversion webhook.
+pub fn converts(config: &PluginConfig) -> bool {
+    config.webhooks.iter().any(|webhook| webhook.webhook_type == WebhookType::Conversion)
 }
 
 /// The plugin's description, ready to print as YAML or JSON.

@@ -8,25 +8,34 @@
 //! shadow candidate's answers are compared and counted, never returned; a recording plugin's
 //! refusals become webhook fixtures that `wasmop test` and `wasmop replay` answer again.
 //!
+//! Conversions: a WebPage stored as v1 reads as v2 and back through the webpage plugin, the
+//! CRD's conversion section pointing at the host by URL; a trapping conversion fails naming the
+//! plugin; a rule of the CRD (CEL) refuses a page with no call to the validating webhook.
+//!
 //! Its own test binary: webhook configurations are cluster-scoped. Each test's have names of
 //! their own (the host's namespace in them) and match the objects of the test's namespace only.
+//! A CRD has one conversion section for the whole cluster: the tests whose host converts a CRD
+//! take turns ([`turn`]).
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
 use wasmop::host::{Host, HostSettings};
 use wasmop::metrics::Metrics;
 use wasmop::settings::HostConfig;
 use wasmop::webhook::certificate::{Certificates, Source, files::Files, managed::Managed};
-use wasmop::webhook::configurations::{Endpoint, Target};
+use wasmop::webhook::configurations::{self, Endpoint, Target};
 use wasmop_tests::{
     apply_file, client, kubeconfig, namespace, observed_runtime, plugin, settings, until, wasmop_binary, workspace_root,
 };
@@ -37,6 +46,34 @@ struct Hooks {
     /// Where the endpoint listens, `https://127.0.0.1:PORT`.
     url: String,
     stop: CancellationToken,
+    /// The CRDs its plugins convert, each with this test's turn at its conversion section.
+    converting: Vec<(String, OwnedMutexGuard<()>)>,
+}
+
+/// Waits for the turn of this test at the conversion section of the CRD `crd`: one for the
+/// cluster, which a host that converts the CRD writes when it starts and takes back when it
+/// stops. The turn lasts until the guard is dropped.
+async fn turn(crd: &str) -> OwnedMutexGuard<()> {
+    static TURNS: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>> = Mutex::new(BTreeMap::new());
+    let turn = TURNS.lock().expect("not poisoned").entry(crd.to_string()).or_default().clone();
+    turn.lock_owned().await
+}
+
+/// The conversion section of the CRD `crd`, as the API server has it.
+async fn conversion_of(client: &Client, crd: &str) -> anyhow::Result<Value> {
+    let crd = Api::<CustomResourceDefinition>::all(client.clone()).get(crd).await?;
+    Ok(serde_json::to_value(crd.spec.conversion)?)
+}
+
+/// Waits until the CRD `crd` converts by the API version only (strategy `None`) again.
+async fn conversion_taken_back(client: &Client, crd: &str) -> anyhow::Result<()> {
+    until(
+        &format!("the conversion of {crd} taken back"),
+        async || conversion_of(client, crd).await,
+        |c| c["strategy"] == "None",
+    )
+    .await?;
+    Ok(())
 }
 
 impl Hooks {
@@ -66,6 +103,15 @@ impl Hooks {
             host.install(&file.display().to_string(), &file, std::fs::read(&file)?, None).await?;
         }
         host.loaded();
+        let mut converting = Vec::new();
+        for name in plugins {
+            let config = host.module(name).context("the plugin runs")?.config().clone();
+            if wasmop::inspect::converts(&config) {
+                let crd = configurations::crd_name(&config.primary);
+                let turn = turn(&crd).await;
+                converting.push((crd, turn));
+            }
+        }
         let stop = CancellationToken::new();
         let certificates = Certificates::start(source, client, stop.clone()).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -76,7 +122,7 @@ impl Hooks {
         let registration =
             wasmop::webhook::registration::run(host.clone(), client.clone(), target, certificates.bundle, stop.clone());
         tokio::spawn(registration);
-        Ok(Self { host, url, stop })
+        Ok(Self { host, url, stop, converting })
     }
 
     /// Requests of `webhook` (`/validate/<plugin>`) answered with a review so far.
@@ -84,11 +130,15 @@ impl Hooks {
         self.host.metrics().webhooks().requests_of(webhook, 200)
     }
 
-    /// Stops the plugins (their configurations are removed) and the endpoint.
+    /// Stops the plugins (their configurations are removed, their conversions taken back) and
+    /// the endpoint.
     async fn stop(self, client: &Client, ns: &str, plugins: &[&str]) -> anyhow::Result<()> {
         self.host.stop_all().await;
         for name in plugins {
             configurations_gone(client, &format!("wasmop-{name}-{ns}")).await?;
+        }
+        for (crd, _turn) in &self.converting {
+            conversion_taken_back(client, crd).await?;
         }
         self.stop.cancel();
         Ok(())
@@ -114,8 +164,17 @@ fn web_pages(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "webpages"))
 }
 
+fn web_pages_v2(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("sample.wasmop.dev", "v2", "WebPage");
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "webpages"))
+}
+
 fn gates(client: &Client, ns: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("fixture.wasmop.dev", "v1", "Gate");
+    gates_of(client, ns, "v1")
+}
+
+fn gates_of(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("fixture.wasmop.dev", version, "Gate");
     Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk_with_plural(&gvk, "gates"))
 }
 
@@ -440,7 +499,9 @@ async fn wasmop_run_serves_webhooks_with_certificates_of_its_own() -> anyhow::Re
     assert!(stderr.contains("need --webhook-url or --webhook-service"), "{stderr}");
 
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let _host = Running(
+    let crd = "webpages.sample.wasmop.dev";
+    let _turn = turn(crd).await;
+    let host = Running(
         Command::new(wasmop_binary()?)
             .args(["run", "--plugin"])
             .arg(plugin("webpage"))
@@ -465,10 +526,23 @@ async fn wasmop_run_serves_webhooks_with_certificates_of_its_own() -> anyhow::Re
     assert!(refused.message.ends_with("spec.html: html must not be empty"), "{refused:?}");
     let secret = Api::<Secret>::namespaced(client.clone(), &ns).get("wasmop-webhook-certs").await?;
     assert!(secret.data.unwrap_or_default().contains_key("ca.crt"));
-    // Killed, the host removes nothing (other replicas would still serve): the test does.
+    let url = format!("https://127.0.0.1:{port}/convert/webpage");
+    until(
+        "the conversion written",
+        async || conversion_of(&client, crd).await,
+        |c| c["webhook"]["clientConfig"]["url"] == url.as_str(),
+    )
+    .await?;
+    // Killed, the host removes nothing (other replicas would still serve): the test does, the
+    // conversion too (the API server's garbage collector reads WebPages through it).
+    drop(host);
     let name = format!("wasmop-webpage-{ns}");
     Api::<ValidatingWebhookConfiguration>::all(client.clone()).delete(&name, &Default::default()).await?;
     Api::<MutatingWebhookConfiguration>::all(client.clone()).delete(&name, &Default::default()).await?;
+    let none = json!({ "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                       "metadata": { "name": crd }, "spec": { "conversion": { "strategy": "None" } } });
+    let params = PatchParams::apply(wasmop::webhook::registration::MANAGER).force();
+    Api::<CustomResourceDefinition>::all(client.clone()).patch(crd, &params, &Patch::Apply(&none)).await?;
     Ok(())
 }
 
@@ -618,4 +692,140 @@ async fn a_refused_admission_is_recorded_as_a_fixture_that_wasmop_test_answers_a
     assert!(stdout.contains("result: ok"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// A WebPage stored as v1 reads as v2 and back, converted by the webpage plugin through the
+/// host: the CRD's conversion section points at the host's `/convert/webpage` by URL with the
+/// host's CA, and v1 stays the version stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_page_stored_as_v1_reads_as_v2_and_back() -> anyhow::Result<()> {
+    let client = client().await?;
+    let crd = "webpages.sample.wasmop.dev";
+    apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let ns = namespace(&client, "webhooks-conversion").await?;
+    let hooks = Hooks::start(&client, &ns, &["webpage"], settings(&ns, HostConfig::default())).await?;
+    let url = format!("{}/convert/webpage", hooks.url);
+    let conversion = until(
+        "the conversion written",
+        async || conversion_of(&client, crd).await,
+        |c| c["webhook"]["clientConfig"]["url"] == url.as_str(),
+    )
+    .await?;
+    assert_eq!(conversion["strategy"], "Webhook");
+    assert_eq!(conversion["webhook"]["conversionReviewVersions"], json!(["v1"]));
+    assert!(conversion["webhook"]["clientConfig"]["caBundle"].is_string(), "{conversion}");
+
+    // Created as v1, read as v2 once the API server converts through the host.
+    let (v1, v2) = (web_pages(&client, &ns), web_pages_v2(&client, &ns));
+    v1.create(&PostParams::default(), &page("one", json!({ "html": "<h1>one</h1>", "exposed": true }))?).await?;
+    let read = until(
+        "page one read as v2",
+        async || Ok(v2.get("one").await.ok()),
+        |read| read.as_ref().is_some_and(|page| page.data["spec"].get("content").is_some()),
+    )
+    .await?
+    .expect("read");
+    assert_eq!(read.types.as_ref().map(|t| t.api_version.as_str()), Some("sample.wasmop.dev/v2"));
+    assert_eq!(read.data["spec"], json!({ "content": { "html": "<h1>one</h1>" }, "exposure": "Public" }));
+
+    // Created as v2 (stored as v1, defaulted and validated as v1), read as v1, and back.
+    let two: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "sample.wasmop.dev/v2", "kind": "WebPage", "metadata": { "name": "two" },
+        "spec": { "content": { "html": "<p>two</p>" } }
+    }))?;
+    let created = v2.create(&PostParams::default(), &two).await?;
+    assert_eq!(created.data["spec"], json!({ "content": { "html": "<p>two</p>" }, "exposure": "Private" }));
+    assert_eq!(v1.get("two").await?.data["spec"], json!({ "html": "<p>two</p>", "exposed": false }));
+    // A change through v2 (a merge patch: the host reconciles the page meanwhile) reads in v1.
+    let exposed = json!({ "spec": { "exposure": "Public" } });
+    v2.patch("two", &PatchParams::default(), &Patch::Merge(&exposed)).await?;
+    assert_eq!(v1.get("two").await?.data["spec"], json!({ "html": "<p>two</p>", "exposed": true }));
+    // A v2 page with an empty html is refused by the validating webhook, at v1's field.
+    let empty: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "sample.wasmop.dev/v2", "kind": "WebPage", "metadata": { "name": "empty" },
+        "spec": { "content": { "html": "" } }
+    }))?;
+    let refused = refusal(v2.create(&dry_run(), &empty).await)?.expect("refused");
+    assert!(refused.message.ends_with("spec.html: html must not be empty"), "{refused:?}");
+
+    let stored = Api::<CustomResourceDefinition>::all(client.clone()).get(crd).await?;
+    let stored_versions = stored.status.and_then(|s| s.stored_versions).unwrap_or_default();
+    assert_eq!(stored_versions, ["v1"], "every page is stored as v1");
+    assert!(hooks.answered("/convert/webpage") >= 4, "the conversions counted");
+    hooks.stop(&client, &ns, &["webpage"]).await
+}
+
+/// A conversion by a plugin that traps fails the request with a message naming the plugin;
+/// the objects it does not trap on convert.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversion_by_a_trapping_plugin_fails_naming_the_plugin() -> anyhow::Result<()> {
+    let client = client().await?;
+    let crd = "gates.fixture.wasmop.dev";
+    apply_file(&client, &workspace_root().join("plugins/fixtures/admission/crd.yaml"), None).await?;
+    let ns = namespace(&client, "webhooks-conversion-trap").await?;
+    let hooks = Hooks::start(&client, &ns, &["fixture-admission"], settings(&ns, HostConfig::default())).await?;
+    let url = format!("{}/convert/fixture-admission", hooks.url);
+    until(
+        "the conversion written",
+        async || conversion_of(&client, crd).await,
+        |c| c["webhook"]["clientConfig"]["url"] == url.as_str(),
+    )
+    .await?;
+    gates(&client, &ns).create(&PostParams::default(), &gate("plain", json!({}))?).await?;
+    let trapping = gate("trapping", json!({ "wasmop.dev/trap-conversion": "yes" }))?;
+    gates(&client, &ns).create(&PostParams::default(), &trapping).await?;
+
+    let v2 = gates_of(&client, &ns, "v2");
+    let plain =
+        until("the plain gate read as v2 through the plugin", async || Ok(v2.get("plain").await.ok()), |g| g.is_some())
+            .await?
+            .expect("read");
+    assert_eq!(plain.types.map(|t| t.api_version), Some("fixture.wasmop.dev/v2".to_string()));
+    let converted = hooks.answered("/convert/fixture-admission");
+    assert!(converted >= 1, "the plugin converted the plain gate");
+    let failed = match v2.get("trapping").await {
+        Ok(gate) => anyhow::bail!("the trapping gate converted: {gate:?}"),
+        Err(kube::Error::Api(status)) => status,
+        Err(other) => return Err(other.into()),
+    };
+    assert!(failed.message.contains("conversion webhook of plugin \"fixture-admission\" failed"), "{failed:?}");
+    assert!(failed.message.contains("traps on purpose converting gate"), "the trap says why: {failed:?}");
+    assert!(gates(&client, &ns).get("trapping").await.is_ok(), "as v1, stored, it reads without a conversion");
+    hooks.stop(&client, &ns, &["fixture-admission"]).await
+}
+
+/// A rule of the CRD generated from the webpage plugin's types (CEL: the HTML fits in a
+/// ConfigMap) refuses a page in the API server itself: the validating webhook is not called.
+/// The defaulting one is: the API server checks an object's schema after its mutating webhooks
+/// and before its validating ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_rule_refuses_without_calling_the_validating_webhook() -> anyhow::Result<()> {
+    let client = client().await?;
+    apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
+    let ns = namespace(&client, "webhooks-crd-rule").await?;
+    let hooks = Hooks::start(&client, &ns, &["webpage"], settings(&ns, HostConfig::default())).await?;
+    let pages = web_pages(&client, &ns);
+    // Once the webhooks are called, an empty page is the plugin's to refuse.
+    let empty = page("empty", json!({ "html": "" }))?;
+    until("the empty page refused", async || refusal(pages.create(&dry_run(), &empty).await), Option::is_some).await?;
+    until(
+        "exposed defaulted",
+        async || Ok(pages.create(&dry_run(), &page("plain", json!({ "html": "hi" }))?).await?),
+        |p| p.data["spec"]["exposed"] == json!(false),
+    )
+    .await?;
+
+    let validated = hooks.answered("/validate/webpage");
+    let huge = page("huge", json!({ "html": "x".repeat(1024 * 1024 + 1) }))?;
+    let refused = refusal(pages.create(&PostParams::default(), &huge).await)?.expect("refused");
+    let shown: String = refused.message.chars().take(300).collect();
+    assert!(refused.message.contains("the HTML must fit in a ConfigMap (1 MiB)"), "{shown}");
+    assert_eq!((refused.code, refused.reason.as_str()), (422, "Invalid"));
+    assert!(!refused.message.contains("webpage.wasmop.dev"), "no webhook refused it");
+    assert_eq!(hooks.answered("/validate/webpage"), validated, "the validating webhook was not called");
+    // One byte less fits: the webhooks are called and admit it.
+    let fits = page("fits", json!({ "html": "x".repeat(1024 * 1024) }))?;
+    pages.create(&dry_run(), &fits).await?;
+    assert_eq!(hooks.answered("/validate/webpage"), validated + 1, "the validating webhook admitted it");
+    hooks.stop(&client, &ns, &["webpage"]).await
 }

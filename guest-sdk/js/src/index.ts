@@ -24,6 +24,7 @@ export {
   type Sharding,
 } from "./config.js";
 export { Context, type Host, type Level } from "./context.js";
+export { Crd, schema, type Common, type ListChecks, type NumberChecks, type Rule, type Schema, type StringChecks } from "./crd.js";
 export { Cleanup, Dependent, DependentState, Desired, type Phase } from "./dependent.js";
 export { requireFields, type FieldType } from "./decode.js";
 export { ReconcileError, type ErrorKind } from "./errors.js";

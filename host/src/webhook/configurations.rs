@@ -75,8 +75,10 @@ impl Endpoint {
         }
     }
 
+    /// How the API server reaches `path` at this endpoint, trusting the CA `bundle` (none when
+    /// empty: the host injects it when it runs).
     fn client_config(&self, path: &str, bundle: &[u8]) -> WebhookClientConfig {
-        let ca_bundle = Some(ByteString(bundle.to_vec()));
+        let ca_bundle = (!bundle.is_empty()).then(|| ByteString(bundle.to_vec()));
         match self {
             Self::Url(url) => WebhookClientConfig {
                 url: Some(format!("{}{path}", url.trim_end_matches('/'))),
@@ -255,17 +257,35 @@ pub fn crd_name(primary: &KindRef) -> String {
 /// The server-side apply of the primary CRD's conversion section that sends conversions to
 /// the plugin; `None` when it declares no conversion webhook.
 pub fn conversion(config: &PluginConfig, target: &Target, bundle: &[u8]) -> Option<Value> {
-    config.webhooks.iter().find(|webhook| webhook.webhook_type == WebhookType::Conversion)?;
-    let client = target.endpoint.client_config(&format!("{}/{}", Path::Convert.prefix(), config.name), bundle);
     Some(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": { "name": crd_name(&config.primary) },
-        "spec": { "conversion": {
-            "strategy": "Webhook",
-            "webhook": { "clientConfig": client, "conversionReviewVersions": ["v1"] },
-        } },
+        "spec": { "conversion": conversion_section(config, &target.endpoint, bundle)? },
     }))
+}
+
+/// The conversion section (`spec.conversion`) of the primary's CRD that sends conversions to
+/// `config`'s plugin at `endpoint`, trusting the CA `bundle` (none when empty); `None` when it
+/// declares no conversion webhook. What the host writes and what `wasmop crd --plugin` prints.
+pub fn conversion_section(config: &PluginConfig, endpoint: &Endpoint, bundle: &[u8]) -> Option<Value> {
+    config.webhooks.iter().find(|webhook| webhook.webhook_type == WebhookType::Conversion)?;
+    let client = endpoint.client_config(&format!("{}/{}", Path::Convert.prefix(), config.name), bundle);
+    Some(json!({
+        "strategy": "Webhook",
+        "webhook": { "clientConfig": client, "conversionReviewVersions": ["v1"] },
+    }))
+}
+
+/// `crd` (the primary's CRD, as `wasmop crd --plugin` prints it) with the conversion section
+/// that sends conversions to `config`'s plugin at `endpoint`, without a CA bundle (the host
+/// injects it), when the plugin declares a conversion webhook; as it is otherwise.
+pub fn with_conversion(mut crd: Value, config: &PluginConfig, endpoint: &Endpoint) -> Value {
+    let conversion = conversion_section(config, endpoint, &[]);
+    if let (Some(conversion), Some(spec)) = (conversion, crd.get_mut("spec").and_then(Value::as_object_mut)) {
+        spec.insert("conversion".into(), conversion);
+    }
+    crd
 }
 
 /// The server-side apply that takes the primary CRD's conversion back from the plugin.
@@ -341,6 +361,33 @@ mod tests {
         assert_eq!(crd["metadata"]["name"], "webpages.example.wasmop.dev");
         assert_eq!(crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["path"], "/convert/webpage");
         assert_eq!(crd["spec"]["conversion"]["webhook"]["conversionReviewVersions"], json!(["v1"]));
+        assert_eq!(crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"], "Q0E=");
+        let printed = conversion_section(&config, &service.endpoint, b"").unwrap();
+        assert_eq!(printed["strategy"], "Webhook");
+        assert!(printed["webhook"]["clientConfig"].get("caBundle").is_none(), "no bundle: the host injects it");
+        assert_eq!(
+            printed["webhook"]["clientConfig"]["service"],
+            crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+        );
+    }
+
+    #[test]
+    fn the_printed_crd_has_the_conversion_section_the_host_writes_but_the_bundle() {
+        let crd = json!({ "kind": "CustomResourceDefinition", "spec": { "group": "example.wasmop.dev" } });
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
+        let converting = config(vec![webhook(WebhookType::Conversion, FailurePolicy::Fail)]);
+        let printed = with_conversion(crd.clone(), &converting, &endpoint);
+        let target = Target { endpoint: endpoint.clone(), namespace: None };
+        let mut written = conversion(&converting, &target, b"CA").unwrap()["spec"]["conversion"].clone();
+        written["webhook"]["clientConfig"].as_object_mut().unwrap().remove("caBundle");
+        assert_eq!(printed["spec"]["conversion"], written);
+        assert_eq!(
+            printed["spec"]["conversion"]["webhook"]["clientConfig"]["url"],
+            "https://127.0.0.1:9443/convert/webpage"
+        );
+        assert_eq!(printed["spec"]["group"], "example.wasmop.dev", "the rest is kept");
+        let validating = config(vec![webhook(WebhookType::Validating, FailurePolicy::Fail)]);
+        assert_eq!(with_conversion(crd.clone(), &validating, &endpoint), crd, "no conversion webhook, no section");
     }
 
     #[test]

@@ -4,8 +4,12 @@
 //! they stand; the status names the ConfigMap and says whether the page is Ready (its dependents
 //! are applied) and Available (nginx runs).
 //!
-//! The plugin also serves two webhooks for its WebPages: a validating one that refuses an empty
-//! `spec.html`, and a mutating one that sets `spec.exposed` to `false` when it is absent.
+//! The plugin also serves three webhooks for its WebPages: a validating one that refuses an
+//! empty `spec.html`, a mutating one that sets `spec.exposed` to `false` when it is absent, and
+//! the conversion between the CRD's two versions: `v1`, the one stored and reconciled, and
+//! `v2` ([`v2`], converted by [`conversion`]), which moves the HTML into `spec.content.html` and says `spec.exposure:
+//! Public|Private`. Its CRD (`crd.yaml`) is generated from the types (natively: see `crd`), with
+//! a rule the API server checks itself: the HTML fits in a ConfigMap.
 //!
 //! `fixture-webpage-odd` (the `odd` feature) is a shadow candidate of this plugin: for WebPages
 //! whose name ends in an odd digit, it desires one more key in the ConfigMap and a Service of
@@ -13,35 +17,47 @@
 //! `fixture-webpage-escape` (the `escape` feature) is another: for those WebPages it desires its
 //! ConfigMap in namespace `kube-system`, which the host refuses (`CapabilityDenied`).
 
+pub mod conversion;
+pub mod v1;
+pub mod v2;
+
 use serde::{Deserialize, Serialize};
 use wasmop_guest::conditions::{self, Condition};
 use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use wasmop_guest::serde_json::json;
+use wasmop_guest::schemars::JsonSchema;
+use wasmop_guest::serde_json::{Value, json};
 use wasmop_guest::{
-    Admission, Check, Cleaner, Cleanup, Config, Context, Defaulter, Dependent, Desired, Error, Event, Kind, Outcome,
-    Phase, Reconciler, Validator, Verdict, Webhook,
+    Admission, Check, Cleaner, Cleanup, Config, Context, Converter, Defaulter, Dependent, Desired, Error, Event, Kind,
+    Outcome, Phase, Reconciler, Validator, Verdict, Webhook,
 };
 
+use self::v1::WebPageSpec;
+
+/// A WebPage as the plugin reads it (`v1`).
 #[derive(Deserialize, Serialize)]
-struct WebPage {
+pub struct WebPage {
     metadata: ObjectMeta,
     spec: WebPageSpec,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<WebPageStatus>,
 }
 
-#[derive(Deserialize, Serialize)]
-struct WebPageSpec {
-    html: String,
-    /// Whether an Ingress routes to the page; the mutating webhook makes it `false` when absent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exposed: Option<bool>,
-}
-
+/// The conditions of a WebPage's status, as the plugin reads them.
 #[derive(Deserialize, Serialize)]
 struct WebPageStatus {
     #[serde(default)]
     conditions: Vec<Condition>,
+}
+
+/// What the plugin reports in a WebPage's status (every version's).
+#[derive(Serialize, JsonSchema)]
+#[schemars(crate = "wasmop_guest::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// The ConfigMap holding the page's HTML.
+    html_config_map: String,
+    /// Whether nginx serves the page (its Deployment is ready).
+    available: bool,
 }
 
 fn config_map() -> Kind {
@@ -83,8 +99,21 @@ impl Reconciler for WebPageReconciler {
             )
             .webhook(Webhook::validating())
             .webhook(Webhook::mutating())
+            .webhook(Webhook::conversion())
     }
     // ANCHOR_END: config
+
+    // ANCHOR: crd
+    // Native only: with the schema generator, the component would pass the 1 MiB a ConfigMap
+    // holds, and the shadow-rollout examples deliver it in ConfigMaps. Its test checks crd.yaml.
+    #[cfg(not(target_family = "wasm"))]
+    fn crd() -> Option<wasmop_guest::Crd> {
+        // v1 stays the version stored (the hub) while v2 is served beside it.
+        let primary = Self::config().primary;
+        let crd = wasmop_guest::Crd::of::<WebPageSpec, Status>(&primary).version::<v2::Spec, Status>("v2");
+        Some(crd.short_name("wp").printer_column("Age", "date", ".metadata.creationTimestamp"))
+    }
+    // ANCHOR_END: crd
 
     // ANCHOR: validate
     fn desired(page: &WebPage, _ctx: &Context) -> Result<Vec<Desired>, Error> {
@@ -152,7 +181,7 @@ impl Reconciler for WebPageReconciler {
         let name = page.metadata.name.unwrap_or_default();
         ctx.info(format!("reconciling a WebPage of {} bytes of html", page.spec.html.len()));
         let available = ctx.dependent("deployment").is_some_and(|d| d.is_ready());
-        let status = json!({ "htmlConfigMap": format!("{name}-html"), "available": available });
+        let status = Status { html_config_map: format!("{name}-html"), available };
         // The host keeps Ready, Reconciling and Degraded (with observedGeneration) from this.
         if ctx.dependents().iter().any(|d| d.phase == Phase::Skipped) {
             return Ok(Outcome::not_ready("some dependents wait for others").status(status));
@@ -194,11 +223,24 @@ impl Defaulter for WebPageReconciler {
 }
 // ANCHOR_END: webhooks
 
+// ANCHOR: convert
+impl Converter for WebPageReconciler {
+    fn convert(mut page: Value, to: &str, _ctx: &Context) -> Result<Value, String> {
+        let spec = page.get_mut("spec").map(Value::take).ok_or("the WebPage has no spec")?;
+        page["spec"] = match to {
+            "sample.wasmop.dev/v2" => conversion::to_v2(spec)?,
+            "sample.wasmop.dev/v1" => conversion::to_v1(spec)?,
+            other => return Err(format!("WebPage has no version {other}")),
+        };
+        Ok(page)
+    }
+}
+// ANCHOR_END: convert
+
 wasmop_guest::export!(WebPageReconciler);
 
 #[cfg(test)]
 mod tests {
-    use wasmop_guest::serde_json::Value;
     use wasmop_guest::testing::{FakeHost, Run};
     use wasmop_guest::{Admission, Error, EventType};
 
@@ -333,6 +375,57 @@ mod tests {
         sent["spec"]["exposed"] = json!(true);
         let stored = FakeHost::new().default_object::<WebPageReconciler>(&Admission::create(&sent)).unwrap();
         assert_eq!(stored, sent, "a page that says whether it is exposed is stored as it is");
+    }
+
+    #[test]
+    fn crd_yaml_is_the_crd_the_types_generate() {
+        let checked_in: Value = serde_saphyr::from_str(include_str!("../crd.yaml")).expect("crd.yaml is YAML");
+        let generated = WebPageReconciler::crd().expect("a CRD").to_value();
+        let yaml = serde_saphyr::to_string(&generated).expect("YAML");
+        assert!(checked_in == generated, "crd.yaml differs from the types' CRD; below its header, it is:\n{yaml}");
+    }
+
+    #[test]
+    fn the_crd_serves_v1_stored_and_v2_with_the_rules_the_api_server_checks() {
+        let crd = WebPageReconciler::crd().expect("a CRD").to_value();
+        let versions = crd["spec"]["versions"].as_array().unwrap();
+        let shown: Vec<_> = versions.iter().map(|v| (&v["name"], &v["served"], &v["storage"])).collect();
+        assert_eq!(shown, [(&json!("v1"), &json!(true), &json!(true)), (&json!("v2"), &json!(true), &json!(false))]);
+        let spec = |i: usize| &versions[i]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        let rule = json!([{ "rule": "size(self) <= 1048576", "message": "the HTML must fit in a ConfigMap (1 MiB)" }]);
+        assert_eq!(spec(0)["html"]["x-kubernetes-validations"], rule);
+        assert_eq!(spec(1)["content"]["properties"]["html"]["x-kubernetes-validations"], rule);
+        assert_eq!(spec(1)["exposure"]["enum"], json!(["Public", "Private"]));
+    }
+
+    #[test]
+    fn a_page_converts_to_v2_and_back_unchanged() {
+        let mut v1 = page(2, json!({ "htmlConfigMap": "hello-html", "available": true }));
+        v1["spec"]["exposed"] = json!(true);
+        let v2 =
+            FakeHost::new().convert::<WebPageReconciler>(std::slice::from_ref(&v1), "sample.wasmop.dev/v2").unwrap();
+        let v2 = &v2[0];
+        assert_eq!(v2["apiVersion"], "sample.wasmop.dev/v2");
+        assert_eq!(v2["spec"], json!({ "content": { "html": "<h1>Hello</h1>" }, "exposure": "Public" }));
+        assert_eq!((&v2["metadata"], &v2["status"]), (&v1["metadata"], &v1["status"]));
+        let back =
+            FakeHost::new().convert::<WebPageReconciler>(std::slice::from_ref(v2), "sample.wasmop.dev/v1").unwrap();
+        assert_eq!(back[0], v1);
+        let unset = page(1, Value::Null);
+        let v2 =
+            FakeHost::new().convert::<WebPageReconciler>(std::slice::from_ref(&unset), "sample.wasmop.dev/v2").unwrap();
+        assert_eq!(v2[0]["spec"], json!({ "content": { "html": "<h1>Hello</h1>" } }), "no exposure when unset");
+        let back = FakeHost::new().convert::<WebPageReconciler>(&v2, "sample.wasmop.dev/v1").unwrap();
+        assert_eq!(back[0], unset);
+    }
+
+    #[test]
+    fn a_conversion_to_an_unknown_version_or_of_a_broken_page_fails() {
+        let to_v3 = FakeHost::new().convert::<WebPageReconciler>(&[page(1, Value::Null)], "sample.wasmop.dev/v3");
+        assert_eq!(to_v3.unwrap_err(), "WebPage has no version sample.wasmop.dev/v3");
+        let broken = json!({ "apiVersion": "sample.wasmop.dev/v2", "kind": "WebPage", "spec": { "content": 1 } });
+        let error = FakeHost::new().convert::<WebPageReconciler>(&[broken], "sample.wasmop.dev/v1").unwrap_err();
+        assert!(error.starts_with("spec: "), "{error}");
     }
 
     #[test]

@@ -328,13 +328,15 @@ fn without_admission(name: &str) -> Vec<u8> {
 fn a_plugins_webhooks_are_checked_and_completed_at_load() {
     use wasmop::runtime::bindings::wasmop::plugin::types::{FailurePolicy, Operation, WebhookType};
     let module = runtime(limits()).unwrap().load(&plugin("fixture-admission")).unwrap();
-    let [webhook] = module.webhooks() else { panic!("one webhook: {:?}", module.webhooks()) };
+    let [webhook, conversion] = module.webhooks() else { panic!("two webhooks: {:?}", module.webhooks()) };
     assert_eq!(webhook.webhook_type, WebhookType::Validating);
     assert_eq!(webhook.failure_policy, FailurePolicy::Fail);
     assert_eq!(webhook.timeout_ms, Some(10_000));
     assert_eq!(webhook.operations, [Operation::Create, Operation::Update]);
+    assert_eq!((conversion.webhook_type, conversion.timeout_ms), (WebhookType::Conversion, Some(10_000)));
     let ignoring = runtime(limits()).unwrap().load(&plugin("fixture-admission-ignore")).unwrap();
-    assert_eq!(ignoring.webhooks()[0].failure_policy, FailurePolicy::Ignore);
+    let [ignored] = ignoring.webhooks() else { panic!("one webhook: {:?}", ignoring.webhooks()) };
+    assert_eq!(ignored.failure_policy, FailurePolicy::Ignore);
 }
 
 /// A component of the `plugin` world (no admission export) declaring no webhooks loads, and has
@@ -393,14 +395,26 @@ async fn validate_admits_denies_and_traps_as_the_plugin_says() {
     assert_eq!(metrics.calls_of("fixture-admission", "validate"), 4);
 }
 
-/// The webpage sample refuses an empty `html` at its field and defaults `exposed`, through the
-/// host's calls.
+/// The webpage sample refuses an empty `html` at its field, defaults `exposed` and converts a
+/// page to v2 and back, through the host's calls.
 #[tokio::test]
-async fn the_webpage_refuses_an_empty_html_and_defaults_exposed() {
+async fn the_webpage_refuses_an_empty_html_defaults_exposed_and_converts() {
     use wasmop::runtime::bindings::wasmop::plugin::types::{Operation, WebhookType};
     let module = runtime(limits()).unwrap().load(&plugin("webpage")).unwrap();
     let types: Vec<_> = module.webhooks().iter().map(|w| w.webhook_type).collect();
-    assert_eq!(types, [WebhookType::Validating, WebhookType::Mutating]);
+    assert_eq!(types, [WebhookType::Validating, WebhookType::Mutating, WebhookType::Conversion]);
+    let v1 = webpage(1).to_string();
+    let v2 = module
+        .convert(Arc::new(EmptyCache), std::slice::from_ref(&v1), "sample.wasmop.dev/v2", limits().deadline)
+        .await
+        .unwrap()
+        .unwrap();
+    let page: serde_json::Value = serde_json::from_str(&v2[0]).unwrap();
+    assert_eq!(page["apiVersion"], "sample.wasmop.dev/v2");
+    assert_eq!(page["spec"], serde_json::json!({ "content": { "html": "<h1>hi</h1>" } }));
+    let back =
+        module.convert(Arc::new(EmptyCache), &v2, "sample.wasmop.dev/v1", limits().deadline).await.unwrap().unwrap();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&back[0]).unwrap(), webpage(1));
     let mut page = webpage(1);
     page["spec"]["html"] = serde_json::json!("");
     let verdict =

@@ -32,6 +32,7 @@ import sys
 from . import conditions
 from .config import Config, Filters, RateLimit, Retry, Sharding
 from .context import Context, Level
+from .crd import Crd
 from .dependents import Check, Cleanup, Dependent, DependentState, Desired, Phase
 from .errors import Error
 from .external import External, ExternalDependent, Polling, Tracked, Tracking
@@ -47,7 +48,7 @@ from .webhook import AdmissionRequest, FailurePolicy, Operation, Verdict, Webhoo
 
 __all__ = [
     "PRIMARY_NAME_ANNOTATION", "PRIMARY_NAMESPACE_ANNOTATION", "AdmissionRequest", "Check", "Cleanup", "Config",
-    "Context", "Dependent", "DependentState", "Desired", "Error", "Event", "EventKind", "EventType", "External",
+    "Context", "Crd", "Dependent", "DependentState", "Desired", "Error", "Event", "EventKind", "EventType", "External",
     "ExternalDependent", "FailurePolicy", "Filters", "HttpGrant", "Inbound", "Kind", "Level", "Mapper", "ObjectMeta",
     "Operation", "Origin", "Outcome", "Phase", "Polling", "Predicate", "PrimaryRef", "RateLimit", "Resource", "Retry",
     "SecondaryRef", "SecretKey", "Sharding", "Tracked", "Tracking", "Verdict", "Watch", "Webhook", "WebhookType",

@@ -1,23 +1,25 @@
 //! [`Crd`]: the CustomResourceDefinition of a plugin's primary, generated from its Rust spec and
 //! status types (as kube-rs's `#[derive(CustomResource)]` does), so the YAML and the types
-//! cannot drift.
+//! cannot drift: one version, or several of one kind, one of them the hub that is stored.
 //!
-//! The types derive [`schemars::JsonSchema`]; their schemas are rewritten into a Kubernetes
-//! structural schema: every subschema inlined (no `$ref`), `Option<T>` as `nullable: true`
-//! rather than `anyOf` with `null`, the variants of a data-carrying enum as one object whose
-//! `oneOf` only says which properties each variant requires, `serde_json::Value` fields as
-//! `x-kubernetes-preserve-unknown-fields`, sets as `x-kubernetes-list-type: set`, and keywords
-//! the API server does not know dropped.
+//! The types derive [`schemars::JsonSchema`]; their schemas are rewritten into Kubernetes
+//! structural schemas ([`structural`]), keeping the checks the API server runs itself, declared
+//! beside the fields with schemars' attributes: `#[schemars(length(min = 1))]` (`minLength`),
+//! `#[schemars(regex(pattern = r"^[a-z]+$"))]` (`pattern`), `#[schemars(range(max = 10))]`
+//! (`maximum`), a unit enum (`enum`), and CEL rules with
+//! `#[schemars(extend("x-kubernetes-validations" = [{ "rule": "...", "message": "..." }]))]`.
 //!
 //! The status schema has what the host writes beside the plugin's status: `observedGeneration`
 //! and the `conditions` list (unless the plugin's status type has fields of those names). None
 //! of its fields is required: the host writes a status without the plugin's fields when a
 //! reconcile fails.
 
+mod structural;
+
 use schemars::JsonSchema;
-use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
+use self::structural::schema_of;
 use crate::Kind;
 
 /// The CustomResourceDefinition (`apiextensions.k8s.io/v1`) of a primary kind, from its spec
@@ -35,7 +37,8 @@ use crate::Kind;
 /// #[derive(JsonSchema)]
 /// #[schemars(crate = "wasmop_guest::schemars")] // without a dependency on schemars of its own
 /// struct Spec {
-///     /// The greeting's recipient.
+///     /// The greeting's recipient: checked by the API server itself.
+///     #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z]"))]
 ///     name: String,
 ///     replicas: Option<i32>,
 /// }
@@ -56,77 +59,83 @@ use crate::Kind;
 /// assert_eq!(version["subresources"]["status"], serde_json::json!({}));
 /// let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
 /// assert_eq!(spec["required"], serde_json::json!(["name"]));
+/// assert_eq!(spec["properties"]["name"]["minLength"], 1);
 /// assert_eq!(spec["properties"]["replicas"]["nullable"], true);
+/// ```
+///
+/// Several versions of the kind, each with its types, are served side by side; the hub (the
+/// first, unless [`Crd::hub`] names another) is the one the API server stores. The plugin
+/// converts between them with a [`Converter`](crate::Converter), declared with
+/// [`Webhook::conversion`](crate::Webhook::conversion); `wasmop crd --plugin x.wasm
+/// --webhook-service NAMESPACE/NAME` (or `--webhook-url`) prints the CRD with its conversion
+/// section, which the host also writes when it serves the webhook.
+///
+/// ```
+/// use wasmop_guest::schemars::JsonSchema;
+/// use wasmop_guest::{Crd, Kind};
+///
+/// #[derive(JsonSchema)]
+/// #[schemars(crate = "wasmop_guest::schemars")]
+/// struct SpecV1 {
+///     html: String,
+/// }
+///
+/// #[derive(JsonSchema)]
+/// #[schemars(crate = "wasmop_guest::schemars")]
+/// struct SpecV2 {
+///     content: Content,
+/// }
+///
+/// #[derive(JsonSchema)]
+/// #[schemars(crate = "wasmop_guest::schemars")]
+/// struct Content {
+///     html: String,
+/// }
+///
+/// let crd = Crd::of::<SpecV1, ()>(&Kind::namespaced("example.com", "v1", "Page"))
+///     .version::<SpecV2, ()>("v2")
+///     .hub("v2")
+///     .to_value();
+/// let versions = &crd["spec"]["versions"];
+/// assert_eq!((&versions[0]["name"], &versions[1]["name"]), (&"v1".into(), &"v2".into()));
+/// assert_eq!((&versions[0]["served"], &versions[1]["served"]), (&true.into(), &true.into()), "both served");
+/// assert_eq!((&versions[0]["storage"], &versions[1]["storage"]), (&false.into(), &true.into()), "v2 stored");
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Crd {
     kind: Kind,
-    spec: Value,
-    status: Value,
+    versions: Vec<Version>,
+    hub: String,
     columns: Vec<Value>,
     short_names: Vec<String>,
     categories: Vec<String>,
 }
 
-/// The keywords of a Kubernetes `JSONSchemaProps` (besides `x-kubernetes-*`) a generated schema
-/// may keep.
-const KEYWORDS: &[&str] = &[
-    "description",
-    "type",
-    "format",
-    "default",
-    "maximum",
-    "minimum",
-    "maxLength",
-    "minLength",
-    "pattern",
-    "maxItems",
-    "minItems",
-    "multipleOf",
-    "enum",
-    "maxProperties",
-    "minProperties",
-    "required",
-    "items",
-    "allOf",
-    "oneOf",
-    "anyOf",
-    "not",
-    "properties",
-    "additionalProperties",
-    "example",
-    "nullable",
-];
+/// One served version of the kind: its name and the schemas of its spec and status.
+#[derive(Clone, Debug, PartialEq)]
+struct Version {
+    name: String,
+    spec: Value,
+    status: Value,
+}
+
+impl Version {
+    /// The version `name`, with the schemas of `Spec` and `Status`.
+    fn of<Spec: JsonSchema, Status: JsonSchema>(name: &str) -> Self {
+        Self { name: name.to_owned(), spec: schema_of::<Spec>("spec"), status: status_of::<Status>() }
+    }
+}
 
 impl Crd {
     /// The CRD of `kind`, whose objects have a `spec` of type `Spec` and a `status` of type
     /// `Status` (`()` for a plugin that writes no status of its own: the status then has the
-    /// host's fields only).
+    /// host's fields only). `kind`'s version is the first, and the hub until [`Crd::hub`] names
+    /// another.
     ///
-    /// Panics when a type's schema cannot be a structural schema: a recursive type, or an enum
-    /// mixing unit and data variants (give it `#[serde(tag = "...")]`).
+    /// Panics when a type's schema cannot be a structural schema: a recursive type, an enum
+    /// mixing unit and data variants (give it `#[serde(tag = "...")]`), or a CEL rule without
+    /// its `rule`.
     pub fn of<Spec: JsonSchema, Status: JsonSchema>(kind: &Kind) -> Self {
-        let mut status = schema_of::<Status>("status");
-        if status.get("type") != Some(&json!("object")) {
-            status = json!({ "type": "object" });
-        }
-        // The host writes the status without the plugin's fields when a reconcile fails: none of
-        // them can be required.
-        status.as_object_mut().map(|status| status.remove("required"));
-        let properties = status["properties"].as_object_mut().map(std::mem::take).unwrap_or_default();
-        let mut host = Map::new();
-        host.insert(
-            "observedGeneration".into(),
-            json!({
-                "type": "integer",
-                "format": "int64",
-                "description": "The metadata.generation the host last reconciled (written by the host).",
-            }),
-        );
-        host.insert("conditions".into(), conditions());
-        let mut merged = host;
-        merged.extend(properties);
-        status["properties"] = Value::Object(merged);
         let ready = json!({
             "name": "Ready",
             "type": "string",
@@ -134,17 +143,54 @@ impl Crd {
         });
         Self {
             kind: kind.clone(),
-            spec: schema_of::<Spec>("spec"),
-            status,
+            versions: vec![Version::of::<Spec, Status>(&kind.version)],
+            hub: kind.version.clone(),
             columns: vec![ready],
             short_names: Vec::new(),
             categories: Vec::new(),
         }
     }
 
-    /// Adds a printer column (`kubectl get` shows it): its name, its type (`string`,
-    /// `integer`, `number`, `boolean` or `date`) and the JSON path of its value. Columns follow
-    /// the `Ready` column, in the order added.
+    /// Adds the version `name` of the kind (`v2`), whose objects have a `spec` of type `Spec`
+    /// and a `status` of type `Status`; it is served beside the others, in the order added.
+    ///
+    /// Panics when the kind already has a version of that name, or as [`Crd::of`] does.
+    ///
+    /// ```
+    /// # use wasmop_guest::{Crd, Kind};
+    /// let crd = Crd::of::<(), ()>(&Kind::namespaced("example.com", "v1", "Hello")).version::<(), ()>("v2").to_value();
+    /// assert_eq!(crd["spec"]["versions"][1]["name"], "v2");
+    /// assert_eq!(crd["spec"]["versions"][0]["storage"], true, "the first is the hub by default");
+    /// ```
+    #[must_use]
+    pub fn version<Spec: JsonSchema, Status: JsonSchema>(mut self, name: &str) -> Self {
+        assert!(
+            !self.versions.iter().any(|v| v.name == name),
+            "Crd::version: {} already has a version {name}",
+            self.kind.kind
+        );
+        self.versions.push(Version::of::<Spec, Status>(name));
+        self
+    }
+
+    /// Makes `version` the hub: the version the API server stores (`storage: true`), which the
+    /// plugin's [`Converter`](crate::Converter) converts the others to and from.
+    ///
+    /// Panics when the kind has no such version (add it with [`Crd::version`] first).
+    #[must_use]
+    pub fn hub(mut self, version: &str) -> Self {
+        assert!(
+            self.versions.iter().any(|v| v.name == version),
+            "Crd::hub: {} has no version {version}",
+            self.kind.kind
+        );
+        version.clone_into(&mut self.hub);
+        self
+    }
+
+    /// Adds a printer column (`kubectl get` shows it) to every version: its name, its type
+    /// (`string`, `integer`, `number`, `boolean` or `date`) and the JSON path of its value.
+    /// Columns follow the `Ready` column, in the order added.
     ///
     /// ```
     /// # use wasmop_guest::{Crd, Kind};
@@ -191,6 +237,26 @@ impl Crd {
         if !self.categories.is_empty() {
             names["categories"] = json!(self.categories);
         }
+        let versions: Vec<Value> = self
+            .versions
+            .iter()
+            .map(|version| {
+                json!({
+                    "name": version.name,
+                    "served": true,
+                    "storage": version.name == self.hub,
+                    "subresources": { "status": {} },
+                    "additionalPrinterColumns": self.columns,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "required": ["spec"],
+                            "properties": { "spec": version.spec, "status": version.status },
+                        },
+                    },
+                })
+            })
+            .collect();
         json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
@@ -199,23 +265,36 @@ impl Crd {
                 "group": kind.group,
                 "names": names,
                 "scope": if kind.namespaced { "Namespaced" } else { "Cluster" },
-                "versions": [{
-                    "name": kind.version,
-                    "served": true,
-                    "storage": true,
-                    "subresources": { "status": {} },
-                    "additionalPrinterColumns": self.columns,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "required": ["spec"],
-                            "properties": { "spec": self.spec, "status": self.status },
-                        },
-                    },
-                }],
+                "versions": versions,
             },
         })
     }
+}
+
+/// The status schema of `Status`, with the host's fields, none of them required.
+fn status_of<Status: JsonSchema>() -> Value {
+    let mut status = schema_of::<Status>("status");
+    if status.get("type") != Some(&json!("object")) {
+        status = json!({ "type": "object" });
+    }
+    // The host writes the status without the plugin's fields when a reconcile fails: none of
+    // them can be required.
+    status.as_object_mut().map(|status| status.remove("required"));
+    let properties = status["properties"].as_object_mut().map(std::mem::take).unwrap_or_default();
+    let mut host = Map::new();
+    host.insert(
+        "observedGeneration".into(),
+        json!({
+            "type": "integer",
+            "format": "int64",
+            "description": "The metadata.generation the host last reconciled (written by the host).",
+        }),
+    );
+    host.insert("conditions".into(), conditions());
+    let mut merged = host;
+    merged.extend(properties);
+    status["properties"] = Value::Object(merged);
+    status
 }
 
 /// The schema of the host's conditions, as `wasmop_guest::conditions::Condition` has them: a
@@ -240,168 +319,6 @@ fn conditions() -> Value {
             },
         },
     })
-}
-
-/// `T`'s schema as a structural schema; `field` names it in a panic.
-fn schema_of<T: JsonSchema>(field: &str) -> Value {
-    let generator = SchemaSettings::openapi3()
-        .with(|settings| {
-            settings.inline_subschemas = true;
-            settings.meta_schema = None;
-        })
-        .into_generator();
-    let mut schema = generator.into_root_schema_for::<T>().to_value();
-    if let Err(reason) = structural(&mut schema, field) {
-        panic!("Crd::of: the {field} type cannot be a Kubernetes structural schema: {reason}");
-    }
-    schema
-}
-
-/// Rewrites `schema` (at `path`) into a Kubernetes structural schema, or says why it cannot be.
-fn structural(schema: &mut Value, path: &str) -> Result<(), String> {
-    let Some(object) = schema.as_object_mut() else { return Err(format!("{path}: not a schema object")) };
-    if object.contains_key("$ref") {
-        return Err(format!("{path}: a $ref (a recursive type?)"));
-    }
-    // Option<T>: anyOf/oneOf [T, null] is T, nullable.
-    for keyword in ["anyOf", "oneOf"] {
-        let Some(Value::Array(branches)) = object.get_mut(keyword) else { continue };
-        let before = branches.len();
-        branches.retain(|branch| !is_null(branch));
-        if branches.len() == before {
-            continue;
-        }
-        let only = if let [only] = branches.as_slice() { Some(only.clone()) } else { None };
-        object.insert("nullable".into(), json!(true));
-        if let Some(only) = only {
-            object.remove(keyword);
-            merge_into(object, only);
-        }
-    }
-    // A lone allOf (an inlined reference with a description beside it) is its one branch.
-    if let Some(Value::Array(branches)) = object.get("allOf") {
-        let [only] = branches.as_slice() else { return Err(format!("{path}: allOf with several schemas")) };
-        let only = only.clone();
-        object.remove("allOf");
-        merge_into(object, only);
-    }
-    if object.get("type").is_some_and(Value::is_array) {
-        return Err(format!("{path}: several types ({})", object["type"]));
-    }
-    if object.get("nullable") == Some(&json!(true))
-        && let Some(Value::Array(values)) = object.get_mut("enum")
-    {
-        values.retain(|v| !v.is_null());
-    }
-    if object.remove("uniqueItems") == Some(json!(true)) {
-        // The API server refuses uniqueItems; a set of scalars is what it means.
-        object.insert("x-kubernetes-list-type".into(), json!("set"));
-    }
-    object.retain(|key, _| KEYWORDS.contains(&key.as_str()) || key.starts_with("x-kubernetes-"));
-    if object.get("additionalProperties") == Some(&json!(false)) {
-        object.remove("additionalProperties");
-    }
-    for keyword in ["oneOf", "anyOf"] {
-        if let Some(Value::Array(branches)) = object.remove(keyword) {
-            variants(object, branches, path)?;
-        }
-    }
-    if let Some(Value::Object(properties)) = object.get_mut("properties") {
-        for (name, property) in properties.iter_mut() {
-            structural(property, &format!("{path}.{name}"))?;
-        }
-    }
-    if let Some(items) = object.get_mut("items") {
-        structural(items, &format!("{path}[]"))?;
-    }
-    if let Some(additional) = object.get_mut("additionalProperties") {
-        if additional.as_object().is_some_and(Map::is_empty) || additional == &json!(true) {
-            *additional = json!({ "x-kubernetes-preserve-unknown-fields": true });
-        } else {
-            structural(additional, &format!("{path}.*"))?;
-        }
-    }
-    let untyped = !object.contains_key("type")
-        && !object.contains_key("x-kubernetes-int-or-string")
-        && !object.contains_key("x-kubernetes-preserve-unknown-fields");
-    if untyped {
-        // Any JSON (a serde_json::Value field): kept as it is.
-        object.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
-    }
-    Ok(())
-}
-
-/// Whether `branch` only admits `null`.
-fn is_null(branch: &Value) -> bool {
-    branch.get("type") == Some(&json!("null"))
-        || branch.get("const") == Some(&Value::Null)
-        || branch.get("enum") == Some(&json!([null]))
-}
-
-/// Adds the keywords of `from` that `into` does not have (its own description wins).
-fn merge_into(into: &mut Map<String, Value>, from: Value) {
-    if let Value::Object(from) = from {
-        for (key, value) in from {
-            into.entry(key).or_insert(value);
-        }
-    }
-}
-
-/// The variants of an enum (`oneOf`/`anyOf` branches, each an object) as one object schema:
-/// every variant's properties at the top, and a `oneOf` saying which each variant requires.
-/// Properties of the same name in several variants (an internally tagged enum's tag) merge
-/// their `enum` values.
-fn variants(object: &mut Map<String, Value>, branches: Vec<Value>, path: &str) -> Result<(), String> {
-    let mut properties = match object.remove("properties") {
-        Some(Value::Object(properties)) => properties,
-        _ => Map::new(),
-    };
-    let mut required = Vec::new();
-    for branch in branches {
-        if branch.get("type") != Some(&json!("object")) {
-            return Err(format!(
-                "{path}: an enum mixing unit and data variants (give it #[serde(tag = \"...\")]), or a value of \
-                 several types"
-            ));
-        }
-        for (name, mut property) in branch["properties"].as_object().cloned().unwrap_or_default() {
-            property.as_object_mut().map(|p| p.remove("description"));
-            match properties.get_mut(&name) {
-                None => {
-                    properties.insert(name, property);
-                }
-                Some(existing) => merge_variant(existing, property, &format!("{path}.{name}"))?,
-            }
-        }
-        required.push(json!({ "required": branch.get("required").cloned().unwrap_or_else(|| json!([])) }));
-    }
-    object.insert("type".into(), json!("object"));
-    object.insert("properties".into(), Value::Object(properties));
-    // Variants that require nothing cannot be told apart: no oneOf then.
-    if required.iter().all(|r| r["required"].as_array().is_some_and(|r| !r.is_empty())) {
-        object.insert("oneOf".into(), Value::Array(required));
-    }
-    Ok(())
-}
-
-/// `property` of another variant into `existing`: the same schema, or the same but for `enum`.
-fn merge_variant(existing: &mut Value, property: Value, path: &str) -> Result<(), String> {
-    let without_enum = |v: &Value| {
-        let mut v = v.clone();
-        v.as_object_mut().map(|o| o.remove("enum"));
-        v
-    };
-    if without_enum(existing) != without_enum(&property) {
-        return Err(format!("{path}: variants give this field different schemas"));
-    }
-    if let (Some(Value::Array(values)), Some(Value::Array(more))) = (existing.get_mut("enum"), property.get("enum")) {
-        for value in more {
-            if !values.contains(value) {
-                values.push(value.clone());
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -502,7 +419,7 @@ mod tests {
             return;
         };
         for (key, value) in object {
-            let known = super::KEYWORDS.contains(&key.as_str()) || key.starts_with("x-kubernetes-");
+            let known = super::structural::KEYWORDS.contains(&key.as_str()) || key.starts_with("x-kubernetes-");
             if !known {
                 out.push(format!("{path}: unknown keyword {key}"));
             }
@@ -629,6 +546,126 @@ mod tests {
         let mut fields: Vec<&String> = status["properties"].as_object().unwrap().keys().collect();
         fields.sort();
         assert_eq!(fields, ["conditions", "observedGeneration"]);
+    }
+
+    /// A spec with the checks the API server runs itself declared beside its fields.
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        { "rule": "self.minReplicas <= self.maxReplicas", "message": "minReplicas must not exceed maxReplicas" }
+    ]))]
+    #[allow(dead_code)] // Only its schema is used.
+    struct Checked {
+        #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z][a-z0-9-]*$"))]
+        name: String,
+        #[schemars(range(min = 0))]
+        min_replicas: i32,
+        max_replicas: i32,
+        mode: Mode,
+        level: Option<Level>,
+        #[schemars(extend("x-kubernetes-validations" = [{ "rule": "self == oldSelf", "message": "immutable" }]))]
+        zone: Option<String>,
+        #[schemars(length(min = 1))]
+        tags: Vec<String>,
+    }
+
+    /// A unit enum whose variants have doc comments.
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    #[allow(dead_code)] // Only its schema is used.
+    enum Level {
+        /// The lowest.
+        Low,
+        /// The highest.
+        High,
+    }
+
+    #[test]
+    fn the_checks_the_api_server_runs_itself_are_kept() {
+        let crd = Crd::of::<Checked, ()>(&Kind::namespaced("example.com", "v1", "Checked")).to_value();
+        let mut out = Vec::new();
+        violations(schema(&crd), "", false, &mut out);
+        assert!(out.is_empty(), "{out:#?}");
+        let spec = &schema(&crd)["properties"]["spec"];
+        let name = &spec["properties"]["name"];
+        assert_eq!((&name["minLength"], &name["maxLength"]), (&json!(1), &json!(63)));
+        assert_eq!(name["pattern"], "^[a-z][a-z0-9-]*$");
+        assert_eq!(spec["properties"]["minReplicas"]["minimum"], 0);
+        assert_eq!(spec["properties"]["mode"]["enum"], json!(["Fast", "Safe"]));
+        let level = &spec["properties"]["level"];
+        assert_eq!(
+            (&level["type"], &level["enum"], &level["nullable"]),
+            (&json!("string"), &json!(["Low", "High"]), &json!(true))
+        );
+        assert_eq!(spec["properties"]["tags"]["minItems"], 1);
+        assert_eq!(
+            spec["x-kubernetes-validations"],
+            json!([{ "rule": "self.minReplicas <= self.maxReplicas", "message": "minReplicas must not exceed maxReplicas" }])
+        );
+        let zone = &spec["properties"]["zone"];
+        assert_eq!((&zone["type"], &zone["nullable"]), (&json!("string"), &json!(true)));
+        assert_eq!(zone["x-kubernetes-validations"], json!([{ "rule": "self == oldSelf", "message": "immutable" }]));
+    }
+
+    /// A CEL rule without its rule.
+    #[derive(JsonSchema)]
+    #[schemars(extend("x-kubernetes-validations" = [{ "message": "no rule" }]))]
+    #[allow(dead_code)] // Only its schema is used.
+    struct Ruleless {
+        name: String,
+    }
+
+    #[test]
+    #[should_panic(expected = "spec: validation 0 has no rule")]
+    fn a_validation_without_its_rule_is_refused() {
+        let _ = Crd::of::<Ruleless, ()>(&Kind::namespaced("example.com", "v1", "Ruleless"));
+    }
+
+    #[test]
+    fn versions_are_served_with_their_own_schemas_and_the_hub_is_stored() {
+        let crd = Crd::of::<Backend, Status>(&Kind::namespaced("example.com", "v1", "Thing"))
+            .version::<Checked, ()>("v2")
+            .version::<Spec, Status>("v3")
+            .hub("v2")
+            .printer_column("Age", "date", ".metadata.creationTimestamp")
+            .to_value();
+        let versions = crd["spec"]["versions"].as_array().unwrap();
+        let shown: Vec<(&Value, &Value, &Value)> =
+            versions.iter().map(|v| (&v["name"], &v["served"], &v["storage"])).collect();
+        assert_eq!(
+            shown,
+            [
+                (&json!("v1"), &json!(true), &json!(false)),
+                (&json!("v2"), &json!(true), &json!(true)),
+                (&json!("v3"), &json!(true), &json!(false)),
+            ]
+        );
+        let spec = |i: usize| &versions[i]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        assert_eq!(spec(0)["host"]["description"], "The host.");
+        assert_eq!(spec(1)["name"]["minLength"], 1);
+        assert_eq!(spec(2)["replicas"]["type"], "integer");
+        for version in versions {
+            assert_eq!(version["subresources"], json!({ "status": {} }));
+            assert_eq!(version["additionalPrinterColumns"][1]["name"], "Age", "columns are every version's");
+            let status = &version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
+            assert_eq!(status["observedGeneration"]["type"], "integer", "the host's status fields in {version}");
+        }
+        let mut out = Vec::new();
+        for version in versions {
+            violations(&version["schema"]["openAPIV3Schema"], "", false, &mut out);
+        }
+        assert!(out.is_empty(), "{out:#?}");
+    }
+
+    #[test]
+    #[should_panic(expected = "Crd::hub: Thing has no version v9")]
+    fn a_hub_that_is_not_a_version_is_refused() {
+        let _ = Crd::of::<(), ()>(&Kind::namespaced("example.com", "v1", "Thing")).hub("v9");
+    }
+
+    #[test]
+    #[should_panic(expected = "Crd::version: Thing already has a version v1")]
+    fn a_version_declared_twice_is_refused() {
+        let _ = Crd::of::<(), ()>(&Kind::namespaced("example.com", "v1", "Thing")).version::<(), ()>("v1");
     }
 
     /// Recursive: cannot be inlined.
