@@ -162,9 +162,10 @@ async fn reconciles_its_example(
         Err(other) => Err(anyhow::Error::from(other)),
     };
     let dry_run = PostParams { dry_run: true, ..PostParams::default() };
-    let refused = until("an empty message refused by the scaffold's webhook", async || refusal(&dry_run).await, Option::is_some)
-        .await?
-        .expect("refused");
+    let refused =
+        until("an empty message refused by the scaffold's webhook", async || refusal(&dry_run).await, Option::is_some)
+            .await?
+            .expect("refused");
     assert!(refused.message.ends_with("spec.message: the message must not be empty"), "{refused:?}");
     assert!(refusal(&PostParams::default()).await?.is_some(), "a create, not only a dry run, is refused");
     assert!(api.get_opt("silent").await?.is_none(), "the refused object is not stored");
