@@ -120,6 +120,10 @@ async fn reconciles_its_example(
     let client = client().await?;
     apply_file(&client, crd_file, None).await?;
     let ns = namespace(&client, "scaffold").await?;
+    // Compiled into the host's module cache first (`wasmop inspect` loads as `run` does): on a
+    // busy machine, compiling a Python or JavaScript runtime takes a good part of WAIT.
+    let cache = root.join("target/wasmop-test-cache");
+    run(Command::new(wasmop_binary()?).arg("inspect").arg(wasm).env("WASMOP_CACHE_DIR", &cache))?;
     let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let webhooks = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let host = Running(
@@ -129,7 +133,7 @@ async fn reconciles_its_example(
             .args(["--webhook-addr", &webhooks.to_string(), "--webhook-url", &format!("https://{webhooks}")])
             .env("KUBECONFIG", kubeconfig())
             .env("POD_NAMESPACE", &ns)
-            .env("WASMOP_CACHE_DIR", root.join("target/wasmop-test-cache"))
+            .env("WASMOP_CACHE_DIR", &cache)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
