@@ -182,6 +182,23 @@ mod tests {
     }
 
     #[test]
+    fn every_language_scaffolds_a_validating_webhook_and_its_test() {
+        for (lang, plugin, test, handler) in [
+            (Lang::Rust, "src/lib.rs", "src/lib.rs", "impl Validator for HelloReconciler"),
+            (Lang::Python, "app.py", "test_app.py", "def validate(self, request: AdmissionRequest"),
+            (Lang::Ts, "plugin.ts", "plugin.test.ts", "validate(request) {"),
+        ] {
+            let files = Scaffold { lang, ..scaffold("hello-op", "demo.example.com", "Hello") }.files().unwrap();
+            let file = |path: &str| &files.iter().find(|(p, _)| *p == path).unwrap().1;
+            let declared = [".webhook(Webhook::validating())", ".webhook(Webhook.validating())"];
+            assert!(declared.iter().any(|d| file(plugin).contains(d)), "{lang:?} declares the webhook");
+            assert!(file(plugin).contains(handler), "{lang:?} implements it");
+            assert!(file(plugin).contains(r#".at("spec.message")"#), "{lang:?} names the field");
+            assert!(file(test).contains("the message must not be empty"), "{lang:?} tests the refusal");
+        }
+    }
+
+    #[test]
     fn pins_the_toolchain_the_repository_pins() {
         let files = scaffold("hello-op", "demo.example.com", "Hello").files().unwrap();
         let toolchain = &files.iter().find(|(p, _)| *p == "rust-toolchain.toml").expect("a rust-toolchain.toml").1;

@@ -2,7 +2,8 @@
 ConfigMap holding its HTML, an nginx Deployment serving it, a Service, and an Ingress while
 spec.exposed is true. The host applies them, owned by the page, and tells the plugin where they
 stand; the status names the ConfigMap and says whether the page is Ready (its dependents are
-applied) and Available (nginx runs). Its validating webhook refuses an empty spec.html."""
+applied) and Available (nginx runs). Its validating webhook refuses an empty spec.html, and its
+mutating one sets spec.exposed to False when it is absent."""
 
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ INGRESS = Kind.namespaced("networking.k8s.io", "v1", "Ingress").plural("ingresse
 @dataclass
 class WebPageSpec:
     html: str
+    exposed: bool | None = None
 
 
 @dataclass
@@ -45,6 +47,7 @@ class WebPageReconciler:
         .dependent(Dependent("ingress", INGRESS).depends_on("service")
                    .reconcile_when(Check.field_equals("spec.exposed", True)))
         .webhook(Webhook.validating())
+        .webhook(Webhook.mutating())
     )
 
     # ANCHOR: validate
@@ -110,6 +113,10 @@ class WebPageReconciler:
         if page is not None and not page.spec.html:
             return Verdict.deny("html must not be empty").at("spec.html")
         return Verdict.allow()
+
+    def default(self, page: WebPage, ctx: Context) -> None:
+        if page.spec.exposed is None:
+            page.spec.exposed = False
     # ANCHOR_END: webhook
 
     def cleanup(self, page: WebPage, ctx: Context) -> Cleanup:

@@ -84,3 +84,14 @@ def test_a_page_that_does_not_decode_is_refused_and_deletes_are_not_validated():
     assert not verdict.allowed and "html" in verdict.message
     with pytest.raises(LookupError, match="declares no validating webhook for delete"):
         FakeHost().validate(WebPageReconciler, AdmissionRequest.delete(page()))
+
+
+def test_exposed_defaults_to_false_and_the_rest_is_kept():
+    sent = page()
+    sent["spec"]["extra"] = "kept"
+    stored = FakeHost().default_object(WebPageReconciler, AdmissionRequest.create(sent))
+    assert stored["spec"] == {"html": "<h1>Hello</h1>", "exposed": False, "extra": "kept"}
+    assert stored["metadata"] == sent["metadata"]
+    sent["spec"]["exposed"] = True
+    stored = FakeHost().default_object(WebPageReconciler, AdmissionRequest.create(sent))
+    assert stored == sent, "a page that says whether it is exposed is stored as it is"

@@ -95,3 +95,13 @@ test("a page that does not decode is refused, and deletes are not validated", ()
   assert.equal(new FakeHost().validate(webpage, AdmissionRequest.create(odd)).allowed, false);
   assert.throws(() => new FakeHost().validate(webpage, AdmissionRequest.delete(page(1))), /no validating webhook for Delete/);
 });
+
+test("exposed defaults to false and the rest is kept", () => {
+  const sent = page(1, {});
+  const spec = { ...sent.spec, extra: "kept" };
+  const stored = new FakeHost().defaultObject(webpage, AdmissionRequest.create({ ...sent, spec }));
+  assert.deepEqual(stored["spec"], { html: "<h1>Hello</h1>", exposed: false, extra: "kept" });
+  assert.deepEqual(stored["metadata"], sent.metadata);
+  const shown = { ...sent, spec: { ...spec, exposed: true } };
+  assert.deepEqual(new FakeHost().defaultObject(webpage, AdmissionRequest.create(shown)), shown);
+});

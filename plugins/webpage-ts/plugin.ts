@@ -2,7 +2,8 @@
 // ConfigMap holding its HTML, an nginx Deployment serving it, a Service, and an Ingress while
 // `spec.exposed` is true. The host applies them, owned by the page, and tells the plugin where
 // they stand; the status names the ConfigMap and says whether the page is Ready (its dependents
-// are applied) and Available (nginx runs). Its validating webhook refuses an empty `spec.html`.
+// are applied) and Available (nginx runs). Its validating webhook refuses an empty `spec.html`,
+// and its mutating one sets `spec.exposed` to `false` when it is absent.
 import {
   Check,
   Cleanup,
@@ -61,7 +62,8 @@ export default {
       .dependent(
         new Dependent("ingress", ingress).dependsOn("service").reconcileWhen(Check.fieldEquals("spec.exposed", true)),
       )
-      .webhook(Webhook.validating()),
+      .webhook(Webhook.validating())
+      .webhook(Webhook.mutating()),
 
   decode: requireFields({ "spec.html": "string" }),
 
@@ -132,6 +134,10 @@ export default {
       return Verdict.deny("html must not be empty").at("spec.html");
     }
     return Verdict.allow();
+  },
+
+  default(page) {
+    page.spec.exposed ??= false;
   },
   // ANCHOR_END: webhook
 

@@ -48,17 +48,27 @@ async fn the_kustomize_base_is_accepted_by_the_api_server() -> anyhow::Result<()
         "ServiceAccount",
         "Role",
         "RoleBinding",
+        "Role",
+        "RoleBinding",
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
         "PodDisruptionBudget",
+        "Service",
         "Service",
     ];
     assert_eq!(kinds, expected);
     let crd = std::fs::read_to_string(base.join("crd.yaml"))?;
     assert_eq!(crd, wasmop::loader::resource::crd_yaml(), "deploy/crd.yaml is `wasmop crd`'s output");
     let deployment = std::fs::read_to_string(base.join("deployment.yaml"))?;
-    for needle in ["replicas: 2", "--leader-elect", "/readyz", "RuntimeDefault", "readOnlyRootFilesystem: true"] {
+    for needle in [
+        "replicas: 2",
+        "--leader-elect",
+        "/readyz",
+        "RuntimeDefault",
+        "readOnlyRootFilesystem: true",
+        "--webhook-service=wasmop/wasmop-webhooks:443",
+    ] {
         assert!(deployment.contains(needle), "the Deployment has {needle}");
     }
     Ok(())

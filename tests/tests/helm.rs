@@ -133,7 +133,7 @@ fn assert_same_objects(kustomize: Vec<Value>, chart: Vec<Value>) {
         expected.push(key);
     }
     assert!(chart.is_empty(), "the chart renders objects the kustomize base has not: {:?}", chart.keys());
-    assert_eq!(expected.len(), 8, "{expected:?}");
+    assert_eq!(expected.len(), 11, "{expected:?}");
 }
 
 #[test]
@@ -204,7 +204,9 @@ fn the_chart_runs_this_wasmop_version() -> anyhow::Result<()> {
 fn values_that_cannot_run_are_refused_with_the_reason() -> anyhow::Result<()> {
     let chart = helm::chart();
     let chart = chart.to_str().unwrap();
-    let refusals: [(&[&str], &str); 7] = [
+    let refusals: [(&[&str], &str); 9] = [
+        (&["--set", "webhook.certificates.mode=cert-manager"], "webhook.certificates.mode is managed or files"),
+        (&["--set", "webhook.certificates.mode=files"], "give webhook.certificates.secretName"),
         (
             &["--set", "leaderElection.enabled=false"],
             "replicaCount > 1 needs leaderElection.enabled or sharding.enabled",
@@ -444,7 +446,77 @@ async fn the_defaults_install_with_the_base_rbac_and_restricted_pods() -> anyhow
     );
     let pdb = release.of_kind("PodDisruptionBudget")[0];
     assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_webhook_rules(&release, true).await?;
+    let args = release.args();
+    let service = format!("--webhook-service={}/{}-wasmop-webhooks:443", release.namespace, release.name);
+    assert!(args.contains("--webhook-addr=0.0.0.0:9443") && args.contains(&service), "{args}");
+    assert!(args.contains(&format!("--webhook-secret={}-wasmop-webhook-certs", release.name)), "{args}");
     release.uninstall().await
+}
+
+/// What the webhook endpoint needs (the book's operating/webhooks.md lists it): the webhook
+/// configurations, the conversion section of the shipped plugins' CRDs, and with `managed`
+/// certificates the Secret that holds them, in the release's namespace only.
+async fn assert_webhook_rules(release: &Release, managed: bool) -> anyhow::Result<()> {
+    let own = release.namespace.as_str();
+    for resource in ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"] {
+        let resource = format!("admissionregistration.k8s.io/{resource}");
+        release.until_may(access("patch", &resource).named("wasmop-webpage")).await?;
+        assert!(release.may(&access("delete", &resource).named("wasmop-webpage")).await?);
+        assert!(release.may(&access("create", &resource)).await?, "a server-side apply that creates one");
+    }
+    let crds = "apiextensions.k8s.io/customresourcedefinitions";
+    assert!(release.may(&access("patch", crds).named("webpages.sample.wasmop.dev")).await?);
+    assert!(!release.may(&access("patch", crds).named("reconcilerplugins.wasmop.dev")).await?, "only the named CRDs");
+    let secret = format!("{}-wasmop-webhook-certs", release.name);
+    if managed {
+        release.until_may(access("update", "secrets").within(own).named(&secret)).await?;
+        assert!(release.may(&access("get", "secrets").within(own).named(&secret)).await?);
+        assert!(release.may(&access("create", "secrets").within(own)).await?);
+    }
+    assert_eq!(release.may(&access("get", "secrets").within(own).named(&secret)).await?, managed);
+    assert!(!release.may(&access("create", "secrets").within("default")).await?, "Secrets elsewhere");
+    assert!(!release.may(&access("update", "secrets").within(own).named("another")).await?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_certificates_from_a_secret_install_without_rights_on_secrets() -> anyhow::Result<()> {
+    let release = Release::install_set("webhook-files", &[]).await?;
+    let args = release.args();
+    let dir = "/var/run/wasmop/webhook-certs";
+    for flag in [
+        "--webhook-addr=0.0.0.0:10443".to_string(),
+        format!("--webhook-service={}/{}-wasmop-webhooks:8443", release.namespace, release.name),
+        format!("--webhook-cert={dir}/tls.crt"),
+        format!("--webhook-key={dir}/tls.key"),
+        format!("--webhook-ca={dir}/ca.crt"),
+    ] {
+        assert!(args.contains(&flag), "{flag} in {args}");
+    }
+    assert!(!args.contains("--webhook-secret"), "{args}");
+    let pod = &release.of_kind("Deployment")[0]["spec"]["template"]["spec"];
+    let volume = pod["volumes"].as_array().expect("volumes").iter().find(|v| v["name"] == "webhook-certs");
+    assert_eq!(volume.expect("the certificates' volume")["secret"]["secretName"], "wasmop-webhook-tls");
+    assert_eq!(pod["containers"][0]["ports"][1], json!({ "name": "webhook", "containerPort": 10443 }));
+    let services = release.of_kind("Service");
+    let webhooks = services.iter().find(|s| s["metadata"]["name"].as_str().is_some_and(|n| n.ends_with("-webhooks")));
+    assert_eq!(webhooks.expect("the webhooks' Service")["spec"]["ports"][0]["port"], 8443);
+    assert!(release.of_kind("Role").iter().all(|r| !r.to_string().contains("secrets")), "no Role on Secrets");
+    assert_host_rules(&release).await?;
+    assert_webhook_rules(&release, false).await?;
+    release.uninstall().await
+}
+
+#[test]
+fn without_webhooks_the_chart_serves_none_and_grants_nothing_for_them() -> anyhow::Result<()> {
+    let rendered = helm::template("plain", "default", &["--set", "webhook.enabled=false"])?;
+    let text = serde_json::to_string(&rendered)?;
+    assert!(!text.contains("--webhook-") && !text.contains("webhookconfigurations"), "{text}");
+    let services: Vec<_> = rendered.iter().filter(|d| d["kind"] == "Service").collect();
+    assert_eq!(services.len(), 1, "the metrics Service alone");
+    assert!(rendered.iter().filter(|d| d["kind"] == "Role").all(|r| !r.to_string().contains("secrets")));
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

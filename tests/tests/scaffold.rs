@@ -1,17 +1,20 @@
 //! `wasmop new`: the scaffolded crate passes its unit tests (its crd.yaml is what its types
-//! generate), builds for wasm32-wasip2, `wasmop crd --plugin` prints its CRD, which the API server
-//! takes, and `wasmop run --plugin` reconciles the scaffolded example in the cluster: the guide of
-//! `docs/src/writing-plugins/rust.md`.
+//! generate, its validating webhook refuses an empty message under the fake host), builds for
+//! wasm32-wasip2, `wasmop crd --plugin` prints its CRD, which the API server takes, and `wasmop
+//! run --plugin --webhook-addr` reconciles the scaffolded example in the cluster and refuses an
+//! object with an empty message at `kubectl apply`, through the host's webhook: the guide of
+//! `docs/src/writing-plugins/rust.md`. The same for the Python and TypeScript scaffolds.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::wait::await_condition;
-use wasmop_tests::{apply_file, client, kubeconfig, namespace, plugin, wasmop_binary, within, workspace_root};
+use wasmop_tests::{apply_file, client, kubeconfig, namespace, plugin, until, wasmop_binary, within, workspace_root};
 
 /// How long the host may take to compile a scaffolded plugin it has never seen (a Python or
 /// TypeScript component of 20-40 MB: a minute of a busy 2-core machine's time) and reconcile
@@ -108,7 +111,8 @@ async fn a_scaffolded_plugin_builds_passes_its_test_and_reconciles_its_example()
 
 /// `wasmop run --plugin`, as the book's guide runs it, reconciles the scaffolded example
 /// (kind and plural as given) in a namespace of its own: the echo in its status, the ConfigMap,
-/// Ready.
+/// Ready. Run with `--webhook-addr`, it serves the plugin's validating webhook: the API server
+/// refuses an object with an empty message with the plugin's message and field.
 async fn reconciles_its_example(
     wasm: &Path,
     crd_file: &Path,
@@ -119,13 +123,20 @@ async fn reconciles_its_example(
     let client = client().await?;
     apply_file(&client, crd_file, None).await?;
     let ns = namespace(&client, "scaffold").await?;
+    // Compiled into the host's module cache first (`wasmop inspect` loads as `run` does): on a
+    // busy machine, compiling a Python or JavaScript runtime takes a good part of WAIT.
+    let cache = root.join("target/wasmop-test-cache");
+    run(Command::new(wasmop_binary()?).arg("inspect").arg(wasm).env("WASMOP_CACHE_DIR", &cache))?;
     let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let webhooks = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let host = Running(
         Command::new(wasmop_binary()?)
             .args(["run", "--namespace", &ns, "--metrics-address", &metrics.to_string(), "--plugin"])
             .arg(wasm)
+            .args(["--webhook-addr", &webhooks.to_string(), "--webhook-url", &format!("https://{webhooks}")])
             .env("KUBECONFIG", kubeconfig())
-            .env("WASMOP_CACHE_DIR", root.join("target/wasmop-test-cache"))
+            .env("POD_NAMESPACE", &ns)
+            .env("WASMOP_CACHE_DIR", &cache)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -144,10 +155,33 @@ async fn reconciles_its_example(
                     .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
         })
     };
-    within(WAIT, "the example echoed and Ready", await_condition(api, "example", ready)).await??;
+    within(WAIT, "the example echoed and Ready", await_condition(api.clone(), "example", ready)).await??;
     let config_map = Api::<ConfigMap>::namespaced(client.clone(), &ns).get("example-message").await?;
     assert_eq!(config_map.data.unwrap_or_default().get("message").map(String::as_str), Some("hello"));
+
+    // Once the host has written the webhook configuration, an empty message is refused.
+    let silent: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "demo.wasmop.dev/v1", "kind": kind, "metadata": { "name": "silent" }, "spec": { "message": "" }
+    }))?;
+    let refusal = async |params: &PostParams| match api.create(params, &silent).await {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(status)) => Ok(Some(*status)),
+        Err(other) => Err(anyhow::Error::from(other)),
+    };
+    let dry_run = PostParams { dry_run: true, ..PostParams::default() };
+    let refused =
+        until("an empty message refused by the scaffold's webhook", async || refusal(&dry_run).await, Option::is_some)
+            .await?
+            .expect("refused");
+    assert!(refused.message.ends_with("spec.message: the message must not be empty"), "{refused:?}");
+    assert!(refusal(&PostParams::default()).await?.is_some(), "a create, not only a dry run, is refused");
+    assert!(api.get_opt("silent").await?.is_none(), "the refused object is not stored");
     drop(host);
+    // Killed, the host removes nothing (other replicas would still serve): the test does.
+    let name = plugin_dir.file_name().and_then(|n| n.to_str()).expect("a plugin directory name");
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .delete(&format!("wasmop-{name}-{ns}"), &Default::default())
+        .await?;
     Ok(())
 }
 

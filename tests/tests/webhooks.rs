@@ -1,9 +1,9 @@
 //! Admission webhooks served from plugins, against the real kube-apiserver: the host serves
 //! HTTPS on a loopback port with certificates it makes and keeps in a Secret, and writes the
 //! webhook configurations (URL client config at 127.0.0.1) that send the API server's
-//! admissions to it. The webpage sample refuses an empty `html` with its message and field and
-//! defaults `exposed`; `fixture-admission` (failure policy Fail) refuses a Gate when its
-//! `validate` traps, naming the plugin, and `fixture-admission-ignore` admits it; a standby
+//! admissions to it. The webpage sample, in Rust, Python and TypeScript, refuses an empty `html`
+//! with its message and field and defaults `exposed`; `fixture-admission` (failure policy Fail)
+//! refuses a Gate when its `validate` traps, naming the plugin, and `fixture-admission-ignore` admits it; a standby
 //! replica serves admissions; the requests are counted under controller-runtime's names. A
 //! shadow candidate's answers are compared and counted, never returned; a recording plugin's
 //! refusals become webhook fixtures that `wasmop test` and `wasmop replay` answer again.
@@ -77,8 +77,8 @@ async fn conversion_taken_back(client: &Client, crd: &str) -> anyhow::Result<()>
 }
 
 impl Hooks {
-    /// Runs `plugins` on `ns` with the webhooks served, as one replica with `settings`, with
-    /// certificates the host makes and keeps in a Secret of `ns`.
+    /// Runs `plugins` (their files' names) on `ns` with the webhooks served, as one replica with
+    /// `settings`, with certificates the host makes and keeps in a Secret of `ns`.
     async fn start(client: &Client, ns: &str, plugins: &[&str], settings: HostSettings) -> anyhow::Result<Self> {
         let managed =
             Managed { namespace: ns.into(), name: "wasmop-webhook-certs".into(), names: vec!["127.0.0.1".into()] };
@@ -205,13 +205,12 @@ fn refusal(created: Result<DynamicObject, kube::Error>) -> anyhow::Result<Option
 
 /// A WebPage with an empty `html` is refused at `kubectl apply` with the plugin's message and
 /// field; one without `exposed` is stored with the plugin's default; both webhooks count their
-/// requests.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_webpage_plugin_refuses_an_empty_html_and_defaults_exposed() -> anyhow::Result<()> {
+/// requests. In each language the sample is written in (`file` is its build).
+async fn the_webpage_plugin_refuses_an_empty_html_and_defaults_exposed(file: &str) -> anyhow::Result<()> {
     let client = client().await?;
     apply_file(&client, &workspace_root().join("plugins/webpage/crd.yaml"), None).await?;
     let ns = namespace(&client, "webhooks-webpage").await?;
-    let hooks = Hooks::start(&client, &ns, &["webpage"], settings(&ns, HostConfig::default())).await?;
+    let hooks = Hooks::start(&client, &ns, &[file], settings(&ns, HostConfig::default())).await?;
     let pages = web_pages(&client, &ns);
 
     // Once the API server has the configuration, the empty page is refused.
@@ -247,6 +246,8 @@ async fn the_webpage_plugin_refuses_an_empty_html_and_defaults_exposed() -> anyh
     assert!(text.contains("controller_runtime_webhook_latency_seconds_count{webhook=\"/validate/webpage\"}"), "{text}");
     hooks.stop(&client, &ns, &["webpage"]).await
 }
+
+wasmop_tests::in_every_language!(the_webpage_plugin_refuses_an_empty_html_and_defaults_exposed, "webpage");
 
 /// A plugin whose `validate` traps, or runs past its deadline, refuses the request under the
 /// failure policy Fail, in a message naming the plugin, and admits it under Ignore; a denial

@@ -18,7 +18,8 @@ import { External, Tracked } from "./external.js";
 import type { Kind } from "./kind.js";
 import { Outcome } from "./outcome.js";
 import type { Reconciler } from "./reconciler.js";
-import { Verdict, type AdmissionRequest } from "./webhook.js";
+import { convert, defaultObject, validate } from "./admission.js";
+import type { WebhookType } from "./webhook.js";
 import {
   cleanupToWit,
   configToWit,
@@ -142,57 +143,42 @@ export function describe<P>(reconciler: Reconciler<P>): WitPluginConfig {
   const types = config.webhooks.map((w) => w.webhookType);
   const twice = types.find((type, i) => types.indexOf(type) !== i);
   if (twice !== undefined) throw new TypeError(`plugin ${config.name} declares two ${twice} webhooks: one per type`);
-  if (types.includes("Validating") && typeof reconciler.validate !== "function") {
-    throw new TypeError(`plugin ${config.name} declares a validating webhook but does not implement validate`);
-  }
-  const other = types.find((type) => type !== "Validating");
-  if (other !== undefined) {
-    throw new TypeError(`plugin ${config.name} declares a ${other} webhook, which the TypeScript SDK does not serve: it serves validating webhooks`);
+  for (const type of types) {
+    const handler = HANDLERS[type];
+    if (typeof reconciler[handler] !== "function") {
+      throw new TypeError(`plugin ${config.name} declares a ${type.toLowerCase()} webhook but does not implement ${handler}`);
+    }
   }
   return configToWit(config, typeof reconciler.cleanup === "function");
 }
 
-/**
- * The `wasmop:plugin/admission` export of `reconciler`, calling the host through `imports`:
- * `validate` calls the reconciler's; `default` and `convert` refuse, as the host never calls
- * them for a plugin of this SDK (it declares no such webhook).
- */
-export function exportAdmission<P>(reconciler: Reconciler<P>, imports: HostImports): AdmissionExport {
-  const outside = new Context(hostOver(imports), OUTSIDE);
-  const name = () => reconciler.config().name;
-  return {
-    validate: (request) => verdictToWit(validate(reconciler, admissionRequestFromWit(request), outside)),
-    default: () => {
-      throw `plugin ${name()} does not implement default`;
-    },
-    convert: () => {
-      throw `plugin ${name()} does not implement convert`;
-    },
-  };
+/** The function of the reconciler each type of webhook calls. */
+const HANDLERS = { Validating: "validate", Mutating: "default", Conversion: "convert" } as const satisfies Record<
+  WebhookType,
+  keyof Reconciler
+>;
+
+/** Runs `call`; a {@link ReconcileError} it throws is thrown as its message (the `err` value). */
+function refusingAsText<T>(call: () => T): T {
+  try {
+    return call();
+  } catch (error) {
+    if (error instanceof ReconcileError) throw error.message;
+    throw error;
+  }
 }
 
 /**
- * Runs `reconciler.validate` on `request` (its objects JSON text): decoded with `decode` for the
- * primary's kind (one that does not decode is denied), parsed for other kinds.
+ * The `wasmop:plugin/admission` export of `reconciler`, calling the host through `imports`:
+ * `validate`, `default` and `convert` call the reconciler's functions of those names.
  */
-export function validate<P>(reconciler: Reconciler<P>, request: AdmissionRequest<string>, ctx: Context): Verdict {
-  if (reconciler.validate === undefined) return Verdict.deny(`plugin ${reconciler.config().name} does not implement validate`);
-  const primary = reconciler.config().primary;
-  const isPrimary = request.kind.group === primary.group && request.kind.kind === primary.kind;
-  let objects: [P | undefined, P | undefined];
-  try {
-    const parse = (text: string | undefined): P | undefined => {
-      if (text === undefined) return undefined;
-      const object = parseObject(text, "the object");
-      return isPrimary && reconciler.decode !== undefined ? reconciler.decode(object) : (object as P);
-    };
-    objects = [parse(request.object), parse(request.oldObject)];
-  } catch (error) {
-    return Verdict.deny(messageOf(error));
-  }
-  const verdict = reconciler.validate({ ...request, object: objects[0], oldObject: objects[1] }, ctx);
-  if (!(verdict instanceof Verdict)) throw new TypeError("validate must return a Verdict");
-  return verdict;
+export function exportAdmission<P>(reconciler: Reconciler<P>, imports: HostImports): AdmissionExport {
+  const outside = new Context(hostOver(imports), OUTSIDE);
+  return {
+    validate: (request) => verdictToWit(validate(reconciler, admissionRequestFromWit(request), outside)),
+    default: (request) => refusingAsText(() => defaultObject(reconciler, admissionRequestFromWit(request), outside)),
+    convert: (objects, desiredApiVersion) => refusingAsText(() => convert(reconciler, objects, desiredApiVersion, outside)),
+  };
 }
 
 /**

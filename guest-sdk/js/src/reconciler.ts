@@ -100,4 +100,22 @@ export interface Reconciler<P = Resource> {
    * the webhook's failure policy decides.
    */
   validate?(request: AdmissionRequest<P>, ctx: Context): Verdict;
+
+  /**
+   * A mutating webhook ({@link Webhook.mutating}): fills in the defaults of a primary (as
+   * `decode` gives it) as it is created or updated, changing it in place; the host answers with
+   * the patch. A {@link ReconcileError} thrown denies the request with its message; anything
+   * else thrown fails the call, and the webhook's failure policy decides.
+   */
+  default?(primary: P, ctx: Context): void;
+
+  /** The same as `default`, for an object of another kind the mutating webhook names. */
+  defaultOther?(object: KubeObject, ctx: Context): void;
+
+  /**
+   * The conversion webhook of the primary's CRD ({@link Webhook.conversion}): `object` (of
+   * another version) as `desiredApiVersion` (`group/version`); the SDK sets its `apiVersion`.
+   * Whatever it throws fails the conversion with its message.
+   */
+  convert?(object: KubeObject, desiredApiVersion: string, ctx: Context): KubeObject;
 }

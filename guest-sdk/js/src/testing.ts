@@ -12,14 +12,15 @@
  * @module
  */
 import { Context, OUTSIDE, type Level } from "./context.js";
-import { describe, exportReconciler, hostOver, validate, type HostImports, type ReconcilerExport } from "./component.js";
+import { convert, defaultObject, validate } from "./admission.js";
+import { describe, exportReconciler, hostOver, type HostImports, type ReconcilerExport } from "./component.js";
 import type { Phase } from "./dependent.js";
 import { ReconcileError } from "./errors.js";
 import type { External } from "./external.js";
 import type { Kind } from "./kind.js";
 import type { Readiness } from "./outcome.js";
 import type { Reconciler } from "./reconciler.js";
-import type { AdmissionRequest, Verdict } from "./webhook.js";
+import type { AdmissionRequest, Verdict, WebhookType } from "./webhook.js";
 import {
   errorFromWit,
   externalToWit,
@@ -357,20 +358,61 @@ export class FakeHost {
    * no validating webhook for the request's kind and operation (the API server would not call it).
    */
   validate<P>(reconciler: Reconciler<P>, request: AdmissionRequest<unknown>): Verdict {
+    return validate(reconciler, this.served(reconciler, "Validating", request), this.outside(reconciler));
+  }
+
+  /**
+   * Runs `reconciler.default` (`defaultOther` for another kind) for `request`, as the host does
+   * for the plugin's mutating webhook, and returns the object as the API server would store it;
+   * throws the plugin's refusal as a {@link ReconcileError}, and an `Error` when the plugin
+   * declares no mutating webhook for the request (as {@link FakeHost.validate} does).
+   *
+   * @example
+   * ```ts
+   * const stored = new FakeHost().defaultObject(plugin, AdmissionRequest.create(page));
+   * assert.equal(stored.spec.exposed, false);
+   * ```
+   */
+  defaultObject<P>(reconciler: Reconciler<P>, request: AdmissionRequest<unknown>): JsonObject {
+    const sent = this.served(reconciler, "Mutating", request);
+    return JSON.parse(defaultObject(reconciler, sent, this.outside(reconciler))) as JsonObject;
+  }
+
+  /**
+   * Runs `reconciler.convert` for `objects`, as the host does for the conversion webhook of the
+   * primary's CRD, and returns them in `desiredApiVersion`; throws the plugin's failure as a
+   * {@link ReconcileError}, and an `Error` when the plugin declares no conversion webhook.
+   */
+  convert<P>(reconciler: Reconciler<P>, objects: unknown[], desiredApiVersion: string): JsonObject[] {
     const config = reconciler.config();
     describe(reconciler);
-    const served = config.webhooks.some(
-      (w) => w.webhookType === "Validating" && w.serves(config.primary, request.kind, request.operation),
-    );
+    if (!config.webhooks.some((w) => w.webhookType === "Conversion")) {
+      throw new Error(`plugin ${config.name} declares no conversion webhook`);
+    }
+    const texts = objects.map((object) => JSON.stringify(object));
+    return convert(reconciler, texts, desiredApiVersion, this.outside(reconciler)).map((t) => JSON.parse(t) as JsonObject);
+  }
+
+  /**
+   * `request` with its objects JSON-encoded, as the host sends it, when `reconciler` declares a
+   * webhook of `type` the API server would call for it; else throws.
+   */
+  private served<P>(reconciler: Reconciler<P>, type: WebhookType, request: AdmissionRequest<unknown>): AdmissionRequest<string> {
+    const config = reconciler.config();
+    describe(reconciler);
+    const served = config.webhooks.some((w) => w.webhookType === type && w.serves(config.primary, request.kind, request.operation));
     if (!served) {
       throw new Error(
-        `plugin ${config.name} declares no validating webhook for ${request.operation} of ${request.kind}: the API server would not call it`,
+        `plugin ${config.name} declares no ${type.toLowerCase()} webhook for ${request.operation} of ${request.kind}: the API server would not call it`,
       );
     }
     const text = (object: unknown) => (object === undefined ? undefined : JSON.stringify(object));
-    const sent = { ...request, object: text(request.object), oldObject: text(request.oldObject) };
-    const ctx = new Context(hostOver(this.imports(caches(describe(reconciler)))), OUTSIDE);
-    return validate(reconciler, sent, ctx);
+    return { ...request, object: text(request.object), oldObject: text(request.oldObject) };
+  }
+
+  /** The context of an admission call: the plugin's caches, outside any reconcile. */
+  private outside<P>(reconciler: Reconciler<P>): Context {
+    return new Context(hostOver(this.imports(caches(describe(reconciler)))), OUTSIDE);
   }
 
   /**

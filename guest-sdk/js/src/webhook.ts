@@ -1,7 +1,8 @@
 /**
- * Admission webhooks the plugin serves through the host: {@link Webhook} (declared in the
- * {@link Config}), what the plugin's `validate` is given ({@link AdmissionRequest}) and what it
- * answers ({@link Verdict}).
+ * Admission and conversion webhooks the plugin serves through the host: {@link Webhook}
+ * (declared in the {@link Config}), what the plugin's `validate` is given
+ * ({@link AdmissionRequest}) and what it answers ({@link Verdict}). `default` is given the
+ * primary itself and `convert` the objects (see {@link Reconciler}).
  * @module
  */
 import { Kind } from "./kind.js";
@@ -15,7 +16,10 @@ export type Operation = "Create" | "Update" | "Delete" | "Connect";
  */
 export type FailurePolicy = "Fail" | "Ignore";
 
-/** Which of the plugin's functions a webhook calls; this SDK serves `Validating`. */
+/**
+ * Which of the plugin's functions a webhook calls: `validate` (`Validating`), `default`
+ * (`Mutating`) or `convert` (`Conversion`).
+ */
 export type WebhookType = "Validating" | "Mutating" | "Conversion";
 
 /** The operations of a webhook that declares none. */
@@ -50,13 +54,35 @@ export class Webhook {
     return new Webhook("Validating");
   }
 
-  /** Calls the webhook for these kinds instead of the primary. */
+  /**
+   * A mutating webhook: the plugin's `default` fills in the defaults of each primary created or
+   * updated, and the host answers with the patch.
+   */
+  static mutating(): Webhook {
+    return new Webhook("Mutating");
+  }
+
+  /**
+   * The conversion webhook of the primary's CustomResourceDefinition: the plugin's `convert`
+   * turns an object of one version into another. Only for a custom resource primary.
+   */
+  static conversion(): Webhook {
+    return new Webhook("Conversion");
+  }
+
+  /**
+   * Calls the webhook for these kinds instead of the primary (a validating or mutating webhook
+   * only); name the primary too to keep it.
+   */
   kinds(...kinds: Kind[]): this {
     this.kindList = kinds;
     return this;
   }
 
-  /** Calls the webhook for these operations instead of creates and updates. */
+  /**
+   * Calls the webhook for these operations instead of creates and updates. A mutating webhook
+   * takes creates and updates only.
+   */
   operations(...operations: Operation[]): this {
     this.operationList = operations;
     return this;

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
+  AdmissionRequest,
   Check,
   Config,
   Dependent,
@@ -14,6 +15,7 @@ import {
   Outcome,
   Polling,
   Predicate,
+  ReconcileError,
   SecretKey,
   Verdict,
   Watch,
@@ -328,4 +330,97 @@ test("a validating webhook reaches describe, and the admission export calls vali
 test("a webhook without its handler is refused at describe", () => {
   const hookless = plugin(() => new Config("hookless", thing).webhook(Webhook.validating()));
   assert.throws(() => new FakeHost().describe(hookless), /declares a validating webhook but does not implement validate/);
+});
+
+/** A Page in `version`: v1 has `spec.content`, v2 calls it `spec.html`. */
+function pageOf(version: string, spec: Record<string, unknown>) {
+  return { apiVersion: `example.com/${version}`, kind: "Page", metadata: { name: "a", namespace: "ns" }, spec };
+}
+
+const pageKind = Kind.namespaced("example.com", "v2", "Page");
+
+/** Defaults and converts Pages; a `broken` page throws in `convert`, an empty html is refused. */
+const pages = plugin(
+  () => new Config("pages", pageKind).webhook(Webhook.mutating().failurePolicy("Ignore")).webhook(Webhook.conversion()),
+  {
+    default(page) {
+      const spec = (page as { spec: Record<string, unknown> }).spec;
+      if (spec["html"] === "") throw ReconcileError.invalid("html must not be empty");
+      spec["exposed"] ??= false;
+    },
+    convert(page, to) {
+      const spec = page["spec"] as Record<string, unknown>;
+      if (spec["broken"] === true) throw new TypeError("broken");
+      const [from, into] = to === "example.com/v2" ? ["content", "html"] : ["html", "content"];
+      spec[into] = spec[from];
+      delete spec[from];
+      return page;
+    },
+  },
+);
+
+test("mutating and conversion webhooks reach describe, and the admission export defaults and converts", () => {
+  const webhooks = new FakeHost().describe(pages).webhooks.map((w) => [w.webhookType, w.failurePolicy]);
+  assert.deepEqual(webhooks, [["mutating", "ignore"], ["conversion", "fail"]]);
+  const host = { log: () => {}, get: () => undefined, list: () => [], secondaries: () => [] };
+  const exported = exportAdmission(pages, host);
+  const request = (spec: Record<string, unknown>) => ({
+    uid: "u",
+    kind: { group: "example.com", version: "v2", kind: "Page", plural: undefined, namespaced: true },
+    operation: "create" as const,
+    namespace: "ns",
+    name: "a",
+    object: JSON.stringify(pageOf("v2", spec)),
+    oldObject: undefined,
+    username: "alice",
+    groups: [],
+    dryRun: false,
+  });
+  assert.deepEqual(JSON.parse(exported.default(request({ html: "x" }))).spec, { html: "x", exposed: false });
+  // A refusal is the `err` value, a string; anything else the handler throws would trap.
+  assert.throws(() => exported.default(request({ html: "" })), (thrown) => thrown === "html must not be empty");
+  const converted = exported.convert(
+    [JSON.stringify(pageOf("v1", { content: "x" })), JSON.stringify(pageOf("v2", { html: "y" }))],
+    "example.com/v2",
+  );
+  assert.deepEqual(converted.map((c) => JSON.parse(c)), [pageOf("v2", { html: "x" }), pageOf("v2", { html: "y" })]);
+  assert.throws(
+    () => exported.convert([JSON.stringify(pageOf("v1", { broken: true }))], "example.com/v2"),
+    (thrown) => thrown === "TypeError: broken",
+  );
+});
+
+test("the fake host defaults and converts as the component does", () => {
+  const host = new FakeHost();
+  const stored = host.defaultObject(pages, AdmissionRequest.create(pageOf("v2", { html: "x", exposed: true })));
+  assert.deepEqual(stored["spec"], { html: "x", exposed: true });
+  assert.throws(() => host.defaultObject(pages, AdmissionRequest.create(pageOf("v2", { html: "" }))), /html must not be empty/);
+  assert.throws(() => host.defaultObject(pages, AdmissionRequest.delete(pageOf("v2", {}))), /no mutating webhook for Delete/);
+  assert.deepEqual(host.convert(pages, [pageOf("v2", { html: "x" })], "example.com/v1"), [pageOf("v1", { content: "x" })]);
+  const validating = plugin(() => new Config("v", thing).webhook(Webhook.validating()), { validate: () => Verdict.allow() });
+  assert.throws(() => host.convert(validating, [], "example.com/v2"), /declares no conversion webhook/);
+});
+
+test("a typed default changes only what it changed, and keeps what decode drops", () => {
+  interface Typed {
+    spec: { html: string; replicas?: number };
+  }
+  const typed: Reconciler<Typed> = {
+    config: () => new Config("typed", pageKind).webhook(Webhook.mutating()),
+    reconcile: () => Outcome.done(),
+    decode: (object) => ({ spec: { html: String((object as Typed).spec.html) } }),
+    default(page) {
+      page.spec.replicas ??= 1;
+    },
+  };
+  const stored = new FakeHost().defaultObject(typed, AdmissionRequest.create(pageOf("v2", { html: "x", unknown: [1] })));
+  assert.deepEqual(stored, pageOf("v2", { html: "x", unknown: [1], replicas: 1 }));
+});
+
+test("a mutating or conversion webhook without its function is refused at describe", () => {
+  for (const [webhook, handler] of [[Webhook.mutating(), "default"], [Webhook.conversion(), "convert"]] as const) {
+    const hookless = plugin(() => new Config("hookless", thing).webhook(webhook));
+    const expected = new RegExp(`declares a ${webhook.webhookType.toLowerCase()} webhook but does not implement ${handler}`);
+    assert.throws(() => new FakeHost().describe(hookless), expected);
+  }
 });

@@ -5,10 +5,11 @@ import json
 
 import pytest
 
-from wasmop import (Check, Cleanup, Config, Dependent, Error, Event, ExternalDependent, FailurePolicy, Filters,
+from wasmop import (AdmissionRequest, Check, Cleanup, Config, Dependent, Error, Event, ExternalDependent, FailurePolicy, Filters,
                     HttpGrant, Inbound, Kind, Operation, Origin, Outcome, Polling, Predicate, RateLimit, Retry,
                     SecretKey, Sharding, Tracking, Verdict, Watch, Webhook)
 from wasmop.plugin import Plugin
+from wasmop.testing import FakeHost
 
 CONFIG_MAP = Kind.namespaced("", "v1", "ConfigMap").plural("configmaps")
 
@@ -154,4 +155,110 @@ def test_a_webhook_without_its_handler_is_refused():
             return Outcome.done()
 
     with pytest.raises(TypeError, match="declares a validating webhook but does not implement validate"):
+        Plugin(Hookless)
+
+
+class Pages:
+    """Defaults and converts Pages: v1 has ``spec.content``, v2 calls it ``spec.html``."""
+
+    config = (Config("pages", Kind.namespaced("example.com", "v2", "Page"))
+              .webhook(Webhook.mutating().failure_policy(FailurePolicy.IGNORE))
+              .webhook(Webhook.conversion()))
+
+    def reconcile(self, primary, ctx):
+        return Outcome.done()
+
+    def default(self, page, ctx):
+        if page["spec"].get("html") == "":
+            raise Error.invalid("html must not be empty")
+        page["spec"].setdefault("exposed", False)
+
+    def convert(self, page, desired_api_version, ctx):
+        if page["spec"].get("broken"):
+            raise KeyError("broken")
+        into, out = ("html", "content") if desired_api_version == "example.com/v2" else ("content", "html")
+        page["spec"][into] = page["spec"].pop(out)
+        return page
+
+
+def page_of(version, spec):
+    return {"apiVersion": f"example.com/{version}", "kind": "Page", "metadata": {"name": "a", "namespace": "ns"},
+            "spec": spec}
+
+
+def test_mutating_and_conversion_webhooks_reach_describe_and_default_and_convert_answer(component):
+    wit = component.wit
+    mutating, conversion = component.plugin_config(Pages.config, False).webhooks
+    assert (mutating.webhook_type, mutating.failure_policy) == (wit.WebhookType.MUTATING, wit.FailurePolicy.IGNORE)
+    assert conversion.webhook_type == wit.WebhookType.CONVERSION
+    exported = component.admission(Pages)()
+    kind = component.kind_ref(Pages.config.primary)
+    request = wit.AdmissionRequest("u", kind, wit.Operation.CREATE, "ns", "a", json.dumps(page_of("v2", {"html": "x"})),
+                                   None, "alice", [], False)
+    assert json.loads(exported.default(request))["spec"] == {"html": "x", "exposed": False}
+    empty = dataclasses.replace(request, object=json.dumps(page_of("v2", {"html": ""})))
+    with pytest.raises(component.Err) as refused:
+        exported.default(empty)
+    assert refused.value.value == "html must not be empty"
+    converted = exported.convert([json.dumps(page_of("v1", {"content": "x"})), json.dumps(page_of("v2", {"html": "y"}))],
+                                 "example.com/v2")
+    assert [json.loads(c) for c in converted] == [page_of("v2", {"html": "x"}), page_of("v2", {"html": "y"})]
+    with pytest.raises(component.Err) as failed:
+        exported.convert([json.dumps(page_of("v1", {"broken": True}))], "example.com/v2")
+    assert failed.value.value == "KeyError: 'broken'"
+
+
+def test_the_fake_host_defaults_and_converts_as_the_component_does():
+    host = FakeHost()
+    stored = host.default_object(Pages, AdmissionRequest.create(page_of("v2", {"html": "x", "exposed": True})))
+    assert stored["spec"] == {"html": "x", "exposed": True}
+    with pytest.raises(Error, match="html must not be empty"):
+        host.default_object(Pages, AdmissionRequest.create(page_of("v2", {"html": ""})))
+    with pytest.raises(LookupError, match="declares no mutating webhook for delete"):
+        host.default_object(Pages, AdmissionRequest.delete(page_of("v2", {})))
+    assert host.convert(Pages, [page_of("v2", {"html": "x"})], "example.com/v1") == [page_of("v1", {"content": "x"})]
+    with pytest.raises(LookupError, match="declares no conversion webhook"):
+        host.convert(Gatekeeper, [page_of("v1", {})], "example.com/v2")
+
+
+@dataclasses.dataclass
+class Spec:
+    html: str
+    replicas: int | None = None
+
+
+@dataclasses.dataclass
+class Typed:
+    spec: Spec
+
+
+class TypedPages:
+    config = Config("typed", Kind.namespaced("example.com", "v1", "Page")).webhook(Webhook.mutating())
+
+    def reconcile(self, page: Typed, ctx):
+        return Outcome.done()
+
+    def default(self, page: Typed, ctx):
+        page.spec.replicas = page.spec.replicas or 1
+
+
+def test_a_typed_default_changes_only_what_it_changed_and_keeps_unknown_fields():
+    sent = page_of("v1", {"html": "x", "unknown": [1]})
+    stored = FakeHost().default_object(TypedPages, AdmissionRequest.create(sent))
+    assert stored == page_of("v1", {"html": "x", "unknown": [1], "replicas": 1})
+    odd = page_of("v1", {"html": 42})
+    with pytest.raises(Error, match="spec.html: expected a string"):
+        FakeHost().default_object(TypedPages, AdmissionRequest.create(odd))
+
+
+@pytest.mark.parametrize("webhook,handler", [(Webhook.mutating(), "default"), (Webhook.conversion(), "convert")])
+def test_a_mutating_or_conversion_webhook_without_its_handler_is_refused(webhook, handler):
+    class Hookless:
+        config = Config("hookless", Kind.namespaced("example.com", "v1", "Gate")).webhook(webhook)
+
+        def reconcile(self, primary, ctx):
+            return Outcome.done()
+
+    with pytest.raises(TypeError, match=f"declares a {webhook.webhook_type.value} webhook but does not implement "
+                                        f"{handler}"):
         Plugin(Hookless)

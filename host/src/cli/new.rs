@@ -7,10 +7,10 @@ use wasmop::scaffold::Lang;
 
 use super::output::print_out;
 
-/// Scaffold a plugin: in Rust (default) a crate, Cargo.toml and src/lib.rs (a reconciler
-/// and its unit test); in Python app.py and test_app.py; in TypeScript plugin.ts and its
-/// test; each with the CRD, an example object and how to build it. It builds and passes its
-/// tests as generated.
+/// Scaffold a plugin: in Rust (default) a crate, Cargo.toml and src/lib.rs (a reconciler, a
+/// validating webhook beside it, and their unit tests); in Python app.py and test_app.py; in
+/// TypeScript plugin.ts and its test; each with the CRD, an example object and how to build it.
+/// It builds and passes its tests as generated.
 #[derive(Debug, clap::Args)]
 pub struct NewArgs {
     /// The plugin's name, also its crate's and directory's, e.g. hello-op.

@@ -49,6 +49,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (printf "%s-leader" (include "wasmop.fullname" .)) .Values.leaderElection.leaseName }}
 {{- end }}
 
+{{/* The Secret of the webhook endpoint's certificates. */}}
+{{- define "wasmop.webhookSecret" -}}
+{{- default (printf "%s-webhook-certs" (include "wasmop.fullname" .)) .Values.webhook.certificates.secretName }}
+{{- end }}
+
+{{/* Where the webhook certificates of mode files are mounted. */}}
+{{- define "wasmop.webhookCertDir" -}}
+/var/run/wasmop/webhook-certs
+{{- end }}
+
 {{/* The shard group of the replicas. */}}
 {{- define "wasmop.shardGroup" -}}
 {{- default (include "wasmop.fullname" .) .Values.sharding.group }}
@@ -83,6 +93,12 @@ sorted list of Secret names (a Secret without a namespace is the release's).
 {{- end }}
 {{- if and .Values.plugins (not .Values.reconcilerPlugins.enabled) }}
 {{- fail "plugins are ReconcilerPlugin resources: they need reconcilerPlugins.enabled" }}
+{{- end }}
+{{- if and .Values.webhook.enabled (not (has .Values.webhook.certificates.mode (list "managed" "files"))) }}
+{{- fail "webhook.certificates.mode is managed or files" }}
+{{- end }}
+{{- if and .Values.webhook.enabled (eq .Values.webhook.certificates.mode "files") (not .Values.webhook.certificates.secretName) }}
+{{- fail "webhook.certificates.mode files serves the certificates of an existing Secret: give webhook.certificates.secretName" }}
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
 {{- fail "metrics.serviceMonitor scrapes the metrics Service: it needs metrics.service.enabled" }}

@@ -407,8 +407,8 @@ class _Reconciler(exports.Reconciler):
 
 
 class _Admission(exports.Admission):
-    """The ``admission`` export for :attr:`plugin`: ``validate``; ``default`` and ``convert``
-    refuse, as the host never calls them for a plugin of this SDK (it declares none)."""
+    """The ``admission`` export for :attr:`plugin`: ``validate``, ``default`` and ``convert``,
+    each calling the plugin's handler of that name."""
 
     plugin: Plugin
 
@@ -418,10 +418,20 @@ class _Admission(exports.Admission):
         return verdict(self.plugin.validate(admission_request(request), _outside()))
 
     def default(self, request: wit.AdmissionRequest) -> str:
-        raise Err(f"plugin {self.plugin.config.name} does not implement default")
+        if not callable(getattr(self.plugin.instance, "default", None)):
+            raise Err(f"plugin {self.plugin.config.name} does not implement default")
+        try:
+            return self.plugin.default(admission_request(request), _outside())
+        except Error as e:
+            raise Err(e.message) from None
 
     def convert(self, objects: list[str], desired_api_version: str) -> list[str]:
-        raise Err(f"plugin {self.plugin.config.name} does not implement convert")
+        if not callable(getattr(self.plugin.instance, "convert", None)):
+            raise Err(f"plugin {self.plugin.config.name} does not implement convert")
+        try:
+            return self.plugin.convert(objects, desired_api_version, _outside())
+        except Error as e:
+            raise Err(e.message) from None
 
 
 def admission(cls: type) -> type:

@@ -218,6 +218,8 @@ class Config:
 
     def webhook(self, webhook: Webhook) -> Config:
         """Serves ``webhook`` through the host: the API server calls the host, and the host calls
-        the plugin's ``validate`` for a :meth:`Webhook.validating`. At most one of each type."""
+        the plugin's ``validate`` for a :meth:`Webhook.validating`, ``default`` for a
+        :meth:`Webhook.mutating`, ``convert`` for a :meth:`Webhook.conversion`. At most one of
+        each type."""
         self.webhooks.append(webhook)
         return self

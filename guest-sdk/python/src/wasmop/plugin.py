@@ -22,11 +22,21 @@ ctx)``
 ``map_inbound(payload, ctx)``                  an error (``Inbound``)
 ``crd() -> dict``                              None: the CRD is written by hand
 ``validate(request, ctx) -> Verdict``          required by a ``Webhook.validating()``
+``default(obj, ctx)``                          required by a ``Webhook.mutating()``: fills in the
+                                               primary's defaults in place
+``default_other(obj, ctx)``                    a denial: the same for the other kinds the
+                                               mutating webhook names (``obj`` a dict)
+``convert(obj, desired_api_version, ctx)``     required by a ``Webhook.conversion()``: returns
+                                               ``obj`` (a dict) in the other version of the CRD
 =============================================  ==================================================
 
 The primary arrives as the type annotated on ``reconcile``'s first parameter: a dataclass such
 as ``Resource[Spec]``, or a dict when it has none. One that does not decode fails the call as
 invalid, naming the field at fault.
+
+``default`` and ``default_other`` deny the request by raising :class:`~wasmop.Error` (its message
+is the denial's); any other exception fails the call, and the webhook's failure policy decides.
+``convert`` fails the conversion with the message of whatever it raises.
 """
 
 from __future__ import annotations
@@ -47,6 +57,10 @@ from .predicate import EventKind
 from .refs import PrimaryRef, SecondaryRef
 from .typed import DecodeError, decode, encode
 from .webhook import AdmissionRequest, Verdict, WebhookType
+
+#: The handler each type of webhook calls.
+_HANDLERS = {WebhookType.VALIDATING: "validate(self, request, ctx)", WebhookType.MUTATING: "default(self, obj, ctx)",
+             WebhookType.CONVERSION: "convert(self, obj, desired_api_version, ctx)"}
 
 
 def failure(exception: BaseException) -> Error:
@@ -90,13 +104,11 @@ class Plugin:
         for webhook_type in set(types):
             if types.count(webhook_type) > 1:
                 raise TypeError(f"plugin {self.config.name} declares two {webhook_type.value} webhooks: one per type")
-        if WebhookType.VALIDATING in types and not callable(getattr(cls, "validate", None)):
-            raise TypeError(f"plugin {self.config.name} declares a validating webhook but does not implement "
-                            f"validate(self, request, ctx)")
-        other = [t for t in types if t is not WebhookType.VALIDATING]
-        if other:
-            raise TypeError(f"plugin {self.config.name} declares a {other[0].value} webhook, which the Python SDK "
-                            f"does not serve: it serves validating webhooks")
+        for webhook_type in types:
+            handler = _HANDLERS[webhook_type]
+            if not callable(getattr(cls, handler.split("(")[0], None)):
+                raise TypeError(f"plugin {self.config.name} declares a {webhook_type.value} webhook but does not "
+                                f"implement {handler}")
 
     def _handler(self, name: str) -> Callable[..., Any] | None:
         return getattr(self.instance, name, None)
@@ -250,6 +262,84 @@ class Plugin:
             raise TypeError(f"validate must return a Verdict, got {verdict!r}")
         return verdict
 
+    def _is_primary(self, kind: Any) -> bool:
+        return (kind.group, kind.kind) == (self.config.primary.group, self.config.primary.kind)
+
+    def default(self, request: AdmissionRequest, ctx: Context) -> str:
+        """``default`` (``default_other`` for another kind) on a request whose objects are JSON
+        text: the object as it should be stored, as JSON text. Only what the handler changed in
+        the typed primary is changed in the object sent, so fields its type does not know are
+        kept. Raises :class:`Error` to deny (the handler's, or a primary that does not decode);
+        anything else the handler raises fails the call."""
+        if request.object is None:
+            raise Error.invalid(f"a {request.operation.value} request has no object to default")
+        try:
+            sent = json.loads(request.object)
+        except ValueError as e:
+            raise Error.invalid(f"the object is not JSON: {e}") from None
+        if not self._is_primary(request.kind):
+            if self._handler("default_other") is None:
+                raise Error.permanent(f"plugin {self.config.name} does not implement default_other")
+            self.instance.default_other(sent, ctx)
+            return json.dumps(sent)
+        if self.primary_type is None:
+            self.instance.default(sent, ctx)
+            return json.dumps(sent)
+        try:
+            typed = decode(sent, self.primary_type)
+        except DecodeError as e:
+            raise Error.invalid(str(e)) from None
+        before = encode(typed)
+        self.instance.default(typed, ctx)
+        apply_changes(sent, before, encode(typed))
+        return json.dumps(sent)
+
+    def convert(self, objects: list[str], desired_api_version: str, ctx: Context) -> list[str]:
+        """``convert`` on each object (JSON text) not already of ``desired_api_version``, in
+        order; each converted one gets it as its ``apiVersion``. Raises :class:`Error` naming
+        what failed."""
+        converted = []
+        for text in objects:
+            try:
+                obj = json.loads(text)
+            except ValueError as e:
+                raise Error.invalid(f"an object to convert is not JSON: {e}") from None
+            if obj.get("apiVersion") != desired_api_version:
+                try:
+                    obj = self.instance.convert(obj, desired_api_version, ctx)
+                except Exception as e:  # noqa: BLE001 - every failure fails the conversion, saying why
+                    raise Error.permanent(e.message if isinstance(e, Error) else f"{type(e).__name__}: {e}") from None
+                if not isinstance(obj, dict):
+                    raise Error.permanent(f"the conversion to {desired_api_version} did not give an object: {obj!r}")
+                obj["apiVersion"] = desired_api_version
+            converted.append(json.dumps(obj))
+        return converted
+
     def crd(self) -> dict[str, Any] | None:
         """The plugin's CRD as a dict, or None."""
         return self._call("crd") if self._handler("crd") is not None else None
+
+
+def apply_changes(target: Any, before: Any, after: Any) -> None:
+    """Makes in ``target`` (a dict) the changes that turn ``before`` into ``after``, as a JSON
+    merge patch from one to the other would: changed values are set, fields that went are
+    removed, and what did not change, or what ``before`` never had, is left as ``target`` has it.
+
+    >>> sent = {"spec": {"html": "x", "unknown": 1}}
+    >>> apply_changes(sent, {"spec": {"html": "x"}}, {"spec": {"html": "x", "exposed": False}})
+    >>> sent
+    {'spec': {'html': 'x', 'unknown': 1, 'exposed': False}}
+    """
+    for key, now in after.items():
+        was = before.get(key, _ABSENT)
+        if was == now:
+            continue
+        if isinstance(was, dict) and isinstance(now, dict) and isinstance(target.get(key), dict):
+            apply_changes(target[key], was, now)
+        else:
+            target[key] = now
+    for key in before.keys() - after.keys():
+        target.pop(key, None)
+
+
+_ABSENT = object()

@@ -368,15 +368,56 @@ class FakeHost:
         host does for the plugin's validating webhook; raises ``LookupError`` when the plugin
         declares no validating webhook for the request's kind and operation (the API server would
         not call it)."""
+        plugin = _served(cls, WebhookType.VALIDATING, request)
+        return plugin.validate(_as_text(request), self._context(_caches(plugin.config)))
+
+    def default_object(self, cls: type, request: AdmissionRequest) -> dict[str, Any]:
+        """Runs ``default`` (``default_other`` for another kind) for ``request``, as the host
+        does for the plugin's mutating webhook, and returns the object as the API server would
+        store it; raises the plugin's refusal as an :class:`Error`, and ``LookupError`` when the
+        plugin declares no mutating webhook for the request (as :meth:`validate` does).
+
+        >>> from wasmop import AdmissionRequest, Config, Kind, Outcome, Webhook
+        >>> class Pages:
+        ...     config = Config("page", Kind.namespaced("example.com", "v1", "Page")).webhook(Webhook.mutating())
+        ...     def reconcile(self, page: dict, ctx) -> Outcome:
+        ...         return Outcome.done()
+        ...     def default(self, page: dict, ctx) -> None:
+        ...         page["spec"].setdefault("exposed", False)
+        >>> page = {"apiVersion": "example.com/v1", "kind": "Page", "metadata": {"name": "a"}, "spec": {"html": "hi"}}
+        >>> FakeHost().default_object(Pages, AdmissionRequest.create(page))["spec"]
+        {'html': 'hi', 'exposed': False}
+        """
+        plugin = _served(cls, WebhookType.MUTATING, request)
+        return json.loads(plugin.default(_as_text(request), self._context(_caches(plugin.config))))
+
+    def convert(self, cls: type, objects: list[Any], desired_api_version: str) -> list[dict[str, Any]]:
+        """Runs ``convert`` for ``objects``, as the host does for the conversion webhook of the
+        primary's CRD, and returns them in ``desired_api_version``; raises the plugin's failure
+        as an :class:`Error`, and ``LookupError`` when the plugin declares no conversion webhook."""
         plugin = Plugin(cls)
-        config = plugin.config
-        if not any(w.webhook_type is WebhookType.VALIDATING and w.serves(config.primary, request.kind, request.operation)
-                   for w in config.webhooks):
-            raise LookupError(f"plugin {config.name} declares no validating webhook for {request.operation.value} "
-                              f"of {request.kind}: the API server would not call it")
-        text = {name: None if obj is None else json.dumps(encode(obj))
-                for name, obj in (("object", request.object), ("old_object", request.old_object))}
-        sent = AdmissionRequest(request.uid, request.kind, request.operation, request.namespace, request.name,
-                                text["object"], text["old_object"], request.username, list(request.groups),
-                                request.dry_run)
-        return plugin.validate(sent, self._context(_caches(config)))
+        if not any(w.webhook_type is WebhookType.CONVERSION for w in plugin.config.webhooks):
+            raise LookupError(f"plugin {plugin.config.name} declares no conversion webhook")
+        texts = [json.dumps(encode(obj)) for obj in objects]
+        return [json.loads(t) for t in plugin.convert(texts, desired_api_version, self._context(_caches(plugin.config)))]
+
+
+def _served(cls: type, webhook_type: WebhookType, request: AdmissionRequest) -> Plugin:
+    """The plugin ``cls``, when it declares a webhook of ``webhook_type`` that the API server
+    would call for ``request``; else ``LookupError``."""
+    plugin = Plugin(cls)
+    config = plugin.config
+    if not any(w.webhook_type is webhook_type and w.serves(config.primary, request.kind, request.operation)
+               for w in config.webhooks):
+        raise LookupError(f"plugin {config.name} declares no {webhook_type.value} webhook for "
+                          f"{request.operation.value} of {request.kind}: the API server would not call it")
+    return plugin
+
+
+def _as_text(request: AdmissionRequest) -> AdmissionRequest:
+    """``request`` with its objects as JSON text, as the host sends them."""
+    text = {name: None if obj is None else json.dumps(encode(obj))
+            for name, obj in (("object", request.object), ("old_object", request.old_object))}
+    return AdmissionRequest(request.uid, request.kind, request.operation, request.namespace, request.name,
+                            text["object"], text["old_object"], request.username, list(request.groups),
+                            request.dry_run)

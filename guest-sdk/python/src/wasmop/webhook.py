@@ -1,6 +1,7 @@
-"""Admission webhooks the plugin serves through the host: :class:`Webhook` (declared in the
-:class:`~wasmop.Config`), what the plugin's ``validate`` is given (:class:`AdmissionRequest`) and
-what it answers (:class:`Verdict`).
+"""Admission and conversion webhooks the plugin serves through the host: :class:`Webhook`
+(declared in the :class:`~wasmop.Config`), what the plugin's ``validate`` is given
+(:class:`AdmissionRequest`) and what it answers (:class:`Verdict`). ``default`` is given the
+object itself and ``convert`` the objects as dicts (see :mod:`wasmop.plugin`).
 
 >>> page = {"apiVersion": "example.com/v1", "kind": "Page", "metadata": {"name": "a"}, "spec": {"html": ""}}
 >>> request = AdmissionRequest.create(page)
@@ -42,9 +43,9 @@ class WebhookType(enum.Enum):
 
     #: ``validate``: admits or denies.
     VALIDATING = "validating"
-    #: ``default``: the object as it should be stored (served by the Rust SDK).
+    #: ``default``: fills in the object's defaults; the host answers with the patch.
     MUTATING = "mutating"
-    #: ``convert``: objects between the versions of the primary's CRD (served by the Rust SDK).
+    #: ``convert``: objects between the versions of the primary's CRD.
     CONVERSION = "conversion"
 
 
@@ -73,12 +74,28 @@ class Webhook:
         denies each create and update (by default) of the primary."""
         return cls(WebhookType.VALIDATING)
 
+    @classmethod
+    def mutating(cls) -> Webhook:
+        """A mutating webhook: the plugin's ``default(obj, ctx)`` fills in the defaults of each
+        primary created or updated (changing ``obj`` in place), and the host answers with the
+        patch. ``default_other(obj, ctx)`` does it for the other kinds the webhook names."""
+        return cls(WebhookType.MUTATING)
+
+    @classmethod
+    def conversion(cls) -> Webhook:
+        """The conversion webhook of the primary's CustomResourceDefinition: the plugin's
+        ``convert(obj, desired_api_version, ctx) -> dict`` turns an object of one version into
+        another. Only for a custom resource primary."""
+        return cls(WebhookType.CONVERSION)
+
     def kinds(self, *kinds: Kind) -> Webhook:
-        """Calls the webhook for these kinds instead of the primary."""
+        """Calls the webhook for these kinds instead of the primary (a validating or mutating
+        webhook only); name the primary too to keep it."""
         return replace(self, kinds_=tuple(kinds))
 
     def operations(self, *operations: Operation) -> Webhook:
-        """Calls the webhook for these operations instead of creates and updates."""
+        """Calls the webhook for these operations instead of creates and updates. A mutating
+        webhook takes creates and updates only."""
         return replace(self, operations_=tuple(operations))
 
     def failure_policy(self, policy: FailurePolicy) -> Webhook:

@@ -18,7 +18,9 @@
 //! - `languages`: the Greeting in Rust, Python and TypeScript: size, first and cached start,
 //!   per-call time, a host's memory and CPU ([`languages`]);
 //! - `scale`: 100,000 small primaries (`BENCH_SCALE_OBJECTS`), one host against three sharded
-//!   hosts: per-host peak memory and CPU, time to reconcile all ([`scale`]).
+//!   hosts: per-host peak memory and CPU, time to reconcile all ([`scale`]);
+//! - `admission`: the webpage plugin's admission webhooks against the same webhooks written
+//!   natively, through the API server: p50 and p99 latency, CPU per request ([`admission`]).
 //!
 //! `BENCH_SIDES=native,"native twin"` runs a second `wasmop-native` beside the first instead of
 //! wasmop (its own group, [`process::TWIN_GROUP`]): the table `native twin / native` is then
@@ -46,6 +48,7 @@ use std::time::Instant;
 
 use wasmop_tests::{client, kubeconfig, workspace_root};
 
+mod admission;
 mod apiserver;
 mod cache;
 mod call;
@@ -119,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
         "polling",
         "languages",
         "scale",
+        "admission",
     ];
     if cluster_parts.into_iter().any(selected) {
         let client = client().await?;
@@ -201,6 +205,14 @@ async fn main() -> anyhow::Result<()> {
             let (json, md) = scale::scale(&client, kubeconfig, rounds).await?;
             println!("{md}");
             report.parts.insert("scale", json);
+            report.sections.push(md);
+        }
+        if selected("admission") {
+            let requests = env_number("BENCH_ADMISSIONS", 2000);
+            let at_once = env_number("BENCH_ADMISSION_CONCURRENCY", 4);
+            let (json, md) = admission::admission(&client, kubeconfig, requests, at_once, rounds).await?;
+            println!("{md}");
+            report.parts.insert("admission", json);
             report.sections.push(md);
         }
         if selected("cache") {

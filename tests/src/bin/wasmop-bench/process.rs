@@ -214,7 +214,23 @@ impl Controller {
                 c
             }
         };
-        command.env("KUBECONFIG", kubeconfig).stdout(Stdio::null()).stderr(Stdio::inherit()).kill_on_drop(true);
+        command.env("KUBECONFIG", kubeconfig);
+        Self::spawn(command, metrics)
+    }
+
+    /// Starts `wasmop-native webhook`: the webpage plugin's webhooks written natively, served on
+    /// `address` with the certificate `cert` and its key `key` (PEM files), on
+    /// [`super::knobs::threads`] runtime worker threads.
+    pub fn native_webhook(address: std::net::SocketAddr, cert: &Path, key: &Path) -> anyhow::Result<Self> {
+        let mut command = tokio::process::Command::new(sibling("wasmop-native")?);
+        command.arg("webhook").arg(address.to_string()).arg(cert).arg(key);
+        command.env("WASMOP_WORKER_THREADS", super::knobs::threads().to_string());
+        Self::spawn(command, None)
+    }
+
+    /// Runs `command`, its output discarded and its errors shown, and samples its memory.
+    fn spawn(mut command: tokio::process::Command, metrics: Option<std::net::SocketAddr>) -> anyhow::Result<Self> {
+        command.stdout(Stdio::null()).stderr(Stdio::inherit()).kill_on_drop(true);
         let started = Instant::now();
         let child = command.spawn()?;
         let pid = child.id().context("a running child has a pid")?;

@@ -1,6 +1,7 @@
 //! The reference side of `make bench`: the greeting plugin's controller written natively, as a
 //! careful kube-rs author would write it, making the same API requests the wasmop host makes
-//! for the plugin.
+//! for the plugin; and, as `wasmop-native webhook ...`, the webpage plugin's admission webhooks
+//! ([`webhook`]).
 //!
 //! `wasmop-native NAMESPACE [CONCURRENCY] [--finalizer] [--group GROUP]` (client from
 //! `KUBECONFIG`) reconciles the Greetings (`example.wasmop.dev/v1`, or the same resource in
@@ -19,6 +20,8 @@
 //! - lean, as kube's optimization guide has it: objects lose their `managedFields` and
 //!   annotations as they arrive (`watcher(...).modify(...)`), before they enter its cache, and
 //!   keep only what the reconcile reads (metadata, `spec`, `status`).
+
+mod webhook;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,11 +125,18 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(run())
 }
 
-/// Reconciles the Greetings of the namespace of the command line until killed.
+/// Reconciles the Greetings of the namespace of the command line until killed, or serves the
+/// webpage plugin's webhooks (`webhook ADDRESS CERT KEY`).
 async fn run() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: wasmop-native NAMESPACE [CONCURRENCY] [--finalizer] [--group GROUP]";
+    let usage = "usage: wasmop-native NAMESPACE [CONCURRENCY] [--finalizer] [--group GROUP], \
+                 or wasmop-native webhook ADDRESS CERT KEY";
     let namespace = args.next().ok_or_else(|| anyhow::anyhow!(usage))?;
+    if namespace == "webhook" {
+        let mut next = || args.next().ok_or_else(|| anyhow::anyhow!(usage));
+        let (address, cert, key) = (next()?.parse()?, next()?, next()?);
+        return webhook::serve(address, cert.as_ref(), key.as_ref()).await;
+    }
     let concurrency: u16 = args.next().map(|c| c.parse()).transpose()?.unwrap_or(8);
     let (mut finalizer, mut group) = (false, "example.wasmop.dev".to_string());
     while let Some(arg) = args.next() {
