@@ -98,13 +98,13 @@ impl Hooks {
         let metrics = Metrics::new();
         let runtime = Arc::new(observed_runtime(Default::default(), Some(metrics.clone()))?);
         let host = Arc::new(Host::new(wasmop::informer::Clusters::new(client.clone()), runtime, metrics, settings));
-        for name in plugins {
-            let file = plugin(name);
-            host.install(&file.display().to_string(), &file, std::fs::read(&file)?, None).await?;
+        let mut names = Vec::new();
+        for file in plugins.iter().map(|name| plugin(name)) {
+            names.push(host.install(&file.display().to_string(), &file, std::fs::read(&file)?, None).await?.name);
         }
         host.loaded();
         let mut converting = Vec::new();
-        for name in plugins {
+        for name in &names {
             let config = host.module(name).context("the plugin runs")?.config().clone();
             if wasmop::inspect::converts(&config) {
                 let crd = configurations::crd_name(&config.primary);
