@@ -5,24 +5,9 @@
  * @module
  */
 import type { Context } from "./context.js";
-import { ReconcileError, messageOf } from "./errors.js";
+import { ReconcileError, messageOf, parseObject } from "./errors.js";
 import type { Reconciler } from "./reconciler.js";
-import type { KubeObject } from "./resource.js";
 import { Verdict, type AdmissionRequest } from "./webhook.js";
-
-/** `text` as a JSON object, or throws a {@link ReconcileError} (invalid) saying why not. */
-function parseObject(text: string, what: string): KubeObject {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw ReconcileError.invalid(`${what} is not JSON: ${messageOf(error)}`);
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw ReconcileError.invalid(`${what} is not a JSON object`);
-  }
-  return value as KubeObject;
-}
 
 /** Whether `request` is about the reconciler's primary kind (in any of its versions). */
 function isPrimary<P>(reconciler: Reconciler<P>, request: AdmissionRequest<string>): boolean {

@@ -13,7 +13,7 @@
 import { Config } from "./config.js";
 import { Context, OUTSIDE, type CallState, type Host } from "./context.js";
 import { Cleanup, Desired } from "./dependent.js";
-import { ReconcileError, messageOf } from "./errors.js";
+import { ReconcileError, messageOf, parseObject } from "./errors.js";
 import { External, Tracked } from "./external.js";
 import type { Kind } from "./kind.js";
 import { Outcome } from "./outcome.js";
@@ -112,20 +112,6 @@ function failingAsText<T>(call: () => T): T {
   } catch (error) {
     throw messageOf(error);
   }
-}
-
-/** `text` as a JSON object, or throws `message: <why>`. */
-function parseObject(text: string, what: string): Record<string, unknown> {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw ReconcileError.invalid(`${what} is not JSON: ${messageOf(error)}`);
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw ReconcileError.invalid(`${what} is not a JSON object`);
-  }
-  return value as Record<string, unknown>;
 }
 
 /** `value` is a JSON object (not an array, not null). */

@@ -76,3 +76,17 @@ export function messageOf(error: unknown): string {
   if (error instanceof Error) return `${error.name}: ${error.message}`;
   return String(error);
 }
+
+/** `text` as a JSON object, or throws a {@link ReconcileError} (invalid) naming `what` and why not. */
+export function parseObject(text: string, what: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw ReconcileError.invalid(`${what} is not JSON: ${messageOf(error)}`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw ReconcileError.invalid(`${what} is not a JSON object`);
+  }
+  return value as Record<string, unknown>;
+}
