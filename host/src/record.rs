@@ -17,7 +17,7 @@ use std::time::SystemTime;
 use futures::future::BoxFuture;
 use wasmop_core::ObjectKey;
 use wasmop_core::record::budget::{Admission, Budget, Stored};
-use wasmop_core::record::format::{FORMAT_VERSION, Plugin, PrimaryName};
+use wasmop_core::record::format::{self, FORMAT_VERSION, Plugin, PrimaryName};
 use wasmop_core::record::select::{Plan, Secrets, Selection, SettingError};
 use wasmop_core::record::{Record, Step, redact};
 
@@ -143,26 +143,17 @@ impl Records {
                 return;
             }
         };
-        let time: String = humantime::format_rfc3339_millis(SystemTime::now())
-            .to_string()
-            .chars()
-            .filter(|c| !matches!(c, ':' | '-'))
-            .collect();
-        let object = match &key.namespace {
-            Some(namespace) => format!("{namespace}-{}", key.name),
-            None => key.name.clone(),
-        };
-        let reason = format!("{reason:?}").to_lowercase();
+        let recorded_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        let primary = PrimaryName { namespace: key.namespace.clone(), name: key.name.clone() };
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
-        let name = format!("{time}-{object}-{webhook}-{reason}-{sequence:06}");
-        let name: String =
-            name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') { c } else { '_' }).collect();
+        let what = format!("{webhook}-{}", reason.as_str());
+        let name = format::file_name(&recorded_at, &primary, &what, sequence, "yaml");
         let _turn = self.turn.lock().await;
         let this = self.clone();
         let written = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&this.dir)?;
             let admission = this.budget.admit_whole(text.into_bytes(), &stored(&this.dir)?);
-            this.admit(admission, &format!("{name}.yaml"))
+            this.admit(admission, &name)
         })
         .await;
         match written {

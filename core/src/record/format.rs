@@ -64,6 +64,34 @@ pub enum Reason {
     Sampled,
 }
 
+impl Reason {
+    /// The reason as a file name says it: `failed`, `selected`, `sampled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Failed => "failed",
+            Reason::Selected => "selected",
+            Reason::Sampled => "sampled",
+        }
+    }
+}
+
+/// The name of a file recorded at `recorded_at` (RFC 3339) about `primary`: the time, the
+/// primary, `what` (why it was recorded, and for a webhook call which webhook) and `sequence`
+/// (the host's count of files written) to tell apart files of one instant, with `extension`,
+/// e.g. `20261126T070000Z-ns-web-failed-000042.json`. Characters other than letters, digits,
+/// `.` and `-` become `_`, so names are safe on any file system and sort by time.
+pub fn file_name(recorded_at: &str, primary: &PrimaryName, what: &str, sequence: u64, extension: &str) -> String {
+    let time: String = recorded_at.chars().filter(|c| !matches!(c, ':' | '-')).collect();
+    let primary = match &primary.namespace {
+        Some(namespace) => format!("{namespace}-{}", primary.name),
+        None => primary.name.clone(),
+    };
+    let name = format!("{time}-{primary}-{what}-{sequence:06}");
+    let safe: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') { c } else { '_' }).collect();
+    format!("{safe}.{extension}")
+}
+
 /// The plugin that ran a reconcile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -552,25 +580,10 @@ impl Record {
         serde_json::from_slice(bytes).map_err(|e| ReadError::Malformed(e.to_string()))
     }
 
-    /// The record's file name: when it was recorded, the primary, why, and `sequence` (the
-    /// host's count of records written) to tell apart records of one instant, e.g.
-    /// `20261126T070000Z-ns-web-failed-000042.json`. Characters other than letters, digits, `.`
-    /// and `-` become `_`, so names are safe on any file system and sort by time.
+    /// The record's file name ([`file_name`]): when it was recorded, the primary, why, and
+    /// `sequence`, e.g. `20261126T070000Z-ns-web-failed-000042.json`.
     pub fn file_name(&self, sequence: u64) -> String {
-        let time: String = self.recorded_at.chars().filter(|c| !matches!(c, ':' | '-')).collect();
-        let reason = match self.reason {
-            Reason::Failed => "failed",
-            Reason::Selected => "selected",
-            Reason::Sampled => "sampled",
-        };
-        let primary = match &self.primary.namespace {
-            Some(namespace) => format!("{namespace}-{}", self.primary.name),
-            None => self.primary.name.clone(),
-        };
-        let name = format!("{time}-{primary}-{reason}-{sequence:06}");
-        let safe: String =
-            name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') { c } else { '_' }).collect();
-        format!("{safe}.json")
+        file_name(&self.recorded_at, &self.primary, self.reason.as_str(), sequence, "json")
     }
 
     /// The record as JSON bytes.

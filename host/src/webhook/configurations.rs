@@ -269,7 +269,9 @@ pub fn conversion(config: &PluginConfig, target: &Target, bundle: &[u8]) -> Opti
 /// `config`'s plugin at `endpoint`, trusting the CA `bundle` (none when empty); `None` when it
 /// declares no conversion webhook. What the host writes and what `wasmop crd --plugin` prints.
 pub fn conversion_section(config: &PluginConfig, endpoint: &Endpoint, bundle: &[u8]) -> Option<Value> {
-    config.webhooks.iter().find(|webhook| webhook.webhook_type == WebhookType::Conversion)?;
+    if !crate::inspect::converts(config) {
+        return None;
+    }
     let client = endpoint.client_config(&format!("{}/{}", Path::Convert.prefix(), config.name), bundle);
     Some(json!({
         "strategy": "Webhook",
