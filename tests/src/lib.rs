@@ -26,12 +26,14 @@ use wasmop::settings::{Defaults, HostConfig};
 
 pub mod helm;
 pub mod http_service;
+pub mod in_process;
 pub mod links;
 pub mod overlaps;
 pub mod proxy;
 pub mod records;
 pub mod registry;
 pub mod relay;
+pub mod runs;
 pub mod swaps;
 
 /// The workspace root.
@@ -298,10 +300,21 @@ pub async fn within<F: std::future::Future>(limit: Duration, what: &str, future:
 /// Polls `get` every 200 ms, for up to a minute, until `done` holds for what it returns.
 pub async fn until<T>(
     what: &str,
+    get: impl AsyncFnMut() -> anyhow::Result<T>,
+    done: impl Fn(&T) -> bool,
+) -> anyhow::Result<T> {
+    until_within(Duration::from_secs(60), what, get, done).await
+}
+
+/// Like [`until`], waiting up to `limit`: for conditions whose setup is large (a thousand
+/// objects), where a loaded machine may need minutes.
+pub async fn until_within<T>(
+    limit: Duration,
+    what: &str,
     mut get: impl AsyncFnMut() -> anyhow::Result<T>,
     done: impl Fn(&T) -> bool,
 ) -> anyhow::Result<T> {
-    within(Duration::from_secs(60), what, async {
+    within(limit, what, async {
         loop {
             let value = get().await?;
             if done(&value) {
@@ -482,7 +495,7 @@ pub fn allowing_secret_watches(mut config: HostConfig) -> HostConfig {
 /// A host on `namespace` without plugins (install them with [`Host::install`]), whose calls are
 /// timed into its metrics; its log goes to the test's captured output.
 pub fn bare_host(client: &Client, namespace: &str) -> anyhow::Result<Arc<Host>> {
-    overlaps::Overlaps::in_process();
+    in_process::overlaps();
     let metrics = Metrics::new();
     let runtime = Arc::new(observed_runtime(Limits::default(), Some(metrics.clone()))?);
     let clusters = Clusters::new(client.clone());
@@ -555,7 +568,7 @@ impl RunningHost {
     ) -> anyhow::Result<Self> {
         settings.config = allowing_secret_watches(settings.config);
         // The host's log goes to the test's captured output.
-        overlaps::Overlaps::in_process();
+        in_process::overlaps();
         let metrics = Metrics::new();
         let runtime = Arc::new(observed_runtime(limits, Some(metrics.clone()))?);
         let files: Vec<PathBuf> = plugins.iter().map(|p| plugin(p)).collect();

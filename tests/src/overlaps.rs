@@ -1,14 +1,14 @@
 //! Detects an object reconciled by two runs at once, from the `swap begin <ns>/<name>` and
 //! `swap end <ns>/<name>` lines `fixture-swap` logs around each reconcile: in-process through a
-//! tracing layer on the host's `wasmop::plugin` events, or from a host process's log lines.
+//! tracing layer on the host's `wasmop::plugin` events (installed by the `in_process` module), or from
+//! a host process's log lines.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use tracing::field::{Field, Visit};
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::layer::Context;
 
 /// Per object, whether a reconcile is running; how many began, and how many began while
 /// another of the same object was running.
@@ -57,29 +57,10 @@ impl Overlaps {
     pub fn overlapping(&self) -> u64 {
         self.overlapping.load(Ordering::SeqCst)
     }
-
-    /// The detector fed by this process's host, installed as the global tracing subscriber on
-    /// first use. The host's own log (`WASMOP_TEST_LOG`, default `warn,wasmop=info,wasmop::plugin=warn` without kube-client's line for every 5xx answer) goes to the
-    /// test's captured output, so a failing test shows what the host did.
-    pub fn in_process() -> Arc<Overlaps> {
-        static GLOBAL: OnceLock<Arc<Overlaps>> = OnceLock::new();
-        GLOBAL
-            .get_or_init(|| {
-                let overlaps = Arc::new(Overlaps::default());
-                let filter = EnvFilter::try_from_env("WASMOP_TEST_LOG").unwrap_or_else(|_| {
-                    EnvFilter::new("warn,wasmop=info,wasmop::plugin=warn,kube_client::client::builder=off")
-                });
-                let log = tracing_subscriber::fmt::layer().with_test_writer().with_filter(filter);
-                let subscriber = tracing_subscriber::registry().with(Capture(overlaps.clone())).with(log);
-                tracing::subscriber::set_global_default(subscriber).expect("no other global tracing subscriber");
-                overlaps
-            })
-            .clone()
-    }
 }
 
-/// Feeds the plugin's log lines to [`Overlaps`].
-struct Capture(Arc<Overlaps>);
+/// The tracing layer that feeds the plugin's log lines to [`Overlaps`].
+pub struct Capture(pub Arc<Overlaps>);
 
 struct Message(Option<String>);
 

@@ -154,7 +154,7 @@ async fn outage(api: &Api<DynamicObject>, component: &str, down: Duration) -> an
 
 /// A burst while `component` of the control plane is down for `down`, with an in-process host.
 async fn control_plane_outage(test: &str, component: &str, down: Duration) -> anyhow::Result<Duration> {
-    let overlaps = Overlaps::in_process();
+    let overlaps = wasmop_tests::in_process::overlaps();
     let bed = Bed::new(test).await?;
     let host = bed.host().await?;
     let before = (overlaps.begun(), overlaps.overlapping());
@@ -182,7 +182,7 @@ async fn etcd_restarted_during_a_burst() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_module_swapped_in_during_a_burst() -> anyhow::Result<()> {
-    let overlaps = Overlaps::in_process();
+    let overlaps = wasmop_tests::in_process::overlaps();
     let bed = Bed::new("corrupt-module").await?;
     let host = bed.host().await?;
     let running = host.module("fixture-swap").expect("running").digest().to_string();
@@ -230,7 +230,7 @@ async fn status_storm(api: &Api<DynamicObject>, stop: &AtomicBool) -> (u64, u64)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_writer_causes_a_409_storm_on_status() -> anyhow::Result<()> {
-    let overlaps = Overlaps::in_process();
+    let overlaps = wasmop_tests::in_process::overlaps();
     let bed = Bed::new("conflict-storm").await?;
     let host = bed.host().await?;
     let before = (overlaps.begun(), overlaps.overlapping());

@@ -94,7 +94,7 @@ impl Hooks {
         source: Source,
     ) -> anyhow::Result<Self> {
         // The host's log goes to the test's captured output.
-        wasmop_tests::overlaps::Overlaps::in_process();
+        wasmop_tests::in_process::overlaps();
         let metrics = Metrics::new();
         let runtime = Arc::new(observed_runtime(Default::default(), Some(metrics.clone()))?);
         let host = Arc::new(Host::new(wasmop::informer::Clusters::new(client.clone()), runtime, metrics, settings));

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use wasmop::host::Change;
 use wasmop::settings::Overrides;
-use wasmop_tests::overlaps::Overlaps;
 use wasmop_tests::swaps::{self, all_settled};
 use wasmop_tests::{apply_file, bare_host as host, client, namespace, plugin, workspace_root};
 
@@ -60,7 +59,7 @@ async fn bad_versions_are_refused_and_a_new_configuration_takes_over_on_the_same
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swap_midway_through_churn_loses_no_change_and_never_overlaps_reconciles() -> anyhow::Result<()> {
-    let overlaps = Overlaps::in_process();
+    let overlaps = wasmop_tests::in_process::overlaps();
     let client = client().await?;
     apply_file(&client, &workspace_root().join("plugins/fixtures/swap/crd.yaml"), None).await?;
     let ns = namespace(&client, "hot-reload").await?;
