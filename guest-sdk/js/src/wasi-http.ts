@@ -72,7 +72,8 @@ export interface WasiOutgoingHandler {
   handle(request: OutgoingRequest, options: undefined): FutureIncomingResponse;
 }
 
-const DISPOSE: symbol = (Symbol as { dispose?: symbol }).dispose ?? Symbol.for("dispose");
+/** The method that drops a resource handle, as componentize-js names it. */
+export const DISPOSE: symbol = (Symbol as { dispose?: symbol }).dispose ?? Symbol.for("dispose");
 const CHUNK = 64n * 1024n;
 
 /** Drops a resource handle now rather than when it is collected. */

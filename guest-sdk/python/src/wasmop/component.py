@@ -46,7 +46,10 @@ def _ungranted(request: http.Request) -> http.Response:
                          "without wasi:http; declare the origins it calls with Config.http")
 
 
-http.use_transport(wasi_http.send if wasi_http is not None else _ungranted)
+def use_wasi_http() -> None:
+    """Sends the HTTP client's requests through ``wasi:http``, or, in a component built without it,
+    fails them saying the plugin declares no http grant."""
+    http.use_transport(wasi_http.send if wasi_http is not None else _ungranted)
 
 
 class WitHost:
