@@ -48,6 +48,7 @@ class DnsRecordReconciler:
         s = record.spec
         return [Desired.external("record", s.name, {"name": s.name, "type": s.type, "value": s.value, "ttl": s.ttl})]
 
+    # ANCHOR: apply
     def apply_external(self, record: Resource[Spec], desired: External, actual, ctx) -> External:
         request = Request("PUT" if desired.id else "POST", records(record.spec, desired.id))
         response = request.json(desired.object).send()
@@ -56,6 +57,7 @@ class DnsRecordReconciler:
         if response.status not in (200, 201):
             raise HttpError(f"the DNS service answered {response.status}")
         return external(record.spec, response.json())
+    # ANCHOR_END: apply
 
     def delete_external(self, record: Resource[Spec], actual: External, ctx) -> None:
         status = Request.delete(records(record.spec, actual.id)).send().status if actual.id else 204

@@ -46,6 +46,7 @@ export default {
     Desired.external("record", name, { name, type, value, ttl: ttl ?? 300 }),
   ],
 
+  // ANCHOR: apply
   applyExternal({ spec }, desired) {
     const request = desired.id ? http.Request.put(records(spec, desired.id)) : http.Request.post(records(spec));
     const response = request.json(desired.object).send();
@@ -55,6 +56,7 @@ export default {
     if (response.status !== 200 && response.status !== 201) throw answered(response.status);
     return external(spec, response.json());
   },
+  // ANCHOR_END: apply
 
   deleteExternal({ spec }, actual) {
     const status = actual.id ? http.Request.delete(records(spec, actual.id)).send().status : 204;
