@@ -87,9 +87,10 @@ export function method(name: string): WitVariant {
   return known.includes(name.toUpperCase()) ? { tag: name.toLowerCase() } : { tag: "other", val: name };
 }
 
-/** The `wasi:http` scheme named `name`. */
+/** The `wasi:http` scheme named `name` (its cases are `HTTP`, `HTTPS` and `other`). */
 export function scheme(name: string): WitVariant {
-  return name === "http" || name === "https" ? { tag: name } : { tag: "other", val: name };
+  const known = name.toUpperCase();
+  return known === "HTTP" || known === "HTTPS" ? { tag: known } : { tag: "other", val: name };
 }
 
 /** The host's reason for a failed request (a `wasi:http` error code), in words. */

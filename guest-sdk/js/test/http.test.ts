@@ -59,7 +59,7 @@ test("natively a request says it needs the host", () => {
 test("methods, schemes and error codes map onto wasi:http", () => {
   assert.deepEqual(method("GET"), { tag: "get" });
   assert.deepEqual(method("PROPFIND"), { tag: "other", val: "PROPFIND" });
-  assert.deepEqual(scheme("https"), { tag: "https" });
+  assert.deepEqual(scheme("https"), { tag: "HTTPS" });
   assert.deepEqual(scheme("ftp"), { tag: "other", val: "ftp" });
   assert.equal(describe({ payload: { tag: "HTTP-request-denied" } }), "denied by the host");
   assert.equal(describe({ tag: "internal-error", val: "origin not granted" }), "origin not granted");
@@ -142,7 +142,7 @@ test("a request goes out through wasi:http and its whole response comes back", (
   const response = fake.transport(request);
   assert.deepEqual(fake.seen, {
     method: { tag: "put" },
-    scheme: { tag: "http" },
+    scheme: { tag: "HTTP" },
     authority: "127.0.0.1:18053",
     path: "/zones/a/records/rec-1?x=1",
     headers: [["x-trace", "7"], ["content-type", "application/json"]],
