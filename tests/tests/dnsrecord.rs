@@ -52,9 +52,14 @@ fn ready(object: &DynamicObject) -> bool {
     condition(object, "Ready").is_some_and(|c| c["status"] == "True")
 }
 
-wasmop_tests::in_every_language!(a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_duplicates_it, "dnsrecord");
+wasmop_tests::in_every_language!(
+    a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_duplicates_it,
+    "dnsrecord"
+);
 
-async fn a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_duplicates_it(plugin: &str) -> anyhow::Result<()> {
+async fn a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_duplicates_it(
+    plugin: &str,
+) -> anyhow::Result<()> {
     let (client, ns, api, records) = setup("dns-track").await?;
     let host = RunningHost::start_with_config(&client, &ns, &[plugin], sample_config()?)?;
     create(&api, &ns, "www", "10.0.0.1").await?;
@@ -85,9 +90,14 @@ async fn a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_dupl
     Ok(())
 }
 
-wasmop_tests::in_every_language!(a_record_changed_out_of_band_is_put_back_within_a_polling_period_and_a_second, "dnsrecord");
+wasmop_tests::in_every_language!(
+    a_record_changed_out_of_band_is_put_back_within_a_polling_period_and_a_second,
+    "dnsrecord"
+);
 
-async fn a_record_changed_out_of_band_is_put_back_within_a_polling_period_and_a_second(plugin: &str) -> anyhow::Result<()> {
+async fn a_record_changed_out_of_band_is_put_back_within_a_polling_period_and_a_second(
+    plugin: &str,
+) -> anyhow::Result<()> {
     let (client, ns, api, records) = setup("dns-drift").await?;
     let host = RunningHost::start_with_config(&client, &ns, &[plugin], sample_config()?)?;
     create(&api, &ns, "api", "10.0.1.1").await?;
