@@ -2,7 +2,8 @@
 # Builds every Python plugin (each directory under plugins/ holding an app.py) with the pinned
 # componentize-py into plugins/dist/<dir>.wasm; fixtures under plugins/fixtures/ become
 # fixture-<dir>.wasm, as their Rust counterparts do. Validates the components when wasm-tools is
-# installed. The toolchain comes from tests/testbed/python-toolchain.sh. A plugin whose inputs (its
+# installed. A plugin that declares an http grant is built against the `operator-http` world,
+# the others against `operator`. The toolchain comes from tests/testbed/python-toolchain.sh. A plugin whose inputs (its
 # directory, the SDK, the lock file, the WIT) did not change since its last build is not built
 # again: plugins/dist/.<name>.inputs holds their digest.
 set -euo pipefail
@@ -19,6 +20,9 @@ if [[ ${#apps[@]} -eq 0 ]]; then
   exit 1
 fi
 
+# Exits 0 when the plugin in the current directory (app.py) declares an http grant.
+GRANTS_HTTP='import sys, app; from wasmop.plugin import Plugin; sys.exit(Plugin(app.Reconciler).config.http_ is None)'
+
 mkdir -p plugins/dist
 wasm_tools=$(command -v wasm-tools || true)
 [[ -n "$wasm_tools" ]] || echo "build-python-plugins: wasm-tools not installed; skipping validation" >&2
@@ -34,9 +38,13 @@ for app in "${apps[@]}"; do
     continue
   fi
   start=$SECONDS
+  # A plugin that declares an http grant is built against the world importing wasi:http (the
+  # host refuses wasi:http to any other); it says so natively, imported as pytest imports it.
+  world=operator
+  if (cd "$dir" && "$WASMOP_PY" -c "$GRANTS_HTTP"); then world=operator-http; fi
   # The plugin's directory first, then the environment's site-packages (VIRTUAL_ENV), which hold
   # the SDK; the WIT world is the repository's.
-  VIRTUAL_ENV="$WASMOP_PYTHON_VENV" "$WASMOP_COMPONENTIZE" -d wit -w operator \
+  VIRTUAL_ENV="$WASMOP_PYTHON_VENV" "$WASMOP_COMPONENTIZE" -d wit -w "$world" \
     componentize app -p "$dir" -o "$dst.tmp" >/dev/null
   if [[ -n "$wasm_tools" ]]; then
     "$wasm_tools" validate "$dst.tmp"

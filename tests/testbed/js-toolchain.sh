@@ -46,7 +46,7 @@ js_npm_ci() {
 
 # Hash of what the SDK's dist/ is built from.
 js_sdk_hash() {
-  cat "$WASMOP_JS_SDK"/src/*.ts "$WASMOP_JS_SDK"/tsconfig*.json "$JS_ROOT/wit/plugin.wit" | sha256sum | cut -d' ' -f1
+  cat "$WASMOP_JS_SDK"/src/*.ts "$WASMOP_JS_SDK"/tsconfig*.json "$JS_ROOT"/wit/plugin.wit "$JS_ROOT"/wit/deps/*/*.wit | sha256sum | cut -d' ' -f1
 }
 
 js_toolchain_ensure() {

@@ -1,5 +1,7 @@
 //! The conformance suite against the real host and API server: every scenario of
-//! `tests/conformance/scenarios`, each in namespaces of its own with a host of its own. The
+//! `tests/conformance/scenarios`, each in namespaces of its own with a host of its own, for the
+//! Rust, Python and TypeScript builds of the conformance plugin (`fixture-conform`, `-py`, `-ts`;
+//! the `external-*` scenarios through each SDK's HTTP client, against the records service). The
 //! `fixture-conform` plugin's tests run the same files under the SDK's FakeHost; both must meet
 //! the same expectations.
 //!
@@ -51,9 +53,9 @@ fn settled(primary: &DynamicObject) -> bool {
 
 /// Runs one scenario in namespaces of its own; the failed expectations once they stop changing
 /// (or after the wait).
-async fn run(client: &Client, file: &str) -> anyhow::Result<Vec<String>> {
-    let ns = namespace(client, &format!("conform-{file}")).await?;
-    let other = namespace(client, &format!("conform-{file}-other")).await?;
+async fn run(client: &Client, plugin: &str, file: &str) -> anyhow::Result<Vec<String>> {
+    let ns = namespace(client, &format!("{plugin}-{file}")).await?;
+    let other = namespace(client, &format!("{plugin}-{file}-other")).await?;
     let path = wasmop_conformance::dir().join(format!("{file}.yaml"));
     let scenario: Scenario = wasmop_conformance::load_one(&path, &ns, &other);
     // The plugin's external system: the records service, one zone per scenario.
@@ -82,7 +84,7 @@ async fn run(client: &Client, file: &str) -> anyhow::Result<Vec<String>> {
     }
     // The operator lets it send the records service's token there over plain HTTP.
     let allowed = allowing(HostConfig::default(), "conform", &["dns-api-token"], &[records::ORIGIN]);
-    let host = RunningHost::start_with_config(client, &ns, &["fixture-conform"], allowed)?;
+    let host = RunningHost::start_with_config(client, &ns, &[plugin], allowed)?;
     let failures = within(WAIT, &format!("scenario {file} to settle"), async {
         let mut last = Vec::new();
         for _ in 0..600 {
@@ -168,18 +170,19 @@ async fn observe(
     Ok(wasmop_conformance::check(scenario, &primary, find, ns, None))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_scenario_holds_against_the_host() -> anyhow::Result<()> {
+wasmop_tests::in_every_language!(every_scenario_holds_against_the_host, "fixture-conform");
+
+async fn every_scenario_holds_against_the_host(plugin: &str) -> anyhow::Result<()> {
     let client = client().await?;
     apply_file(&client, &workspace_root().join("plugins/fixtures/conform/crd.yaml"), None).await?;
     let mut failures = Vec::new();
     let files = wasmop_conformance::load("ns", "other");
     assert!(files.len() >= 8, "the suite has its scenarios");
     for scenario in &files {
-        for failure in run(&client, &scenario.name).await? {
+        for failure in run(&client, plugin, &scenario.name).await? {
             failures.push(format!("{} ({}): {failure}", scenario.name, scenario.description));
         }
     }
-    assert!(failures.is_empty(), "{} failed expectations:\n{}", failures.len(), failures.join("\n"));
+    assert!(failures.is_empty(), "{plugin}: {} failed expectations:\n{}", failures.len(), failures.join("\n"));
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! The DnsRecord sample (`plugins/dnsrecord`): an external dependent kept in an HTTP service
 //! (`wasmop_tests::records`) through granted outgoing HTTP, polled per resource, its ID tracked
-//! in a ConfigMap owned by the primary, deleted through the finalizer.
+//! in a ConfigMap owned by the primary, deleted through the finalizer. Each scenario runs the
+//! Python and TypeScript samples (`plugins/dnsrecord-py`, `plugins/dnsrecord-ts`) too, through
+//! their SDKs' HTTP clients, against the same service.
 
 use std::time::{Duration, Instant};
 
@@ -50,10 +52,16 @@ fn ready(object: &DynamicObject) -> bool {
     condition(object, "Ready").is_some_and(|c| c["status"] == "True")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_duplicates_it() -> anyhow::Result<()> {
+wasmop_tests::in_every_language!(
+    a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_duplicates_it,
+    "dnsrecord"
+);
+
+async fn a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_duplicates_it(
+    plugin: &str,
+) -> anyhow::Result<()> {
     let (client, ns, api, records) = setup("dns-track").await?;
-    let host = RunningHost::start_with_config(&client, &ns, &["dnsrecord"], sample_config()?)?;
+    let host = RunningHost::start_with_config(&client, &ns, &[plugin], sample_config()?)?;
     create(&api, &ns, "www", "10.0.0.1").await?;
     let www = wait_until(&api, "www", "the record served", |o| ready(o) && o.data["status"]["id"].is_string()).await?;
     let id = www.data["status"]["id"].as_str().expect("an id").to_owned();
@@ -68,7 +76,7 @@ async fn a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_dupl
     host.stop().await;
 
     // A new host finds the record by its tracked ID: the change updates it in place.
-    let host = RunningHost::start_with_config(&client, &ns, &["dnsrecord"], sample_config()?)?;
+    let host = RunningHost::start_with_config(&client, &ns, &[plugin], sample_config()?)?;
     let patch = json!({ "spec": { "value": "10.0.0.2" } });
     api.patch("www", &PatchParams::default(), &Patch::Merge(&patch)).await?;
     wait_until(&api, "www", "the change served", |o| {
@@ -82,10 +90,16 @@ async fn a_record_is_created_tracked_and_a_restarted_host_neither_loses_nor_dupl
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_record_changed_out_of_band_is_put_back_within_a_polling_period_and_a_second() -> anyhow::Result<()> {
+wasmop_tests::in_every_language!(
+    a_record_changed_out_of_band_is_put_back_within_a_polling_period_and_a_second,
+    "dnsrecord"
+);
+
+async fn a_record_changed_out_of_band_is_put_back_within_a_polling_period_and_a_second(
+    plugin: &str,
+) -> anyhow::Result<()> {
     let (client, ns, api, records) = setup("dns-drift").await?;
-    let host = RunningHost::start_with_config(&client, &ns, &["dnsrecord"], sample_config()?)?;
+    let host = RunningHost::start_with_config(&client, &ns, &[plugin], sample_config()?)?;
     create(&api, &ns, "api", "10.0.1.1").await?;
     wait_until(&api, "api", "the record served", ready).await?;
     assert!(records.set_value(&ns, "api", "6.6.6.6"), "the record exists");
@@ -102,10 +116,11 @@ async fn a_record_changed_out_of_band_is_put_back_within_a_polling_period_and_a_
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_a_record_deletes_it_in_the_service_then_releases_the_finalizer() -> anyhow::Result<()> {
+wasmop_tests::in_every_language!(deleting_a_record_deletes_it_in_the_service_then_releases_the_finalizer, "dnsrecord");
+
+async fn deleting_a_record_deletes_it_in_the_service_then_releases_the_finalizer(plugin: &str) -> anyhow::Result<()> {
     let (client, ns, api, records) = setup("dns-delete").await?;
-    let host = RunningHost::start_with_config(&client, &ns, &["dnsrecord"], sample_config()?)?;
+    let host = RunningHost::start_with_config(&client, &ns, &[plugin], sample_config()?)?;
     create(&api, &ns, "old", "10.0.2.1").await?;
     wait_until(&api, "old", "the record served", ready).await?;
     assert_eq!(records.zone(&ns).len(), 1);
@@ -121,11 +136,12 @@ async fn deleting_a_record_deletes_it_in_the_service_then_releases_the_finalizer
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_service_degrades_the_record_and_retries_while_other_plugins_go_on() -> anyhow::Result<()> {
+wasmop_tests::in_every_language!(a_slow_service_degrades_the_record_and_retries_while_other_plugins_go_on, "dnsrecord");
+
+async fn a_slow_service_degrades_the_record_and_retries_while_other_plugins_go_on(plugin: &str) -> anyhow::Result<()> {
     let (client, ns, api, records) = setup("dns-slow").await?;
     apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;
-    let host = RunningHost::start_with_config(&client, &ns, &["dnsrecord", "greeting"], sample_config()?)?;
+    let host = RunningHost::start_with_config(&client, &ns, &[plugin, "greeting"], sample_config()?)?;
     create(&api, &ns, "mail", "10.0.3.1").await?;
     wait_until(&api, "mail", "the record served", ready).await?;
     // Every answer now comes after the plugin's 2 s timeout.

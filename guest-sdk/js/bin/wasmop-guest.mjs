@@ -2,16 +2,17 @@
 // The TypeScript plugin toolchain of @wasmop/guest: type-checks, tests and builds plugins with
 // the pinned typescript, esbuild and componentize-js this package was installed with.
 //
-//   wasmop-guest sdk                      build this package: dist/ (tsc) and dist/wit/plugin.wit
+//   wasmop-guest sdk                      build this package: dist/ (tsc) and dist/wit/ (the WIT, its deps)
 //   wasmop-guest check [dir]              tsc --noEmit -p dir
 //   wasmop-guest test [dir]               bundle every *.test.ts under dir with esbuild, run node --test
 //   wasmop-guest build [dir] --out FILE   bundle dir/plugin.ts into a wasmop:plugin component of
-//                                         the operator world (reconciler and admission)
+//                                         the operator world (reconciler and admission), or of
+//                                         operator-http (with wasi:http) when it grants http
 //
 // dir defaults to the current directory. A plugin directory holds plugin.ts, whose default export
 // is the Reconciler, and resolves @wasmop/guest from its node_modules.
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, relative, resolve } from "node:path";
@@ -21,7 +22,11 @@ const SDK = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(join(SDK, "package.json"));
 const WIT = join(SDK, "dist", "wit");
 const HOST_IMPORT = "wasmop:plugin/host@0.8.0";
-// No wasi:http: the host links it only for plugins granted HTTP, and refuses others that import it.
+// The wasi:http imports of the HTTP client, in the world of a plugin that declares an http grant.
+const HTTP_IMPORTS = ["wasi:http/outgoing-handler@0.2.12", "wasi:http/types@0.2.12"];
+// No built-in fetch: it returns a promise no synchronous export can wait for, and the host links
+// wasi:http only for plugins granted HTTP, refusing others that import it; the SDK's client binds
+// the imports itself.
 const DISABLED_FEATURES = ["http", "fetch-event"];
 
 function fail(message) {
@@ -53,8 +58,7 @@ function find(dir, suffix) {
 function sdk() {
   rmSync(join(SDK, "dist"), { recursive: true, force: true });
   tsc(["-p", join(SDK, "tsconfig.build.json")]);
-  mkdirSync(WIT, { recursive: true });
-  copyFileSync(join(SDK, "..", "..", "wit", "plugin.wit"), join(WIT, "plugin.wit"));
+  cpSync(join(SDK, "..", "..", "wit"), WIT, { recursive: true });
 }
 
 async function test(dir) {
@@ -80,6 +84,21 @@ async function test(dir) {
   }
 }
 
+/** Whether the plugin in `dir` declares an http grant: its config, run in Node. */
+async function grantsHttp(build, dir, work) {
+  const probe = join(work, "probe.mjs");
+  await build({
+    entryPoints: [join(dir, "plugin.ts")],
+    outfile: probe,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    logLevel: "warning",
+  });
+  const { default: plugin } = await import(probe);
+  return plugin.config().httpGrant !== undefined;
+}
+
 async function buildPlugin(dir, out) {
   if (!existsSync(join(dir, "plugin.ts"))) fail(`${dir} has no plugin.ts`);
   if (!existsSync(join(WIT, "plugin.wit"))) fail(`${WIT} is missing: build the SDK first (wasmop-guest sdk)`);
@@ -87,13 +106,16 @@ async function buildPlugin(dir, out) {
   const { componentize } = await import("@bytecodealliance/componentize-js");
   const work = mkdtempSync(join(tmpdir(), "wasmop-guest-build-"));
   try {
+    const http = await grantsHttp(build, dir, work);
     const bundle = join(work, "plugin.js");
     await build({
       stdin: {
         contents: [
           `import * as host from "${HOST_IMPORT}";`,
-          `import { exportAdmission, exportReconciler } from "@wasmop/guest/component";`,
+          ...(http ? [`import * as handler from "${HTTP_IMPORTS[0]}";`, `import * as types from "${HTTP_IMPORTS[1]}";`] : []),
+          `import { exportAdmission, exportHttp, exportReconciler } from "@wasmop/guest/component";`,
           `import plugin from "./plugin.ts";`,
+          `exportHttp(${http ? "{ handler, types }" : ""});`,
           `export const reconciler = exportReconciler(plugin, host);`,
           `export const admission = exportAdmission(plugin, host);`,
         ].join("\n"),
@@ -106,13 +128,13 @@ async function buildPlugin(dir, out) {
       platform: "neutral",
       format: "esm",
       target: "es2022",
-      external: [HOST_IMPORT],
+      external: [HOST_IMPORT, ...HTTP_IMPORTS],
       logLevel: "warning",
     });
     const { component } = await componentize({
       sourcePath: bundle,
       witPath: WIT,
-      worldName: "operator",
+      worldName: http ? "operator-http" : "operator",
       disableFeatures: DISABLED_FEATURES,
     });
     // Write then rename, so a host watching the output never reads a half-written component.

@@ -20,6 +20,8 @@ import { Outcome } from "./outcome.js";
 import type { Reconciler } from "./reconciler.js";
 import { convert, defaultObject, validate } from "./admission.js";
 import type { WebhookType } from "./webhook.js";
+import { HttpError, useTransport, type Request, type Response } from "./http.js";
+import { wasiHttp, type WasiHttpTypes, type WasiOutgoingHandler } from "./wasi-http.js";
 import {
   cleanupToWit,
   configToWit,
@@ -167,15 +169,42 @@ export function exportAdmission<P>(reconciler: Reconciler<P>, imports: HostImpor
   };
 }
 
+/** The transport of a plugin without an `http` grant, built without `wasi:http`. */
+function ungranted(request: Request): Response {
+  throw new HttpError(
+    `${request.method} ${request.url}: the plugin declares no http grant, so it was built without wasi:http; ` +
+      "declare the origins it calls with Config.http",
+  );
+}
+
+/** The `wasi:http` imports of a plugin built against the `operator-http` world. */
+export interface HttpImports {
+  /** `wasi:http/outgoing-handler@0.2.12`. */
+  handler: WasiOutgoingHandler;
+  /** `wasi:http/types@0.2.12`. */
+  types: WasiHttpTypes;
+}
+
+/**
+ * Sends the HTTP client's requests through the `wasi:http` imports `http`; without them (a plugin
+ * without an `http` grant is built without `wasi:http`) every request fails saying so.
+ */
+export function exportHttp(http?: HttpImports): void {
+  useTransport(http === undefined ? ungranted : wasiHttp(http.handler, http.types));
+}
+
 /**
  * The `wasmop:plugin/reconciler` export of `reconciler`, calling the host through `imports`.
  *
  * @example
  * ```ts
- * // The entry module a plugin's build generates:
+ * // The entry module a plugin's build generates (the wasi:http imports only with a grant):
  * import * as host from "wasmop:plugin/host@0.8.0";
- * import { exportAdmission, exportReconciler } from "@wasmop/guest/component";
+ * import * as handler from "wasi:http/outgoing-handler@0.2.12";
+ * import * as types from "wasi:http/types@0.2.12";
+ * import { exportAdmission, exportHttp, exportReconciler } from "@wasmop/guest/component";
  * import plugin from "./plugin.ts";
+ * exportHttp({ handler, types });
  * export const reconciler = exportReconciler(plugin, host);
  * export const admission = exportAdmission(plugin, host);
  * ```

@@ -21,7 +21,7 @@ export type ErrorKind = "transient" | "permanent" | "invalid";
  * ```
  */
 export class ReconcileError extends Error {
-  private constructor(
+  protected constructor(
     /** How the host treats the failure. */
     readonly kind: ErrorKind,
     message: string,

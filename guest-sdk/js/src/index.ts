@@ -29,6 +29,7 @@ export { Cleanup, Dependent, DependentState, Desired, type Phase } from "./depen
 export { requireFields, type FieldType } from "./decode.js";
 export { ReconcileError, type ErrorKind } from "./errors.js";
 export { External, ExternalDependent, Polling, Tracked, type Tracking } from "./external.js";
+export * as http from "./http.js";
 export { HttpGrant, Inbound, Origin, SecretKey, type SecretHeader } from "./grant.js";
 export { Kind } from "./kind.js";
 export { Event, Outcome, type EventType, type Readiness } from "./outcome.js";

@@ -71,5 +71,6 @@ def export(cls: type) -> type:
         return cls
     from . import component
 
+    component.use_wasi_http()
     sys.modules[cls.__module__].Admission = component.admission(cls)
     return component.reconciler(cls)

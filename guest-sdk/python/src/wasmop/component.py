@@ -13,8 +13,13 @@ from typing import Any
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import host as wit_host
-from wit_world.imports import types as wit
 
+try:
+    from wit_world.imports import types as wit
+except ImportError:  # the operator-http world, where wasi:http has a `types` interface too
+    from wit_world.imports import wasmop_plugin_types as wit
+
+from . import http
 from .config import Config, Sharding
 from .context import Context, HostError, Level
 from .dependents import Check, Cleanup, Dependent, DependentState, Desired, Phase
@@ -29,6 +34,22 @@ from .refs import PrimaryRef, SecondaryRef
 from .watch import Mapper, Watch
 from .webhook import AdmissionRequest, Operation, Verdict, Webhook
 from .wire import millis
+
+try:
+    from . import wasi_http
+except ImportError:  # a world without wasi:http: the plugin declares no http grant
+    wasi_http = None
+
+
+def _ungranted(request: http.Request) -> http.Response:
+    raise http.HttpError(f"{request.method} {request.url}: the plugin declares no http grant, so it was built "
+                         "without wasi:http; declare the origins it calls with Config.http")
+
+
+def use_wasi_http() -> None:
+    """Sends the HTTP client's requests through ``wasi:http``, or, in a component built without it,
+    fails them saying the plugin declares no http grant."""
+    http.use_transport(wasi_http.send if wasi_http is not None else _ungranted)
 
 
 class WitHost:
