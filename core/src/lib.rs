@@ -26,7 +26,8 @@
 //! | [`projection`] | which parts of an object a cache keeps |
 | [`quantity`] | Kubernetes quantities (`500m`, `2Gi`): parsed, compared, written canonically |
 //! | [`record`] | recording a reconcile and replaying it: the record, what is recorded, redaction, size and budget, the replay tape, the diff |
-//! | [`refusal`] | which failed API requests are worth retrying; a refusal in plain words |
+//! | [`retry`] | when a failed reconcile runs again: the backoff, or the delay the plugin asked for |
+| [`refusal`] | which failed API requests are worth retrying; a refusal in plain words |
 //! | [`served`] | a kind the API server does not serve, and the served kind closest to it |
 //! | [`settings`] | a plugin's settings in the words users write them, and their precedence |
 //! | [`settle`] | the whole reconcile loop in memory, for a plugin behind a trait (the FakeHost, `wasmop test`) |
@@ -51,6 +52,7 @@ pub mod projection;
 pub mod quantity;
 pub mod record;
 pub mod refusal;
+pub mod retry;
 pub mod selector;
 pub mod served;
 pub mod settings;

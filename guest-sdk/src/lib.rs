@@ -1312,7 +1312,7 @@ pub mod __private {
 
         fn cleanup(&self, request: ReconcileRequest) -> Result<WitCleanupOutcome, ReconcileError> {
             let (object, ctx) = context(request);
-            crate::cleanup::<R>(&object, &ctx).map(crate::Cleanup::into_wit).map_err(crate::Error::into_wit)
+            crate::cleanup::<R>(&object, &ctx).map(crate::Cleanup::into_wit).map_err(crate::Error::into_host)
         }
     }
 
@@ -1448,13 +1448,13 @@ pub mod __private {
     /// `reconcile` for `R`, talking to the real host imports.
     pub fn reconcile<R: Reconciler>(request: ReconcileRequest) -> Result<WitOutcome, ReconcileError> {
         let (object, ctx) = context(request);
-        crate::run::<R>(&object, &ctx).map(crate::Outcome::into_wit).map_err(crate::Error::into_wit)
+        crate::run::<R>(&object, &ctx).map(crate::Outcome::into_wit).map_err(crate::Error::into_host)
     }
 
     /// `desired` for `R`.
     pub fn desired<R: Reconciler>(request: ReconcileRequest) -> Result<Vec<WitDesiredObject>, ReconcileError> {
         let (object, ctx) = context(request);
-        let desired = crate::desired::<R>(&object, &ctx).map_err(crate::Error::into_wit)?;
+        let desired = crate::desired::<R>(&object, &ctx).map_err(crate::Error::into_host)?;
         Ok(desired.into_iter().map(crate::Desired::into_wit).collect())
     }
 
@@ -1532,13 +1532,13 @@ pub mod __private {
         let actual = actual.map(crate::External::from_wit);
         R::apply_external(&primary, &desired, actual.as_ref(), &outside())
             .map(crate::External::into_wit)
-            .map_err(crate::Error::into_wit)
+            .map_err(crate::Error::into_host)
     }
 
     /// `delete-external` for `R`.
     pub fn delete_external<R: Reconciler>(primary: String, actual: WitExternalObject) -> Result<(), ReconcileError> {
         let primary = decode::<R>(&primary).map_err(ReconcileError::Invalid)?;
-        R::delete_external(&primary, &crate::External::from_wit(actual), &outside()).map_err(crate::Error::into_wit)
+        R::delete_external(&primary, &crate::External::from_wit(actual), &outside()).map_err(crate::Error::into_host)
     }
 
     /// `map-inbound` for `R`: a payload that is not JSON is an error.

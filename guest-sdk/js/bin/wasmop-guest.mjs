@@ -20,7 +20,7 @@ import { fileURLToPath } from "node:url";
 const SDK = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(join(SDK, "package.json"));
 const WIT = join(SDK, "dist", "wit");
-const HOST_IMPORT = "wasmop:plugin/host@0.8.0";
+const HOST_IMPORT = "wasmop:plugin/host@0.8.1";
 // No wasi:http: the host links it only for plugins granted HTTP, and refuses others that import it.
 const DISABLED_FEATURES = ["http", "fetch-event"];
 

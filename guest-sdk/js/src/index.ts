@@ -1,6 +1,6 @@
 /**
  * The wasmop guest SDK for TypeScript: write a Kubernetes reconciler that the wasmop host runs as
- * a WebAssembly component (`wasmop:plugin@0.8.0`). The same concepts and names as the Rust SDK
+ * a WebAssembly component (`wasmop:plugin@0.8.1`). The same concepts and names as the Rust SDK
  * (`wasmop-guest`), in TypeScript's spelling.
  *
  * A plugin's `plugin.ts` default-exports a {@link Reconciler}; `wasmop-guest build` bundles it
