@@ -102,7 +102,8 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
         if unit.is_empty() {
             return Err(fail(DurationReason::MissingUnit));
         }
-        let scale = UNITS.iter().find(|(u, _)| *u == unit).ok_or_else(|| fail(DurationReason::UnknownUnit(unit.into())))?.1;
+        let scale =
+            UNITS.iter().find(|(u, _)| *u == unit).ok_or_else(|| fail(DurationReason::UnknownUnit(unit.into())))?.1;
         total = component(int_part, frac_part, scale)
             .and_then(|nanos| total.checked_add(nanos))
             .filter(|&total| total <= MAX_NANOS)

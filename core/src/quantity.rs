@@ -96,7 +96,8 @@ impl Quantity {
         if int_part.is_empty() && frac_part.is_empty() {
             return Err(fail(QuantityReason::NoNumber));
         }
-        let (format, exp10, binary) = suffix_scale(suffix).ok_or_else(|| fail(QuantityReason::UnknownSuffix(suffix.into())))?;
+        let (format, exp10, binary) =
+            suffix_scale(suffix).ok_or_else(|| fail(QuantityReason::UnknownSuffix(suffix.into())))?;
         let digits = times(&format!("{int_part}{frac_part}"), 1u64 << (10 * binary));
         let exponent = i64::from(exp10) + 3 - frac_part.len() as i64;
         let millis =
@@ -276,7 +277,10 @@ mod tests {
         }
         for case in vectors["compare"].as_array().expect("compare") {
             let [a, b, order] = case.as_array().expect("a triple").as_slice() else { panic!("a triple") };
-            let (a, b) = (Quantity::parse(a.as_str().expect("a")).expect("a"), Quantity::parse(b.as_str().expect("b")).expect("b"));
+            let (a, b) = (
+                Quantity::parse(a.as_str().expect("a")).expect("a"),
+                Quantity::parse(b.as_str().expect("b")).expect("b"),
+            );
             assert_eq!(a.cmp(&b) as i64, order.as_i64().expect("order"), "{a} vs {b}");
         }
     }

@@ -117,7 +117,11 @@ mod tests {
     fn an_asked_delay_replaces_the_backoff_up_to_the_max_interval() {
         let p = RetryPolicy { jitter: 0.5, max_interval: Duration::from_secs(60), ..RetryPolicy::default() };
         assert_eq!(p.retry_delay(1, Some(Duration::from_secs(30)), 0.0), Duration::from_secs(30));
-        assert_eq!(p.retry_delay(4, Some(Duration::from_millis(10)), 0.9), Duration::from_millis(10), "no jitter, no growth");
+        assert_eq!(
+            p.retry_delay(4, Some(Duration::from_millis(10)), 0.9),
+            Duration::from_millis(10),
+            "no jitter, no growth"
+        );
         assert_eq!(p.retry_delay(1, Some(Duration::from_secs(3600)), 0.0), Duration::from_secs(60), "capped");
         assert_eq!(p.retry_delay(1, None, 0.5), p.delay(1), "without an ask: the backoff");
         assert_eq!(p.retry_delay(2, None, 0.0), p.jittered_delay(2, 0.0));

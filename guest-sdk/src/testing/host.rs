@@ -574,7 +574,7 @@ impl Plugin {
         // What is cached does not depend on predicates (checked where they are used).
         config.predicate = None;
         config.watches.iter_mut().for_each(|watch| watch.predicate = None);
-        let retry = config.retry.unwrap_or_default();
+        let retry = config.retry.clone().unwrap_or_default();
         let retry = RetryPolicy {
             max_attempts: retry.max_attempts,
             initial_interval: retry.initial_interval,

@@ -191,7 +191,9 @@ fn check_contract(path: &Path, engine: &Engine, component: &Component) -> Result
         }
     }
     match found {
-        Some(v) if let Some(known) = std::iter::once(&CONTRACT_VERSION).chain(COMPATIBLE_VERSIONS).find(|k| **k == v) => {
+        Some(v)
+            if let Some(known) = std::iter::once(&CONTRACT_VERSION).chain(COMPATIBLE_VERSIONS).find(|k| **k == v) =>
+        {
             Ok(known)
         }
         Some(v) => Err(LoadError::ContractMismatch { path: path.into(), found: v, supported: CONTRACT_VERSION }),

@@ -303,7 +303,9 @@ impl<K: Clone + Eq + Hash> State<K> {
                 Some((delay, entry.cause, Priority::Live))
             }
             // No retry follows: only a new event or the maximum interval runs it again.
-            Verdict::Failed { .. } | Verdict::RetryAfter(_) => self.settings.max_interval.map(|max| (max, Cause::Timer, Priority::Background)),
+            Verdict::Failed { .. } | Verdict::RetryAfter(_) => {
+                self.settings.max_interval.map(|max| (max, Cause::Timer, Priority::Background))
+            }
             Verdict::Continue => None,
         };
         if verdict == Verdict::Continue {

@@ -314,7 +314,8 @@ async fn a_plugin_built_against_the_previous_patch_contract_still_loads_and_runs
     assert_eq!(wasmop::runtime::bindings::COMPATIBLE_VERSIONS, ["0.8.0"]);
     let mut bytes = std::fs::read(plugin("webpage")).unwrap();
     for interface in ["reconciler", "host", "types"] {
-        let (new, old) = (format!("wasmop:plugin/{interface}@{CONTRACT_VERSION}"), format!("wasmop:plugin/{interface}@0.8.0"));
+        let (new, old) =
+            (format!("wasmop:plugin/{interface}@{CONTRACT_VERSION}"), format!("wasmop:plugin/{interface}@0.8.0"));
         bytes = wasmop_tests::with_names_swapped(&bytes, &new, &old);
     }
     let module = runtime(limits()).unwrap().load_bytes(std::path::Path::new("old.wasm"), &bytes).unwrap();

@@ -104,9 +104,11 @@ async fn a_transient_error_with_a_delay_is_retried_after_it_not_by_the_backoff()
 
     let long = serde_json::json!({ "failAttempts": 1, "retryAfterMs": 600_000 });
     api.create(&PostParams::default(), &probe("later", long)).await?;
-    until(&format!("the first failure of {ns}/later"), async || warnings_on(&client, &ns, "later").await, |w| {
-        !w.is_empty()
-    })
+    until(
+        &format!("the first failure of {ns}/later"),
+        async || warnings_on(&client, &ns, "later").await,
+        |w| !w.is_empty(),
+    )
     .await?;
     api.create(&PostParams::default(), &probe("control", serde_json::json!({ "failAttempts": 1 }))).await?;
     let control = wait_until(&api, "control", "the backoff's retry to succeed", |o| {
@@ -121,10 +123,9 @@ async fn a_transient_error_with_a_delay_is_retried_after_it_not_by_the_backoff()
 
     let short = serde_json::json!({ "failAttempts": 1, "retryAfterMs": 1_500 });
     api.create(&PostParams::default(), &probe("soon", short)).await?;
-    let done = wait_until(&api, "soon", "the asked retry to succeed", |o| {
-        status(o)["succeededAttempt"].as_i64() == Some(1)
-    })
-    .await?;
+    let done =
+        wait_until(&api, "soon", "the asked retry to succeed", |o| status(o)["succeededAttempt"].as_i64() == Some(1))
+            .await?;
     let failed_at = warnings_on(&client, &ns, "soon").await?[0].last_ms;
     let succeeded_at = status(&done)["runs"][0]["atMs"].as_i64().expect("the run time");
     // The Event is recorded just after the failed call: the retry cannot start before the delay
