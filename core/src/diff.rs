@@ -92,7 +92,21 @@ fn walk(path: &mut Vec<String>, old: Option<&Value>, new: Option<&Value>, change
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vectors;
     use serde_json::json;
+
+    #[test]
+    fn agrees_with_the_shared_vectors() {
+        for case in vectors::load("diff.json")["cases"].as_array().expect("cases") {
+            let (old, new) = (&case["old"], &case["new"]);
+            let found: Vec<Value> =
+                diff(old, new).into_iter().map(|c| json!([c.op, c.dotted(), c.old, c.new])).collect();
+            assert_eq!(Value::Array(found), case["diff"], "{old} -> {new}");
+            for (path, expected) in case["changed"].as_object().expect("changed") {
+                assert_eq!(Value::Bool(changed(old, new, path)), *expected, "{path}: {old} -> {new}");
+            }
+        }
+    }
 
     fn ops(old: Value, new: Value) -> Vec<(Op, String, Option<Value>, Option<Value>)> {
         diff(&old, &new).into_iter().map(|c| (c.op, c.dotted(), c.old, c.new)).collect()

@@ -160,6 +160,9 @@ pub use refs::{PrimaryRef, SecondaryRef};
 pub use resource::Resource;
 pub use wasmop_core::check::Check;
 pub use wasmop_core::dependent::Phase;
+/// What changed between two versions of an object (kopf's `diff`, `on.field`): [`diff::diff`]
+/// and [`diff::changed`].
+pub use wasmop_core::diff;
 /// Durations in Go's syntax (`1h30m`, `500ms`): [`duration::parse`] and [`duration::format`].
 pub use wasmop_core::duration;
 pub use wasmop_core::quantity::{Format as QuantityFormat, Quantity, QuantityError};

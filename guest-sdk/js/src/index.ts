@@ -27,6 +27,7 @@ export { Context, type Host, type Level } from "./context.js";
 export { Crd, schema, type Common, type ListChecks, type NumberChecks, type Rule, type Schema, type StringChecks } from "./crd.js";
 export { Cleanup, Dependent, DependentState, Desired, type Phase } from "./dependent.js";
 export { requireFields, type FieldType } from "./decode.js";
+export { changed, diff, type Change, type ChangeOp } from "./diff.js";
 export { DurationError, formatDuration, formatNanos, parseDuration, parseNanos } from "./duration.js";
 export { ReconcileError, type ErrorKind } from "./errors.js";
 export { External, ExternalDependent, Polling, Tracked, type Tracking } from "./external.js";

@@ -33,6 +33,7 @@ from . import conditions
 from .config import Config, Filters, RateLimit, Retry, Sharding
 from .context import Context, Level
 from .crd import Crd
+from .diff import Change, changed, diff
 from .duration import DurationError, format_duration, format_nanos, parse_duration, parse_nanos
 from .dependents import Check, Cleanup, Dependent, DependentState, Desired, Phase
 from .errors import Error
@@ -49,12 +50,12 @@ from .watch import PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, Mapper
 from .webhook import AdmissionRequest, FailurePolicy, Operation, Verdict, Webhook, WebhookType
 
 __all__ = [
-    "PRIMARY_NAME_ANNOTATION", "PRIMARY_NAMESPACE_ANNOTATION", "AdmissionRequest", "Check", "Cleanup", "Config",
+    "PRIMARY_NAME_ANNOTATION", "PRIMARY_NAMESPACE_ANNOTATION", "AdmissionRequest", "Change", "Check", "Cleanup", "Config",
     "Context", "Crd", "Dependent", "DependentState", "Desired", "DurationError", "Error", "Event", "EventKind", "EventType", "External",
     "ExternalDependent", "FailurePolicy", "Filters", "HttpGrant", "Inbound", "Kind", "Level", "Mapper", "ObjectMeta",
     "Operation", "Origin", "Outcome", "Phase", "Polling", "Predicate", "PrimaryRef", "Quantity", "QuantityError", "RateLimit", "Resource", "Retry",
     "SecondaryRef", "SecretKey", "Sharding", "Tracked", "Tracking", "Verdict", "Watch", "Webhook", "WebhookType",
-    "conditions", "export", "format_duration", "format_nanos", "parse_duration", "parse_nanos",
+    "changed", "conditions", "diff", "export", "format_duration", "format_nanos", "parse_duration", "parse_nanos",
 ]
 
 
