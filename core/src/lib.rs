@@ -18,12 +18,16 @@
 //! | [`predicate`] | predicates on watch events: built-in and plugin terms combined with and, or, not |
 //! | [`check`] | declarative conditions on objects (ready-when, reconcile-when) |
 //! | [`dependent`] | a declared dependent and how its desired objects are completed |
+//! | [`diff`] | what changed between two versions of an object (kopf's `diff`, `on.field`) |
+//! | [`duration`] | durations in Go's syntax (`1h30m`, `500ms`), parsed and written back |
 //! | [`capability`] | which objects a plugin may write |
 //! | [`workflow`] | dependency order, skips, deletes, pruning, collected errors |
 //! | [`mapping`] | which primaries a secondary's change concerns; the secondaries of a primary |
 //! | [`matching`] | whether the cluster already holds a desired object (SSA-aware) |
 //! | [`projection`] | which parts of an object a cache keeps |
+//! | [`quantity`] | Kubernetes quantities (`500m`, `2Gi`): parsed, compared, written canonically |
 //! | [`record`] | recording a reconcile and replaying it: the record, what is recorded, redaction, size and budget, the replay tape, the diff |
+//! | [`retry`] | when a failed reconcile runs again: the backoff, or the delay the plugin asked for |
 //! | [`refusal`] | which failed API requests are worth retrying; a refusal in plain words |
 //! | [`served`] | a kind the API server does not serve, and the served kind closest to it |
 //! | [`settings`] | a plugin's settings in the words users write them, and their precedence |
@@ -36,6 +40,8 @@
 pub mod capability;
 pub mod check;
 pub mod dependent;
+pub mod diff;
+pub mod duration;
 pub mod external;
 pub mod filter;
 pub mod finalizer;
@@ -45,8 +51,10 @@ pub mod mapping;
 pub mod matching;
 pub mod predicate;
 pub mod projection;
+pub mod quantity;
 pub mod record;
 pub mod refusal;
+pub mod retry;
 pub mod selector;
 pub mod served;
 pub mod settings;
@@ -57,5 +65,8 @@ pub mod status;
 pub mod table;
 pub mod webhook;
 pub mod workflow;
+
+#[cfg(test)]
+mod vectors;
 
 pub use kind::{KindRef, ObjectKey};

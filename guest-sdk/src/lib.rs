@@ -160,6 +160,12 @@ pub use refs::{PrimaryRef, SecondaryRef};
 pub use resource::Resource;
 pub use wasmop_core::check::Check;
 pub use wasmop_core::dependent::Phase;
+/// What changed between two versions of an object (kopf's `diff`, `on.field`): [`diff::diff`]
+/// and [`diff::changed`].
+pub use wasmop_core::diff;
+/// Durations in Go's syntax (`1h30m`, `500ms`): [`duration::parse`] and [`duration::format`].
+pub use wasmop_core::duration;
+pub use wasmop_core::quantity::{Format as QuantityFormat, Quantity, QuantityError};
 pub use webhook::{FailurePolicy, Operation, Webhook, WebhookType};
 
 /// The raw bindings wit-bindgen generates for the `wasmop:plugin` WIT world `operator`: a
@@ -1309,7 +1315,7 @@ pub mod __private {
 
         fn cleanup(&self, request: ReconcileRequest) -> Result<WitCleanupOutcome, ReconcileError> {
             let (object, ctx) = context(request);
-            crate::cleanup::<R>(&object, &ctx).map(crate::Cleanup::into_wit).map_err(crate::Error::into_wit)
+            crate::cleanup::<R>(&object, &ctx).map(crate::Cleanup::into_wit).map_err(crate::Error::into_host)
         }
     }
 
@@ -1445,13 +1451,13 @@ pub mod __private {
     /// `reconcile` for `R`, talking to the real host imports.
     pub fn reconcile<R: Reconciler>(request: ReconcileRequest) -> Result<WitOutcome, ReconcileError> {
         let (object, ctx) = context(request);
-        crate::run::<R>(&object, &ctx).map(crate::Outcome::into_wit).map_err(crate::Error::into_wit)
+        crate::run::<R>(&object, &ctx).map(crate::Outcome::into_wit).map_err(crate::Error::into_host)
     }
 
     /// `desired` for `R`.
     pub fn desired<R: Reconciler>(request: ReconcileRequest) -> Result<Vec<WitDesiredObject>, ReconcileError> {
         let (object, ctx) = context(request);
-        let desired = crate::desired::<R>(&object, &ctx).map_err(crate::Error::into_wit)?;
+        let desired = crate::desired::<R>(&object, &ctx).map_err(crate::Error::into_host)?;
         Ok(desired.into_iter().map(crate::Desired::into_wit).collect())
     }
 
@@ -1529,13 +1535,13 @@ pub mod __private {
         let actual = actual.map(crate::External::from_wit);
         R::apply_external(&primary, &desired, actual.as_ref(), &outside())
             .map(crate::External::into_wit)
-            .map_err(crate::Error::into_wit)
+            .map_err(crate::Error::into_host)
     }
 
     /// `delete-external` for `R`.
     pub fn delete_external<R: Reconciler>(primary: String, actual: WitExternalObject) -> Result<(), ReconcileError> {
         let primary = decode::<R>(&primary).map_err(ReconcileError::Invalid)?;
-        R::delete_external(&primary, &crate::External::from_wit(actual), &outside()).map_err(crate::Error::into_wit)
+        R::delete_external(&primary, &crate::External::from_wit(actual), &outside()).map_err(crate::Error::into_host)
     }
 
     /// `map-inbound` for `R`: a payload that is not JSON is an error.

@@ -312,6 +312,11 @@ pub enum Error {
     /// Something that may succeed later (a dependency is not ready, the host's cache lags):
     /// retried with backoff.
     Transient(String),
+    /// Something that may succeed later, retried after this delay instead of the backoff
+    /// (kopf's `TemporaryError(delay=)`): made by [`Error::retry_after`]. The retry policy still
+    /// bounds it: the delay is capped at [`Retry::max_interval`](crate::Retry::max_interval), and
+    /// the retry counts toward [`Retry::max_attempts`](crate::Retry::max_attempts).
+    TransientAfter(String, Duration),
     /// Retrying will not help: no retry until the primary changes.
     Permanent(String),
     /// The primary itself is invalid (e.g. does not match the plugin's type): not retried.
@@ -326,6 +331,39 @@ impl Error {
     /// ```
     pub fn transient(message: impl Into<String>) -> Self {
         Self::Transient(message.into())
+    }
+
+    /// This transient error retried after `delay` instead of the retry policy's backoff, e.g.
+    /// the `Retry-After` of a rate-limited API. Permanent and invalid errors are not retried,
+    /// so it leaves them as they are.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wasmop_guest::Error;
+    ///
+    /// let error = Error::transient("the DNS API is rate limited").retry_after(Duration::from_secs(30));
+    /// assert_eq!(error.retry_delay(), Some(Duration::from_secs(30)));
+    /// assert_eq!(Error::permanent("no").retry_after(Duration::from_secs(1)).retry_delay(), None);
+    /// ```
+    #[must_use]
+    pub fn retry_after(self, delay: Duration) -> Self {
+        match self {
+            Self::Transient(message) | Self::TransientAfter(message, _) => Self::TransientAfter(message, delay),
+            other => other,
+        }
+    }
+
+    /// The delay this error asks before its retry, if it asks for one.
+    pub fn retry_delay(&self) -> Option<Duration> {
+        match self {
+            Self::TransientAfter(_, delay) => Some(*delay),
+            _ => None,
+        }
+    }
+
+    /// Whether the host retries this error: [`Error::Transient`] or [`Error::TransientAfter`].
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Transient(_) | Self::TransientAfter(..))
     }
 
     /// Retrying will not help: the host waits until the primary changes.
@@ -353,7 +391,10 @@ impl Error {
     /// ```
     pub fn message(&self) -> &str {
         match self {
-            Self::Transient(message) | Self::Permanent(message) | Self::Invalid(message) => message,
+            Self::Transient(message)
+            | Self::TransientAfter(message, _)
+            | Self::Permanent(message)
+            | Self::Invalid(message) => message,
         }
     }
 
@@ -365,9 +406,18 @@ impl Error {
         }
     }
 
+    /// The error as the export returns it, after asking the real host (`retry-after`) for the
+    /// delay it carries. Only for the component's exports: the native stubs panic.
+    pub(crate) fn into_host(self) -> wit::ReconcileError {
+        if let Some(delay) = self.retry_delay() {
+            crate::bindings::wasmop::plugin::host::retry_after(millis(delay));
+        }
+        self.into_wit()
+    }
+
     pub(crate) fn into_wit(self) -> wit::ReconcileError {
         match self {
-            Self::Transient(message) => wit::ReconcileError::Transient(message),
+            Self::Transient(message) | Self::TransientAfter(message, _) => wit::ReconcileError::Transient(message),
             Self::Permanent(message) => wit::ReconcileError::Permanent(message),
             Self::Invalid(message) => wit::ReconcileError::Invalid(message),
         }
@@ -382,7 +432,7 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self {
-            Self::Transient(_) => "transient",
+            Self::Transient(_) | Self::TransientAfter(..) => "transient",
             Self::Permanent(_) => "permanent",
             Self::Invalid(_) => "invalid",
         };

@@ -28,7 +28,8 @@ pub mod ratelimit;
 pub mod reachability;
 pub mod record;
 pub mod replay;
-pub mod retry;
+/// When a failed reconcile runs again (the core's rule).
+pub use wasmop_core::retry;
 pub mod runtime;
 pub mod scaffold;
 pub mod scheduler;

@@ -252,6 +252,12 @@ impl CacheReader for Recorded {
     fn secondaries<'a>(&'a self, kind: &'a KindRef) -> BoxFuture<'a, ListResult> {
         self.inner.secondaries(kind)
     }
+    fn ask_retry_after(&self, delay: std::time::Duration) {
+        self.inner.ask_retry_after(delay);
+    }
+    fn asked_retry_after(&self) -> Option<std::time::Duration> {
+        self.inner.asked_retry_after()
+    }
     fn recorder(&self) -> Option<&Recorder> {
         Some(&self.recorder)
     }

@@ -21,7 +21,7 @@ import { fileURLToPath } from "node:url";
 const SDK = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(join(SDK, "package.json"));
 const WIT = join(SDK, "dist", "wit");
-const HOST_IMPORT = "wasmop:plugin/host@0.8.0";
+const HOST_IMPORT = "wasmop:plugin/host@0.8.1";
 // The wasi:http imports of the HTTP client, in the world of a plugin that declares an http grant.
 const HTTP_IMPORTS = ["wasi:http/outgoing-handler@0.2.12", "wasi:http/types@0.2.12"];
 // No built-in fetch: it returns a promise no synchronous export can wait for, and the host links

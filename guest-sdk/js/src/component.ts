@@ -1,6 +1,6 @@
 /**
  * The component glue: turns a {@link Reconciler} into the object componentize-js exports as
- * `wasmop:plugin/reconciler@0.8.0`, calling the host through the `wasmop:plugin/host@0.8.0`
+ * `wasmop:plugin/reconciler@0.8.1`, calling the host through the `wasmop:plugin/host@0.8.1`
  * imports it is given. A plugin's build generates the entry module that imports the host and
  * calls {@link exportReconciler} and {@link exportAdmission}; nothing else in the SDK knows about
  * the component, so plugins and their tests run in plain Node.
@@ -54,15 +54,16 @@ import {
   type WitVerdict,
 } from "./wire.js";
 
-/** The `wasmop:plugin/host@0.8.0` imports, as componentize-js provides them. */
+/** The `wasmop:plugin/host@0.8.1` imports, as componentize-js provides them. */
 export interface HostImports {
   log(level: WitLogLevel, message: string, fields: [string, string][]): void;
   get(kind: WitKindRef, namespace: string | undefined, name: string): string | undefined;
   list(kind: WitKindRef, namespace: string | undefined, labelSelector: string | undefined): string[];
   secondaries(kind: WitKindRef): string[];
+  retryAfter(delayMs: bigint): void;
 }
 
-/** The `wasmop:plugin/reconciler@0.8.0` export, as componentize-js expects it. */
+/** The `wasmop:plugin/reconciler@0.8.1` export, as componentize-js expects it. */
 export interface ReconcilerExport {
   describe(): WitPluginConfig;
   desired(request: WitReconcileRequest): WitDesiredObject[];
@@ -81,7 +82,7 @@ export interface ReconcilerExport {
   filter(name: string, event: WitEventKind, object: string, old: string | undefined): boolean;
 }
 
-/** The `wasmop:plugin/admission@0.8.0` export, as componentize-js expects it. */
+/** The `wasmop:plugin/admission@0.8.1` export, as componentize-js expects it. */
 export interface AdmissionExport {
   validate(request: WitAdmissionRequest): WitVerdict;
   default(request: WitAdmissionRequest): string;
@@ -98,12 +99,17 @@ export function hostOver(imports: HostImports): Host {
   };
 }
 
-/** Runs `call`, throwing what it throws as the WIT's `reconcile-error`. */
-function failingAsWit<T>(call: () => T): T {
+/**
+ * Runs `call`, throwing what it throws as the WIT's `reconcile-error`, after asking the host
+ * (`retry-after`) for the delay a transient one carries.
+ */
+function failingAsWit<T>(imports: HostImports, call: () => T): T {
   try {
     return call();
   } catch (error) {
-    throw errorToWit(ReconcileError.from(error));
+    const failure = ReconcileError.from(error);
+    if (failure.delayMs !== undefined) imports.retryAfter(BigInt(Math.round(failure.delayMs)));
+    throw errorToWit(failure);
   }
 }
 
@@ -199,7 +205,7 @@ export function exportHttp(http?: HttpImports): void {
  * @example
  * ```ts
  * // The entry module a plugin's build generates (the wasi:http imports only with a grant):
- * import * as host from "wasmop:plugin/host@0.8.0";
+ * import * as host from "wasmop:plugin/host@0.8.1";
  * import * as handler from "wasi:http/outgoing-handler@0.2.12";
  * import * as types from "wasi:http/types@0.2.12";
  * import { exportAdmission, exportHttp, exportReconciler } from "@wasmop/guest/component";
@@ -240,7 +246,7 @@ export function exportReconciler<P>(reconciler: Reconciler<P>, imports: HostImpo
     describe: () => describe(reconciler),
 
     reconcile: (request) =>
-      failingAsWit(() => {
+      failingAsWit(imports, () => {
         const outcome = reconciler.reconcile(...call(request));
         if (!(outcome instanceof Outcome)) throw ReconcileError.permanent("reconcile must return an Outcome");
         if (outcome.statusValue !== undefined && !isObject(outcome.statusValue)) {
@@ -250,14 +256,14 @@ export function exportReconciler<P>(reconciler: Reconciler<P>, imports: HostImpo
       }),
 
     desired: (request) =>
-      failingAsWit(() => {
+      failingAsWit(imports, () => {
         const desired = reconciler.desired?.(...call(request)) ?? [];
         if (!desired.every((d) => d instanceof Desired)) throw ReconcileError.permanent("desired must return Desired objects");
         return desired.map(desiredToWit);
       }),
 
     cleanup: (request) =>
-      failingAsWit(() => {
+      failingAsWit(imports, () => {
         const cleanup = reconciler.cleanup?.(...call(request)) ?? Cleanup.done();
         if (!(cleanup instanceof Cleanup)) throw ReconcileError.permanent("cleanup must return a Cleanup");
         return cleanupToWit(cleanup);
@@ -324,7 +330,7 @@ export function exportReconciler<P>(reconciler: Reconciler<P>, imports: HostImpo
       }),
 
     applyExternal: (primary, desired, actual) =>
-      failingAsWit(() => {
+      failingAsWit(imports, () => {
         if (reconciler.applyExternal === undefined) {
           throw ReconcileError.permanent(unimplemented("applyExternal", "declares external dependents"));
         }
@@ -335,7 +341,7 @@ export function exportReconciler<P>(reconciler: Reconciler<P>, imports: HostImpo
       }),
 
     deleteExternal: (primary, actual) =>
-      failingAsWit(() => {
+      failingAsWit(imports, () => {
         if (reconciler.deleteExternal === undefined) {
           throw ReconcileError.permanent(unimplemented("deleteExternal", "declares external dependents"));
         }

@@ -2,6 +2,7 @@
  * {@link ReconcileError}: how a reconcile (or another call) fails.
  * @module
  */
+import { parseDuration } from "./duration.js";
 
 /** How the host treats a failure: retried with backoff, not retried, or the primary is invalid. */
 export type ErrorKind = "transient" | "permanent" | "invalid";
@@ -25,14 +26,35 @@ export class ReconcileError extends Error {
     /** How the host treats the failure. */
     readonly kind: ErrorKind,
     message: string,
+    /** Milliseconds before the retry of a transient error, in place of the backoff; `undefined`: the backoff. */
+    readonly delayMs: number | undefined = undefined,
   ) {
     super(message);
     this.name = "ReconcileError";
   }
 
-  /** Something that may succeed later: retried with backoff. */
+  /** Something that may succeed later: retried with backoff (or after {@link ReconcileError.retryAfter}'s delay). */
   static transient(message: string): ReconcileError {
     return new ReconcileError("transient", message);
+  }
+
+  /**
+   * This transient error retried after `delay` (milliseconds, or a Go duration such as `"30s"`)
+   * instead of the retry policy's backoff, e.g. a rate-limited API's `Retry-After` (kopf's
+   * `TemporaryError(delay=)`). The policy still bounds it: capped at `maxIntervalMs`, and the
+   * retry counts toward `maxAttempts`. Permanent and invalid errors are not retried: they come
+   * back as they are.
+   *
+   * @example
+   * ```ts
+   * throw ReconcileError.transient("the DNS API is rate limited").retryAfter("30s");
+   * ```
+   */
+  retryAfter(delay: number | string): ReconcileError {
+    if (this.kind !== "transient") return this;
+    const ms = typeof delay === "string" ? parseDuration(delay) : delay;
+    if (!(ms >= 0)) throw new RangeError(`a retry delay is a number of milliseconds, at least 0; got ${delay}`);
+    return new ReconcileError("transient", this.message, ms);
   }
 
   /** Retrying will not help: no retry until the object changes. */

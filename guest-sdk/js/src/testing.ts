@@ -11,6 +11,7 @@
  * ```
  * @module
  */
+import { DEFAULT_RETRY, type Retry } from "./config.js";
 import { Context, OUTSIDE, type Level } from "./context.js";
 import { convert, defaultObject, validate } from "./admission.js";
 import { describe, exportReconciler, hostOver, type HostImports, type ReconcilerExport } from "./component.js";
@@ -205,7 +206,26 @@ export class Run {
     private readonly result: { ok: WitOutcome } | { error: ReconcileError },
     /** The log lines written during the reconcile. */
     readonly logs: readonly LogLine[],
+    /** The delay the reconcile asked of the host for its retry (`retry-after`), in milliseconds. */
+    private readonly askedMs: number | undefined = undefined,
+    /** The plugin's retry policy, and whether this was the last attempt. */
+    private readonly retry: { policy: Retry; attempt: number; last: boolean } = { policy: DEFAULT_RETRY, attempt: 0, last: false },
   ) {}
+
+  /**
+   * Milliseconds the host would wait before it runs this failed reconcile again, by the
+   * plugin's retry policy and the host's rule: the delay the error asked for
+   * ({@link ReconcileError.retryAfter}) capped at `maxIntervalMs`, else the backoff of the next
+   * attempt (its nominal value, without jitter). `undefined` when the reconcile succeeded,
+   * failed for good, or was the last attempt.
+   */
+  get retryAfterMs(): number | undefined {
+    const { policy, attempt, last } = this.retry;
+    if (!("error" in this.result) || this.result.error.kind !== "transient") return undefined;
+    if (last || attempt >= policy.maxAttempts) return undefined;
+    if (this.askedMs !== undefined) return Math.min(this.askedMs, policy.maxIntervalMs);
+    return Math.min(policy.initialIntervalMs * policy.multiplier ** attempt, policy.maxIntervalMs);
+  }
 
   /** The error the reconcile failed with; throws when it succeeded. */
   get error(): ReconcileError {
@@ -268,6 +288,8 @@ export class FakeHost {
   private attempt = 0;
   private lastAttempt = false;
   private lines: LogLine[] = [];
+  /** The delay the current call asked for its retry (`retry-after`), in milliseconds. */
+  private askedMs: number | undefined = undefined;
 
   /** Puts `object` into the cache of `kind` (for `ctx.get` and `ctx.list`). */
   withObject(kind: Kind, object: Record<string, unknown>): this {
@@ -323,13 +345,16 @@ export class FakeHost {
   /** Reconciles `primary` (JSON-encoded as the host would send it). */
   reconcile<P>(reconciler: Reconciler<P>, primary: unknown): Run {
     const before = this.lines.length;
+    this.askedMs = undefined;
     const { exported, request } = this.bound(reconciler);
     try {
       const ok = unwrap(() => exported.reconcile(request(primary)));
       return new Run({ ok }, this.lines.slice(before));
     } catch (error) {
-      if (error instanceof ReconcileError) return new Run({ error }, this.lines.slice(before));
-      throw error;
+      if (!(error instanceof ReconcileError)) throw error;
+      const policy = reconciler.config().retryPolicy ?? DEFAULT_RETRY;
+      const retry = { policy, attempt: this.attempt, last: this.lastAttempt };
+      return new Run({ error }, this.lines.slice(before), this.askedMs, retry);
     }
   }
 
@@ -460,6 +485,9 @@ export class FakeHost {
       list: (kind, namespace, selector) =>
         (this.objects.get(key(kind)) ?? []).filter((o) => matches(o, namespace, selector)).map((o) => cut(kind, o)),
       secondaries: (kind) => (this.secondaryObjects.get(key(kind)) ?? []).map((o) => cut(kind, o)),
+      retryAfter: (delayMs) => {
+        this.askedMs = Number(delayMs);
+      },
     };
   }
 }

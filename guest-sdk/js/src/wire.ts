@@ -1,5 +1,5 @@
 /**
- * The WIT types of `wasmop:plugin@0.8.0` as componentize-js hands them to JavaScript (records
+ * The WIT types of `wasmop:plugin@0.8.1` as componentize-js hands them to JavaScript (records
  * with camelCase fields, `option` as `undefined`, `u64` as `bigint`, variants as
  * `{ tag, val }`, enums as kebab-case strings), and the conversions between them and the SDK's
  * types. Pure data: nothing here touches the host.

@@ -310,7 +310,7 @@ test("a validating webhook reaches describe, and the admission export calls vali
       timeoutMs: 3000,
     },
   ]);
-  const host = { log: () => {}, get: () => undefined, list: () => [], secondaries: () => [] };
+  const host = { log: () => {}, get: () => undefined, list: () => [], secondaries: () => [], retryAfter: () => {} };
   const cm = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", namespace: "ns" } };
   const verdict = exportAdmission(gatekeeper, host).validate({
     uid: "u",
@@ -362,7 +362,7 @@ const pages = plugin(
 test("mutating and conversion webhooks reach describe, and the admission export defaults and converts", () => {
   const webhooks = new FakeHost().describe(pages).webhooks.map((w) => [w.webhookType, w.failurePolicy]);
   assert.deepEqual(webhooks, [["mutating", "ignore"], ["conversion", "fail"]]);
-  const host = { log: () => {}, get: () => undefined, list: () => [], secondaries: () => [] };
+  const host = { log: () => {}, get: () => undefined, list: () => [], secondaries: () => [], retryAfter: () => {} };
   const exported = exportAdmission(pages, host);
   const request = (spec: Record<string, unknown>) => ({
     uid: "u",

@@ -120,6 +120,16 @@ def test_outcomes_errors_and_cleanups_cross_into_the_records(component):
     assert cleanup == wit.CleanupOutcome(True, 30_000, [])
 
 
+def test_a_transient_errors_delay_is_asked_of_the_host_before_the_error_returns(component, monkeypatch):
+    asked = []
+    monkeypatch.setattr(component.wit_host, "retry_after", asked.append)
+    err = component.reconcile_error(Error.transient("rate limited", delay="1m30s"))
+    assert err.value == component.wit.ReconcileError_Transient("rate limited")
+    assert asked == [90_000]
+    component.reconcile_error(Error.transient("down"))
+    assert asked == [90_000], "no delay, no ask: the backoff applies"
+
+
 class Gatekeeper:
     config = Config("gatekeeper", Kind.namespaced("example.com", "v1", "Gate")).webhook(
         Webhook.validating().kinds(CONFIG_MAP).operations(Operation.DELETE).failure_policy(FailurePolicy.IGNORE)

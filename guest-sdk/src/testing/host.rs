@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use wasmop_core::retry::RetryPolicy;
 use wasmop_core::settle::{Caches, View};
 
 use super::recorded::Recorded;
@@ -563,6 +564,8 @@ pub(super) fn to_object(method: &str, kind: &Kind, object: &impl Serialize) -> V
 pub(super) struct Plugin {
     pub(super) caches: Caches,
     pub(super) primary: Kind,
+    /// How the host retries the plugin's failed reconciles.
+    pub(super) retry: RetryPolicy,
 }
 
 impl Plugin {
@@ -571,7 +574,15 @@ impl Plugin {
         // What is cached does not depend on predicates (checked where they are used).
         config.predicate = None;
         config.watches.iter_mut().for_each(|watch| watch.predicate = None);
-        Self { caches: Caches::new(&spec_of(&config)), primary: config.primary }
+        let retry = config.retry.clone().unwrap_or_default();
+        let retry = RetryPolicy {
+            max_attempts: retry.max_attempts,
+            initial_interval: retry.initial_interval,
+            multiplier: retry.multiplier,
+            max_interval: retry.max_interval,
+            jitter: retry.jitter,
+        };
+        Self { caches: Caches::new(&spec_of(&config)), primary: config.primary, retry }
     }
 
     /// `object` of `kind` as the host's cache holds it (see [`Caches::shaped`]).
@@ -731,6 +742,39 @@ impl Run {
             Ok(outcome) => panic!("the reconcile succeeded: {outcome:?}"),
             Err(e) => e,
         }
+    }
+
+    /// How long the host would wait before it runs this failed reconcile again, by the plugin's
+    /// [`Retry`](crate::Retry) policy and the host's rule: the delay the error asked for
+    /// ([`Error::retry_after`]) capped at the policy's maximum interval, else the backoff of the
+    /// next attempt (its nominal value, without jitter). `None` when the reconcile succeeded,
+    /// failed for good (permanent, invalid), or was the last attempt.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wasmop_guest::serde_json::{Value, json};
+    /// use wasmop_guest::testing::FakeHost;
+    /// use wasmop_guest::{Config, Context, Error, Kind, Outcome, Reconciler};
+    ///
+    /// struct Busy;
+    /// impl Reconciler for Busy {
+    ///     type Primary = Value;
+    ///     fn config() -> Config { Config::new("busy", Kind::namespaced("", "v1", "ConfigMap")) }
+    ///     fn reconcile(_: Value, _: &Context) -> Result<Outcome, Error> {
+    ///         Err(Error::transient("the API is rate limited").retry_after(Duration::from_secs(30)))
+    ///     }
+    /// }
+    ///
+    /// let run = FakeHost::new().reconcile::<Busy>(&json!({}));
+    /// assert_eq!(run.retry_after(), Some(Duration::from_secs(30)));
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        let error = self.result.as_ref().err().filter(|e| e.is_transient())?;
+        let (policy, attempt) = (&self.request.plugin.retry, self.request.attempt);
+        if self.request.last_attempt || policy.is_last(attempt) {
+            return None;
+        }
+        Some(policy.retry_delay(attempt + 1, error.retry_delay(), 0.5))
     }
 
     /// The status the host would merge into `.status`, if any.

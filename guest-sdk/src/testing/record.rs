@@ -250,7 +250,7 @@ fn reconciled(result: &Result<crate::Outcome, Error>) -> Ending {
 
 fn failure(error: &Error) -> Failure {
     match error.clone() {
-        Error::Transient(message) => Failure::Transient(message),
+        Error::Transient(message) | Error::TransientAfter(message, _) => Failure::Transient(message),
         Error::Permanent(message) => Failure::Permanent(message),
         Error::Invalid(message) => Failure::Invalid(message),
     }

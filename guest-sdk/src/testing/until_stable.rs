@@ -347,7 +347,7 @@ fn from_failure(failure: Failure) -> Error {
 
 fn to_failure(error: Error) -> Failure {
     match error {
-        Error::Transient(m) => Failure::Transient(m),
+        Error::Transient(m) | Error::TransientAfter(m, _) => Failure::Transient(m),
         Error::Permanent(m) => Failure::Permanent(m),
         Error::Invalid(m) => Failure::Invalid(m),
     }

@@ -289,7 +289,10 @@ impl Reconciler {
             tracing::warn!(object = %run.key, %err, "cannot write the error status");
         }
         self.shadowed(observed, &run, &object);
-        Verdict::Failed { retry }
+        match view.asked_retry_after() {
+            Some(delay) if retry => Verdict::RetryAfter(delay),
+            _ => Verdict::Failed { retry },
+        }
     }
 
     /// Once the live version's writes were sent: asks the candidate, if the plugin has one,

@@ -3,7 +3,8 @@
 //! evicted object is fetched from the API server, and the call awaits it.
 
 use std::collections::HashSet;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
 use kube::ResourceExt;
@@ -34,11 +35,13 @@ pub struct WatchedCache {
     kinds: Vec<CachedKind>,
 }
 
-/// The cache as seen from the reconcile of one primary, which also knows its secondaries.
+/// The cache as seen from the reconcile of one primary, which also knows its secondaries and
+/// keeps the delay the reconcile's calls asked for their retry.
 pub struct PrimaryView {
     cache: Arc<WatchedCache>,
     key: ObjectKey,
     uid: Option<String>,
+    retry_after: Mutex<Option<Duration>>,
 }
 
 impl WatchedCache {
@@ -54,7 +57,7 @@ impl WatchedCache {
 
     /// The view of the reconcile of the primary `key` with `uid`.
     pub fn for_primary(self: &Arc<Self>, key: ObjectKey, uid: Option<String>) -> PrimaryView {
-        PrimaryView { cache: self.clone(), key, uid }
+        PrimaryView { cache: self.clone(), key, uid, retry_after: Mutex::new(None) }
     }
 
     /// The cached kinds matching `kind`; an error naming it when none does.
@@ -179,5 +182,13 @@ impl CacheReader for PrimaryView {
 
     fn secondaries<'a>(&'a self, kind: &'a KindRef) -> BoxFuture<'a, ListResult> {
         PrimaryView::secondaries(self, kind).boxed()
+    }
+
+    fn ask_retry_after(&self, delay: Duration) {
+        *self.retry_after.lock().expect("never poisoned") = Some(delay);
+    }
+
+    fn asked_retry_after(&self) -> Option<Duration> {
+        *self.retry_after.lock().expect("never poisoned")
     }
 }

@@ -193,7 +193,7 @@ impl Observer for ControllerObserver {
             Verdict::Done { requeue_after: Some(_) } => &self.requeue_after,
             // The host added its finalizer and queued the rest (controller-runtime's `Requeue`).
             Verdict::Continue => &self.requeue,
-            Verdict::Failed { .. } | Verdict::Unreachable => {
+            Verdict::Failed { .. } | Verdict::RetryAfter(_) | Verdict::Unreachable => {
                 self.reconcile_errors.inc();
                 &self.error
             }

@@ -16,7 +16,12 @@ wasmtime::component::bindgen!({
 // every instantiation: `exports.rs` checks them once per module against the same Rust types.
 
 /// The contract version this host implements, as found in the exported interface name.
-pub const CONTRACT_VERSION: &str = "0.8.0";
+pub const CONTRACT_VERSION: &str = "0.8.1";
+
+/// The earlier contract versions whose plugins this host loads as they are: a patch release only
+/// adds imports, which such a plugin does not call (wasmtime links its `host@0.8.0` import to
+/// the host's `0.8.1` interface, semver-compatible names resolving to each other).
+pub const COMPATIBLE_VERSIONS: &[&str] = &["0.8.0"];
 
 /// The exported interface every plugin must provide, without its version.
 pub const RECONCILER_INTERFACE: &str = "wasmop:plugin/reconciler";

@@ -17,7 +17,7 @@ use super::bindings::wasmop::plugin::types::{
     AdmissionRequest, CleanupOutcome, DesiredObject, EventKind, ExternalObject, ObjectRef, Outcome, PluginConfig,
     PrimaryState, ReconcileError, ReconcileRequest, SecondaryRef, TrackedId, Verdict,
 };
-use super::bindings::{ADMISSION_INTERFACE, CONTRACT_VERSION, RECONCILER_INTERFACE};
+use super::bindings::{ADMISSION_INTERFACE, RECONCILER_INTERFACE};
 use super::sandbox::Sandbox;
 
 /// The index of `name` in `interface`, once its type is checked to be `(Params) -> Results`
@@ -55,8 +55,8 @@ macro_rules! exports {
             /// Finds every function of the interface in the component and checks its type;
             /// `Ok(None)` when the component does not export the interface, `Err` says which
             /// function is missing or differs.
-            pub(crate) fn find(pre: &InstancePre<Sandbox>) -> Result<Option<Self>, String> {
-                let interface = format!("{}@{CONTRACT_VERSION}", $interface);
+            pub(crate) fn find(pre: &InstancePre<Sandbox>, version: &str) -> Result<Option<Self>, String> {
+                let interface = format!("{}@{version}", $interface);
                 let Some(interface) = pre.component().get_export_index(None, &interface) else { return Ok(None) };
                 Ok(Some(Self { $($field: find::<($($ty,)*), ($ret,)>(pre, &interface, $name)?,)* }))
             }
@@ -85,10 +85,11 @@ macro_rules! exports {
 }
 
 impl Exports {
-    /// Finds every function of the component's reconciler interface and checks its type; `Err`
-    /// says which is missing or differs, or that the interface is not exported.
-    pub(crate) fn new(pre: &InstancePre<Sandbox>) -> Result<Self, String> {
-        Self::find(pre)?.ok_or_else(|| format!("it does not export {RECONCILER_INTERFACE}@{CONTRACT_VERSION}"))
+    /// Finds every function of the component's reconciler interface of contract `version` and
+    /// checks its type; `Err` says which is missing or differs, or that the interface is not
+    /// exported.
+    pub(crate) fn new(pre: &InstancePre<Sandbox>, version: &str) -> Result<Self, String> {
+        Self::find(pre, version)?.ok_or_else(|| format!("it does not export {RECONCILER_INTERFACE}@{version}"))
     }
 }
 

@@ -32,7 +32,7 @@ pub use tap::{Recorder, Tap};
 
 use artifacts::ArtifactCache;
 use backend::Backend;
-use bindings::{ADMISSION_INTERFACE, CONTRACT_VERSION, RECONCILER_INTERFACE};
+use bindings::{ADMISSION_INTERFACE, COMPATIBLE_VERSIONS, CONTRACT_VERSION, RECONCILER_INTERFACE};
 
 pub use ticker::EPOCH_TICK;
 
@@ -146,7 +146,7 @@ impl Runtime {
             .artifacts
             .load_or_compile(&backend.engine, digest, bytes)
             .map_err(|e| LoadError::CompileFailed { path: origin.into(), reason: format!("{e:#}") })?;
-        check_contract(origin, &backend.engine, &component)?;
+        let version = check_contract(origin, &backend.engine, &component)?;
         let imports_http = http::imports_http(&backend.engine, &component);
         let linker = if imports_http { &backend.http_linker } else { &backend.linker };
         let instance_pre = linker
@@ -154,12 +154,13 @@ impl Runtime {
             .map_err(|e| LoadError::LinkFailed { path: origin.into(), reason: format!("{e:#}") })?;
         let mismatch = |interface: &str, reason| LoadError::ExportMismatch {
             path: origin.into(),
-            interface: format!("{interface}@{CONTRACT_VERSION}"),
+            interface: format!("{interface}@{version}"),
             reason,
         };
-        let exports = exports::Exports::new(&instance_pre).map_err(|reason| mismatch(RECONCILER_INTERFACE, reason))?;
+        let exports =
+            exports::Exports::new(&instance_pre, version).map_err(|reason| mismatch(RECONCILER_INTERFACE, reason))?;
         let admission =
-            exports::Admission::find(&instance_pre).map_err(|reason| mismatch(ADMISSION_INTERFACE, reason))?;
+            exports::Admission::find(&instance_pre, version).map_err(|reason| mismatch(ADMISSION_INTERFACE, reason))?;
         let call = module::Instances::new(
             instance_pre,
             exports,
@@ -177,8 +178,9 @@ impl Runtime {
     }
 }
 
-/// Finds the exported `wasmop:plugin/reconciler@<version>` and refuses other versions.
-fn check_contract(path: &Path, engine: &Engine, component: &Component) -> Result<(), LoadError> {
+/// Finds the exported `wasmop:plugin/reconciler@<version>` and refuses versions the host does
+/// not load; returns the version.
+fn check_contract(path: &Path, engine: &Engine, component: &Component) -> Result<&'static str, LoadError> {
     let ty = component.component_type();
     let mut found = None;
     for (name, export) in ty.exports(engine) {
@@ -189,7 +191,11 @@ fn check_contract(path: &Path, engine: &Engine, component: &Component) -> Result
         }
     }
     match found {
-        Some(v) if v == CONTRACT_VERSION => Ok(()),
+        Some(v)
+            if let Some(known) = std::iter::once(&CONTRACT_VERSION).chain(COMPATIBLE_VERSIONS).find(|k| **k == v) =>
+        {
+            Ok(known)
+        }
         Some(v) => Err(LoadError::ContractMismatch { path: path.into(), found: v, supported: CONTRACT_VERSION }),
         None => Err(LoadError::NotAPlugin { path: path.into() }),
     }

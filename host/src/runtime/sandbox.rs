@@ -48,6 +48,14 @@ pub trait CacheReader: Send + Sync {
     /// The objects of a watched kind that belong to the primary being reconciled, as JSON;
     /// `Err` when the kind is not watched or no primary is being reconciled.
     fn secondaries<'a>(&'a self, kind: &'a types::KindRef) -> BoxFuture<'a, ListResult>;
+    /// Keeps the delay a call of the reconcile this view serves asked for the reconcile's retry
+    /// (the `retry-after` import); the last ask wins. The default drops it: only a reconcile is
+    /// retried.
+    fn ask_retry_after(&self, _delay: std::time::Duration) {}
+    /// The delay the reconcile's calls last asked for its retry, if any.
+    fn asked_retry_after(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// Where the calls of the reconcile this view serves are recorded; `None` (the default):
     /// they are not.
     fn recorder(&self) -> Option<&tap::Recorder> {
@@ -270,6 +278,11 @@ impl host::Host for Sandbox {
                 result
             }
         }
+    }
+
+    // Not taped: it answers nothing, and a replayed or shadowed call is never retried.
+    async fn retry_after(&mut self, delay_ms: u64) {
+        self.cache.ask_retry_after(std::time::Duration::from_millis(delay_ms));
     }
 }
 

@@ -17,7 +17,9 @@
 //! - a retryable failure is retried with the [`RetryPolicy`](crate::retry::RetryPolicy) backoff; the run knows its attempt
 //!   number and whether it is the last attempt; success resets retries and earlier reschedules;
 //!   a trigger during a pending retry runs at once and does not count as an attempt; after the
-//!   last attempt a trigger still runs, still marked last attempt;
+//!   last attempt a trigger still runs, still marked last attempt; a failure that asks for its
+//!   retry after a delay ([`Verdict::RetryAfter`]) waits that delay instead of the backoff,
+//!   capped at the policy's maximum interval, and counts as an attempt;
 //! - a run that could not reach the API server ([`Verdict::Unreachable`]) runs again after the
 //!   short [`Settings::reconnect`] backoff, indefinitely, and counts no attempt;
 //! - with a [`RateLimit`](crate::ratelimit::RateLimit), a key runs at most `max_reconciles` times in any `period`; excess runs

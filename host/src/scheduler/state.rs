@@ -286,13 +286,14 @@ impl<K: Clone + Eq + Hash> State<K> {
                     (None, None) => None,
                 }
             }
-            Verdict::Failed { retry: true } if !retry.is_last(entry.failures) => {
+            Verdict::Failed { retry: true } | Verdict::RetryAfter(_) if !retry.is_last(entry.failures) => {
                 // An event run during a retry sequence does not count as an attempt, so spurious
                 // events cannot inflate the backoff.
                 if entry.cause == Cause::Retry || entry.failures == 0 {
                     entry.failures += 1;
                 }
-                let delay = retry.jittered_delay(entry.failures, fastrand::f64());
+                let asked = if let Verdict::RetryAfter(asked) = verdict { Some(asked) } else { None };
+                let delay = retry.retry_delay(entry.failures, asked, fastrand::f64());
                 self.retries += 1;
                 Some((delay, Cause::Retry, Priority::Live))
             }
@@ -302,7 +303,9 @@ impl<K: Clone + Eq + Hash> State<K> {
                 Some((delay, entry.cause, Priority::Live))
             }
             // No retry follows: only a new event or the maximum interval runs it again.
-            Verdict::Failed { .. } => self.settings.max_interval.map(|max| (max, Cause::Timer, Priority::Background)),
+            Verdict::Failed { .. } | Verdict::RetryAfter(_) => {
+                self.settings.max_interval.map(|max| (max, Cause::Timer, Priority::Background))
+            }
             Verdict::Continue => None,
         };
         if verdict == Verdict::Continue {

@@ -204,6 +204,30 @@ async fn retries_stop_after_the_last_attempt_which_is_flagged() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_asked_delay_replaces_the_backoff_for_its_retry_only() {
+    let (h, log) = start(4, RetryPolicy::default(), Duration::ZERO, |_, n| match n {
+        0 => Verdict::RetryAfter(Duration::from_millis(500)),
+        1 => Verdict::Failed { retry: true },
+        _ => done(),
+    });
+    h.trigger("a");
+    sleep(Duration::from_secs(60)).await;
+    let runs = log.lock().unwrap().runs.clone();
+    // 500 ms as asked, then the backoff of the second retry (3 s): the ask counted an attempt.
+    assert_eq!(runs, vec![("a", 0, 0, false), ("a", 500, 1, false), ("a", 3500, 2, false)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_asked_delay_is_capped_at_the_max_interval_and_ends_at_the_last_attempt() {
+    let retry = RetryPolicy { max_attempts: 2, max_interval: Duration::from_secs(10), ..RetryPolicy::default() };
+    let (h, log) = start(4, retry, Duration::ZERO, |_, _| Verdict::RetryAfter(Duration::from_secs(3600)));
+    h.trigger("a");
+    sleep(Duration::from_secs(7200)).await;
+    let runs = log.lock().unwrap().runs.clone();
+    assert_eq!(runs, vec![("a", 0, 0, false), ("a", 10_000, 1, false), ("a", 20_000, 2, true)]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_permanent_failure_is_not_retried() {
     let (h, log) = start(4, RetryPolicy::default(), Duration::ZERO, |_, _| Verdict::Failed { retry: false });
     h.trigger("a");

@@ -26,6 +26,10 @@ pub enum Verdict {
         /// Whether to retry with backoff.
         retry: bool,
     },
+    /// The run failed with a transient error whose retry the plugin asked for after this delay:
+    /// it replaces the backoff for that retry, capped at the retry policy's maximum interval,
+    /// and counts as an attempt like any retry ([`RetryPolicy::retry_delay`](crate::retry::RetryPolicy::retry_delay)).
+    RetryAfter(Duration),
     /// The run could not reach the API server (a transport error, or the server is
     /// unavailable): run again soon with the [`Settings::reconnect`](super::Settings::reconnect) backoff, counting no attempt.
     Unreachable,

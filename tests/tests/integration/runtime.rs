@@ -307,6 +307,21 @@ fn admission(
     }
 }
 
+/// A plugin built against contract 0.8.0 (its exports and imports renamed back to that
+/// version: 0.8.1 only added an import) loads and reconciles on this host.
+#[tokio::test]
+async fn a_plugin_built_against_the_previous_patch_contract_still_loads_and_runs() {
+    assert_eq!(wasmop::runtime::bindings::COMPATIBLE_VERSIONS, ["0.8.0"]);
+    let mut bytes = std::fs::read(plugin("webpage")).unwrap();
+    for interface in ["reconciler", "host", "types"] {
+        let (new, old) =
+            (format!("wasmop:plugin/{interface}@{CONTRACT_VERSION}"), format!("wasmop:plugin/{interface}@0.8.0"));
+        bytes = wasmop_tests::with_names_swapped(&bytes, &new, &old);
+    }
+    let module = runtime(limits()).unwrap().load_bytes(std::path::Path::new("old.wasm"), &bytes).unwrap();
+    assert_eq!(module.name(), "webpage");
+}
+
 fn gate(labels: serde_json::Value) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "fixture.wasmop.dev/v1", "kind": "Gate",

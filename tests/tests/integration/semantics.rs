@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use wasmop_tests::{RunningHost, apply_file, client, namespace, wait_until, warnings_about, workspace_root};
+use wasmop_tests::{RunningHost, apply_file, client, namespace, until, wait_until, warnings_about, workspace_root};
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -85,6 +85,52 @@ async fn a_plugin_failing_twice_then_succeeding_shows_attempts_0_1_2_and_backoff
     // call, so the gaps may be a little shorter or longer than the delays, never far off.
     assert!((1850..3000).contains(&first_gap), "first backoff gap {first_gap} ms");
     assert!((2850..4000).contains(&second_gap), "second backoff gap {second_gap} ms");
+    host.stop().await;
+    Ok(())
+}
+
+/// A transient error that asks for its retry after a delay is not retried by the backoff: with
+/// a backoff of 200 ms, a probe whose first failure asks for 10 minutes is still not retried
+/// when a probe that failed after it, without asking, has been retried by the backoff and
+/// succeeded. One that asks for 1.5 s is retried, no earlier than it asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_error_with_a_delay_is_retried_after_it_not_by_the_backoff() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = namespace(&client, "retry-after").await?;
+    let api = probes(&client, &ns).await?;
+    let overrides =
+        "plugins:\n  fixture-probe:\n    retry: { maxAttempts: 5, initialIntervalMs: 200, multiplier: 1.0 }\n";
+    let host = RunningHost::start_with_yaml(&client, &ns, &["fixture-probe"], overrides)?;
+
+    let long = serde_json::json!({ "failAttempts": 1, "retryAfterMs": 600_000 });
+    api.create(&PostParams::default(), &probe("later", long)).await?;
+    until(
+        &format!("the first failure of {ns}/later"),
+        async || warnings_on(&client, &ns, "later").await,
+        |w| !w.is_empty(),
+    )
+    .await?;
+    api.create(&PostParams::default(), &probe("control", serde_json::json!({ "failAttempts": 1 }))).await?;
+    let control = wait_until(&api, "control", "the backoff's retry to succeed", |o| {
+        status(o)["succeededAttempt"].as_i64() == Some(1)
+    })
+    .await?;
+    assert_eq!(reconciles(&control), 1, "the control failed once, then its retry succeeded");
+    let later = api.get("later").await?;
+    assert_eq!(reconciles(&later), 0, "the 10-minute retry has not run: {:?}", status(&later));
+    let failures = warnings_on(&client, &ns, "later").await?;
+    assert_eq!(failures.iter().map(|w| w.count).sum::<i32>(), 1, "attempt 0 failed, once: {failures:?}");
+
+    let short = serde_json::json!({ "failAttempts": 1, "retryAfterMs": 1_500 });
+    api.create(&PostParams::default(), &probe("soon", short)).await?;
+    let done =
+        wait_until(&api, "soon", "the asked retry to succeed", |o| status(o)["succeededAttempt"].as_i64() == Some(1))
+            .await?;
+    let failed_at = warnings_on(&client, &ns, "soon").await?[0].last_ms;
+    let succeeded_at = status(&done)["runs"][0]["atMs"].as_i64().expect("the run time");
+    // The Event is recorded just after the failed call: the retry cannot start before the delay
+    // has passed since, less the time between the call's end and the Event's stamp.
+    assert!(succeeded_at - failed_at >= 1_400, "retried {} ms after the failure", succeeded_at - failed_at);
     host.stop().await;
     Ok(())
 }

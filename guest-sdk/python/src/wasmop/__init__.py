@@ -33,6 +33,8 @@ from . import conditions
 from .config import Config, Filters, RateLimit, Retry, Sharding
 from .context import Context, Level
 from .crd import Crd
+from .diff import Change, changed, diff
+from .duration import DurationError, format_duration, format_nanos, parse_duration, parse_nanos
 from .dependents import Check, Cleanup, Dependent, DependentState, Desired, Phase
 from .errors import Error
 from .external import External, ExternalDependent, Polling, Tracked, Tracking
@@ -40,6 +42,7 @@ from .grant import HttpGrant, Inbound, Origin, SecretKey
 from .kinds import Kind
 from .outcome import Event, EventType, Outcome
 from .plugin import Plugin
+from .quantity import Quantity, QuantityError
 from .predicate import EventKind, Predicate
 from .refs import PrimaryRef, SecondaryRef
 from .resource import ObjectMeta, Resource
@@ -47,12 +50,12 @@ from .watch import PRIMARY_NAME_ANNOTATION, PRIMARY_NAMESPACE_ANNOTATION, Mapper
 from .webhook import AdmissionRequest, FailurePolicy, Operation, Verdict, Webhook, WebhookType
 
 __all__ = [
-    "PRIMARY_NAME_ANNOTATION", "PRIMARY_NAMESPACE_ANNOTATION", "AdmissionRequest", "Check", "Cleanup", "Config",
-    "Context", "Crd", "Dependent", "DependentState", "Desired", "Error", "Event", "EventKind", "EventType", "External",
+    "PRIMARY_NAME_ANNOTATION", "PRIMARY_NAMESPACE_ANNOTATION", "AdmissionRequest", "Change", "Check", "Cleanup", "Config",
+    "Context", "Crd", "Dependent", "DependentState", "Desired", "DurationError", "Error", "Event", "EventKind", "EventType", "External",
     "ExternalDependent", "FailurePolicy", "Filters", "HttpGrant", "Inbound", "Kind", "Level", "Mapper", "ObjectMeta",
-    "Operation", "Origin", "Outcome", "Phase", "Polling", "Predicate", "PrimaryRef", "RateLimit", "Resource", "Retry",
+    "Operation", "Origin", "Outcome", "Phase", "Polling", "Predicate", "PrimaryRef", "Quantity", "QuantityError", "RateLimit", "Resource", "Retry",
     "SecondaryRef", "SecretKey", "Sharding", "Tracked", "Tracking", "Verdict", "Watch", "Webhook", "WebhookType",
-    "conditions", "export",
+    "changed", "conditions", "diff", "export", "format_duration", "format_nanos", "parse_duration", "parse_nanos",
 ]
 
 

@@ -306,7 +306,10 @@ _ERRORS = {
 
 
 def reconcile_error(e: Error) -> Err:
-    """An :class:`Error` as the ``Err(reconcile-error)`` an export raises."""
+    """An :class:`Error` as the ``Err(reconcile-error)`` an export raises; the delay of a
+    transient one is asked of the host first (``host.retry-after``)."""
+    if e.delay is not None:
+        wit_host.retry_after(millis(e.delay))
     return Err(_ERRORS[e.kind](e.message))
 
 

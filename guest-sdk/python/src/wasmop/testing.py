@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import Config
+from .config import Config, Retry
 from .context import Context, HostError, Level
 from .dependents import Cleanup, DependentState, Desired, Phase
 from .errors import Error
@@ -50,6 +50,21 @@ class Run:
     outcome: Outcome | None
     error: Error | None
     logs: list[Log]
+    #: The plugin's retry policy.
+    retry: Retry = field(default_factory=Retry)
+
+    @property
+    def retry_after(self) -> float | None:
+        """Seconds the host would wait before it runs this failed reconcile again, by the
+        plugin's retry policy and the host's rule: the delay the error asked for
+        (``Error.transient(msg, delay=...)``) capped at ``max_interval``, else the backoff of
+        the next attempt (its nominal value, without jitter). None when the reconcile succeeded,
+        failed for good, or no retry is left."""
+        if self.error is None or self.error.kind != "transient" or self.retry.max_attempts <= 0:
+            return None
+        if self.error.delay is not None:
+            return min(self.error.delay, self.retry.max_interval)
+        return min(self.retry.initial_interval, self.retry.max_interval)
 
     @property
     def status(self) -> dict[str, Any] | None:
@@ -307,7 +322,7 @@ class FakeHost:
             outcome, error = plugin.reconcile(given, ctx), None
         except Error as e:
             outcome, error = None, e
-        return Run(outcome, error, self.logs[start:])
+        return Run(outcome, error, self.logs[start:], plugin.config.retry_ or Retry())
 
     def desired(self, cls: type, primary: Any) -> list[Desired]:
         """Runs ``desired`` on ``primary``; raises its :class:`Error`."""

@@ -1,4 +1,6 @@
-//! Exponential backoff for failed reconciles (JOSDK `GenericRetry`).
+//! When a failed reconcile runs again: exponential backoff (JOSDK `GenericRetry`), or the delay
+//! the plugin asked for with its transient error (kopf's `TemporaryError(delay=)`), bounded by
+//! the same policy. The host's scheduler and the SDKs' fake hosts both ask [`RetryPolicy::retry_delay`].
 
 use std::time::Duration;
 
@@ -66,6 +68,18 @@ impl RetryPolicy {
         delay.mul_f64(1.0 + jitter * (2.0 * unit.clamp(0.0, 1.0) - 1.0))
     }
 
+    /// The delay before retry number `attempt` (1 for the first retry) of a transient error:
+    /// the delay the plugin `asked` for, capped at the maximum interval, in place of the
+    /// backoff; without one, the backoff spread by the jitter (`unit` is a random number in
+    /// `[0, 1)`). Either way the retry counts as an attempt: [`RetryPolicy::is_last`] still
+    /// ends the sequence after `max_attempts`.
+    pub fn retry_delay(&self, attempt: u32, asked: Option<Duration>, unit: f64) -> Duration {
+        match asked {
+            Some(asked) => asked.min(self.max_interval),
+            None => self.jittered_delay(attempt, unit),
+        }
+    }
+
     /// Whether a failure of `attempt` would not be retried.
     pub fn is_last(&self, attempt: u32) -> bool {
         attempt >= self.max_attempts
@@ -97,6 +111,20 @@ mod tests {
         assert_eq!(p.jittered_delay(1, 0.5), Duration::from_millis(2000));
         assert!(p.jittered_delay(1, 0.999) < Duration::from_millis(2200));
         assert_eq!(RetryPolicy::default().jittered_delay(1, 0.0), Duration::from_millis(2000));
+    }
+
+    #[test]
+    fn an_asked_delay_replaces_the_backoff_up_to_the_max_interval() {
+        let p = RetryPolicy { jitter: 0.5, max_interval: Duration::from_secs(60), ..RetryPolicy::default() };
+        assert_eq!(p.retry_delay(1, Some(Duration::from_secs(30)), 0.0), Duration::from_secs(30));
+        assert_eq!(
+            p.retry_delay(4, Some(Duration::from_millis(10)), 0.9),
+            Duration::from_millis(10),
+            "no jitter, no growth"
+        );
+        assert_eq!(p.retry_delay(1, Some(Duration::from_secs(3600)), 0.0), Duration::from_secs(60), "capped");
+        assert_eq!(p.retry_delay(1, None, 0.5), p.delay(1), "without an ask: the backoff");
+        assert_eq!(p.retry_delay(2, None, 0.0), p.jittered_delay(2, 0.0));
     }
 
     #[test]
