@@ -133,3 +133,8 @@ def test_literals_enums_sets_and_docstrings_as_the_rust_sdk_has_them() -> None:
 def test_a_literal_of_mixed_types_is_refused() -> None:
     with pytest.raises(TypeError, match="not all strings"):
         schema_of(Literal["a", 1])
+
+
+def test_categories_are_listed_in_the_names() -> None:
+    crd = Crd(Kind.namespaced("example.com", "v1", "Thing"), Spec).category("all").to_dict()
+    assert crd["spec"]["names"]["categories"] == ["all"]

@@ -330,6 +330,7 @@ class Crd:
             {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
         ]
         self._short_names: list[str] = []
+        self._categories: list[str] = []
         self.version(kind.version, spec, status)
 
     def version(self, name: str, spec: Any, status: Any = None) -> "Crd":
@@ -356,6 +357,11 @@ class Crd:
         self._short_names.append(name)
         return self
 
+    def category(self, name: str) -> "Crd":
+        """Adds a category (``kubectl get all`` lists the kinds of category ``all``)."""
+        self._categories.append(name)
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         """The CustomResourceDefinition as a dict, for the plugin's ``crd`` handler."""
         kind = self.kind
@@ -365,6 +371,8 @@ class Crd:
                                  "singular": singular}
         if self._short_names:
             names["shortNames"] = list(self._short_names)
+        if self._categories:
+            names["categories"] = list(self._categories)
         versions = [
             {
                 "name": name, "served": True, "storage": name == self._hub,
