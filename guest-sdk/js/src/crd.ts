@@ -150,10 +150,10 @@ const conditions: Schema = {
     type: "object",
     required: ["type", "status"],
     properties: {
-      type: { type: "string" },
+      type: { type: "string", description: "The condition's type, e.g. Ready." },
       status: { type: "string", enum: ["True", "False", "Unknown"] },
-      reason: { type: "string" },
-      message: { type: "string" },
+      reason: { type: "string", description: "Why, in CamelCase." },
+      message: { type: "string", description: "Why, for a person." },
       lastTransitionTime: { type: "string", format: "date-time" },
       observedGeneration: { type: "integer", format: "int64" },
     },

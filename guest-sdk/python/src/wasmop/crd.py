@@ -283,7 +283,9 @@ def _own_doc(cls: type) -> str | None:
 
 
 def _conditions() -> dict[str, Any]:
-    string = {"type": "string"}
+    def string(description: str) -> dict[str, Any]:
+        return {"type": "string", "description": description}
+
     return {
         "type": "array",
         "description": "The conditions: the host's (Ready, Degraded) and any other controller's.",
@@ -293,8 +295,9 @@ def _conditions() -> dict[str, Any]:
             "type": "object",
             "required": ["type", "status"],
             "properties": {
-                "type": string, "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-                "reason": string, "message": string,
+                "type": string("The condition's type, e.g. Ready."),
+                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                "reason": string("Why, in CamelCase."), "message": string("Why, for a person."),
                 "lastTransitionTime": {"type": "string", "format": "date-time"},
                 "observedGeneration": {"type": "integer", "format": "int64"},
             },
