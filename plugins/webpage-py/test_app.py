@@ -105,6 +105,7 @@ def test_exposed_defaults_to_false_and_the_rest_is_kept():
 COMPONENT = Path(__file__).parent.parent / "dist" / "webpage-py.wasm"
 
 
+# ANCHOR: whole-loop
 def test_the_whole_loop_applies_the_dependents_and_keeps_the_conditions():
     host = FakeHost()
     stable = host.run_until_stable(COMPONENT, page())
@@ -116,6 +117,7 @@ def test_the_whole_loop_applies_the_dependents_and_keeps_the_conditions():
     assert (ready["status"], ready["observedGeneration"]) == ("True", 1)
     assert stable.status["available"] is False and stable.status["observedGeneration"] == 1
     assert len(stable.passes) == 2, "a second reconcile writes nothing"
+    # ANCHOR_END: whole-loop
 
     # A later run continues from the store: exposing the page adds its Ingress.
     exposed = {**stable.primary, "spec": {"html": "<h1>Hello</h1>", "exposed": True}}

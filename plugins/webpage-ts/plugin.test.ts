@@ -110,6 +110,7 @@ test("exposed defaults to false and the rest is kept", () => {
   assert.deepEqual(new FakeHost().defaultObject(webpage, AdmissionRequest.create(shown)), shown);
 });
 
+// ANCHOR: whole-loop
 test("the whole loop applies the dependents and keeps the conditions, as the host's rules do", () => {
   const host = new FakeHost();
   let stable = host.runUntilStable(component, page(1));
@@ -125,6 +126,7 @@ test("the whole loop applies the dependents and keeps the conditions, as the hos
   assert.equal(stable.status?.["available"], false);
   assert.equal(stable.status?.["observedGeneration"], 1);
   assert.equal(stable.passes.length, 2, "a second reconcile writes nothing");
+  // ANCHOR_END: whole-loop
 
   // A later run continues from the store: exposing the page adds its Ingress.
   const metadata = { ...(stable.primary["metadata"] as object), generation: 2 };
