@@ -257,6 +257,8 @@ pub struct Outcome {
     pub primary: Value,
     /// Every object of the store as it ended (the primary's too), by kind.
     pub objects: Vec<(KindRef, Value)>,
+    /// The external system's objects as it ended.
+    pub external: Vec<ExternalObject>,
     /// The failed expectations (always empty without `expect` and changes).
     pub failures: Vec<String>,
 }
@@ -352,7 +354,7 @@ pub fn run<G: Guest + ?Sized>(settle: &Settle<'_, G>, scenario: &Scenario, names
             primary = settled(&mut world, primary, &step.description, &mut stages)?;
         }
     }
-    Ok(Outcome { stages, primary, objects: world.objects, failures })
+    Ok(Outcome { stages, primary, objects: world.objects, external: world.external, failures })
 }
 
 /// Makes the change `step` (of the primary, or of one of its objects) as the API server would:

@@ -17,6 +17,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
+import { External } from "./external.js";
 import { Kind } from "./kind.js";
 
 /** A JSON object. */
@@ -54,7 +55,7 @@ export function wasmopBinary(): string {
   return "wasmop";
 }
 
-/** Where the loop ended: every pass, the primary and every object of the store. */
+/** Where the loop ended: every pass, the primary, every object of the store and the external system's objects. */
 export class Stable {
   /** @internal */
   constructor(
@@ -64,6 +65,8 @@ export class Stable {
     readonly primary: JsonObject,
     /** Every stored object (the primary's too), with its kind. */
     readonly stored: readonly StoredObject[],
+    /** The external system's objects. */
+    readonly external: readonly External[],
   ) {}
 
   /** The last pass. */
@@ -111,18 +114,33 @@ interface KindRefJson {
   namespaced: boolean;
 }
 
+/** The store and the external system as `wasmop test --output json` shows them at the end. */
+interface End {
+  primary: JsonObject;
+  objects: { kind: KindRefJson; object: JsonObject }[];
+  external: { dependent: string; key: string; id?: string; object: JsonObject }[];
+}
+
 function kindOf(ref: KindRefJson): Kind {
   const kind = (ref.namespaced ? Kind.namespaced : Kind.cluster)(ref.group ?? "", ref.version, ref.kind);
   return ref.plural === undefined ? kind : kind.plural(ref.plural);
 }
 
 /**
- * Runs the built plugin `component` (a `.wasm` file) on `primary` among `objects` until a pass
- * changes nothing, as the host would; the primary and objects without a namespace are in
- * `namespace`. Throws with wasmop's message when the component or the objects cannot be run (a
+ * Runs the built plugin `component` (a `.wasm` file) on `primary` among `objects`, the external
+ * system holding `external`, until a pass changes nothing, as the host would; the primary and
+ * objects without a namespace are in `namespace`. The external system plays the service: it keeps
+ * what the plugin applies (an object it creates gets the ID `fake-N`, one given here
+ * `existing-KEY`) and deletes what the plugin deletes. Throws with wasmop's message when the component or the objects cannot be run (a
  * plugin whose dependents are invalid, a loop that never settles).
  */
-export function settle(component: string, primary: JsonObject, objects: readonly StoredObject[], namespace = "default"): Stable {
+export function settle(
+  component: string,
+  primary: JsonObject,
+  objects: readonly StoredObject[],
+  external: readonly External[] = [],
+  namespace = "default",
+): Stable {
   // A stored primary of an earlier run among the objects is replaced by this one.
   const fixture = {
     primary,
@@ -130,6 +148,7 @@ export function settle(component: string, primary: JsonObject, objects: readonly
       kind: { group: kind.group, version: kind.version, kind: kind.kind, plural: kind.pluralName ?? `${kind.kind.toLowerCase()}s` },
       object,
     })),
+    external: Object.fromEntries(external.map((e) => [e.key, { dependent: e.dependent, ...(e.object as JsonObject) }])),
   };
   const scratch = mkdtempSync(join(tmpdir(), "wasmop-fake-"));
   try {
@@ -143,9 +162,13 @@ export function settle(component: string, primary: JsonObject, objects: readonly
       throw new Error(`the whole loop runs the component through \`wasmop test\`: put wasmop on PATH or name it in $WASMOP (${ran.error.message})`);
     }
     if (ran.status === 2 || ran.stdout === "") throw new Error(`wasmop test ${component}: ${ran.stderr.trim()}`);
-    const [shown] = JSON.parse(ran.stdout) as [{ passes?: Pass[]; end: { primary: JsonObject; objects: { kind: KindRefJson; object: JsonObject }[] } }];
+    const [shown] = JSON.parse(ran.stdout) as [{ passes?: Pass[]; end: End }];
     const stored = shown.end.objects.map((o) => ({ kind: kindOf(o.kind), object: o.object }));
-    return new Stable(shown.passes ?? [], shown.end.primary, stored);
+    const found = shown.end.external.map((e) => {
+      const object = new External(e.dependent, e.key, e.object);
+      return e.id === undefined ? object : object.withId(e.id);
+    });
+    return new Stable(shown.passes ?? [], shown.end.primary, stored, found);
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }

@@ -283,10 +283,11 @@ export class FakeHost {
   }
 
   /**
-   * Runs the built plugin `component` (its `.wasm`) on `primary` among this host's objects, as
-   * the host would, over and over until a pass changes nothing (the host's own rules, through
-   * `wasmop test`: see `stable.ts`). The store as it ended replaces this host's objects, so a
-   * later call (after a spec change, say) continues from there. Throws when a pass fails (to test
+   * Runs the built plugin `component` (its `.wasm`) on `primary` among this host's objects and
+   * external objects (`withExternal`, what `fetch` would find), as the host would, over and over
+   * until a pass changes nothing (the host's own rules, through `wasmop test`: see `stable.ts`).
+   * The store and the external system as they ended replace this host's objects and external
+   * objects, so a later call (after a spec change, say) continues from there. Throws when a pass fails (to test
    * a failure, use {@link FakeHost.runUntilSettled}) or when the loop cannot run.
    *
    * Build the component first: the loop runs what was built, not the source beside it.
@@ -310,9 +311,10 @@ export class FakeHost {
   runUntilSettled(component: string, primary: Record<string, unknown>, namespace = "default"): Stable {
     const objects: StoredObject[] = [];
     for (const [k, stored] of this.objects) for (const object of stored) objects.push({ kind: this.kinds.get(k)!, object });
-    const stable = settle(component, primary, objects, namespace);
+    const stable = settle(component, primary, objects, this.externals, namespace);
     this.objects.clear();
     for (const { kind, object } of stable.stored) this.withObject(kind, object);
+    this.externals.splice(0, this.externals.length, ...stable.external);
     return stable;
   }
 

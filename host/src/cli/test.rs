@@ -12,8 +12,9 @@ use super::runtime::RuntimeArgs;
 /// --record` wrote (*.json): `ok` when the plugin ends as the recorded reconcile did (as
 /// `wasmop replay --plugin` compares), else `FAILED` with the diff. Exits 1 when a fixture
 /// fails, 2 when the plugin or a fixture cannot be loaded. `--output json` prints one JSON list
-/// of the fixtures instead, each with the store as its loop left it (`end`: the primary and
-/// every object): what the Python and TypeScript SDKs' `FakeHost.run_until_stable` read.
+/// of the fixtures instead, each with the store as its loop left it (`end`: the primary, every
+/// object and the external system's objects): what the Python and TypeScript SDKs'
+/// `FakeHost.run_until_stable` read.
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
     /// The plugin file.

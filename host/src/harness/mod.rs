@@ -28,7 +28,7 @@ pub mod reviews;
 mod shown;
 
 pub use component::Component;
-pub use shown::{End, Shown, ShownPass, Stored, render};
+pub use shown::{End, Shown, ShownExternal, ShownPass, Stored, render};
 
 use crate::runtime::Module;
 use crate::runtime::bindings::{self, wasmop::plugin::types};
@@ -240,8 +240,13 @@ mod tests {
     #[test]
     fn a_fixture_without_expectations_has_no_verdict_and_a_failed_one_names_what_failed() {
         let scenario: Scenario = serde_saphyr::from_str("primary: { metadata: { name: p } }").unwrap();
-        let mut outcome =
-            fixture::Outcome { stages: Vec::new(), primary: Value::Null, objects: Vec::new(), failures: Vec::new() };
+        let mut outcome = fixture::Outcome {
+            stages: Vec::new(),
+            primary: Value::Null,
+            objects: Vec::new(),
+            external: Vec::new(),
+            failures: Vec::new(),
+        };
         assert_eq!(render(&scenario, &outcome).result, None);
         let expecting: Scenario =
             serde_saphyr::from_str("primary: { metadata: { name: p } }\nexpect: { status: { a: 1 } }").unwrap();

@@ -1,6 +1,6 @@
 //! What `wasmop test` prints of a fixture: the writes the host would make, the events and the
 //! requeue of every pass, then `ok` or `FAILED` with the unmet expectations; with `--output
-//! json`, also the store as the loop left it ([`End`]), which the Python and TypeScript SDKs'
+//! json`, also the store and the external system as the loop left them ([`End`]), which the Python and TypeScript SDKs'
 //! `FakeHost.run_until_stable` read.
 
 use std::collections::BTreeMap;
@@ -81,13 +81,29 @@ pub struct Shown<'a> {
     pub end: Option<End<'a>>,
 }
 
-/// The store as a fixture's loop left it.
+/// The store and the external system as a fixture's loop left them.
 #[derive(Debug, Serialize)]
 pub struct End<'a> {
     /// The primary.
     pub primary: &'a serde_json::Value,
     /// Every stored object (the primary's too), with its kind.
     pub objects: Vec<Stored<'a>>,
+    /// The external system's objects.
+    pub external: Vec<ShownExternal<'a>>,
+}
+
+/// An object of the external system.
+#[derive(Debug, Serialize)]
+pub struct ShownExternal<'a> {
+    /// Its external dependent.
+    pub dependent: &'a str,
+    /// Its key among the dependent's objects.
+    pub key: &'a str,
+    /// The ID the external system gave it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<&'a str>,
+    /// The object.
+    pub object: &'a serde_json::Value,
 }
 
 /// A stored object and its kind.
@@ -103,7 +119,12 @@ impl<'a> End<'a> {
     /// The end of `outcome`'s loop.
     pub fn of(outcome: &'a fixture::Outcome) -> Self {
         let objects = outcome.objects.iter().map(|(kind, object)| Stored { kind, object }).collect();
-        End { primary: &outcome.primary, objects }
+        let external = outcome
+            .external
+            .iter()
+            .map(|o| ShownExternal { dependent: &o.dependent, key: &o.key, id: o.id.as_deref(), object: &o.object })
+            .collect();
+        End { primary: &outcome.primary, objects, external }
     }
 }
 

@@ -20,8 +20,9 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from .external import External
 from .kinds import Kind
 
 __all__ = ["Stable", "settle", "wasmop_binary"]
@@ -58,11 +59,13 @@ def _kind_spec(kind: Kind) -> dict[str, str]:
 @dataclass
 class Stable:
     """Where the loop ended: every pass as ``wasmop test`` shows it (its ``writes``, ``events``,
-    ``requeueMs`` and ``error``), the primary and every object of the store."""
+    ``requeueMs`` and ``error``), the primary, every object of the store and the external
+    system's objects."""
 
     passes: list[dict[str, Any]]
     primary: dict[str, Any]
     stored: list[tuple[Kind, dict[str, Any]]]
+    external: list[External]
 
     @property
     def last(self) -> dict[str, Any]:
@@ -91,14 +94,17 @@ class Stable:
         return sorted(found, key=lambda o: ((o["metadata"].get("namespace") or ""), o["metadata"].get("name") or ""))
 
 
-def settle(component: str | os.PathLike[str], primary: dict[str, Any],
-           objects: list[tuple[Kind, dict[str, Any]]], namespace: str = "default") -> Stable:
-    """Runs the built plugin ``component`` (a ``.wasm`` file) on ``primary`` among ``objects``
-    until a pass changes nothing, as the host would; the primary and objects without a namespace
-    are in ``namespace``. Raises :class:`RuntimeError` with wasmop's message when the component or
+def settle(component: str | os.PathLike[str], primary: dict[str, Any], objects: list[tuple[Kind, dict[str, Any]]],
+           external: Sequence[External] = (), namespace: str = "default") -> Stable:
+    """Runs the built plugin ``component`` (a ``.wasm`` file) on ``primary`` among ``objects``,
+    the external system holding ``external``, until a pass changes nothing, as the host would;
+    the primary and objects without a namespace are in ``namespace``. The external system plays
+    the service: it keeps what the plugin applies (an object it creates gets the ID
+    ``fake-N``, one given here ``existing-KEY``) and deletes what the plugin deletes. Raises :class:`RuntimeError` with wasmop's message when the component or
     the objects cannot be run (a plugin whose dependents are invalid, a loop that never settles)."""
     # A stored primary of an earlier run among the objects is replaced by this one.
-    fixture = {"primary": primary, "objects": [{"kind": _kind_spec(k), "object": o} for k, o in objects]}
+    fixture = {"primary": primary, "objects": [{"kind": _kind_spec(k), "object": o} for k, o in objects],
+               "external": {e.key: {"dependent": e.dependent, **e.object} for e in external}}
     with tempfile.TemporaryDirectory(prefix="wasmop-fake-") as scratch:
         path = Path(scratch, "fixture.yaml")
         path.write_text(json.dumps(fixture))
@@ -109,4 +115,5 @@ def settle(component: str | os.PathLike[str], primary: dict[str, Any],
     [shown] = json.loads(ran.stdout)
     end = shown["end"]
     stored = [(_kind_of(o["kind"]), o["object"]) for o in end["objects"]]
-    return Stable(shown.get("passes", []), end["primary"], stored)
+    found = [External(e["dependent"], e["key"], e["object"], e.get("id")) for e in end["external"]]
+    return Stable(shown.get("passes", []), end["primary"], stored, found)

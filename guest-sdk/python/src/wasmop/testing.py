@@ -234,9 +234,10 @@ class FakeHost:
 
     def run_until_stable(self, component: str | os.PathLike[str], primary: Any, namespace: str = "default") -> Stable:
         """Runs the built plugin ``component`` (its ``.wasm``) on ``primary`` among this host's
-        objects, as the host would, over and over until a pass changes nothing (see
-        :mod:`wasmop.stable`: the host's own rules, through ``wasmop test``). The store as it ended
-        replaces this host's objects, so a later call (after a spec change, say) continues from
+        objects and external objects (:attr:`external`, what ``fetch`` would find), as the host
+        would, over and over until a pass changes nothing (see :mod:`wasmop.stable`: the host's own
+        rules, through ``wasmop test``). The store and the external system as they ended replace
+        this host's objects and external objects, so a later call (after a spec change, say) continues from
         there. Raises :class:`AssertionError` when a pass fails (to test a failure, use
         :meth:`run_until_settled`), :class:`RuntimeError` when the loop cannot run.
 
@@ -253,8 +254,9 @@ class FakeHost:
         """:meth:`run_until_stable`, but a pass that fails is no test failure: the host writes its
         failure conditions (and the plugin's ``error_status``) as it would, and the passes go on
         until one changes nothing."""
-        stable = settle(component, encode(primary), self.objects, namespace)
+        stable = settle(component, encode(primary), self.objects, self.external, namespace)
         self.objects = list(stable.stored)
+        self.external = list(stable.external)
         return stable
 
     # The Host protocol.
