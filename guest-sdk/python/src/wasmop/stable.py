@@ -99,9 +99,10 @@ def settle(component: str | os.PathLike[str], primary: dict[str, Any], objects: 
     """Runs the built plugin ``component`` (a ``.wasm`` file) on ``primary`` among ``objects``,
     the external system holding ``external``, until a pass changes nothing, as the host would;
     the primary and objects without a namespace are in ``namespace``. The external system plays
-    the service: it keeps what the plugin applies (an object it creates gets the ID
-    ``fake-N``, one given here ``existing-KEY``) and deletes what the plugin deletes. Raises :class:`RuntimeError` with wasmop's message when the component or
-    the objects cannot be run (a plugin whose dependents are invalid, a loop that never settles)."""
+    the service: it keeps what the plugin applies (an object it creates gets the ID ``fake-N``,
+    one given here ``existing-KEY``) and deletes what the plugin deletes. Raises
+    :class:`RuntimeError` with wasmop's message when the component or the objects cannot be run
+    (a plugin whose dependents are invalid, a loop that never settles)."""
     # A stored primary of an earlier run among the objects is replaced by this one.
     fixture = {"primary": primary, "objects": [{"kind": _kind_spec(k), "object": o} for k, o in objects],
                "external": {e.key: {"dependent": e.dependent, **e.object} for e in external}}
