@@ -255,6 +255,10 @@ pub struct Outcome {
     pub stages: Vec<Stage>,
     /// The primary as it ended.
     pub primary: Value,
+    /// Every object of the store as it ended (the primary's too), by kind.
+    pub objects: Vec<(KindRef, Value)>,
+    /// The external system's objects as it ended.
+    pub external: Vec<ExternalObject>,
     /// The failed expectations (always empty without `expect` and changes).
     pub failures: Vec<String>,
 }
@@ -350,7 +354,7 @@ pub fn run<G: Guest + ?Sized>(settle: &Settle<'_, G>, scenario: &Scenario, names
             primary = settled(&mut world, primary, &step.description, &mut stages)?;
         }
     }
-    Ok(Outcome { stages, primary, failures })
+    Ok(Outcome { stages, primary, objects: world.objects, external: world.external, failures })
 }
 
 /// Makes the change `step` (of the primary, or of one of its objects) as the API server would:

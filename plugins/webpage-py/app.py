@@ -3,13 +3,16 @@ ConfigMap holding its HTML, an nginx Deployment serving it, a Service, and an In
 spec.exposed is true. The host applies them, owned by the page, and tells the plugin where they
 stand; the status names the ConfigMap and says whether the page is Ready (its dependents are
 applied) and Available (nginx runs). Its validating webhook refuses an empty spec.html, and its
-mutating one sets spec.exposed to False when it is absent."""
+mutating one sets spec.exposed to False when it is absent. Its CRD is generated from the types
+(`crd`): `wasmop crd --plugin webpage-py.wasm` prints the v1 of plugins/webpage/crd.yaml."""
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
 from wasmop import (AdmissionRequest, Check, Cleanup, Config, Context, Dependent, Desired, Error, Event, Kind,
                     ObjectMeta, Outcome, Phase, Verdict, Webhook, conditions, export)
 from wasmop.conditions import Condition
+from wasmop.crd import Crd, Description, Rule
 
 CONFIG_MAP = Kind.namespaced("", "v1", "ConfigMap").plural("configmaps")
 DEPLOYMENT = Kind.namespaced("apps", "v1", "Deployment").plural("deployments")
@@ -17,14 +20,30 @@ SERVICE = Kind.namespaced("", "v1", "Service").plural("services")
 INGRESS = Kind.namespaced("networking.k8s.io", "v1", "Ingress").plural("ingresses")
 
 
+# ANCHOR: spec
 @dataclass
 class WebPageSpec:
-    html: str
-    exposed: bool | None = None
+    """A web page served by nginx (`v1`)."""
+
+    html: Annotated[str, Description("The HTML the page serves."),
+                    Rule("size(self) <= 1048576", "the HTML must fit in a ConfigMap (1 MiB)")]
+    exposed: Annotated[bool | None, Description(
+        "Whether an Ingress routes to the page; the mutating webhook makes it `false` when absent.")] = None
+# ANCHOR_END: spec
+
+
+@dataclass
+class Status:
+    """What the plugin reports in a WebPage's status (every version's)."""
+
+    html_config_map: Annotated[str, Description("The ConfigMap holding the page's HTML.")]
+    available: Annotated[bool, Description("Whether nginx serves the page (its Deployment is ready).")]
 
 
 @dataclass
 class WebPageStatus:
+    """What the plugin reads of its own status."""
+
     conditions: list[Condition] = field(default_factory=list)
 
 
@@ -49,6 +68,14 @@ class WebPageReconciler:
         .webhook(Webhook.validating())
         .webhook(Webhook.mutating())
     )
+
+    # ANCHOR: crd
+    def crd(self) -> dict:
+        # The CRD `wasmop crd --plugin` prints: from the types, with the status subresource, the
+        # host's status fields and its Ready column.
+        crd = Crd(self.config.primary, WebPageSpec, Status).short_name("wp")
+        return crd.printer_column("Age", "date", ".metadata.creationTimestamp").to_dict()
+    # ANCHOR_END: crd
 
     # ANCHOR: validate
     def desired(self, page: WebPage, ctx: Context) -> list[Desired]:
@@ -98,7 +125,7 @@ class WebPageReconciler:
         name = page.metadata.name or ""
         ctx.info(f"reconciling a WebPage of {len(page.spec.html.encode())} bytes of html")
         deployment = ctx.dependent("deployment")
-        status = {"htmlConfigMap": f"{name}-html", "available": deployment is not None and deployment.is_ready()}
+        status = Status(html_config_map=f"{name}-html", available=deployment is not None and deployment.is_ready())
         # The host keeps Ready, Reconciling and Degraded (with observedGeneration) from this.
         if any(d.phase is Phase.SKIPPED for d in ctx.dependents()):
             return Outcome.not_ready("some dependents wait for others").status(status)

@@ -1,6 +1,9 @@
-"""The WebPage plugin, natively: no cluster, no wasm."""
+"""The WebPage plugin, natively (no cluster, no wasm), and its built component through the whole
+loop by the host's rules."""
+from pathlib import Path
+
 import pytest
-from app import CONFIG_MAP, WebPageReconciler
+from app import CONFIG_MAP, DEPLOYMENT, INGRESS, SERVICE, WebPageReconciler
 
 from wasmop import AdmissionRequest, Check, Error, EventType, Phase
 from wasmop.testing import FakeHost
@@ -95,3 +98,40 @@ def test_exposed_defaults_to_false_and_the_rest_is_kept():
     sent["spec"]["exposed"] = True
     stored = FakeHost().default_object(WebPageReconciler, AdmissionRequest.create(sent))
     assert stored == sent, "a page that says whether it is exposed is stored as it is"
+
+
+# The whole loop: the built component (plugins/dist/webpage-py.wasm, `make plugins`) under the
+# host's own rules, as the Rust webpage's FakeHost test runs it.
+COMPONENT = Path(__file__).parent.parent / "dist" / "webpage-py.wasm"
+
+
+# ANCHOR: whole-loop
+def test_the_whole_loop_applies_the_dependents_and_keeps_the_conditions():
+    host = FakeHost()
+    stable = host.run_until_stable(COMPONENT, page())
+    # No Deployment controller here: the Deployment never gets readyReplicas, so the Service
+    # (independent of it) is applied and the Ingress (spec.exposed unset) is not.
+    assert [len(stable.objects(k)) for k in (CONFIG_MAP, DEPLOYMENT, SERVICE, INGRESS)] == [1, 1, 1, 0]
+    assert stable.objects(CONFIG_MAP)[0]["data"] == {"index.html": "<h1>Hello</h1>"}
+    ready = stable.condition("Ready")
+    assert (ready["status"], ready["observedGeneration"]) == ("True", 1)
+    assert stable.status["available"] is False and stable.status["observedGeneration"] == 1
+    assert len(stable.passes) == 2, "a second reconcile writes nothing"
+    # ANCHOR_END: whole-loop
+
+    # A later run continues from the store: exposing the page adds its Ingress.
+    exposed = {**stable.primary, "spec": {"html": "<h1>Hello</h1>", "exposed": True}}
+    exposed["metadata"] = {**exposed["metadata"], "generation": 2}
+    stable = host.run_until_stable(COMPONENT, exposed)
+    assert [i["metadata"]["name"] for i in stable.objects(INGRESS)] == ["hello"]
+    assert stable.condition("Ready")["observedGeneration"] == 2
+
+
+def test_the_whole_loop_of_a_page_without_html_is_degraded_and_run_until_stable_says_so():
+    invalid = {"metadata": {"name": "hello", "namespace": "default", "generation": 1}, "spec": {}}
+    stable = FakeHost().run_until_settled(COMPONENT, invalid)
+    assert stable.error == ("invalid", "spec: missing field `html`")
+    assert stable.condition("Degraded")["status"] == "True"
+    assert stable.condition("Ready")["reason"] == "InvalidResource"
+    with pytest.raises(AssertionError, match="pass 1 failed"):
+        FakeHost().run_until_stable(COMPONENT, invalid)

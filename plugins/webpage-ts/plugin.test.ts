@@ -1,10 +1,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { resolve } from "node:path";
 
 import { AdmissionRequest } from "@wasmop/guest";
 import { FakeHost } from "@wasmop/guest/testing";
 
-import webpage from "./plugin.ts";
+import webpage, { configMap, deployment, ingress, service } from "./plugin.ts";
+
+/** The built component (plugins/dist/webpage-ts.wasm, `make plugins`), for the whole loop; the tests run from the plugin's directory. */
+const component = resolve("../dist/webpage-ts.wasm");
 
 function page(generation: number, status?: unknown) {
   return {
@@ -104,4 +108,38 @@ test("exposed defaults to false and the rest is kept", () => {
   assert.deepEqual(stored["metadata"], sent.metadata);
   const shown = { ...sent, spec: { ...spec, exposed: true } };
   assert.deepEqual(new FakeHost().defaultObject(webpage, AdmissionRequest.create(shown)), shown);
+});
+
+// ANCHOR: whole-loop
+test("the whole loop applies the dependents and keeps the conditions, as the host's rules do", () => {
+  const host = new FakeHost();
+  let stable = host.runUntilStable(component, page(1));
+  // No Deployment controller here: the Deployment never gets readyReplicas, so the Service
+  // (independent of it) is applied and the Ingress (spec.exposed unset) is not.
+  assert.deepEqual(
+    [configMap, deployment, service, ingress].map((k) => stable.objects(k).length),
+    [1, 1, 1, 0],
+  );
+  assert.deepEqual(stable.objects(configMap)[0]!["data"], { "index.html": "<h1>Hello</h1>" });
+  const ready = stable.condition("Ready");
+  assert.deepEqual([ready?.["status"], ready?.["observedGeneration"]], ["True", 1]);
+  assert.equal(stable.status?.["available"], false);
+  assert.equal(stable.status?.["observedGeneration"], 1);
+  assert.equal(stable.passes.length, 2, "a second reconcile writes nothing");
+  // ANCHOR_END: whole-loop
+
+  // A later run continues from the store: exposing the page adds its Ingress.
+  const metadata = { ...(stable.primary["metadata"] as object), generation: 2 };
+  stable = host.runUntilStable(component, { ...stable.primary, metadata, spec: { html: "<h1>Hello</h1>", exposed: true } });
+  assert.deepEqual(stable.objects(ingress).map((i) => at(i, "metadata", "name")), ["hello"]);
+  assert.equal(stable.condition("Ready")?.["observedGeneration"], 2);
+});
+
+test("the whole loop of a page without html is degraded, and runUntilStable says so", () => {
+  const invalid = { metadata: { name: "hello", namespace: "default", generation: 1 }, spec: {} };
+  const stable = new FakeHost().runUntilSettled(component, invalid);
+  assert.equal(stable.error?.kind, "invalid");
+  assert.equal(stable.condition("Degraded")?.["status"], "True");
+  assert.equal(stable.condition("Ready")?.["reason"], "InvalidResource");
+  assert.throws(() => new FakeHost().runUntilStable(component, invalid), /pass 1 failed/);
 });

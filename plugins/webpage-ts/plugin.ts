@@ -3,11 +3,14 @@
 // `spec.exposed` is true. The host applies them, owned by the page, and tells the plugin where
 // they stand; the status names the ConfigMap and says whether the page is Ready (its dependents
 // are applied) and Available (nginx runs). Its validating webhook refuses an empty `spec.html`,
-// and its mutating one sets `spec.exposed` to `false` when it is absent.
+// and its mutating one sets `spec.exposed` to `false` when it is absent. Its CRD is generated from
+// the schemas below (`crd`): `wasmop crd --plugin webpage-ts.wasm` prints the v1 of
+// plugins/webpage/crd.yaml.
 import {
   Check,
   Cleanup,
   Config,
+  Crd,
   Dependent,
   Desired,
   Event,
@@ -18,6 +21,7 @@ import {
   Webhook,
   conditions,
   requireFields,
+  schema,
   type Reconciler,
   type Resource,
 } from "@wasmop/guest";
@@ -28,6 +32,33 @@ export interface WebPageSpec {
   exposed?: boolean;
 }
 
+// ANCHOR: spec
+/** The schema of {@link WebPageSpec}, with the rule the API server checks itself. */
+export const webPageSpec = schema.object(
+  {
+    html: schema.string({
+      description: "The HTML the page serves.",
+      rules: [{ rule: "size(self) <= 1048576", message: "the HTML must fit in a ConfigMap (1 MiB)" }],
+    }),
+    exposed: schema.optional(
+      schema.boolean({
+        description: "Whether an Ingress routes to the page; the mutating webhook makes it `false` when absent.",
+      }),
+    ),
+  },
+  { description: "A web page served by nginx (`v1`)." },
+);
+// ANCHOR_END: spec
+
+/** The schema of what the plugin reports in a WebPage's status. */
+export const pageStatus = schema.object(
+  {
+    htmlConfigMap: schema.string({ description: "The ConfigMap holding the page's HTML." }),
+    available: schema.boolean({ description: "Whether nginx serves the page (its Deployment is ready)." }),
+  },
+  { description: "What the plugin reports in a WebPage's status (every version's)." },
+);
+
 /** What the plugin reads of its own status. */
 export interface WebPageStatus {
   conditions?: conditions.Condition[];
@@ -36,6 +67,7 @@ export interface WebPageStatus {
 /** A WebPage. */
 export type WebPage = Resource<WebPageSpec, WebPageStatus>;
 
+export const webPage = Kind.namespaced("sample.wasmop.dev", "v1", "WebPage");
 export const configMap = Kind.namespaced("", "v1", "ConfigMap").plural("configmaps");
 export const deployment = Kind.namespaced("apps", "v1", "Deployment").plural("deployments");
 export const service = Kind.namespaced("", "v1", "Service").plural("services");
@@ -51,7 +83,7 @@ function nameOf(page: WebPage): string {
 
 export default {
   config: () =>
-    new Config("webpage", Kind.namespaced("sample.wasmop.dev", "v1", "WebPage"))
+    new Config("webpage", webPage)
       .dependent(new Dependent("configmap", configMap))
       .dependent(
         new Dependent("deployment", deployment)
@@ -66,6 +98,16 @@ export default {
       .webhook(Webhook.mutating()),
 
   decode: requireFields({ "spec.html": "string" }),
+
+  // ANCHOR: crd
+  // The CRD `wasmop crd --plugin` prints: from the schemas, with the status subresource, the
+  // host's status fields and its Ready column.
+  crd: () =>
+    new Crd(webPage, webPageSpec, pageStatus)
+      .shortName("wp")
+      .printerColumn("Age", "date", ".metadata.creationTimestamp")
+      .toJSON(),
+  // ANCHOR_END: crd
 
   // ANCHOR: desired
   desired(page) {

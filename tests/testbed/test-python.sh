@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs pytest for the Python SDK (guest-sdk/python) and for every Python plugin (each directory
-# under plugins/ holding an app.py), natively: no cluster, no wasm. The toolchain comes from
+# under plugins/ holding an app.py), natively: no cluster; the whole-loop tests run the plugins'
+# built components (plugins/dist) through `wasmop test`. The toolchain comes from
 # tests/testbed/python-toolchain.sh.
 set -euo pipefail
 
@@ -9,6 +10,10 @@ cd "$ROOT"
 # shellcheck source=tests/testbed/python-toolchain.sh
 source tests/testbed/python-toolchain.sh
 python_toolchain_ensure
+# The whole-loop tests (FakeHost run_until_stable) run the built plugins through `wasmop test`:
+# the workspace's debug build (`make test` builds it first), unless WASMOP names another.
+WASMOP=${WASMOP:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/wasmop}
+export WASMOP
 
 echo "test-python: guest-sdk/python" >&2
 (cd guest-sdk/python && "$WASMOP_PY" -m pytest -q)

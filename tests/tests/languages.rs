@@ -1,7 +1,8 @@
 //! Plugins written in Python (componentize-py) and TypeScript (componentize-js) in the host's
 //! runtime: the same Greeting answers the same object with the same outcome in all three
 //! languages, and a Python or JavaScript runtime, tens of MiB, stays within the memory limit
-//! like any plugin. A plugin of any language keeps two instances warm between calls.
+//! like any plugin. A plugin of any language keeps two instances warm between calls. The WebPage's
+//! CRD, generated from its types, is the same in all three languages but for the descriptions.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use futures::future::{BoxFuture, FutureExt};
 use serde_json::{Value, json};
 use wasmop::runtime::bindings::wasmop::plugin::types::KindRef;
 use wasmop::runtime::{CacheReader, GetResult, Limits, ListResult};
-use wasmop_tests::{EmptyCache, LANGUAGES, first_request, plugin, runtime};
+use wasmop_tests::{EmptyCache, LANGUAGES, first_request, plugin, runtime, wasmop_binary, workspace_root};
 
 fn greeting(name: Value) -> Value {
     json!({
@@ -43,6 +44,43 @@ async fn the_greeting_answers_alike_in_every_language() -> anyhow::Result<()> {
             let other = outcome(&format!("greeting{suffix}"), &object).await?;
             assert_eq!(other, rust, "{language} differs from Rust on {object}");
         }
+    }
+    Ok(())
+}
+
+/// `value` without its `description`s, at any depth.
+fn without_descriptions(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            object.remove("description");
+            object.values_mut().for_each(without_descriptions);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_descriptions),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_webpage_crd_from_the_types_is_alike_in_every_language() -> anyhow::Result<()> {
+    // The Rust webpage's crd.yaml, which its test checks against its types, serves v1 and v2;
+    // the Python and TypeScript webpages serve v1, the same v1.
+    let text = std::fs::read_to_string(workspace_root().join("plugins/webpage/crd.yaml"))?;
+    let mut rust: Value = serde_saphyr::from_str(&text)?;
+    rust["spec"]["versions"].as_array_mut().expect("versions").retain(|v| v["name"] == "v1");
+    without_descriptions(&mut rust);
+    assert_eq!(rust["spec"]["versions"][0]["storage"], true, "v1 is the Rust webpage's hub");
+    for (language, suffix) in &LANGUAGES[1..] {
+        let printed = std::process::Command::new(wasmop_binary()?)
+            .arg("crd")
+            .arg("--plugin")
+            .arg(plugin(&format!("webpage{suffix}")))
+            .output()?;
+        assert!(printed.status.success(), "{language}: {}", String::from_utf8_lossy(&printed.stderr));
+        let mut generated: Value = serde_saphyr::from_str(&String::from_utf8(printed.stdout)?)?;
+        let spec = &generated["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        assert_eq!(spec["description"], "A web page served by nginx (`v1`).", "{language} keeps the descriptions");
+        without_descriptions(&mut generated);
+        assert_eq!(generated, rust, "{language}'s WebPage CRD differs from Rust's");
     }
     Ok(())
 }

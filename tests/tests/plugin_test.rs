@@ -3,7 +3,8 @@
 //! TypeScript), as it does under the FakeHost and against the API server
 //! (`tests/tests/conformance.rs`); a fixture that fails exits 1 naming what failed, and a file
 //! that is not a plugin exits 2 saying so. A record is a fixture too: it holds when the plugin
-//! ends as the recorded reconcile did.
+//! ends as the recorded reconcile did. With `--output json` it prints the store as each loop left
+//! it, which the Python and TypeScript fake hosts read.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -151,6 +152,36 @@ fn the_webpage_fixtures_hold_for_every_language() -> anyhow::Result<()> {
         assert!(stdout.contains("answer:\n  allowed: false\n"), "{file}: {stdout}");
         assert!(stdout.ends_with("# 3 fixtures, all held\n"), "{file}: {stdout}");
     }
+    Ok(())
+}
+
+#[test]
+fn the_json_output_has_every_pass_and_the_store_at_the_end() -> anyhow::Result<()> {
+    let page = workspace_root().join("plugins/webpage/fixtures/page.yaml");
+    let output = Command::new(wasmop_binary()?)
+        .args(["test", "--output", "json"])
+        .arg(build("webpage.wasm"))
+        .arg(&page)
+        .env("RUST_LOG", "off")
+        .output()?;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let shown: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let [fixture] = shown.as_array().expect("a list of fixtures").as_slice() else { panic!("one fixture: {shown}") };
+    assert_eq!(fixture["fixture"], "page");
+    let passes = fixture["passes"].as_array().expect("passes");
+    assert!(passes.len() >= 2 && passes.last().is_some_and(|p| p.get("writes").is_none()), "the last writes nothing");
+    let end = &fixture["end"];
+    let ready =
+        end["primary"]["status"]["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"));
+    assert_eq!(ready.map(|c| &c["status"]), Some(&serde_json::json!("True")), "{end}");
+    let kinds: Vec<&str> =
+        end["objects"].as_array().expect("objects").iter().filter_map(|o| o["kind"]["kind"].as_str()).collect();
+    for kind in ["WebPage", "ConfigMap", "Deployment", "Service"] {
+        assert!(kinds.contains(&kind), "{kind} stored: {kinds:?}");
+    }
+    // The YAML a person reads has no store.
+    let yaml = wasmop_test(&build("webpage.wasm"), &[&page])?;
+    assert!(yaml.status.success() && !String::from_utf8_lossy(&yaml.stdout).contains("\nend:"));
     Ok(())
 }
 

@@ -3,7 +3,8 @@
 //! wasm32-wasip2, `wasmop crd --plugin` prints its CRD, which the API server takes, and `wasmop
 //! run --plugin --webhook-addr` reconciles the scaffolded example in the cluster and refuses an
 //! object with an empty message at `kubectl apply`, through the host's webhook: the guide of
-//! `docs/src/writing-plugins/rust.md`. The same for the Python and TypeScript scaffolds.
+//! `docs/src/writing-plugins/rust.md`. The same for the Python and TypeScript scaffolds, whose
+//! crd.yaml is generated from their types too.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -185,6 +186,16 @@ async fn reconciles_its_example(
     Ok(())
 }
 
+/// Whether `wasmop crd --plugin wasm` prints the scaffold's crd.yaml: generated from its types.
+fn crd_yaml_is_generated(wasm: &Path, plugin_dir: &Path) -> anyhow::Result<()> {
+    let printed = Command::new(wasmop_binary()?).arg("crd").arg("--plugin").arg(wasm).output()?;
+    assert!(printed.status.success(), "wasmop crd --plugin failed: {}", String::from_utf8_lossy(&printed.stderr));
+    let generated: serde_json::Value = serde_saphyr::from_str(&String::from_utf8(printed.stdout)?)?;
+    let written: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(plugin_dir.join("crd.yaml"))?)?;
+    assert_eq!(generated, written, "crd.yaml is what `wasmop crd --plugin` prints");
+    Ok(())
+}
+
 /// A fresh `wasmop new --lang LANG` plugin in `target/scaffold-test/NAME`.
 fn scaffold(name: &str, lang: &str, kind: &str) -> anyhow::Result<std::path::PathBuf> {
     let dir = workspace_root().join("target/scaffold-test");
@@ -223,6 +234,7 @@ async fn a_scaffolded_python_plugin_passes_its_tests_builds_and_reconciles_its_e
     )?;
     let readme = std::fs::read_to_string(plugin_dir.join("README.md"))?;
     assert!(readme.contains("componentize app -p . -o hello-py.wasm"), "the README builds what this test builds");
+    crd_yaml_is_generated(&plugin_dir.join("hello-py.wasm"), &plugin_dir)?;
     reconciles_its_example(
         &plugin_dir.join("hello-py.wasm"),
         &plugin_dir.join("crd.yaml"),
@@ -247,5 +259,6 @@ async fn a_scaffolded_typescript_plugin_passes_its_tests_builds_and_reconciles_i
     let readme = std::fs::read_to_string(plugin_dir.join("README.md"))?;
     assert!(readme.contains("npm run build"), "the README builds what this test builds");
     let wasm = plugin_dir.join("dist/hello-ts.wasm");
+    crd_yaml_is_generated(&wasm, &plugin_dir)?;
     reconciles_its_example(&wasm, &plugin_dir.join("crd.yaml"), &plugin_dir, ("TsHello", "tshellos")).await
 }

@@ -4,7 +4,7 @@
 //
 //   wasmop-guest sdk                      build this package: dist/ (tsc) and dist/wit/ (the WIT, its deps)
 //   wasmop-guest check [dir]              tsc --noEmit -p dir
-//   wasmop-guest test [dir]               bundle every *.test.ts under dir with esbuild, run node --test
+//   wasmop-guest test [dir]               bundle every *.test.ts under dir with esbuild, run node --test in dir
 //   wasmop-guest build [dir] --out FILE   bundle dir/plugin.ts into a wasmop:plugin component of
 //                                         the operator world (reconciler and admission), or of
 //                                         operator-http (with wasi:http) when it grants http
@@ -34,8 +34,8 @@ function fail(message) {
   process.exit(1);
 }
 
-function run(command, args) {
-  const result = spawnSync(command, args, { stdio: "inherit" });
+function run(command, args, cwd = undefined) {
+  const result = spawnSync(command, args, { stdio: "inherit", cwd });
   if (result.error) fail(`${command}: ${result.error.message}`);
   if (result.status !== 0) process.exit(result.status ?? 1);
 }
@@ -78,7 +78,8 @@ async function test(dir) {
       sourcemap: "inline",
       logLevel: "warning",
     });
-    run(process.execPath, ["--enable-source-maps", "--test", "--test-reporter=spec", ...find(out, ".test.mjs")]);
+    // From the plugin's directory, as `npm test` runs: a test's relative paths are the plugin's.
+    run(process.execPath, ["--enable-source-maps", "--test", "--test-reporter=spec", ...find(out, ".test.mjs")], dir);
   } finally {
     rmSync(out, { recursive: true, force: true });
   }

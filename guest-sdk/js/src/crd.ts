@@ -2,7 +2,12 @@
  * {@link Crd}: the CustomResourceDefinition of a plugin's primary, from schemas written with the
  * builder {@link schema}, with the checks the API server runs itself declared beside each
  * field: `minLength`, `maxLength`, `pattern`, `enum`, `minimum`, `maximum`, `minItems`,
- * `maxItems`, and CEL rules (`x-kubernetes-validations`) with {@link Rule}.
+ * `maxItems`, and CEL rules (`x-kubernetes-validations`) with {@link Rule}. The builder writes
+ * Kubernetes structural schemas directly, by the rules of the Rust SDK's `Crd` (a field that may
+ * be absent is `nullable`, a set is `x-kubernetes-list-type: set`, any JSON is
+ * `x-kubernetes-preserve-unknown-fields`), with no dependency: a JSON Schema library (zod,
+ * TypeBox) would add to every component and write schemas the API server refuses (`anyOf` with
+ * `null`, `$ref`, `additionalProperties: false`) that would need rewriting.
  * @module
  */
 import type { Kind } from "./kind.js";
@@ -93,6 +98,17 @@ export const schema = {
   boolean: (checks: Common = {}): Schema => checked({ type: "boolean" }, { ...checks }),
   /** A list of `items`. */
   list: (items: Schema, checks: ListChecks = {}): Schema => checked({ type: "array", items: plain(items) }, { ...checks }),
+  /** A list of distinct `items` (scalars): `x-kubernetes-list-type: set`. */
+  set: (items: Schema, checks: ListChecks = {}): Schema =>
+    checked({ type: "array", items: plain(items), "x-kubernetes-list-type": "set" }, { ...checks }),
+  /** One of `values`, all strings, all integers, all numbers or all booleans (an enum). */
+  literal: (...values: readonly [string | number | boolean, ...(string | number | boolean)[]]): Schema => {
+    const kinds = new Set(values.map((v) => (typeof v === "number" ? (Number.isInteger(v) ? "integer" : "number") : typeof v)));
+    if (kinds.size === 2 && kinds.has("integer") && kinds.has("number")) kinds.delete("integer");
+    if (kinds.size !== 1) throw new TypeError(`schema.literal: ${JSON.stringify(values)} are not of one type`);
+    const [type] = kinds;
+    return { type, enum: [...values] };
+  },
   /** A map from strings to `values`. */
   map: (values: Schema, checks: Common = {}): Schema =>
     checked({ type: "object", additionalProperties: plain(values) }, { ...checks }),
@@ -134,10 +150,10 @@ const conditions: Schema = {
     type: "object",
     required: ["type", "status"],
     properties: {
-      type: { type: "string" },
+      type: { type: "string", description: "The condition's type, e.g. Ready." },
       status: { type: "string", enum: ["True", "False", "Unknown"] },
-      reason: { type: "string" },
-      message: { type: "string" },
+      reason: { type: "string", description: "Why, in CamelCase." },
+      message: { type: "string", description: "Why, for a person." },
       lastTransitionTime: { type: "string", format: "date-time" },
       observedGeneration: { type: "integer", format: "int64" },
     },
@@ -183,6 +199,7 @@ export class Crd {
     { name: "Ready", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
   ];
   private readonly shortNames: string[] = [];
+  private readonly categories: string[] = [];
 
   /** The CRD of `kind`, whose version `kind.version` has these spec and status schemas. */
   constructor(
@@ -220,12 +237,19 @@ export class Crd {
     return this;
   }
 
+  /** Adds a category (`kubectl get all` lists the kinds of category `all`). */
+  category(category: string): this {
+    this.categories.push(category);
+    return this;
+  }
+
   /** The CustomResourceDefinition as JSON. */
   toJSON(): Record<string, unknown> {
     const singular = this.kind.kind.toLowerCase();
     const plural = this.kind.pluralName ?? `${singular}s`;
     const names: Record<string, unknown> = { kind: this.kind.kind, listKind: `${this.kind.kind}List`, plural, singular };
     if (this.shortNames.length > 0) names.shortNames = [...this.shortNames];
+    if (this.categories.length > 0) names.categories = [...this.categories];
     return {
       apiVersion: "apiextensions.k8s.io/v1",
       kind: "CustomResourceDefinition",

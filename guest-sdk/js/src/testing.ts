@@ -1,7 +1,8 @@
 /**
  * A fake host for plugin tests in plain Node (`@wasmop/guest/testing`): it holds the objects the
  * host's caches would, the dependents' states the host would report, and records the logs, and
- * drives a reconciler through the same export the component uses.
+ * drives a reconciler through the same export the component uses. {@link FakeHost.runUntilStable}
+ * runs the whole reconcile loop of the built component by the host's own rules (see `stable.ts`).
  *
  * @example
  * ```ts
@@ -19,6 +20,9 @@ import type { Phase } from "./dependent.js";
 import { ReconcileError } from "./errors.js";
 import type { External } from "./external.js";
 import type { Kind } from "./kind.js";
+import { settle, type Stable, type StoredObject } from "./stable.js";
+
+export { Stable, wasmopBinary, type Pass, type StoredObject } from "./stable.js";
 import type { Readiness } from "./outcome.js";
 import type { Reconciler } from "./reconciler.js";
 import type { AdmissionRequest, Verdict, WebhookType } from "./webhook.js";
@@ -282,6 +286,7 @@ export class Run {
  */
 export class FakeHost {
   private readonly objects = new Map<string, Record<string, unknown>[]>();
+  private readonly kinds = new Map<string, Kind>();
   private readonly secondaryObjects = new Map<string, Record<string, unknown>[]>();
   private readonly states: WitReconcileRequest["dependents"] = [];
   private readonly externals: External[] = [];
@@ -295,7 +300,44 @@ export class FakeHost {
   withObject(kind: Kind, object: Record<string, unknown>): this {
     const k = key(kindToWit(kind));
     this.objects.set(k, [...(this.objects.get(k) ?? []), object]);
+    this.kinds.set(k, kind);
     return this;
+  }
+
+  /**
+   * Runs the built plugin `component` (its `.wasm`) on `primary` among this host's objects and
+   * external objects (`withExternal`, what `fetch` would find), as the host would, over and over
+   * until a pass changes nothing (the host's own rules, through `wasmop test`: see `stable.ts`).
+   * The store and the external system as they ended replace this host's objects and external
+   * objects, so a later call (after a spec change, say) continues from there. Throws when a pass fails (to test
+   * a failure, use {@link FakeHost.runUntilSettled}) or when the loop cannot run.
+   *
+   * Build the component first: the loop runs what was built, not the source beside it.
+   */
+  runUntilStable(component: string, primary: Record<string, unknown>, namespace = "default"): Stable {
+    const stable = this.runUntilSettled(component, primary, namespace);
+    const failed = stable.passes.findIndex((p) => p.error !== undefined);
+    if (failed >= 0) {
+      throw new Error(
+        `runUntilStable: pass ${failed + 1} failed: ${JSON.stringify(stable.passes[failed]!.error)}; use runUntilSettled to test a failing reconcile`,
+      );
+    }
+    return stable;
+  }
+
+  /**
+   * {@link FakeHost.runUntilStable}, but a pass that fails is no test failure: the host writes
+   * its failure conditions (and the plugin's `errorStatus`) as it would, and the passes go on
+   * until one changes nothing.
+   */
+  runUntilSettled(component: string, primary: Record<string, unknown>, namespace = "default"): Stable {
+    const objects: StoredObject[] = [];
+    for (const [k, stored] of this.objects) for (const object of stored) objects.push({ kind: this.kinds.get(k)!, object });
+    const stable = settle(component, primary, objects, this.externals, namespace);
+    this.objects.clear();
+    for (const { kind, object } of stable.stored) this.withObject(kind, object);
+    this.externals.splice(0, this.externals.length, ...stable.external);
+    return stable;
   }
 
   /** Makes `object` a secondary of the primary (for `ctx.secondaries`). */

@@ -64,3 +64,15 @@ test("a hub that is no version and a version twice are refused", () => {
   assert.throws(() => crd.hub("v9"), /Thing has no version v9/);
   assert.throws(() => crd.version("v1", spec), /Thing already has a version v1/);
 });
+
+test("literals, sets and categories as the Rust SDK has them", () => {
+  assert.deepEqual(schema.literal("gold", "silver"), { type: "string", enum: ["gold", "silver"] });
+  assert.deepEqual(schema.literal(1, 2, 4), { type: "integer", enum: [1, 2, 4] });
+  assert.deepEqual(schema.literal(0.5, 1), { type: "number", enum: [0.5, 1] });
+  assert.throws(() => schema.literal("a", 1), /not of one type/);
+  assert.deepEqual(schema.set(schema.string()), { type: "array", items: { type: "string" }, "x-kubernetes-list-type": "set" });
+  const crd = new Crd(Kind.namespaced("example.com", "v1", "Thing"), spec).category("all").toJSON() as {
+    spec: { names: { categories: string[] } };
+  };
+  assert.deepEqual(crd.spec.names.categories, ["all"]);
+});

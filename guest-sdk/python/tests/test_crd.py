@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Optional
 
 import pytest
 
@@ -101,3 +101,40 @@ def test_a_hub_that_is_no_version_and_a_version_twice_are_refused() -> None:
         crd.hub("v9")
     with pytest.raises(ValueError, match="Thing already has a version v1"):
         crd.version("v1", SpecV2)
+
+
+def test_literals_enums_sets_and_docstrings_as_the_rust_sdk_has_them() -> None:
+    @dataclass
+    class Choices:
+        """What may be chosen.
+
+        Each field one way."""
+
+        tier: Literal["gold", "silver"]
+        size: Literal[1, 2, 4]
+        maybe: Literal["on", "off"] | None = None
+        or_none: Literal["a", None] = None
+        mode: Optional[Mode] = None
+        tags: set[str] = field(default_factory=set)
+
+    schema = schema_of(Choices)
+    assert schema["description"] == "What may be chosen.\n\nEach field one way."
+    assert schema["required"] == ["tier", "size"]
+    properties = schema["properties"]
+    assert properties["tier"] == {"type": "string", "enum": ["gold", "silver"]}
+    assert properties["size"] == {"type": "integer", "enum": [1, 2, 4]}
+    assert properties["maybe"] == {"type": "string", "enum": ["on", "off"], "nullable": True}
+    assert properties["orNone"] == {"type": "string", "enum": ["a"], "nullable": True}
+    assert properties["mode"] == {"type": "string", "enum": ["Fast", "Safe"], "nullable": True}
+    assert properties["tags"] == {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"}
+    assert "description" not in schema_of(Backend), "a dataclass without a docstring has no description"
+
+
+def test_a_literal_of_mixed_types_is_refused() -> None:
+    with pytest.raises(TypeError, match="not all strings"):
+        schema_of(Literal["a", 1])
+
+
+def test_categories_are_listed_in_the_names() -> None:
+    crd = Crd(Kind.namespaced("example.com", "v1", "Thing"), Spec).category("all").to_dict()
+    assert crd["spec"]["names"]["categories"] == ["all"]

@@ -28,7 +28,7 @@ pub mod reviews;
 mod shown;
 
 pub use component::Component;
-pub use shown::{Shown, ShownPass, render};
+pub use shown::{End, Shown, ShownExternal, ShownPass, Stored, render};
 
 use crate::runtime::Module;
 use crate::runtime::bindings::{self, wasmop::plugin::types};
@@ -151,6 +151,15 @@ impl Ran {
             Ran::Review(answered) => answered.shown(),
         }
     }
+
+    /// Shows it with the store as a fixture's loop left it ([`End`]).
+    pub fn shown_with_end(&self) -> Shown<'_> {
+        let mut shown = self.shown();
+        if let Ran::Fixture { outcome, .. } = self {
+            shown.end = Some(End::of(outcome));
+        }
+        shown
+    }
 }
 
 /// Runs every fixture in `files` through `module`, `$NS` and `$OTHER` standing for `namespace`
@@ -231,7 +240,13 @@ mod tests {
     #[test]
     fn a_fixture_without_expectations_has_no_verdict_and_a_failed_one_names_what_failed() {
         let scenario: Scenario = serde_saphyr::from_str("primary: { metadata: { name: p } }").unwrap();
-        let mut outcome = fixture::Outcome { stages: Vec::new(), primary: Value::Null, failures: Vec::new() };
+        let mut outcome = fixture::Outcome {
+            stages: Vec::new(),
+            primary: Value::Null,
+            objects: Vec::new(),
+            external: Vec::new(),
+            failures: Vec::new(),
+        };
         assert_eq!(render(&scenario, &outcome).result, None);
         let expecting: Scenario =
             serde_saphyr::from_str("primary: { metadata: { name: p } }\nexpect: { status: { a: 1 } }").unwrap();

@@ -33,6 +33,7 @@ impl Replayed {
             answer: None,
             result: Some(if self.failures.is_empty() { "ok" } else { "FAILED" }),
             failures: &self.failures,
+            end: None,
         }
     }
 }

@@ -39,6 +39,7 @@ impl Answered {
             answer: Some(&self.answer),
             result: self.expects.then_some(if self.failures.is_empty() { "ok" } else { "FAILED" }),
             failures: &self.failures,
+            end: None,
         }
     }
 }

@@ -1,9 +1,12 @@
 //! What `wasmop test` prints of a fixture: the writes the host would make, the events and the
-//! requeue of every pass, then `ok` or `FAILED` with the unmet expectations.
+//! requeue of every pass, then `ok` or `FAILED` with the unmet expectations; with `--output
+//! json`, also the store and the external system as the loop left them ([`End`]), which the Python and TypeScript SDKs'
+//! `FakeHost.run_until_stable` read.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use wasmop_core::KindRef;
 use wasmop_core::fixture::{self, Scenario};
 use wasmop_core::settle::{Event, Failure, Pass, Write};
 
@@ -73,6 +76,56 @@ pub struct Shown<'a> {
     /// The unmet expectations.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub failures: &'a [String],
+    /// The store as the loop left it (shown with `--output json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<End<'a>>,
+}
+
+/// The store and the external system as a fixture's loop left them.
+#[derive(Debug, Serialize)]
+pub struct End<'a> {
+    /// The primary.
+    pub primary: &'a serde_json::Value,
+    /// Every stored object (the primary's too), with its kind.
+    pub objects: Vec<Stored<'a>>,
+    /// The external system's objects.
+    pub external: Vec<ShownExternal<'a>>,
+}
+
+/// An object of the external system.
+#[derive(Debug, Serialize)]
+pub struct ShownExternal<'a> {
+    /// Its external dependent.
+    pub dependent: &'a str,
+    /// Its key among the dependent's objects.
+    pub key: &'a str,
+    /// The ID the external system gave it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<&'a str>,
+    /// The object.
+    pub object: &'a serde_json::Value,
+}
+
+/// A stored object and its kind.
+#[derive(Debug, Serialize)]
+pub struct Stored<'a> {
+    /// The object's kind.
+    pub kind: &'a KindRef,
+    /// The object.
+    pub object: &'a serde_json::Value,
+}
+
+impl<'a> End<'a> {
+    /// The end of `outcome`'s loop.
+    pub fn of(outcome: &'a fixture::Outcome) -> Self {
+        let objects = outcome.objects.iter().map(|(kind, object)| Stored { kind, object }).collect();
+        let external = outcome
+            .external
+            .iter()
+            .map(|o| ShownExternal { dependent: &o.dependent, key: &o.key, id: o.id.as_deref(), object: &o.object })
+            .collect();
+        End { primary: &outcome.primary, objects, external }
+    }
 }
 
 /// Shows `scenario`'s run.
@@ -90,5 +143,6 @@ pub fn render<'a>(scenario: &'a Scenario, outcome: &'a fixture::Outcome) -> Show
         answer: None,
         result: expects.then_some(if outcome.failures.is_empty() { "ok" } else { "FAILED" }),
         failures: &outcome.failures,
+        end: None,
     }
 }

@@ -2,12 +2,15 @@
 itself, declared beside the fields with ``typing.Annotated``.
 
 A field's type says its schema (``str``, ``int``, ``float``, ``bool``, ``list[X]``,
-``dict[str, X]``, ``X | None``, an :class:`enum.Enum` of strings, a dataclass, ``Any``); what it
+``set[X]`` (a list of distinct items), ``dict[str, X]``, ``X | None`` or ``Optional[X]``, an
+:class:`enum.Enum` of strings, ``Literal["a", "b"]``, a dataclass, ``Any``); what it
 carries in ``Annotated[...]`` adds to it: :class:`MinLength`, :class:`MaxLength`,
 :class:`Pattern`, :class:`Minimum`, :class:`Maximum`, :class:`MinItems`, :class:`MaxItems`,
 :class:`Rule` (a CEL rule: ``x-kubernetes-validations``) and :class:`Description`. A dataclass's
-own rules are given with :func:`rules`. Field names are written in camelCase, as
-:mod:`wasmop.typed` reads them; a field without a default, and not ``X | None``, is required.
+own rules are given with :func:`rules`, its description by its docstring. Field names are
+written in camelCase, as :mod:`wasmop.typed` reads them; a field without a default, and not
+``X | None``, is required. The schemas follow the rules of the Rust SDK's ``Crd``: the same types
+give the same structural schema.
 
 >>> from dataclasses import dataclass
 >>> from typing import Annotated
@@ -40,6 +43,7 @@ Return it from the plugin's ``crd`` handler (``crd(self) -> dict``: ``Crd(...).t
 
 import dataclasses
 import enum
+import inspect
 import types
 import typing
 from dataclasses import dataclass
@@ -200,6 +204,8 @@ def _schema(tp: Any, path: str) -> dict[str, Any]:
             raise TypeError(f"{path or 'the type'}: a union of several types has no structural schema")
         nullable = len(options) < len(args)
         return _with(_schema(options[0], path), checks, nullable)
+    if origin is typing.Literal and None in args:
+        return _with(_choice([a for a in args if a is not None], path), checks, True)
     return _with(_plain(tp, origin, args, path), checks, nullable)
 
 
@@ -225,9 +231,24 @@ def _plain(tp: Any, origin: Any, args: tuple[Any, ...], path: str) -> dict[str, 
     if cls in (dict, typing.Dict):
         values = args[1] if len(args) == 2 else Any
         return {"type": "object", "additionalProperties": _schema(values, f"{path}.*")}
+    if cls in (set, frozenset, typing.Set, typing.FrozenSet):
+        items = _schema(args[0] if args else Any, f"{path}[]")
+        return {"type": "array", "items": items, "x-kubernetes-list-type": "set"}
     if isinstance(cls, type) and issubclass(cls, enum.Enum):
-        return {"type": "string", "enum": [member.value for member in cls]}
+        return _choice([member.value for member in cls], path)
+    if cls is typing.Literal:
+        return _choice(list(args), path)
     raise TypeError(f"{path or 'the type'}: {tp!r} has no structural schema")
+
+
+def _choice(values: list[Any], path: str) -> dict[str, Any]:
+    """The schema of one of ``values`` (an enum's or a ``Literal``'s), all of one JSON type."""
+    types_ = {"string" if isinstance(v, str) else "boolean" if isinstance(v, bool)
+              else "integer" if isinstance(v, int) else "number" if isinstance(v, float) else None for v in values}
+    if len(types_) != 1 or None in types_:
+        raise TypeError(f"{path or 'the type'}: the values {values!r} are not all strings, integers, numbers "
+                        "or booleans of one type")
+    return {"type": types_.pop(), "enum": values}
 
 
 def _object(cls: type, path: str) -> dict[str, Any]:
@@ -242,6 +263,9 @@ def _object(cls: type, path: str) -> dict[str, Any]:
         if not has_default and not schema.get("nullable"):
             required.append(name)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
+    doc = _own_doc(cls)
+    if doc:
+        schema = {"description": doc, **schema}
     if required:
         schema["required"] = required
     for rule in getattr(cls, "__wasmop_rules__", ()):
@@ -249,8 +273,19 @@ def _object(cls: type, path: str) -> dict[str, Any]:
     return schema
 
 
+def _own_doc(cls: type) -> str | None:
+    """The docstring ``cls`` was written with, as one paragraph per blank line (None when it has
+    none: a dataclass's ``__doc__`` is its signature then)."""
+    doc = cls.__dict__.get("__doc__")
+    if not doc or doc.startswith(f"{cls.__name__}("):
+        return None
+    return inspect.cleandoc(doc)
+
+
 def _conditions() -> dict[str, Any]:
-    string = {"type": "string"}
+    def string(description: str) -> dict[str, Any]:
+        return {"type": "string", "description": description}
+
     return {
         "type": "array",
         "description": "The conditions: the host's (Ready, Degraded) and any other controller's.",
@@ -260,8 +295,9 @@ def _conditions() -> dict[str, Any]:
             "type": "object",
             "required": ["type", "status"],
             "properties": {
-                "type": string, "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-                "reason": string, "message": string,
+                "type": string("The condition's type, e.g. Ready."),
+                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                "reason": string("Why, in CamelCase."), "message": string("Why, for a person."),
                 "lastTransitionTime": {"type": "string", "format": "date-time"},
                 "observedGeneration": {"type": "integer", "format": "int64"},
             },
@@ -297,6 +333,7 @@ class Crd:
             {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
         ]
         self._short_names: list[str] = []
+        self._categories: list[str] = []
         self.version(kind.version, spec, status)
 
     def version(self, name: str, spec: Any, status: Any = None) -> "Crd":
@@ -323,6 +360,11 @@ class Crd:
         self._short_names.append(name)
         return self
 
+    def category(self, name: str) -> "Crd":
+        """Adds a category (``kubectl get all`` lists the kinds of category ``all``)."""
+        self._categories.append(name)
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         """The CustomResourceDefinition as a dict, for the plugin's ``crd`` handler."""
         kind = self.kind
@@ -332,6 +374,8 @@ class Crd:
                                  "singular": singular}
         if self._short_names:
             names["shortNames"] = list(self._short_names)
+        if self._categories:
+            names["categories"] = list(self._categories)
         versions = [
             {
                 "name": name, "served": True, "storage": name == self._hub,

@@ -1,6 +1,7 @@
 """Unit-test plugins natively, without a cluster or wasm: :class:`FakeHost` stands in for the
 host's caches and runs a plugin's handlers through the code the component runs
-(:class:`wasmop.plugin.Plugin`).
+(:class:`wasmop.plugin.Plugin`). :meth:`FakeHost.run_until_stable` runs the whole reconcile loop
+of the built component by the host's own rules (:mod:`wasmop.stable`).
 
 >>> from wasmop import Config, Kind, Outcome
 >>> class Hello:
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +32,7 @@ from .outcome import Event, Outcome
 from .plugin import Plugin
 from .predicate import EventKind
 from .refs import PrimaryRef, SecondaryRef
+from .stable import Stable, settle
 from .typed import encode
 from .webhook import AdmissionRequest, Verdict, WebhookType
 
@@ -241,6 +244,35 @@ class FakeHost:
         """Reads of ``kind`` fail, as for a kind the plugin does not watch."""
         self.unwatched.append(kind)
         return self
+
+    # The whole loop.
+
+    def run_until_stable(self, component: str | os.PathLike[str], primary: Any, namespace: str = "default") -> Stable:
+        """Runs the built plugin ``component`` (its ``.wasm``) on ``primary`` among this host's
+        objects and external objects (:attr:`external`, what ``fetch`` would find), as the host
+        would, over and over until a pass changes nothing (see :mod:`wasmop.stable`: the host's own
+        rules, through ``wasmop test``). The store and the external system as they ended replace
+        this host's objects and external objects, so a later call (after a spec change, say) continues from
+        there. Raises :class:`AssertionError` when a pass fails (to test a failure, use
+        :meth:`run_until_settled`), :class:`RuntimeError` when the loop cannot run.
+
+        Build the component first: the loop runs what was built, not the source beside it.
+        """
+        stable = self.run_until_settled(component, primary, namespace)
+        failed = next(((i, p["error"]) for i, p in enumerate(stable.passes, 1) if "error" in p), None)
+        if failed is not None:
+            raise AssertionError(f"run_until_stable: pass {failed[0]} failed: {failed[1]}; use run_until_settled "
+                                 "to test a failing reconcile")
+        return stable
+
+    def run_until_settled(self, component: str | os.PathLike[str], primary: Any, namespace: str = "default") -> Stable:
+        """:meth:`run_until_stable`, but a pass that fails is no test failure: the host writes its
+        failure conditions (and the plugin's ``error_status``) as it would, and the passes go on
+        until one changes nothing."""
+        stable = settle(component, encode(primary), self.objects, self.external, namespace)
+        self.objects = list(stable.stored)
+        self.external = list(stable.external)
+        return stable
 
     # The Host protocol.
 
