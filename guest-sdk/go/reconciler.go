@@ -1,0 +1,54 @@
+package wasmop
+
+// Reconciler is a plugin: its configuration, and how it brings the world in line with a primary
+// of spec type S.
+type Reconciler[S any] interface {
+	// Config is the plugin's configuration; the host reads it once, when it loads the plugin.
+	Config() Config
+	// Reconcile brings the world in line with the primary; it returns what the host should write.
+	Reconcile(primary Resource[S], ctx *Context) (Outcome, error)
+}
+
+// Desirer is a Reconciler with dependents: the objects they should hold for a primary, asked
+// before each reconcile.
+type Desirer[S any] interface {
+	// Desired is the objects of the plugin's dependents the primary wants.
+	Desired(primary Resource[S], ctx *Context) ([]Desired, error)
+}
+
+// plugin is the exported reconciler, without its spec type.
+type plugin interface {
+	config() Config
+	desired(object string, ctx *Context) ([]Desired, error)
+	reconcile(object string, ctx *Context) (Outcome, error)
+}
+
+// typed is a Reconciler of spec type S as a plugin.
+type typed[S any] struct{ r Reconciler[S] }
+
+func (t typed[S]) config() Config { return t.r.Config() }
+
+func (t typed[S]) desired(object string, ctx *Context) ([]Desired, error) {
+	d, ok := t.r.(Desirer[S])
+	if !ok {
+		return nil, nil
+	}
+	primary, err := ParseResource[S](object)
+	if err != nil {
+		return nil, err
+	}
+	return d.Desired(primary, ctx)
+}
+
+func (t typed[S]) reconcile(object string, ctx *Context) (Outcome, error) {
+	primary, err := ParseResource[S](object)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return t.r.Reconcile(primary, ctx)
+}
+
+var exported plugin
+
+// Export makes r the plugin's reconciler; call it from the main package's init function.
+func Export[S any](r Reconciler[S]) { exported = typed[S]{r} }
