@@ -44,7 +44,7 @@ func failed(err error) abi.Case { return abi.Case{Index: 1, Value: asError(err).
 
 //go:wasmexport wasmop:plugin/reconciler@0.8.0#describe
 func describe() uint32 {
-	return abi.Return(describeResult, exported.config().lower(false))
+	return abi.Return(describeResult, exported.config().lower(exported.cleans()))
 }
 
 //go:wasmexport wasmop:plugin/reconciler@0.8.0#desired
@@ -77,8 +77,12 @@ func reconcile(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 uint32) uint32 {
 
 //go:wasmexport wasmop:plugin/reconciler@0.8.0#cleanup
 func cleanup(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 uint32) uint32 {
-	lift([]*abi.Type{abi.Request}, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)
-	return abi.Return(cleanupResult, ok([]any{false, nil, []any{}}))
+	r := liftRequest(lift([]*abi.Type{abi.Request}, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)[0])
+	done, err := exported.cleanup(r.object, &r.context)
+	if err != nil {
+		return abi.Return(cleanupResult, failed(err))
+	}
+	return abi.Return(cleanupResult, ok(done.lower()))
 }
 
 //go:wasmexport wasmop:plugin/reconciler@0.8.0#check

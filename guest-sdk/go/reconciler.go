@@ -1,5 +1,7 @@
 package wasmop
 
+import "time"
+
 // Reconciler is a plugin: its configuration, and how it brings the world in line with a primary
 // of spec type S.
 type Reconciler[S any] interface {
@@ -16,17 +18,64 @@ type Desirer[S any] interface {
 	Desired(primary Resource[S], ctx *Context) ([]Desired, error)
 }
 
+// Cleaner is a Reconciler that releases what the garbage collector will not when a primary is
+// deleted (JOSDK's Cleaner): its primaries get a finalizer, removed once Cleanup succeeds.
+type Cleaner[S any] interface {
+	// Cleanup releases what the primary holds outside its owned dependents.
+	Cleanup(primary Resource[S], ctx *Context) (Cleanup, error)
+}
+
+// Cleanup is what the host should do after a successful cleanup.
+type Cleanup struct {
+	keep       bool
+	reschedule *time.Duration
+	events     []Event
+}
+
+// CleanupDone lets the host remove the finalizer: the primary goes.
+func CleanupDone() Cleanup { return Cleanup{} }
+
+// KeepFinalizer keeps the finalizer (the deletion waits) until cleanup runs again after delay.
+func KeepFinalizer(delay time.Duration) Cleanup { return Cleanup{keep: true, reschedule: &delay} }
+
+// Event records an event on the primary.
+func (c Cleanup) Event(event Event) Cleanup {
+	c.events = append(c.events, event)
+	return c
+}
+
+func (c Cleanup) lower() any { return []any{c.keep, millis(c.reschedule), lowerEvents(c.events)} }
+
 // plugin is the exported reconciler, without its spec type.
 type plugin interface {
 	config() Config
+	cleans() bool
 	desired(object string, ctx *Context) ([]Desired, error)
 	reconcile(object string, ctx *Context) (Outcome, error)
+	cleanup(object string, ctx *Context) (Cleanup, error)
 }
 
 // typed is a Reconciler of spec type S as a plugin.
 type typed[S any] struct{ r Reconciler[S] }
 
 func (t typed[S]) config() Config { return t.r.Config() }
+
+func (t typed[S]) cleans() bool {
+	_, ok := t.r.(Cleaner[S])
+	return ok
+}
+
+func (t typed[S]) cleanup(object string, ctx *Context) (Cleanup, error) {
+	c, ok := t.r.(Cleaner[S])
+	if !ok {
+		return CleanupDone(), nil
+	}
+	primary, err := ParseResource[S](object)
+	if err != nil {
+		return Cleanup{}, err
+	}
+	return c.Cleanup(primary, ctx)
+}
 
 func (t typed[S]) desired(object string, ctx *Context) ([]Desired, error) {
 	d, ok := t.r.(Desirer[S])

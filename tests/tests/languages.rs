@@ -1,6 +1,6 @@
-//! Plugins written in Python (componentize-py) and TypeScript (componentize-js) in the host's
-//! runtime: the same Greeting answers the same object with the same outcome in all three
-//! languages, and a Python or JavaScript runtime, tens of MiB, stays within the memory limit
+//! Plugins written in Python (componentize-py), TypeScript (componentize-js) and Go (standard Go
+//! and wasmop-componentize) in the host's runtime: the same Greeting answers the same object with
+//! the same outcome in every language, and a Python or JavaScript runtime, tens of MiB, stays within the memory limit
 //! like any plugin. A plugin of any language keeps two instances warm between calls.
 
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use futures::future::{BoxFuture, FutureExt};
 use serde_json::{Value, json};
 use wasmop::runtime::bindings::wasmop::plugin::types::KindRef;
 use wasmop::runtime::{CacheReader, GetResult, Limits, ListResult};
-use wasmop_tests::{EmptyCache, LANGUAGES, first_request, plugin, runtime};
+use wasmop_tests::{EmptyCache, GO, LANGUAGES, first_request, plugin, runtime};
 
 fn greeting(name: Value) -> Value {
     json!({
@@ -39,7 +39,7 @@ async fn outcome(file: &str, object: &Value) -> anyhow::Result<Value> {
 async fn the_greeting_answers_alike_in_every_language() -> anyhow::Result<()> {
     for object in [greeting(json!("Ada")), greeting(Value::Null)] {
         let rust = outcome("greeting", &object).await?;
-        for (language, suffix) in &LANGUAGES[1..] {
+        for (language, suffix) in LANGUAGES[1..].iter().chain([&GO]) {
             let other = outcome(&format!("greeting{suffix}"), &object).await?;
             assert_eq!(other, rust, "{language} differs from Rust on {object}");
         }

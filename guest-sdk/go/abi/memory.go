@@ -262,3 +262,29 @@ func liftFlat(t *Type, flat []uint32) (any, []uint32) {
 		panic("abi: a 64-bit argument among the flattened ones")
 	}
 }
+
+// LowerList lowers values, a list of elem, for the argument of an import call: the address and
+// length of its elements, which stay until CallDone. Their strings stay with the result's blocks.
+func LowerList(elem *Type, values []any) (addr, n uint32) {
+	size := elem.Size()
+	addr = alloc(&calls, size*uint32(len(values)), elem.Align())
+	for i, e := range values {
+		Store(elem, addr+uint32(i)*size, e)
+	}
+	return addr, uint32(len(values))
+}
+
+// calls holds the blocks of an import call's arguments, until the call returned.
+var calls [][]byte
+
+// CallDone releases the blocks of an import call's arguments.
+func CallDone() { calls = nil }
+
+// Address is the linear memory address of a string's bytes, for an import call's argument;
+// the caller keeps the string alive during the call.
+func Address(s string) uint32 {
+	if s == "" {
+		return 1
+	}
+	return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s))))
+}
