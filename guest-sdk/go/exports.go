@@ -1,3 +1,5 @@
+//go:build wasip1
+
 package wasmop
 
 // The functions the component exports (the `reconciler` interface of wit/plugin.wit), with the

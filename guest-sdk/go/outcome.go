@@ -139,3 +139,15 @@ func lowerEvents(events []Event) []any {
 }
 
 func caseOf(index uint32, value any) abi.Case { return abi.Case{Index: index, Value: value} }
+
+// Readiness is whether the outcome says the primary is ready, and the message; set is false
+// for an outcome without readiness (Done).
+func (o Outcome) Readiness() (ready bool, message string, set bool) {
+	if o.ready == nil {
+		return false, "", false
+	}
+	return *o.ready, o.message, true
+}
+
+// StatusValue is the value merged into the primary's status; nil: none.
+func (o Outcome) StatusValue() any { return o.status }
