@@ -36,6 +36,7 @@ type Config struct {
 	conditions      bool
 	projection      []string
 	dependents      []Dependent
+	webhooks        []Webhook
 }
 
 // NewConfig is the configuration of the plugin `name` reconciling objects of `primary`.
@@ -141,10 +142,14 @@ func (c Config) lower(cleanup bool) any {
 	for i, d := range c.dependents {
 		dependents[i] = d.lower()
 	}
+	webhooks := make([]any, len(c.webhooks))
+	for i, w := range c.webhooks {
+		webhooks[i] = w.lower()
+	}
 	return []any{
 		c.name, c.primary.lower(), optional(c.labelSelector), optional(c.fieldSelector),
 		[]any{f.OnCreate, f.OnUpdate, f.OnDelete, f.OnAnnotationChange, f.OnLabelChange},
 		c.generationAware, nil, nil, nil, maxConcurrent, []any{}, millis(c.resync), finalizer, cleanup,
-		dependents, c.conditions, projection, nil, nil, nil, nil, []any{}, nil, []any{},
+		dependents, c.conditions, projection, nil, nil, nil, nil, []any{}, nil, webhooks,
 	}
 }

@@ -186,3 +186,44 @@ func postDeleteExternal(uint32) { abi.ResultTaken() }
 
 //go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#map-inbound
 func postMapInbound(uint32) { abi.ResultTaken() }
+
+// The `admission` interface (the `operator` world).
+
+var (
+	defaultResult = abi.Result(abi.String, abi.String)
+	convertResult = abi.Result(abi.List(abi.String), abi.String)
+)
+
+//go:wasmexport wasmop:plugin/admission@0.8.0#validate
+func validate(args uint32) uint32 {
+	request := abi.Load(abi.AdmissionRequest, args)
+	abi.ArgumentsLifted()
+	verdict, err := exported.validate(request, &Context{})
+	if err != nil {
+		verdict = Deny(err.Error())
+	}
+	return abi.Return(abi.Verdict, verdict.lower())
+}
+
+//go:wasmexport wasmop:plugin/admission@0.8.0#default
+func defaultObject(args uint32) uint32 {
+	request := abi.Load(abi.AdmissionRequest, args).([]any)
+	abi.ArgumentsLifted()
+	object, _ := request[5].(string)
+	return abi.Return(defaultResult, ok(object))
+}
+
+//go:wasmexport wasmop:plugin/admission@0.8.0#convert
+func convert(a0, a1, a2, a3 uint32) uint32 {
+	lift([]*abi.Type{abi.List(abi.String), abi.String}, a0, a1, a2, a3)
+	return abi.Return(convertResult, abi.Case{Index: 1, Value: "the plugin converts no objects"})
+}
+
+//go:wasmexport cabi_post_wasmop:plugin/admission@0.8.0#validate
+func postValidate(uint32) { abi.ResultTaken() }
+
+//go:wasmexport cabi_post_wasmop:plugin/admission@0.8.0#default
+func postDefault(uint32) { abi.ResultTaken() }
+
+//go:wasmexport cabi_post_wasmop:plugin/admission@0.8.0#convert
+func postConvert(uint32) { abi.ResultTaken() }

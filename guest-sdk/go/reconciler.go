@@ -53,6 +53,7 @@ type plugin interface {
 	desired(object string, ctx *Context) ([]Desired, error)
 	reconcile(object string, ctx *Context) (Outcome, error)
 	cleanup(object string, ctx *Context) (Cleanup, error)
+	validate(request any, ctx *Context) (Verdict, error)
 }
 
 // typed is a Reconciler of spec type S as a plugin.
@@ -75,6 +76,18 @@ func (t typed[S]) cleanup(object string, ctx *Context) (Cleanup, error) {
 		return Cleanup{}, err
 	}
 	return c.Cleanup(primary, ctx)
+}
+
+func (t typed[S]) validate(request any, ctx *Context) (Verdict, error) {
+	v, ok := t.r.(Validator[S])
+	if !ok {
+		return Allow(), nil
+	}
+	r, err := liftAdmission[S](request)
+	if err != nil {
+		return Verdict{}, err
+	}
+	return v.Validate(r, ctx), nil
 }
 
 func (t typed[S]) desired(object string, ctx *Context) ([]Desired, error) {

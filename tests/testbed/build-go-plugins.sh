@@ -2,8 +2,9 @@
 # Builds every Go plugin (each directory under plugins/ holding a go.mod) into
 # plugins/dist/<dir>.wasm: standard Go compiles it to a WASI preview 1 reactor
 # (`GOOS=wasip1 GOARCH=wasm -buildmode=c-shared`), then wasmop-componentize (tools/componentize:
-# wit-component and the WASI reactor adapter, pinned in its own Cargo.lock) makes it a component of the
-# `plugin` world. Fixtures under plugins/fixtures/ become fixture-<dir>.wasm. A plugin whose inputs
+# wit-component and the WASI reactor adapter, pinned in its own Cargo.lock) makes it a component of
+# the `operator` world (a reconciler, and webhooks when it declares them). Fixtures under
+# plugins/fixtures/ become fixture-<dir>.wasm. A plugin whose inputs
 # (its directory, the Go SDK, the WIT, the Go version) did not change since its last build is not
 # built again: plugins/dist/.<name>.inputs holds their digest.
 set -euo pipefail
@@ -15,7 +16,8 @@ command -v go >/dev/null || { echo "build-go-plugins: go (1.26 or later) is requ
 mapfile -t mods < <(find plugins -name go.mod -not -path '*/dist/*' | sort)
 [[ ${#mods[@]} -gt 0 ]] || { echo "build-go-plugins: no Go plugins (go.mod) found under plugins/" >&2; exit 1; }
 
-target=${CARGO_TARGET_DIR:-$ROOT/target}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+target=$CARGO_TARGET_DIR
 cargo build --quiet --release --locked --manifest-path tools/componentize/Cargo.toml
 componentize="$target/release/wasmop-componentize"
 

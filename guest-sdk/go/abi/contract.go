@@ -51,3 +51,10 @@ var (
 	Outcome        = Record(Option(Readiness), Option(String), List(Change), List(Change), Option(U64), List(Event))
 	ReconcileError = Variant(String, String, String)
 )
+
+// The types of the `admission` interface (the `operator` world).
+var (
+	AdmissionRequest = Record(String, KindRef, Operation, Option(String), String, Option(String), Option(String),
+		String, List(String), Bool)
+	Verdict = Record(Bool, Option(String), Option(String), List(String))
+)

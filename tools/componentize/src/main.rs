@@ -1,6 +1,6 @@
 //! `wasmop-componentize CORE.wasm OUT.wasm`: wraps a core WebAssembly module built for WASI
 //! preview 1 as a reactor (Go's `GOOS=wasip1 -buildmode=c-shared`) into a component of the
-//! plugin contract's `plugin` world (`wit/plugin.wit`, built in), with WASI preview 1 calls
+//! plugin contract's `operator` world (`wit/plugin.wit`, built in), with WASI preview 1 calls
 //! adapted to WASI 0.2.
 //!
 //! The module exports the world's functions under their canonical ABI names
@@ -46,7 +46,7 @@ fn run(args: &[String]) -> Result<(), Error> {
     };
     let mut resolve = Resolve::default();
     let package = resolve.push_str("plugin.wit", CONTRACT).map_err(component)?;
-    let world = resolve.select_world(&[package], Some("plugin")).map_err(component)?;
+    let world = resolve.select_world(&[package], Some("operator")).map_err(component)?;
     let mut module = std::fs::read(core).map_err(|source| Error::Io { path: core.into(), source })?;
     embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8, false).map_err(component)?;
     let bytes = ComponentEncoder::default()
