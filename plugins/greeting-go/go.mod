@@ -1,6 +1,6 @@
 module wasmop.dev/plugins/greeting-go
 
-go 1.26
+go 1.24
 
 require wasmop.dev/guest v0.0.0
 
