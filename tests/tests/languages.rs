@@ -104,3 +104,26 @@ async fn a_plugin_keeps_two_instances_warm_whatever_its_language() -> anyhow::Re
     }
     Ok(())
 }
+
+/// A Go plugin's instance answers call after call: the arguments the host writes into it never
+/// make the Go runtime grow its heap (which reads the clock, an import no component may call
+/// while the host writes arguments), however many calls and however large the object.
+#[tokio::test]
+async fn a_go_plugin_answers_call_after_call_on_one_instance() -> anyhow::Result<()> {
+    let module = runtime(Limits::default())?.load(&plugin("greeting-go"))?;
+    let call = async |i: usize, name: &str| {
+        let answer = module.reconcile(Arc::new(EmptyCache), &first_request(&greeting(json!(name)))).await?;
+        let status = answer.map_err(|e| anyhow::anyhow!("call {i}: {e:?}"))?.status.unwrap_or_default();
+        assert_eq!(serde_json::from_str::<Value>(&status)?["message"], format!("Hello, {name}!"), "call {i}");
+        anyhow::Ok(())
+    };
+    for i in 0..300 {
+        call(i, &format!("Ada {i}")).await?;
+    }
+    assert_eq!(module.kept_instances(), 1, "every call ran on the kept instance");
+    let large = "x".repeat(1 << 20);
+    for i in 0..3 {
+        call(i, &large).await?;
+    }
+    Ok(())
+}

@@ -7,12 +7,7 @@ import (
 
 // Linear memory is the Go heap: an address is a Go pointer. Blocks handed to the host stay
 // referenced here (the collector must not free them) until the host is done with them.
-var (
-	// incoming holds the blocks the host filled with a call's arguments, until the call lifted them.
-	incoming [][]byte
-	// outgoing holds the blocks of a call's result, until its post-return function runs.
-	outgoing [][]byte
-)
+var outgoing [][]byte
 
 // alloc returns a zeroed block of size bytes at an address aligned to align, kept in *keep.
 func alloc(keep *[][]byte, size, align uint32) uint32 {
@@ -25,9 +20,26 @@ func alloc(keep *[][]byte, size, align uint32) uint32 {
 	return alignTo(addr, align)
 }
 
-// Realloc is `cabi_realloc`, with which the host allocates the blocks of a call's arguments.
+// argumentArena holds the arguments of a call while the host writes them, until the call lifted
+// them into Go values. The host writes them through cabi_realloc, where a component may call no
+// import, and a Go allocation may (the runtime reads the clock when its heap grows): so they
+// come from this static block, never from the Go heap. It bounds the arguments of one call
+// (the objects of a reconcile request, JSON) to its size.
+var (
+	argumentArena [4 << 20]byte
+	argumentsUsed uint32
+)
+
+// Realloc is `cabi_realloc`, with which the host allocates the blocks of a call's arguments; 0
+// (the host traps) when they pass the argument arena.
 func Realloc(old, oldSize, align, newSize uint32) uint32 {
-	addr := alloc(&incoming, newSize, align)
+	base := uint32(uintptr(unsafe.Pointer(&argumentArena[0])))
+	addr := alignTo(base+argumentsUsed, align)
+	end := addr + newSize - base
+	if end > uint32(len(argumentArena)) {
+		return 0
+	}
+	argumentsUsed = end
 	if old != 0 {
 		copy(bytesAt(addr, min(oldSize, newSize)), bytesAt(old, min(oldSize, newSize)))
 	}
@@ -54,8 +66,8 @@ func AdapterRealloc(old, oldSize, align, newSize uint32) uint32 {
 	return addr
 }
 
-// ArgumentsLifted releases the blocks of the arguments once a call lifted them into Go values.
-func ArgumentsLifted() { incoming = nil }
+// ArgumentsLifted frees the argument arena once a call lifted its arguments into Go values.
+func ArgumentsLifted() { argumentsUsed = 0 }
 
 // ResultTaken releases the blocks of the last call's result (its post-return function).
 func ResultTaken() { outgoing = nil }
