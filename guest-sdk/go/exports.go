@@ -210,7 +210,11 @@ func defaultObject(args uint32) uint32 {
 	request := abi.Load(abi.AdmissionRequest, args).([]any)
 	abi.ArgumentsLifted()
 	object, _ := request[5].(string)
-	return abi.Return(defaultResult, ok(object))
+	defaulted, err := exported.defaults(object, &Context{})
+	if err != nil {
+		return abi.Return(defaultResult, abi.Case{Index: 1, Value: err.Error()})
+	}
+	return abi.Return(defaultResult, ok(defaulted))
 }
 
 //go:wasmexport wasmop:plugin/admission@0.8.0#convert

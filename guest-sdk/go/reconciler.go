@@ -54,6 +54,7 @@ type plugin interface {
 	reconcile(object string, ctx *Context) (Outcome, error)
 	cleanup(object string, ctx *Context) (Cleanup, error)
 	validate(request any, ctx *Context) (Verdict, error)
+	defaults(object string, ctx *Context) (string, error)
 }
 
 // typed is a Reconciler of spec type S as a plugin.
@@ -88,6 +89,14 @@ func (t typed[S]) validate(request any, ctx *Context) (Verdict, error) {
 		return Verdict{}, err
 	}
 	return v.Validate(r, ctx), nil
+}
+
+func (t typed[S]) defaults(object string, ctx *Context) (string, error) {
+	d, ok := t.r.(Defaulter[S])
+	if !ok {
+		return object, nil
+	}
+	return withDefaults(d, object, ctx)
 }
 
 func (t typed[S]) desired(object string, ctx *Context) ([]Desired, error) {

@@ -1,10 +1,15 @@
 package wasmop
 
-import "wasmop.dev/guest/abi"
+import (
+	"encoding/json"
+
+	"wasmop.dev/guest/abi"
+)
 
 // Webhook is an admission webhook the plugin serves through the host (kubebuilder's
 // `create webhook`), for its primary's creates and updates.
 type Webhook struct {
+	mutating  bool
 	ignore    bool
 	timeoutMs *uint32
 }
@@ -12,6 +17,10 @@ type Webhook struct {
 // ValidatingWebhook calls the reconciler's Validate (it must be a Validator): the API server
 // admits or refuses each create and update of a primary as it answers.
 func ValidatingWebhook() Webhook { return Webhook{} }
+
+// MutatingWebhook calls the reconciler's Default (it must be a Defaulter): each create and update
+// of a primary is stored with the plugin's defaults filled in.
+func MutatingWebhook() Webhook { return Webhook{mutating: true} }
 
 // IgnoreFailures admits the request when a call of the webhook fails (default: refuse it).
 func (w Webhook) IgnoreFailures() Webhook {
@@ -28,13 +37,24 @@ func (w Webhook) lower() any {
 	if w.timeoutMs != nil {
 		timeout = *w.timeoutMs
 	}
-	return []any{abi.Case{Index: 0}, []any{}, []any{}, abi.Case{Index: policy}, timeout}
+	kind := uint32(0)
+	if w.mutating {
+		kind = 1
+	}
+	return []any{abi.Case{Index: kind}, []any{}, []any{}, abi.Case{Index: policy}, timeout}
 }
 
 // Validator is a Reconciler that serves a validating webhook (see ValidatingWebhook).
 type Validator[S any] interface {
 	// Validate admits or refuses a create, update or delete.
 	Validate(request AdmissionRequest[S], ctx *Context) Verdict
+}
+
+// Defaulter is a Reconciler that serves a mutating webhook (see MutatingWebhook).
+type Defaulter[S any] interface {
+	// Default fills in the defaults of the primary's spec; an error refuses the request with its
+	// message. The rest of the object is stored as the request has it.
+	Default(primary *Resource[S], ctx *Context) error
 }
 
 // Operation is what an admission request does to its object.
@@ -126,4 +146,26 @@ func liftAdmission[S any](v any) (AdmissionRequest[S], error) {
 		}
 	}
 	return r, nil
+}
+
+// withDefaults is the object (JSON) with the spec d gives it; every other field as it is.
+func withDefaults[S any](d Defaulter[S], object string, ctx *Context) (string, error) {
+	var whole map[string]any
+	if err := json.Unmarshal([]byte(object), &whole); err != nil {
+		return "", err
+	}
+	primary, err := ParseResource[S](object)
+	if err != nil {
+		return "", err
+	}
+	if err := d.Default(&primary, ctx); err != nil {
+		return "", err
+	}
+	spec, err := json.Marshal(primary.Spec)
+	if err != nil {
+		return "", err
+	}
+	whole["spec"] = json.RawMessage(spec)
+	out, err := json.Marshal(whole)
+	return string(out), err
 }

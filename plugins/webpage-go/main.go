@@ -2,7 +2,8 @@
 // ConfigMap holding its HTML, an nginx Deployment serving it, a Service, and an Ingress while
 // spec.exposed is true. The host applies them, owned by the page, and tells the plugin where they
 // stand; the status names the ConfigMap and says whether the page is Ready (its dependents are
-// applied) and Available (nginx runs).
+// applied) and Available (nginx runs). Its validating webhook refuses an empty spec.html, and its
+// mutating one sets spec.exposed to false when it is absent.
 package main
 
 import (
@@ -44,7 +45,9 @@ func (WebPage) Config() wasmop.Config {
 			ReadyWhen(wasmop.FieldsEqual("status.readyReplicas", "spec.replicas"))).
 		Dependent(wasmop.NewDependent("service", service).DependsOn("configmap")).
 		Dependent(wasmop.NewDependent("ingress", ingress).DependsOn("service").
-			ReconcileWhen(wasmop.FieldEquals("spec.exposed", true)))
+			ReconcileWhen(wasmop.FieldEquals("spec.exposed", true))).
+		Webhook(wasmop.ValidatingWebhook()).
+		Webhook(wasmop.MutatingWebhook())
 }
 
 // Desired is the page's ConfigMap, Deployment, Service and Ingress.
@@ -115,6 +118,23 @@ func wasReady(status json.RawMessage) bool {
 		Conditions []wasmop.Condition `json:"conditions"`
 	}
 	return json.Unmarshal(status, &s) == nil && wasmop.IsTrue(s.Conditions, "Ready")
+}
+
+// Validate refuses a page without HTML.
+func (WebPage) Validate(request wasmop.AdmissionRequest[Spec], _ *wasmop.Context) wasmop.Verdict {
+	if request.Object != nil && request.Object.Spec.HTML == "" {
+		return wasmop.Deny("html must not be empty").At("spec.html")
+	}
+	return wasmop.Allow()
+}
+
+// Default says a page is not exposed unless it says so.
+func (WebPage) Default(page *wasmop.Resource[Spec], _ *wasmop.Context) error {
+	if page.Spec.Exposed == nil {
+		exposed := false
+		page.Spec.Exposed = &exposed
+	}
+	return nil
 }
 
 // Cleanup records that the page is gone; the garbage collector removes its dependents.
