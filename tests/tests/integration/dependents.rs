@@ -1,9 +1,9 @@
 //! Dependent resources, finalizers and status writes against the real kube-apiserver (with the
 //! garbage collector, deployment and replicaset controllers), with the complete `webpage`
 //! plugin (ConfigMap, Deployment, Service, and an Ingress while `spec.exposed`), each test in
-//! its Rust, Python and TypeScript builds (`webpage`, `webpage-py`, `webpage-ts`) and most in its Go
-//! build (`webpage-go`), and the
-//! `fixture-probe` plugin (a finalizer it can keep, a slow reconcile).
+//! its Rust, Python and TypeScript builds (`webpage`, `webpage-py`, `webpage-ts`) and most in its
+//! Go build (`webpage-go`), and the `fixture-probe` plugin (a finalizer it can keep, a slow
+//! reconcile).
 
 use std::time::Duration;
 
