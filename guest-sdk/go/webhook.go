@@ -2,6 +2,7 @@ package wasmop
 
 import (
 	"encoding/json"
+	"time"
 
 	"wasmop.dev/guest/abi"
 )
@@ -9,9 +10,9 @@ import (
 // Webhook is an admission webhook the plugin serves through the host (kubebuilder's
 // `create webhook`), for its primary's creates and updates.
 type Webhook struct {
-	mutating  bool
-	ignore    bool
-	timeoutMs *uint32
+	mutating bool
+	ignore   bool
+	timeout  *time.Duration
 }
 
 // ValidatingWebhook calls the reconciler's Validate (it must be a Validator): the API server
@@ -28,14 +29,21 @@ func (w Webhook) IgnoreFailures() Webhook {
 	return w
 }
 
+// Timeout is how long the API server waits for an answer, 1-30 s (default 10 s); the plugin's
+// call gets a deadline below it.
+func (w Webhook) Timeout(timeout time.Duration) Webhook {
+	w.timeout = &timeout
+	return w
+}
+
 func (w Webhook) lower() any {
 	policy := uint32(0)
 	if w.ignore {
 		policy = 1
 	}
 	var timeout any
-	if w.timeoutMs != nil {
-		timeout = *w.timeoutMs
+	if w.timeout != nil {
+		timeout = uint32(w.timeout.Milliseconds())
 	}
 	kind := uint32(0)
 	if w.mutating {
