@@ -205,7 +205,7 @@ mod tests {
             let declared = [
                 ".webhook(Webhook::validating())",
                 ".webhook(Webhook.validating())",
-                ".Webhook(wasmop.ValidatingWebhook())",
+                "Webhook(wasmop.ValidatingWebhook())",
             ];
             assert!(declared.iter().any(|d| file(plugin).contains(d)), "{lang:?} declares the webhook");
             assert!(file(plugin).contains(handler), "{lang:?} implements it");
