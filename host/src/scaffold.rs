@@ -1,4 +1,4 @@
-//! `wasmop new`: a plugin, in Rust, Python or TypeScript, that builds for wasm32-wasip2 and
+//! `wasmop new`: a plugin, in Rust, Python, TypeScript or Go, that builds for wasm32-wasip2 and
 //! passes its test as generated. Pure: renders the files; the CLI writes them.
 
 use std::path::{Path, PathBuf};
@@ -13,6 +13,8 @@ pub enum Lang {
     Python,
     /// A TypeScript module on the TypeScript SDK (`guest-sdk/js`), built with componentize-js.
     Ts,
+    /// A Go module on the Go SDK (`guest-sdk/go`), built with standard Go and wasmop-componentize.
+    Go,
 }
 
 impl Lang {
@@ -22,6 +24,7 @@ impl Lang {
             Lang::Rust => "guest-sdk",
             Lang::Python => "guest-sdk/python",
             Lang::Ts => "guest-sdk/js",
+            Lang::Go => "guest-sdk/go",
         }
     }
 
@@ -29,7 +32,7 @@ impl Lang {
     pub fn next_steps(self) -> &'static str {
         match self {
             Lang::Rust => "`cargo test` and `cargo build --release --target wasm32-wasip2` there",
-            Lang::Python | Lang::Ts => "README.md there says how to test and build it",
+            Lang::Python | Lang::Ts | Lang::Go => "README.md there says how to test and build it",
         }
     }
 }
@@ -135,6 +138,14 @@ impl Scaffold {
                 ("crd.yaml", include_str!("../templates/new-ts/crd.yaml.tmpl")),
                 ("example.yaml", include_str!("../templates/new-ts/example.yaml.tmpl")),
             ],
+            Lang::Go => &[
+                ("main.go", include_str!("../templates/new-go/main.go.tmpl")),
+                ("main_test.go", include_str!("../templates/new-go/main_test.go.tmpl")),
+                ("go.mod", include_str!("../templates/new-go/go.mod.tmpl")),
+                ("README.md", include_str!("../templates/new-go/README.md.tmpl")),
+                ("crd.yaml", include_str!("../templates/new-go/crd.yaml.tmpl")),
+                ("example.yaml", include_str!("../templates/new-go/example.yaml.tmpl")),
+            ],
         };
         Ok(templates.iter().map(|(path, template)| (*path, render(template))).collect())
     }
@@ -187,13 +198,19 @@ mod tests {
             (Lang::Rust, "src/lib.rs", "src/lib.rs", "impl Validator for HelloReconciler"),
             (Lang::Python, "app.py", "test_app.py", "def validate(self, request: AdmissionRequest"),
             (Lang::Ts, "plugin.ts", "plugin.test.ts", "validate(request) {"),
+            (Lang::Go, "main.go", "main_test.go", "func (Reconciler) Validate("),
         ] {
             let files = Scaffold { lang, ..scaffold("hello-op", "demo.example.com", "Hello") }.files().unwrap();
             let file = |path: &str| &files.iter().find(|(p, _)| *p == path).unwrap().1;
-            let declared = [".webhook(Webhook::validating())", ".webhook(Webhook.validating())"];
+            let declared = [
+                ".webhook(Webhook::validating())",
+                ".webhook(Webhook.validating())",
+                "Webhook(wasmop.ValidatingWebhook())",
+            ];
             assert!(declared.iter().any(|d| file(plugin).contains(d)), "{lang:?} declares the webhook");
             assert!(file(plugin).contains(handler), "{lang:?} implements it");
-            assert!(file(plugin).contains(r#".at("spec.message")"#), "{lang:?} names the field");
+            let at = [r#".at("spec.message")"#, r#".At("spec.message")"#];
+            assert!(at.iter().any(|a| file(plugin).contains(a)), "{lang:?} names the field");
             assert!(file(test).contains("the message must not be empty"), "{lang:?} tests the refusal");
         }
     }

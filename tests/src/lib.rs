@@ -678,13 +678,29 @@ pub fn first_request(object: &serde_json::Value) -> ReconcileRequest {
 /// (Python), `greeting-ts` (TypeScript).
 pub const LANGUAGES: [(&str, &str); 3] = [("rust", ""), ("python", "-py"), ("typescript", "-ts")];
 
+/// The suffix of a sample's Go build (`greeting-go`), for the samples written in Go too.
+pub const GO: (&str, &str) = ("go", "-go");
+
 /// Turns `async fn NAME(plugin: &str) -> anyhow::Result<()>` into one test per language the
 /// sample `BASE` is written in (a module `NAME` with tests `rust`, `python` and `typescript`),
-/// each passing the file name of that language's build (see [`LANGUAGES`]).
+/// each passing the file name of that language's build (see [`LANGUAGES`]). With `and go`, a
+/// test `go` runs the sample's Go build too (see [`GO`]).
 #[macro_export]
 macro_rules! in_every_language {
+    ($name:ident, $base:literal, and go) => {
+        $crate::in_every_language!($name, $base, {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn go() -> anyhow::Result<()> {
+                super::$name(concat!($base, "-go")).await
+            }
+        });
+    };
     ($name:ident, $base:literal) => {
+        $crate::in_every_language!($name, $base, {});
+    };
+    ($name:ident, $base:literal, { $($more:item)* }) => {
         mod $name {
+            $($more)*
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn rust() -> anyhow::Result<()> {
                 super::$name($base).await

@@ -2,7 +2,8 @@
 # Builds every plugin (each workspace member under plugins/ with a cdylib target) for
 # wasm32-wasip2 in release and copies each component to plugins/dist/<crate-name>.wasm.
 # Validates the components when wasm-tools is installed (`cargo install wasm-tools`). Then builds
-# the Python and TypeScript plugins (build-python-plugins.sh, build-js-plugins.sh).
+# the Python, TypeScript and Go plugins (build-python-plugins.sh, build-js-plugins.sh,
+# build-go-plugins.sh).
 # Idempotent; cargo rebuilds only what changed.
 set -euo pipefail
 
@@ -49,6 +50,7 @@ for name in "${plugins[@]}"; do
   echo "build-plugins: $dst ($(wc -c <"$dst") bytes)" >&2
 done
 
-# The Python and TypeScript plugins, each with its pinned toolchain.
+# The Python, TypeScript and Go plugins, each with its pinned toolchain.
 tests/testbed/build-python-plugins.sh
 tests/testbed/build-js-plugins.sh
+tests/testbed/build-go-plugins.sh

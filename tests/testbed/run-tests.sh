@@ -76,9 +76,10 @@ status=0
 run() { "$@" || status=$?; }
 # in_tests COMMAND...: runs it from tests/, as cargo runs that package's test binaries.
 in_tests() { (cd tests && "$@"); }
-# The Python and TypeScript SDKs' and plugins' own tests: native, no cluster, no wasm.
+# The Python, TypeScript and Go SDKs' and plugins' own tests: native, no cluster, no wasm.
 run tests/testbed/test-python.sh
 run tests/testbed/test-js.sh
+run tests/testbed/test-go.sh
 run cargo test --workspace --lib --bins --examples --benches
 run in_tests "${binary[$together]}" --test-threads="${WASMOP_TEST_THREADS:-6}" \
   "${alone[@]/#/--skip=}"

@@ -1,8 +1,9 @@
-//! Plugins written in Python (componentize-py) and TypeScript (componentize-js) in the host's
-//! runtime: the same Greeting answers the same object with the same outcome in all three
-//! languages, and a Python or JavaScript runtime, tens of MiB, stays within the memory limit
-//! like any plugin. A plugin of any language keeps two instances warm between calls. The WebPage's
-//! CRD, generated from its types, is the same in all three languages but for the descriptions.
+//! Plugins written in Python (componentize-py), TypeScript (componentize-js) and Go (standard Go
+//! and wasmop-componentize) in the host's runtime: the same Greeting answers the same object with
+//! the same outcome in every language, and a Python or JavaScript runtime, tens of MiB, stays
+//! within the memory limit like any plugin. A plugin of any language keeps two instances warm
+//! between calls. The WebPage's CRD, generated from its types, is the same in Rust, Python and
+//! TypeScript but for the descriptions.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use futures::future::{BoxFuture, FutureExt};
 use serde_json::{Value, json};
 use wasmop::runtime::bindings::wasmop::plugin::types::KindRef;
 use wasmop::runtime::{CacheReader, GetResult, Limits, ListResult};
-use wasmop_tests::{EmptyCache, LANGUAGES, first_request, plugin, runtime, wasmop_binary, workspace_root};
+use wasmop_tests::{EmptyCache, GO, LANGUAGES, first_request, plugin, runtime, wasmop_binary, workspace_root};
 
 fn greeting(name: Value) -> Value {
     json!({
@@ -40,7 +41,7 @@ async fn outcome(file: &str, object: &Value) -> anyhow::Result<Value> {
 async fn the_greeting_answers_alike_in_every_language() -> anyhow::Result<()> {
     for object in [greeting(json!("Ada")), greeting(Value::Null)] {
         let rust = outcome("greeting", &object).await?;
-        for (language, suffix) in &LANGUAGES[1..] {
+        for (language, suffix) in LANGUAGES[1..].iter().chain([&GO]) {
             let other = outcome(&format!("greeting{suffix}"), &object).await?;
             assert_eq!(other, rust, "{language} differs from Rust on {object}");
         }
@@ -139,6 +140,29 @@ async fn a_plugin_keeps_two_instances_warm_whatever_its_language() -> anyhow::Re
             answer??;
         }
         assert_eq!(module.kept_instances(), 2, "{language}: after calls at once");
+    }
+    Ok(())
+}
+
+/// A Go plugin's instance answers call after call: the arguments the host writes into it never
+/// make the Go runtime grow its heap (which reads the clock, an import no component may call
+/// while the host writes arguments), however many calls and however large the object.
+#[tokio::test]
+async fn a_go_plugin_answers_call_after_call_on_one_instance() -> anyhow::Result<()> {
+    let module = runtime(Limits::default())?.load(&plugin("greeting-go"))?;
+    let call = async |i: usize, name: &str| {
+        let answer = module.reconcile(Arc::new(EmptyCache), &first_request(&greeting(json!(name)))).await?;
+        let status = answer.map_err(|e| anyhow::anyhow!("call {i}: {e:?}"))?.status.unwrap_or_default();
+        assert_eq!(serde_json::from_str::<Value>(&status)?["message"], format!("Hello, {name}!"), "call {i}");
+        anyhow::Ok(())
+    };
+    for i in 0..300 {
+        call(i, &format!("Ada {i}")).await?;
+    }
+    assert_eq!(module.kept_instances(), 1, "every call ran on the kept instance");
+    let large = "x".repeat(1 << 20);
+    for i in 0..3 {
+        call(i, &large).await?;
     }
     Ok(())
 }

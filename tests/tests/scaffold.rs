@@ -262,3 +262,20 @@ async fn a_scaffolded_typescript_plugin_passes_its_tests_builds_and_reconciles_i
     crd_yaml_is_generated(&wasm, &plugin_dir)?;
     reconciles_its_example(&wasm, &plugin_dir.join("crd.yaml"), &plugin_dir, ("TsHello", "tshellos")).await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scaffolded_go_plugin_passes_its_tests_builds_and_reconciles_its_example() -> anyhow::Result<()> {
+    let plugin_dir = scaffold("hello-go", "go", "GoHello")?;
+    // Its README's commands, the componentizer built where `make plugins` builds it.
+    shell(
+        &plugin_dir,
+        r#"go test ./...
+           GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hello-go.core.wasm .
+           CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" cargo run --quiet --release --locked \
+             --manifest-path "$ROOT/tools/componentize/Cargo.toml" -- hello-go.core.wasm hello-go.wasm"#,
+    )?;
+    let readme = std::fs::read_to_string(plugin_dir.join("README.md"))?;
+    assert!(readme.contains("hello-go.core.wasm hello-go.wasm"), "the README builds what this test builds");
+    let wasm = plugin_dir.join("hello-go.wasm");
+    reconciles_its_example(&wasm, &plugin_dir.join("crd.yaml"), &plugin_dir, ("GoHello", "gohellos")).await
+}

@@ -247,7 +247,7 @@ async fn the_webpage_plugin_refuses_an_empty_html_and_defaults_exposed(file: &st
     hooks.stop(&client, &ns, &["webpage"]).await
 }
 
-wasmop_tests::in_every_language!(the_webpage_plugin_refuses_an_empty_html_and_defaults_exposed, "webpage");
+wasmop_tests::in_every_language!(the_webpage_plugin_refuses_an_empty_html_and_defaults_exposed, "webpage", and go);
 
 /// A plugin whose `validate` traps, or runs past its deadline, refuses the request under the
 /// failure policy Fail, in a message naming the plugin, and admits it under Ignore; a denial

@@ -1,8 +1,9 @@
 //! Dependent resources, finalizers and status writes against the real kube-apiserver (with the
 //! garbage collector, deployment and replicaset controllers), with the complete `webpage`
 //! plugin (ConfigMap, Deployment, Service, and an Ingress while `spec.exposed`), each test in
-//! its Rust, Python and TypeScript builds (`webpage`, `webpage-py`, `webpage-ts`), and the
-//! `fixture-probe` plugin (a finalizer it can keep, a slow reconcile).
+//! its Rust, Python and TypeScript builds (`webpage`, `webpage-py`, `webpage-ts`) and most in its
+//! Go build (`webpage-go`), and the `fixture-probe` plugin (a finalizer it can keep, a slow
+//! reconcile).
 
 use std::time::Duration;
 
@@ -93,7 +94,7 @@ async fn patch_spec(api: &Api<DynamicObject>, name: &str, spec: serde_json::Valu
 
 wasmop_tests::in_every_language!(
     a_webpage_gets_owned_dependents_and_a_html_change_updates_only_its_config_map,
-    "webpage"
+    "webpage", and go
 );
 async fn a_webpage_gets_owned_dependents_and_a_html_change_updates_only_its_config_map(
     plugin: &str,
@@ -129,7 +130,7 @@ async fn a_webpage_gets_owned_dependents_and_a_html_change_updates_only_its_conf
     Ok(())
 }
 
-wasmop_tests::in_every_language!(exposing_a_webpage_creates_its_ingress_and_unexposing_deletes_it, "webpage");
+wasmop_tests::in_every_language!(exposing_a_webpage_creates_its_ingress_and_unexposing_deletes_it, "webpage", and go);
 async fn exposing_a_webpage_creates_its_ingress_and_unexposing_deletes_it(plugin: &str) -> anyhow::Result<()> {
     let client = client().await?;
     let ns = namespace(&client, "webpage-ingress").await?;
@@ -151,7 +152,7 @@ async fn exposing_a_webpage_creates_its_ingress_and_unexposing_deletes_it(plugin
 
 wasmop_tests::in_every_language!(
     a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_period_writes_nothing,
-    "webpage"
+    "webpage", and go
 );
 async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_period_writes_nothing(
     plugin: &str,
@@ -219,7 +220,7 @@ async fn a_hand_edit_of_a_managed_deployment_field_is_reverted_and_a_quiet_perio
 
 wasmop_tests::in_every_language!(
     deleting_a_webpage_runs_cleanup_releases_the_finalizer_and_its_dependents_are_collected,
-    "webpage"
+    "webpage", and go
 );
 async fn deleting_a_webpage_runs_cleanup_releases_the_finalizer_and_its_dependents_are_collected(
     plugin: &str,

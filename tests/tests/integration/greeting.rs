@@ -1,7 +1,8 @@
 //! The status-only example plugin (`plugins/greeting`) in the cluster: the same two scenarios
 //! as its FakeHost test (`plugins/greeting/tests/greeting.rs`), with the same expectations, so
-//! the fake host and the real one are held to one behaviour. The first runs the Python and
-//! TypeScript Greetings (`plugins/greeting-py`, `plugins/greeting-ts`) too.
+//! the fake host and the real one are held to one behaviour. The first runs the Python,
+//! TypeScript and Go Greetings (`plugins/greeting-py`, `plugins/greeting-ts`, `plugins/greeting-go`)
+//! too.
 
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ fn settled(object: Option<&DynamicObject>) -> bool {
     })
 }
 
-wasmop_tests::in_every_language!(a_greeting_gets_its_message_and_conditions_from_the_host, "greeting");
+wasmop_tests::in_every_language!(a_greeting_gets_its_message_and_conditions_from_the_host, "greeting", and go);
 async fn a_greeting_gets_its_message_and_conditions_from_the_host(plugin: &str) -> anyhow::Result<()> {
     let client = client().await?;
     apply_file(&client, &workspace_root().join("plugins/greeting/crd.yaml"), None).await?;

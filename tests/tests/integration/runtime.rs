@@ -486,4 +486,4 @@ async fn refuses_an_empty_html(plugin_name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-wasmop_tests::in_every_language!(refuses_an_empty_html, "webpage");
+wasmop_tests::in_every_language!(refuses_an_empty_html, "webpage", and go);

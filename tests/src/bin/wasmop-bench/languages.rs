@@ -1,5 +1,5 @@
-//! Part `languages`: the Greeting written in Rust, Python (componentize-py) and TypeScript
-//! (componentize-js), the same plugin and the same object, side by side:
+//! Part `languages`: the Greeting written in Rust, Python (componentize-py), TypeScript
+//! (componentize-js) and Go (standard Go, wasmop-componentize), the same plugin and the same object, side by side:
 //!
 //! - the component's size;
 //! - its first start (compile, store in an empty cache directory, describe) and a cached start
@@ -23,7 +23,8 @@ use super::load::{self, Tracker};
 use super::process::{Controller, Side};
 
 /// The languages, by the file their Greeting builds to.
-const LANGUAGES: [(&str, &str); 3] = [("Rust", "greeting"), ("Python", "greeting-py"), ("TypeScript", "greeting-ts")];
+const LANGUAGES: [(&str, &str); 4] =
+    [("Rust", "greeting"), ("Python", "greeting-py"), ("TypeScript", "greeting-ts"), ("Go", "greeting-go")];
 
 /// How long the process's Greetings may take to show their status.
 const SETTLE: Duration = Duration::from_secs(300);

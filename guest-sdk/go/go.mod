@@ -1,0 +1,3 @@
+module wasmop.dev/guest
+
+go 1.24
