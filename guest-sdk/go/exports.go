@@ -44,12 +44,12 @@ func ok(v any) abi.Case { return abi.Case{Index: 0, Value: v} }
 
 func failed(err error) abi.Case { return abi.Case{Index: 1, Value: asError(err).lower()} }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#describe
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#describe
 func describe() uint32 {
 	return abi.Return(describeResult, exported.config().lower(exported.cleans()))
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#desired
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#desired
 func desired(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 uint32) uint32 {
 	r := liftRequest(lift([]*abi.Type{abi.Request}, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)[0])
 	objects, err := exported.desired(r.object, &r.context)
@@ -63,7 +63,7 @@ func desired(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 uint32) uint32 {
 	return abi.Return(desiredResult, ok(lowered))
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#reconcile
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#reconcile
 func reconcile(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 uint32) uint32 {
 	r := liftRequest(lift([]*abi.Type{abi.Request}, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)[0])
 	outcome, err := exported.reconcile(r.object, &r.context)
@@ -77,7 +77,7 @@ func reconcile(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 uint32) uint32 {
 	return abi.Return(reconcileResult, ok(lowered))
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#cleanup
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#cleanup
 func cleanup(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 uint32) uint32 {
 	r := liftRequest(lift([]*abi.Type{abi.Request}, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)[0])
 	done, err := exported.cleanup(r.object, &r.context)
@@ -87,104 +87,104 @@ func cleanup(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 uint32) uint32 {
 	return abi.Return(cleanupResult, ok(done.lower()))
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#check
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#check
 func check(a0, a1, a2, a3, a4, a5, a6 uint32) uint32 {
 	lift([]*abi.Type{abi.String, abi.String, optionalString}, a0, a1, a2, a3, a4, a5, a6)
 	return 0
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#update-error-status
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#update-error-status
 func updateErrorStatus(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13 uint32) uint32 {
 	lift([]*abi.Type{abi.Request, abi.ReconcileError}, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13)
 	return abi.Return(optionalString, nil)
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#map-secondary
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#map-secondary
 func mapSecondary(a0, a1, a2, a3, a4 uint32) uint32 {
 	lift([]*abi.Type{abi.String, optionalString}, a0, a1, a2, a3, a4)
 	return abi.Return(refsResult, ok([]any{}))
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#secondaries-of
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#secondaries-of
 func secondariesOf(a0, a1 uint32) uint32 {
 	lift([]*abi.Type{abi.String}, a0, a1)
 	return abi.Return(secondaryResult, ok([]any{}))
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#crd
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#crd
 func crd() uint32 { return abi.Return(optionalString, nil) }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#fetch
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#fetch
 func fetch(a0, a1, a2, a3 uint32) uint32 {
 	lift([]*abi.Type{abi.String, abi.List(abi.TrackedID)}, a0, a1, a2, a3)
 	return abi.Return(fetchResult, ok([]any{}))
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#fetch-all
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#fetch-all
 func fetchAll() uint32 { return abi.Return(fetchAllResult, ok([]any{})) }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#apply-external
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#apply-external
 func applyExternal(args uint32) uint32 {
 	abi.Load(externalArgs, args)
 	abi.ArgumentsLifted()
 	return abi.Return(applyResult, failed(PermanentError("the plugin has no external dependents")))
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#delete-external
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#delete-external
 func deleteExternal(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 uint32) uint32 {
 	lift([]*abi.Type{abi.String, abi.ExternalObject}, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)
 	return abi.Return(deleteResult, ok(nil))
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#map-inbound
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#map-inbound
 func mapInbound(a0, a1 uint32) uint32 {
 	lift([]*abi.Type{abi.String}, a0, a1)
 	return abi.Return(refsResult, ok([]any{}))
 }
 
-//go:wasmexport wasmop:plugin/reconciler@0.8.0#filter
+//go:wasmexport wasmop:plugin/reconciler@0.8.1#filter
 func filter(a0, a1, a2, a3, a4, a5, a6, a7 uint32) uint32 {
 	lift([]*abi.Type{abi.String, abi.EventKind, abi.String, optionalString}, a0, a1, a2, a3, a4, a5, a6, a7)
 	return 1
 }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#describe
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#describe
 func postDescribe(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#desired
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#desired
 func postDesired(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#reconcile
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#reconcile
 func postReconcile(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#cleanup
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#cleanup
 func postCleanup(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#update-error-status
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#update-error-status
 func postUpdateErrorStatus(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#map-secondary
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#map-secondary
 func postMapSecondary(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#secondaries-of
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#secondaries-of
 func postSecondariesOf(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#crd
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#crd
 func postCrd(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#fetch
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#fetch
 func postFetch(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#fetch-all
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#fetch-all
 func postFetchAll(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#apply-external
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#apply-external
 func postApplyExternal(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#delete-external
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#delete-external
 func postDeleteExternal(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.0#map-inbound
+//go:wasmexport cabi_post_wasmop:plugin/reconciler@0.8.1#map-inbound
 func postMapInbound(uint32) { abi.ResultTaken() }
 
 // The `admission` interface (the `operator` world).
@@ -194,7 +194,7 @@ var (
 	convertResult = abi.Result(abi.List(abi.String), abi.String)
 )
 
-//go:wasmexport wasmop:plugin/admission@0.8.0#validate
+//go:wasmexport wasmop:plugin/admission@0.8.1#validate
 func validate(args uint32) uint32 {
 	request := abi.Load(abi.AdmissionRequest, args)
 	abi.ArgumentsLifted()
@@ -205,7 +205,7 @@ func validate(args uint32) uint32 {
 	return abi.Return(abi.Verdict, verdict.lower())
 }
 
-//go:wasmexport wasmop:plugin/admission@0.8.0#default
+//go:wasmexport wasmop:plugin/admission@0.8.1#default
 func defaultObject(args uint32) uint32 {
 	request := abi.Load(abi.AdmissionRequest, args).([]any)
 	abi.ArgumentsLifted()
@@ -217,17 +217,17 @@ func defaultObject(args uint32) uint32 {
 	return abi.Return(defaultResult, ok(defaulted))
 }
 
-//go:wasmexport wasmop:plugin/admission@0.8.0#convert
+//go:wasmexport wasmop:plugin/admission@0.8.1#convert
 func convert(a0, a1, a2, a3 uint32) uint32 {
 	lift([]*abi.Type{abi.List(abi.String), abi.String}, a0, a1, a2, a3)
 	return abi.Return(convertResult, abi.Case{Index: 1, Value: "the plugin converts no objects"})
 }
 
-//go:wasmexport cabi_post_wasmop:plugin/admission@0.8.0#validate
+//go:wasmexport cabi_post_wasmop:plugin/admission@0.8.1#validate
 func postValidate(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/admission@0.8.0#default
+//go:wasmexport cabi_post_wasmop:plugin/admission@0.8.1#default
 func postDefault(uint32) { abi.ResultTaken() }
 
-//go:wasmexport cabi_post_wasmop:plugin/admission@0.8.0#convert
+//go:wasmexport cabi_post_wasmop:plugin/admission@0.8.1#convert
 func postConvert(uint32) { abi.ResultTaken() }

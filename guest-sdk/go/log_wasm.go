@@ -8,7 +8,7 @@ import (
 	"wasmop.dev/guest/abi"
 )
 
-//go:wasmimport wasmop:plugin/host@0.8.0 log
+//go:wasmimport wasmop:plugin/host@0.8.1 log
 func importLog(level, message, messageLen, fields, fieldsLen uint32)
 
 var logField = abi.Record(abi.String, abi.String)

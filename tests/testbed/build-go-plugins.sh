@@ -40,7 +40,7 @@ for mod in "${mods[@]}"; do
   (cd "$dir" && GOOS=wasip1 GOARCH=wasm GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
     go build -trimpath -buildmode=c-shared -o "$core" .)
   # Written beside, then renamed, so a host watching plugins/dist never reads a half-written file.
-  "$componentize" "$core" "$dst"
+  "$componentize" wit "$core" "$dst"
   echo "$inputs" >"plugins/dist/.$name.inputs"
   echo "build-go-plugins: $dst ($(wc -c <"$dst") bytes, $((SECONDS - start)) s)" >&2
 done

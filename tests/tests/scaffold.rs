@@ -272,7 +272,7 @@ async fn a_scaffolded_go_plugin_passes_its_tests_builds_and_reconciles_its_examp
         r#"go test ./...
            GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hello-go.core.wasm .
            CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" cargo run --quiet --release --locked \
-             --manifest-path "$ROOT/tools/componentize/Cargo.toml" -- hello-go.core.wasm hello-go.wasm"#,
+             --manifest-path "$ROOT/tools/componentize/Cargo.toml" -- "$ROOT/wit" hello-go.core.wasm hello-go.wasm"#,
     )?;
     let readme = std::fs::read_to_string(plugin_dir.join("README.md"))?;
     assert!(readme.contains("hello-go.core.wasm hello-go.wasm"), "the README builds what this test builds");

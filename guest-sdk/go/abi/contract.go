@@ -1,6 +1,6 @@
 package abi
 
-// The types of the plugin contract (wit/plugin.wit, package wasmop:plugin@0.8.0), field by field
+// The types of the plugin contract (wit/plugin.wit, package wasmop:plugin@0.8.1), field by field
 // and case by case in the order the WIT file declares them. Keep in step with the WIT file.
 var (
 	KindRef       = Record(String, String, String, Option(String), Bool)

@@ -1,10 +1,10 @@
-//! `wasmop-componentize CORE.wasm OUT.wasm`: wraps a core WebAssembly module built for WASI
-//! preview 1 as a reactor (Go's `GOOS=wasip1 -buildmode=c-shared`) into a component of the
-//! plugin contract's `operator` world (`wit/plugin.wit`, built in), with WASI preview 1 calls
-//! adapted to WASI 0.2.
+//! `wasmop-componentize WIT_DIR CORE.wasm OUT.wasm`: wraps a core WebAssembly module built for
+//! WASI preview 1 as a reactor (Go's `GOOS=wasip1 -buildmode=c-shared`) into a component of the
+//! plugin contract's `operator` world (the package in `WIT_DIR`, the repository's `wit/`, with the
+//! WASI packages it refers to in `WIT_DIR/deps`), with WASI preview 1 calls adapted to WASI 0.2.
 //!
 //! The module exports the world's functions under their canonical ABI names
-//! (`wasmop:plugin/reconciler@0.8.0#reconcile`, their `cabi_post_` functions and
+//! (`wasmop:plugin/reconciler@0.8.1#reconcile`, their `cabi_post_` functions and
 //! `cabi_realloc`) and imports the host's functions under the interface's name.
 
 use std::path::PathBuf;
@@ -14,14 +14,11 @@ use wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADA
 use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
 use wit_parser::Resolve;
 
-/// The plugin contract.
-const CONTRACT: &str = include_str!("../../../wit/plugin.wit");
-
 /// Why a module could not be made a component.
 #[derive(Debug, thiserror::Error)]
 enum Error {
-    /// The arguments are not `CORE.wasm OUT.wasm`.
-    #[error("usage: wasmop-componentize CORE.wasm OUT.wasm")]
+    /// The arguments are not `WIT_DIR CORE.wasm OUT.wasm`.
+    #[error("usage: wasmop-componentize WIT_DIR CORE.wasm OUT.wasm")]
     Usage,
     /// A file could not be read or written.
     #[error("{path}: {source}")]
@@ -41,11 +38,11 @@ fn component(err: impl std::fmt::Display) -> Error {
 }
 
 fn run(args: &[String]) -> Result<(), Error> {
-    let [core, out] = args else {
+    let [wit, core, out] = args else {
         return Err(Error::Usage);
     };
     let mut resolve = Resolve::default();
-    let package = resolve.push_str("plugin.wit", CONTRACT).map_err(component)?;
+    let (package, _) = resolve.push_path(wit).map_err(component)?;
     let world = resolve.select_world(&[package], Some("operator")).map_err(component)?;
     let mut module = std::fs::read(core).map_err(|source| Error::Io { path: core.into(), source })?;
     embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8, false).map_err(component)?;
