@@ -15,8 +15,8 @@
 //! - `reload`: hot reload to the first new-version reconcile ([`reload`]);
 //! - `secondaries`: secondary-triggered reconciles ([`secondaries`]);
 //! - `cache`: heap per cached object ([`cache`]);
-//! - `dev`: a saved edit of a Python plugin's source to its new status under `wasmop run
-//!   --dev-source` ([`dev`]);
+//! - `dev`: a saved edit of a Python or TypeScript plugin's source to its new status under
+//!   `wasmop run --dev-source` ([`dev`]);
 //! - `languages`: the Greeting in Rust, Python and TypeScript: size, first and cached start,
 //!   per-call time, a host's memory and CPU ([`languages`]);
 //! - `scale`: 100,000 small primaries (`BENCH_SCALE_OBJECTS`), one host against three sharded
