@@ -521,6 +521,20 @@ mod tests {
         assert_eq!(batch.take(), (BTreeSet::new(), true));
     }
 
+    #[test]
+    fn a_change_in_the_dev_source_means_a_rescan_and_reads_do_not() {
+        let watched = Watched { source: Some(PathBuf::from("/real/src")), ..sample() };
+        assert!(watched.directories().contains(Path::new("/real/src")), "the dev source is watched");
+        let t0 = Instant::now();
+        let mut batch = Batch::default();
+        batch.add(&watched, &event(EventKind::Access(AccessKind::Read), &["/real/src/app.py"]), t0);
+        assert_eq!(batch.due(), None, "a read changes nothing");
+        batch.add(&watched, &event(EventKind::Modify(ModifyKind::Name(RenameMode::To)), &["/real/src/app.py"]), t0);
+        assert_eq!(batch.take(), (BTreeSet::new(), true));
+        batch.add(&watched, &event(EventKind::Modify(ModifyKind::Any), &["/real/elsewhere/app.py"]), t0);
+        assert_eq!(batch.due(), None, "another directory is not the dev source");
+    }
+
     fn present(digest: &str) -> FileState {
         FileState::Present { bytes: Vec::new(), digest: digest.into() }
     }
