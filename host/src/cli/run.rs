@@ -43,9 +43,9 @@ pub struct RunArgs {
     /// Develop a plugin from its source: give the plugins this directory, read-only, at
     /// `/plugin`, and reload them whenever a file in it changes (implies --watch). Run the
     /// language's dev runtime as the plugin: it runs the source it reads there, so a saved edit
-    /// takes effect without a build. For development only; no other way of loading plugins
-    /// gives them a directory.
-    #[arg(long, value_name = "DIR", env = "WASMOP_DEV_SOURCE")]
+    /// takes effect without a build. For development only: not with --reconciler-plugins, and
+    /// no other way of loading plugins gives them a directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "reconciler_plugins")]
     dev_source: Option<PathBuf>,
     /// Also run the plugins that ReconcilerPlugin resources name (install the CRD with
     /// `wasmop crd | kubectl apply -f -`).
