@@ -453,7 +453,7 @@ pub fn runtime(limits: Limits) -> anyhow::Result<Runtime> {
 pub fn observed_runtime(limits: Limits, metrics: Option<Arc<Metrics>>) -> anyhow::Result<Runtime> {
     let cache_dir = Some(workspace_root().join("target/wasmop-test-cache"));
     let observer = metrics.map(|m| m as Arc<dyn wasmop::runtime::CallObserver>);
-    Ok(Runtime::new(RuntimeConfig { cache_dir, limits, observer })?)
+    Ok(Runtime::new(RuntimeConfig { cache_dir, limits, observer, dev_source: None })?)
 }
 
 /// Host settings for tests: every plugin runs in `namespace` unless overridden.

@@ -56,3 +56,4 @@ for dir in "${dirs[@]}"; do
   echo "$hash" >"$stamp"
   echo "build-js-plugins: $dst ($(wc -c <"$dst") bytes, $((SECONDS - start)) s)" >&2
 done
+"$ROOT/tests/testbed/build-js-dev-runtimes.sh"

@@ -58,3 +58,4 @@ for app in "${apps[@]}"; do
   echo "$inputs" >"plugins/dist/.$name.inputs"
   echo "build-python-plugins: $dst ($(wc -c <"$dst") bytes, $((SECONDS - start)) s)" >&2
 done
+"$ROOT/tests/testbed/build-python-dev-runtimes.sh"

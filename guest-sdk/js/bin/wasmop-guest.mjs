@@ -8,6 +8,12 @@
 //   wasmop-guest build [dir] --out FILE   bundle dir/plugin.ts into a wasmop:plugin component of
 //                                         the operator world (reconciler and admission), or of
 //                                         operator-http (with wasi:http) when it grants http
+//   wasmop-guest dev-runtime --out FILE [--http]
+//                                         build the dev runtime: a component that runs the bundle
+//                                         /plugin/plugin.js it reads at run time (wasmop run
+//                                         --dev-source), with wasi:http for --http
+//   wasmop-guest dev [dir] --out DIR      bundle dir/plugin.ts into DIR/plugin.js for the dev
+//                                         runtime, again on every change, until stopped
 //
 // dir defaults to the current directory. A plugin directory holds plugin.ts, whose default export
 // is the Reconciler, and resolves @wasmop/guest from its node_modules.
@@ -147,9 +153,122 @@ async function buildPlugin(dir, out) {
   }
 }
 
+// The dev runtime's world: a plugin's, and the preopened directory it reads the plugin from.
+const DEV_WIT = (world) => `package wasmop:plugin@0.8.0;
+
+world ${world}-dev {
+    include ${world};
+    import wasi:filesystem/preopens@0.2.12;
+    import wasi:filesystem/types@0.2.12;
+}
+`;
+
+// The names of the exports' functions, which the dev runtime forwards to the plugin's.
+const RECONCILER_FUNCTIONS = ["describe", "desired", "reconcile", "cleanup", "check", "updateErrorStatus", "mapSecondary",
+  "secondariesOf", "crd", "fetch", "fetchAll", "applyExternal", "deleteExternal", "mapInbound", "filter"];
+const ADMISSION_FUNCTIONS = ["validate", "default", "convert"];
+
+/** Builds the dev runtime: the SDK and a loader of `/plugin/plugin.js`, no plugin. */
+async function buildDevRuntime(out, http) {
+  if (!existsSync(join(WIT, "plugin.wit"))) fail(`${WIT} is missing: build the SDK first (wasmop-guest sdk)`);
+  const { build } = await import("esbuild");
+  const { componentize } = await import("@bytecodealliance/componentize-js");
+  const work = mkdtempSync(join(tmpdir(), "wasmop-guest-dev-runtime-"));
+  try {
+    const world = http ? "operator-http" : "operator";
+    cpSync(WIT, join(work, "wit"), { recursive: true });
+    writeFileSync(join(work, "wit", "dev.wit"), DEV_WIT(world));
+    const forward = (name, functions) =>
+      `export const ${name} = { ${functions.map((f) => `${f}: (...args) => load().${name}.${f}(...args)`).join(", ")} };`;
+    const bundle = join(work, "runtime.js");
+    await build({
+      stdin: {
+        contents: [
+          `import * as host from "${HOST_IMPORT}";`,
+          ...(http ? [`import * as handler from "${HTTP_IMPORTS[0]}";`, `import * as types from "${HTTP_IMPORTS[1]}";`] : []),
+          `import { getDirectories } from "wasi:filesystem/preopens@0.2.12";`,
+          `import * as guest from "@wasmop/guest";`,
+          `import { exportAdmission, exportHttp, exportReconciler } from "@wasmop/guest/component";`,
+          `exportHttp(${http ? "{ handler, types }" : ""});`,
+          `let loaded;`,
+          `function load() {`,
+          `  if (loaded) return loaded;`,
+          `  const dir = getDirectories().find(([, path]) => path === "/plugin");`,
+          `  if (!dir) throw new Error("the wasmop dev runtime runs only under \`wasmop run --dev-source\`: no /plugin");`,
+          `  const file = dir[0].openAt({}, "plugin.js", {}, { read: true });`,
+          `  const [bytes] = file.read(file.stat().size, 0n);`,
+          `  const module = { exports: {} };`,
+          `  const require = (name) => {`,
+          `    if (name === "@wasmop/guest") return guest;`,
+          `    throw new Error(\`the wasmop dev runtime holds only @wasmop/guest, not \${name}\`);`,
+          `  };`,
+          `  new Function("require", "module", "exports", new TextDecoder().decode(bytes))(require, module, module.exports);`,
+          `  const plugin = module.exports.default;`,
+          `  loaded = { reconciler: exportReconciler(plugin, host), admission: exportAdmission(plugin, host) };`,
+          `  return loaded;`,
+          `}`,
+          forward("reconciler", RECONCILER_FUNCTIONS),
+          forward("admission", ADMISSION_FUNCTIONS),
+        ].join("\n"),
+        resolveDir: SDK,
+        sourcefile: "dev-runtime.js",
+        loader: "js",
+      },
+      outfile: bundle,
+      bundle: true,
+      platform: "neutral",
+      format: "esm",
+      target: "es2022",
+      external: [HOST_IMPORT, ...HTTP_IMPORTS, "wasi:filesystem/preopens@0.2.12"],
+      logLevel: "warning",
+    });
+    const { component } = await componentize({
+      sourcePath: bundle,
+      witPath: join(work, "wit"),
+      worldName: `${world}-dev`,
+      disableFeatures: DISABLED_FEATURES,
+    });
+    mkdirSync(dirname(out), { recursive: true });
+    writeFileSync(`${out}.tmp`, component);
+    renameSync(`${out}.tmp`, out);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** Bundles `dir`/plugin.ts into `out`/plugin.js for the dev runtime, again on every change. */
+async function dev(dir, out) {
+  if (!existsSync(join(dir, "plugin.ts"))) fail(`${dir} has no plugin.ts`);
+  const { context } = await import("esbuild");
+  mkdirSync(out, { recursive: true });
+  const built = {
+    name: "wasmop-dev",
+    setup(build) {
+      build.onEnd((result) => {
+        if (result.errors.length === 0) console.error(`wasmop-guest: ${join(out, "plugin.js")} written`);
+      });
+    },
+  };
+  const bundler = await context({
+    entryPoints: [join(dir, "plugin.ts")],
+    outfile: join(out, "plugin.js"),
+    bundle: true,
+    platform: "neutral",
+    format: "cjs",
+    target: "es2022",
+    // The runtime's own SDK: the plugin's values are the classes the runtime checks for.
+    external: ["@wasmop/guest"],
+    logLevel: "warning",
+    plugins: [built],
+  });
+  await bundler.watch();
+}
+
 const [command, ...args] = process.argv.slice(2);
 const outFlag = args.indexOf("--out");
 const out = outFlag < 0 ? undefined : args.splice(outFlag, 2)[1];
+const httpFlag = args.indexOf("--http");
+if (httpFlag >= 0) args.splice(httpFlag, 1);
 const dir = resolve(args[0] ?? ".");
 switch (command) {
   case "sdk":
@@ -164,6 +283,13 @@ switch (command) {
   case "build":
     await buildPlugin(dir, resolve(out ?? join(dir, "dist", `${basename(dir)}.wasm`)));
     break;
+  case "dev-runtime":
+    if (!out) fail("dev-runtime needs --out FILE.wasm");
+    await buildDevRuntime(resolve(out), httpFlag >= 0);
+    break;
+  case "dev":
+    await dev(dir, resolve(out ?? join(dir, "dist", "dev")));
+    break;
   default:
-    fail("usage: wasmop-guest sdk | check [dir] | test [dir] | build [dir] [--out file.wasm]");
+    fail("usage: wasmop-guest sdk | check [dir] | test [dir] | build [dir] [--out file.wasm] | dev-runtime --out file.wasm [--http] | dev [dir] [--out dir]");
 }

@@ -17,6 +17,7 @@ use wasmop::loader::Sources;
 use wasmop::loader::fetch::FetchPolicy;
 use wasmop::loader::oci::Registries;
 use wasmop::metrics::Metrics;
+use wasmop::runtime::dev::DevSource;
 use wasmop::settings::{Defaults, HostConfig};
 use wasmop::shards::{self, MembershipSettings};
 use wasmop::shutdown::Shutdown;
@@ -39,6 +40,13 @@ pub struct RunArgs {
     /// files of `--config`.
     #[arg(long)]
     watch: bool,
+    /// Develop a plugin from its source: give the plugins this directory, read-only, at
+    /// `/plugin`, and reload them whenever a file in it changes (implies --watch). Run the
+    /// language's dev runtime as the plugin: it runs the source it reads there, so a saved edit
+    /// takes effect without a build. For development only: not with --reconciler-plugins, and
+    /// no other way of loading plugins gives them a directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "reconciler_plugins")]
+    dev_source: Option<PathBuf>,
     /// Also run the plugins that ReconcilerPlugin resources name (install the CRD with
     /// `wasmop crd | kubectl apply -f -`).
     #[arg(long, env = "WASMOP_RECONCILER_PLUGINS")]
@@ -249,7 +257,12 @@ const CANCEL_GRACE: Duration = Duration::from_secs(2);
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = args.config.as_deref().map(HostConfig::read).transpose()?.unwrap_or_default();
     let metrics = Metrics::new();
-    let runtime = Arc::new(args.runtime.runtime(Some(metrics.clone()))?);
+    let dev_source = args
+        .dev_source
+        .as_deref()
+        .map(|dir| DevSource::new(dir).with_context(|| format!("--dev-source {}", dir.display())))
+        .transpose()?;
+    let runtime = Arc::new(args.runtime.runtime_with_source(Some(metrics.clone()), dev_source.clone())?);
     // Bad plugin files are refused before anything connects (loads are cached on disk).
     let mut files = args.plugins.clone();
     for dir in &args.plugin_dirs {
@@ -309,7 +322,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         files: args.plugins,
         dirs: args.plugin_dirs,
         candidates,
-        watch_files: args.watch,
+        watch_files: args.watch || dev_source.is_some(),
+        dev_source,
         resources: args.reconciler_plugins,
         fetch_policy: FetchPolicy::new(&args.allow_module_dirs)
             .map_err(anyhow::Error::msg)?

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmop::metrics::Metrics;
+use wasmop::runtime::dev::DevSource;
 use wasmop::runtime::{Limits, MemoryMib, Runtime, RuntimeConfig};
 
 /// How plugins are compiled and run.
@@ -53,9 +54,18 @@ impl RuntimeArgs {
 
     /// The plugin runtime these flags configure, reporting its calls to `observer`.
     pub fn runtime(&self, observer: Option<Arc<Metrics>>) -> anyhow::Result<Runtime> {
+        self.runtime_with_source(observer, None)
+    }
+
+    /// Like [`RuntimeArgs::runtime`], giving every plugin instance `dev_source`'s directory.
+    pub fn runtime_with_source(
+        &self,
+        observer: Option<Arc<Metrics>>,
+        dev_source: Option<DevSource>,
+    ) -> anyhow::Result<Runtime> {
         let cache_dir = self.cache_dir();
         let limits = Limits { deadline: self.deadline, memory_bytes: self.memory_limit_mib.bytes(), fuel: self.fuel };
         let observer = observer.map(|m| m as Arc<dyn wasmop::runtime::CallObserver>);
-        Ok(Runtime::new(RuntimeConfig { cache_dir, limits, observer })?)
+        Ok(Runtime::new(RuntimeConfig { cache_dir, limits, observer, dev_source })?)
     }
 }

@@ -9,6 +9,10 @@
 //! its plugin's owner the way [`crate::loader::run`] does at start, so a new version replaces the
 //! one the file started. The candidate files the configuration file names are watched alike
 //! ([`super::candidates::reread`]).
+//!
+//! With a dev source (`wasmop run --dev-source`), its directory is watched too: a change of any
+//! file in it makes every plugin path be looked at again, and a path's content is its bytes and
+//! the dev source's files ([`DevSource::identity`]), so a saved edit is a new version.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -23,6 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::host::{Change, Host, HostError, plugin_files};
+use crate::runtime::dev::DevSource;
 
 /// How long a path's events must be quiet before it is read again.
 pub const QUIET: Duration = Duration::from_millis(250);
@@ -32,16 +37,18 @@ pub const MAX_DELAY: Duration = Duration::from_secs(2);
 
 /// Reloads `files` and the `*.wasm` files of `dirs` when they change, starts new ones and
 /// removes deleted ones, and reads the files of `candidates` (by plugin name) again when they
-/// change, until `shutdown` fires.
+/// change, until `shutdown` fires. A change in the directory of `source` reloads them all.
 pub async fn watch(
     host: Arc<Host>,
     files: Vec<PathBuf>,
     dirs: Vec<PathBuf>,
     candidates: BTreeMap<String, PathBuf>,
+    source: Option<DevSource>,
     shutdown: CancellationToken,
 ) {
     let given: Vec<PathBuf> = files.iter().chain(candidates.values()).cloned().collect();
-    let watched = Watched::new(&given, &dirs);
+    let mut watched = Watched::new(&given, &dirs);
+    watched.source = source.as_ref().map(|source| source.dir().to_path_buf());
     let (events, mut received) = mpsc::unbounded_channel();
     let mut watcher = match notify::recommended_watcher(move |event| {
         // The receiver is gone only once the watch has stopped.
@@ -62,7 +69,7 @@ pub async fn watch(
     }
 
     let candidates = candidates.into_iter().map(|(plugin, path)| (path, plugin)).collect();
-    let mut reloader = Reloader { host, watched, candidates, refused: HashMap::new(), known: BTreeSet::new() };
+    let mut reloader = Reloader { host, watched, candidates, refused: HashMap::new(), known: BTreeSet::new(), source };
     reloader.known.extend(files);
     for dir in &dirs {
         reloader.known.extend(plugin_files(dir).unwrap_or_default());
@@ -100,6 +107,8 @@ struct Watched {
     dirs: HashMap<PathBuf, PathBuf>,
     /// Each given file, under its canonical parent directory, and how it was given.
     files: HashMap<PathBuf, PathBuf>,
+    /// The dev source's directory, canonical: a change in it is a change of every plugin.
+    source: Option<PathBuf>,
 }
 
 impl Watched {
@@ -133,7 +142,7 @@ impl Watched {
     /// The directories to watch: the given ones and those of the given files, canonical.
     fn directories(&self) -> BTreeSet<PathBuf> {
         let parents = self.files.keys().filter_map(|f| f.parent()).map(Path::to_path_buf);
-        self.dirs.keys().cloned().chain(parents).collect()
+        self.dirs.keys().cloned().chain(parents).chain(self.source.clone()).collect()
     }
 
     /// The plugin `path` (as a watcher reports it) is, as given: a given file, or a `*.wasm`
@@ -192,6 +201,12 @@ impl Batch {
         if !may_change(&event.kind) {
             return;
         }
+        if let Some(source) = &watched.source
+            && event.paths.iter().any(|path| path.parent() == Some(source.as_path()))
+        {
+            self.rescan(now);
+            return;
+        }
         let mut plugins = event.paths.iter().filter_map(|p| watched.plugin(p)).peekable();
         if plugins.peek().is_some() {
             self.paths.extend(plugins);
@@ -235,6 +250,16 @@ enum FileState {
 }
 
 impl FileState {
+    /// Reads `path` as the plugin running `source` (if any); blocks.
+    fn read_with(path: &Path, source: Option<&DevSource>) -> Self {
+        match (Self::read(path), source) {
+            (Self::Present { bytes, digest }, Some(source)) => {
+                Self::Present { digest: source.identity(&digest), bytes }
+            }
+            (state, _) => state,
+        }
+    }
+
     /// Reads `path`; blocks.
     fn read(path: &Path) -> Self {
         let missing = |err: &std::io::Error| err.kind() == std::io::ErrorKind::NotFound;
@@ -289,6 +314,8 @@ struct Reloader {
     refused: HashMap<String, String>,
     /// The plugin paths that ran a plugin, to notice their removal on a rescan.
     known: BTreeSet<PathBuf>,
+    /// The dev source, when the host runs one.
+    source: Option<DevSource>,
 }
 
 impl Reloader {
@@ -320,8 +347,8 @@ impl Reloader {
             return;
         }
         let owner = path.display().to_string();
-        let read = path.clone();
-        let state = match tokio::task::spawn_blocking(move || FileState::read(&read)).await {
+        let (read, source) = (path.clone(), self.source.clone());
+        let state = match tokio::task::spawn_blocking(move || FileState::read_with(&read, source.as_ref())).await {
             Ok(state) => state,
             Err(err) => {
                 tracing::error!(path = owner, %err, "cannot read plugin file");
@@ -400,7 +427,7 @@ mod tests {
         let pairs = |pairs: &[(&str, &str)]| -> HashMap<PathBuf, PathBuf> {
             pairs.iter().map(|(c, g)| (PathBuf::from(c), PathBuf::from(g))).collect()
         };
-        Watched { files: pairs(files), dirs: pairs(dirs) }
+        Watched { files: pairs(files), dirs: pairs(dirs), source: None }
     }
 
     fn sample() -> Watched {
@@ -492,6 +519,20 @@ mod tests {
         batch.add(&sample(), &Event::new(EventKind::Other).set_flag(Flag::Rescan), t0);
         assert_eq!(batch.due(), Some(t0 + QUIET));
         assert_eq!(batch.take(), (BTreeSet::new(), true));
+    }
+
+    #[test]
+    fn a_change_in_the_dev_source_means_a_rescan_and_reads_do_not() {
+        let watched = Watched { source: Some(PathBuf::from("/real/src")), ..sample() };
+        assert!(watched.directories().contains(Path::new("/real/src")), "the dev source is watched");
+        let t0 = Instant::now();
+        let mut batch = Batch::default();
+        batch.add(&watched, &event(EventKind::Access(AccessKind::Read), &["/real/src/app.py"]), t0);
+        assert_eq!(batch.due(), None, "a read changes nothing");
+        batch.add(&watched, &event(EventKind::Modify(ModifyKind::Name(RenameMode::To)), &["/real/src/app.py"]), t0);
+        assert_eq!(batch.take(), (BTreeSet::new(), true));
+        batch.add(&watched, &event(EventKind::Modify(ModifyKind::Any), &["/real/elsewhere/app.py"]), t0);
+        assert_eq!(batch.due(), None, "another directory is not the dev source");
     }
 
     fn present(digest: &str) -> FileState {

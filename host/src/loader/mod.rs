@@ -32,6 +32,8 @@ pub struct Sources {
     pub candidates: BTreeMap<String, PathBuf>,
     /// Reload files and directories when they change.
     pub watch_files: bool,
+    /// The dev source's directory (`wasmop run --dev-source`): a change in it reloads the files.
+    pub dev_source: Option<crate::runtime::dev::DevSource>,
     /// Run the plugins that `ReconcilerPlugin` resources name.
     pub resources: bool,
     /// What those resources may fetch.
@@ -77,7 +79,7 @@ pub async fn run(
     let mut tasks = tokio::task::JoinSet::new();
     if sources.watch_files {
         let (host, stop) = (host.clone(), shutdown.clone());
-        tasks.spawn(files::watch(host, sources.files, sources.dirs, sources.candidates, stop));
+        tasks.spawn(files::watch(host, sources.files, sources.dirs, sources.candidates, sources.dev_source, stop));
     }
     if sources.resources {
         let (host, stop) = (host.clone(), shutdown.clone());

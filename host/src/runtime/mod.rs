@@ -4,6 +4,7 @@
 mod artifacts;
 mod backend;
 pub mod bindings;
+pub mod dev;
 mod error;
 mod exports;
 pub mod http;
@@ -45,6 +46,9 @@ pub struct RuntimeConfig {
     pub limits: Limits,
     /// Told about every call; `None` records nothing.
     pub observer: Option<Arc<dyn CallObserver>>,
+    /// The source directory given to every plugin instance (`wasmop run --dev-source`); `None`
+    /// gives them no directory.
+    pub dev_source: Option<dev::DevSource>,
 }
 
 /// Compiles and links plugins; cheap to share behind an `Arc`. Plugins without a fuel budget run
@@ -56,6 +60,7 @@ pub struct Runtime {
     limits: Limits,
     observer: Arc<dyn CallObserver>,
     http: Arc<http::Services>,
+    dev_source: Option<Arc<dev::DevSource>>,
 }
 
 impl Runtime {
@@ -69,6 +74,7 @@ impl Runtime {
             limits: config.limits,
             http: Arc::new(http::Services::new(observer.clone())),
             observer,
+            dev_source: config.dev_source.map(Arc::new),
         })
     }
 
@@ -169,8 +175,11 @@ impl Runtime {
             self.limits,
             self.observer.clone(),
             self.http.clone(),
-        );
-        let module = Module::describe(origin, digest.to_string(), call)?;
+        )
+        .with_source(self.dev_source.clone());
+        // With a dev source, a saved edit of it is a new version of the plugin.
+        let identity = self.dev_source.as_ref().map_or_else(|| digest.to_string(), |source| source.identity(digest));
+        let module = Module::describe(origin, identity, call)?;
         if imports_http && module.config().http.is_none() {
             return Err(LoadError::HttpNotGranted { path: origin.into() });
         }

@@ -15,6 +15,7 @@ use super::bindings::wasmop::plugin::types::{
     AdmissionRequest, CleanupOutcome, DesiredObject, EventKind, ExternalObject, Finalizer, Mapper, ObjectRef, Outcome,
     PluginConfig, PrimaryState, ReconcileError, ReconcileRequest, SecondaryRef, TrackedId, Verdict, Webhook,
 };
+use super::dev::DevSource;
 use super::error::{CallError, LoadError};
 use super::exports::{Admission, Exports};
 use super::http::{Hooks, Outbound, Policy, Services};
@@ -58,6 +59,8 @@ pub(crate) struct Instances {
     outbound: Option<Arc<Outbound>>,
     /// The instances kept between calls, at most [`WARM_INSTANCES`].
     warm: std::sync::Mutex<Vec<Warm>>,
+    /// The directory each instance is given, read-only, when the host runs a dev source.
+    source: Option<Arc<DevSource>>,
 }
 
 /// The instances a plugin keeps between calls: the calls beyond them in flight at once get
@@ -678,7 +681,14 @@ impl Instances {
             http,
             outbound: None,
             warm: std::sync::Mutex::new(Vec::new()),
+            source: None,
         }
+    }
+
+    /// The same instances, each given `source`'s directory, read-only, when there is one.
+    pub(super) fn with_source(mut self, source: Option<Arc<DevSource>>) -> Self {
+        self.source = source;
+        self
     }
 
     /// Starts a call of `export` of the plugin `name` (empty while it describes itself): a kept
@@ -724,7 +734,8 @@ impl Instances {
             ready(&mut store);
             return Ok(Call { store, instance, report, clock, _running: running });
         }
-        let mut store = Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache, hooks, tap));
+        let mut store =
+            Store::new(&self.engine, Sandbox::new(self.limits.memory_bytes, cache, hooks, tap, self.source.clone()));
         store.limiter(|s| &mut s.limiter);
         ready(&mut store);
         match self.pre.instantiate_async(&mut store).await {

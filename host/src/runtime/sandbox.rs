@@ -8,13 +8,14 @@ use std::time::Instant;
 use futures::future::{BoxFuture, FutureExt};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use wasmop_core::record::{Answer, Import};
 use wasmtime_wasi::p2::bindings::random::{insecure, insecure_seed, random};
 
 use super::bindings::wasmop::plugin::{host, types};
+use super::dev::{DevSource, GUEST_DIR};
 use super::http::Hooks;
 use super::limits::MemoryLimiter;
 use super::tap::{self, Tap};
@@ -103,7 +104,8 @@ pub(crate) struct Sandbox {
     tap: Option<Arc<Tap>>,
 }
 
-/// A call's WASI: no preopened directories, no environment, no arguments, no sockets. WASI is
+/// A call's WASI: no preopened directories (but the dev source's, read-only, when the host runs
+/// one), no environment, no arguments, no sockets. WASI is
 /// linked so that any component loads, but it grants nothing except clocks and randomness;
 /// stdout and stderr are kept in memory. Outgoing HTTP goes only through the sandbox's `hooks`,
 /// which hold it to the plugin's grant.
@@ -118,14 +120,21 @@ struct Wasi {
     /// A tapped call's clocks: its tap, and when its store was made (the monotonic clock counts
     /// from there).
     clocks: Option<(Arc<Tap>, Instant)>,
+    /// The dev source, preopened read-only at [`GUEST_DIR`] when the host runs one.
+    source: Option<Arc<DevSource>>,
 }
 
 impl Wasi {
     fn ctx(&mut self) -> &mut WasiCtx {
-        let Self { ctx, stdout, stderr, clocks } = self;
+        let Self { ctx, stdout, stderr, clocks, source } = self;
         ctx.get_or_insert_with(|| {
             let mut wasi = WasiCtx::builder();
             wasi.stdout(stdout.clone()).stderr(stderr.clone());
+            if let Some(source) = source
+                && let Err(err) = wasi.preopened_dir(source.dir(), GUEST_DIR, FsPerms::ReadOnly)
+            {
+                tracing::warn!(dir = %source.dir().display(), %err, "cannot give the dev source to the plugin");
+            }
             if let Some((tap, start)) = clocks {
                 wasi.wall_clock(tap::WallClock(tap.clone()))
                     .monotonic_clock(tap::MonotonicClock { tap: tap.clone(), start: *start });
@@ -138,13 +147,21 @@ impl Wasi {
 impl Sandbox {
     /// The store data of one call: `memory_limit` bytes, reads from `cache`, outgoing HTTP
     /// through `hooks` (used only when the plugin is linked with `wasi:http`), every import
-    /// call seen by `tap` when there is one (the clocks included).
-    pub(crate) fn new(memory_limit: usize, cache: Arc<dyn CacheReader>, hooks: Hooks, tap: Option<Arc<Tap>>) -> Self {
+    /// call seen by `tap` when there is one (the clocks included), and `source`'s directory when
+    /// the host runs a dev source.
+    pub(crate) fn new(
+        memory_limit: usize,
+        cache: Arc<dyn CacheReader>,
+        hooks: Hooks,
+        tap: Option<Arc<Tap>>,
+        source: Option<Arc<DevSource>>,
+    ) -> Self {
         let wasi = Wasi {
             ctx: None,
             stdout: MemoryOutputPipe::new(OUTPUT_CAPACITY),
             stderr: MemoryOutputPipe::new(OUTPUT_CAPACITY),
             clocks: tap.as_ref().map(|tap| (tap.clone(), Instant::now())),
+            source,
         };
         Self {
             wasi,
@@ -383,7 +400,7 @@ mod tests {
     use super::*;
 
     fn sandbox(tap: Option<Arc<Tap>>) -> Sandbox {
-        Sandbox::new(1 << 20, Arc::new(NoCache), Hooks::new("reconcile", None, tap.clone()), tap)
+        Sandbox::new(1 << 20, Arc::new(NoCache), Hooks::new("reconcile", None, tap.clone()), tap, None)
     }
 
     /// A call that uses no WASI makes no context; the first use makes it, later ones reuse it.

@@ -42,7 +42,12 @@ struct Figures {
 }
 
 fn runtime(cache: &Path) -> anyhow::Result<Runtime> {
-    let config = RuntimeConfig { cache_dir: Some(cache.to_path_buf()), limits: Limits::default(), observer: None };
+    let config = RuntimeConfig {
+        cache_dir: Some(cache.to_path_buf()),
+        limits: Limits::default(),
+        observer: None,
+        dev_source: None,
+    };
     Ok(Runtime::new(config)?)
 }
 

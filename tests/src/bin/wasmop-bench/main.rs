@@ -15,6 +15,8 @@
 //! - `reload`: hot reload to the first new-version reconcile ([`reload`]);
 //! - `secondaries`: secondary-triggered reconciles ([`secondaries`]);
 //! - `cache`: heap per cached object ([`cache`]);
+//! - `dev`: a saved edit of a Python or TypeScript plugin's source to its new status under
+//!   `wasmop run --dev-source` ([`dev`]);
 //! - `languages`: the Greeting in Rust, Python and TypeScript: size, first and cached start,
 //!   per-call time, a host's memory and CPU ([`languages`]);
 //! - `scale`: 100,000 small primaries (`BENCH_SCALE_OBJECTS`), one host against three sharded
@@ -52,6 +54,7 @@ mod admission;
 mod apiserver;
 mod cache;
 mod call;
+mod dev;
 mod e2e;
 mod knobs;
 mod languages;
@@ -121,6 +124,7 @@ async fn main() -> anyhow::Result<()> {
         "cache",
         "polling",
         "languages",
+        "dev",
         "scale",
         "admission",
     ];
@@ -199,6 +203,12 @@ async fn main() -> anyhow::Result<()> {
             let (json, md) = languages::languages(&client, kubeconfig, calls, objects).await?;
             println!("{md}");
             report.parts.insert("languages", json);
+            report.sections.push(md);
+        }
+        if selected("dev") {
+            let (json, md) = dev::dev(&client, kubeconfig, env_number("BENCH_DEV_EDITS", 7)).await?;
+            println!("{md}");
+            report.parts.insert("dev", json);
             report.sections.push(md);
         }
         if selected("scale") {

@@ -187,7 +187,11 @@ impl Controller {
                 } else {
                     extra.windows(2).filter(|w| w[0] == "--plugin").map(|w| w[1].as_str()).collect()
                 };
-                compile_ahead(&plugins)?;
+                // A dev runtime describes itself only with its dev source (part `dev` times edits,
+                // after the first load).
+                if !extra.iter().any(|arg| arg == "--dev-source") {
+                    compile_ahead(&plugins)?;
+                }
                 let mut c = tokio::process::Command::new(sibling("wasmop")?);
                 c.args(["run", "--namespace", ns, "--worker-threads", &super::knobs::threads().to_string()]);
                 c.args(["--plugin-concurrency", &super::knobs::concurrency().to_string()]);
