@@ -153,8 +153,9 @@ async function buildPlugin(dir, out) {
   }
 }
 
-// The dev runtime's world: a plugin's, and the preopened directory it reads the plugin from.
-const DEV_WIT = (world) => `package wasmop:plugin@0.8.0;
+// The dev runtime's world: a plugin's, and the preopened directory it reads the plugin from; in
+// the contract's package, of the version the host import names.
+const DEV_WIT = (world) => `package wasmop:plugin@${HOST_IMPORT.split("@")[1]};
 
 world ${world}-dev {
     include ${world};

@@ -16,7 +16,12 @@ fn empty_dir(name: &str) -> std::path::PathBuf {
 }
 
 fn runtime(dir: &Path) -> Runtime {
-    let config = RuntimeConfig { cache_dir: Some(dir.to_path_buf()), limits: Limits::default(), observer: None };
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.to_path_buf()),
+        limits: Limits::default(),
+        observer: None,
+        dev_source: None,
+    };
     Runtime::new(config).expect("a runtime")
 }
 
