@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use wasmop::host::Host;
@@ -58,13 +58,7 @@ async fn an_edit_is_reconciled(
     };
     let loader = tokio::spawn(wasmop::loader::run(host, sources, None, stop.clone()));
 
-    let resource = ApiResource {
-        group: "example.wasmop.dev".into(),
-        version: "v1".into(),
-        api_version: "example.wasmop.dev/v1".into(),
-        kind: "Greeting".into(),
-        plural: "greetings".into(),
-    };
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting"));
     let greetings: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
     let ada = json!({ "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting", "metadata": { "name": "ada" },
         "spec": { "name": "Ada" } });

@@ -35,6 +35,13 @@ const HTTP_IMPORTS = ["wasi:http/outgoing-handler@0.2.12", "wasi:http/types@0.2.
 // the imports itself.
 const DISABLED_FEATURES = ["http", "fetch-event"];
 
+/** Writes `component` to `out`, beside then renamed, so a host watching `out` never reads half of it. */
+function writeComponent(out, component) {
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(`${out}.tmp`, component);
+  renameSync(`${out}.tmp`, out);
+}
+
 function fail(message) {
   console.error(`wasmop-guest: ${message}`);
   process.exit(1);
@@ -144,10 +151,7 @@ async function buildPlugin(dir, out) {
       worldName: http ? "operator-http" : "operator",
       disableFeatures: DISABLED_FEATURES,
     });
-    // Write then rename, so a host watching the output never reads a half-written component.
-    mkdirSync(dirname(out), { recursive: true });
-    writeFileSync(`${out}.tmp`, component);
-    renameSync(`${out}.tmp`, out);
+    writeComponent(out, component);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
@@ -229,9 +233,7 @@ async function buildDevRuntime(out, http) {
       worldName: `${world}-dev`,
       disableFeatures: DISABLED_FEATURES,
     });
-    mkdirSync(dirname(out), { recursive: true });
-    writeFileSync(`${out}.tmp`, component);
-    renameSync(`${out}.tmp`, out);
+    writeComponent(out, component);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

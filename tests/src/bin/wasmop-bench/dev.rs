@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
@@ -83,13 +83,7 @@ async fn edit_times(client: &Client, kubeconfig: &Path, language: &Language, edi
     let args = ["--plugin".to_string(), runtime, "--dev-source".to_string(), dev_dir.display().to_string()];
     let host = Controller::start(Side::Wasmop, &ns, kubeconfig, &args)?;
 
-    let resource = ApiResource {
-        group: "example.wasmop.dev".into(),
-        version: "v1".into(),
-        api_version: "example.wasmop.dev/v1".into(),
-        kind: "Greeting".into(),
-        plural: "greetings".into(),
-    };
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("example.wasmop.dev", "v1", "Greeting"));
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
     let ada = json!({ "apiVersion": "example.wasmop.dev/v1", "kind": "Greeting", "metadata": { "name": "ada" },
         "spec": { "name": "Ada" } });
